@@ -1,0 +1,177 @@
+"""Mask arithmetic shared by the op families.
+
+Two rules keep padding out of real values and gradients:
+
+- *Pass-through*: an op that maps each position to the same position (pointwise
+  ops, reductions over static dimensions) may compute on padding; padding only
+  reaches padding.
+- *Mixing*: an op that combines positions (a contraction or reduction over a
+  dynamic dimension, a product with a shared weight whose gradient sums over
+  positions) first replaces padding with a neutral value (:func:`fill_padding`)
+  and, when gradients are needed, masks its output (:func:`guard_gradient`), so
+  that a NaN gradient arriving at a padding position is dropped instead of
+  being multiplied into a real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from matchbox.masked_batch import MaskedBatch
+
+
+def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
+    """``batch.data`` with every padding position replaced by ``value``."""
+    return torch.where(batch.mask, batch.data, torch.full((), value, dtype=batch.dtype,
+                                                          device=batch.device))
+
+
+def guard_gradient(data: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``data`` unchanged at real positions, with gradients at padding dropped."""
+    if not data.requires_grad:
+        return data
+    return torch.where(mask, data, data.new_zeros(()))
+
+
+def example_rank(*args: Any) -> int:
+    """The largest rank among batch and tensor arguments."""
+    return max(a.dim() for a in args if isinstance(a, (MaskedBatch, torch.Tensor)))
+
+
+def raise_rank(batch: MaskedBatch, rank: int) -> MaskedBatch:
+    """Insert static size-one dimensions after dimension 0 up to ``rank``.
+
+    Per example this is what broadcasting does (new leading dimensions of size
+    one); inserting them after the batch dimension keeps dimension 0 the batch.
+    """
+    extra = rank - batch.dim()
+    if extra <= 0:
+        return batch
+    shape = batch.data.shape
+    data = batch.data.reshape(shape[0], *[1] * extra, *shape[1:])
+    mask = batch.mask.reshape(batch.mask.size(0), *[1] * extra, *batch.mask.shape[1:])
+    return MaskedBatch._make(data, mask, (False,) * extra + batch.dims)
+
+
+def pad_to(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
+    """Grow dynamic dimension ``dim`` to ``size`` with new padding."""
+    extra = size - batch.data.size(dim)
+    if extra <= 0:
+        return batch
+    pads = [0, 0] * (batch.data.dim() - 1 - dim) + [0, extra]
+    data = F.pad(batch.data, pads)
+    mask = F.pad(batch.mask, pads, value=False)
+    return MaskedBatch._make(data, mask, batch.dims)
+
+
+def align(
+    op: str, args: Sequence[Any], inplace_target: MaskedBatch | None = None
+) -> tuple[list[Any], torch.Tensor, tuple[bool, ...]]:
+    """Make batch arguments broadcast the way their examples would.
+
+    Returns the arguments with batches replaced by aligned data tensors, the
+    combined mask (true where every batch argument is real) and the dims of the
+    result.  Plain tensors are the same for every example: they broadcast
+    against each example, never across the batch.
+    """
+    batches = [a for a in args if isinstance(a, MaskedBatch)]
+    rank = example_rank(*args)
+    batch_size = batches[0].data.size(0)
+    for b in batches:
+        if b.data.size(0) != batch_size:
+            raise ValueError(
+                f"{op}: batch arguments have different batch sizes "
+                f"({batch_size} and {b.data.size(0)})"
+            )
+    if inplace_target is not None and inplace_target.dim() < rank:
+        raise ValueError(
+            f"{op}: in-place op on a batch of rank {inplace_target.dim()} with an "
+            f"argument of rank {rank} would change its shape"
+        )
+    lifted = {id(b): raise_rank(b, rank) for b in batches}
+    dims = tuple(
+        any(lifted[id(b)].dims[i] for b in batches) for i in range(rank - 1)
+    )
+    for i in range(1, rank):
+        sizes = {lifted[id(b)].data.size(i) for b in batches} - {1}
+        _check_plain_tensors(op, args, i, rank, dims[i - 1], sizes)
+        if len(sizes) <= 1:
+            continue
+        if not dims[i - 1]:
+            raise ValueError(
+                f"{op}: static dimension {i} has different sizes in the batch "
+                f"arguments: {sorted(sizes)}"
+            )
+        target = max(sizes)
+        if inplace_target is not None:
+            target = inplace_target.data.size(i)
+        for key, b in lifted.items():
+            size = b.data.size(i)
+            if size != 1 and size != target:
+                if size < target:
+                    lifted[key] = pad_to(b, i, target)
+                else:
+                    lifted[key] = MaskedBatch._make(
+                        b.data.narrow(i, 0, target), b.mask.narrow(i, 0, target), b.dims
+                    )
+    aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else a for a in args]
+    mask = combine_masks([lifted[id(b)].mask for b in batches])
+    return aligned, mask, dims
+
+
+def combine_masks(masks: Sequence[torch.Tensor]) -> torch.Tensor:
+    """True where every mask is true (broadcasting); reuses a shared mask."""
+    mask = masks[0]
+    for other in masks[1:]:
+        if other is not mask:
+            mask = mask & other
+    return mask
+
+
+def fit_mask(mask: torch.Tensor, data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
+    """Give ``mask`` the layout of a result: data's size in dynamic dims, 1 in static."""
+    shape = [data.size(0)] + [
+        data.size(i + 1) if d else 1 for i, d in enumerate(dims)
+    ]
+    if list(mask.shape) == shape:
+        return mask
+    # A static result dimension keeps size one; reduce it out of the mask.
+    for i, d in enumerate(dims, start=1):
+        if not d and mask.size(i) != 1:
+            mask = mask.all(i, keepdim=True)
+    return mask.expand(shape)
+
+
+def _check_plain_tensors(
+    op: str, args: Sequence[Any], i: int, rank: int, dynamic: bool, sizes: set[int]
+) -> None:
+    for a in args:
+        if not isinstance(a, torch.Tensor):
+            continue
+        position = i - (rank - a.dim())
+        if position < 0:
+            continue
+        size = a.size(position)
+        if position == 0 and i == 0:
+            continue
+        if dynamic and size != 1:
+            raise ValueError(
+                f"{op}: a plain tensor argument has size {size} in dimension {i}, which is "
+                "dynamic in the batch; a tensor shared by all examples can only broadcast "
+                "(size 1) along a dynamic dimension"
+            )
+
+
+def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int) -> None:
+    """A plain tensor of full rank must have size one in dimension 0."""
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.dim() == rank and a.size(0) != 1:
+            raise ValueError(
+                f"{op}: a plain tensor argument has size {a.size(0)} in dimension 0, which "
+                "is the batch dimension of each example (size one); a tensor shared by "
+                "all examples must have size 1 there or fewer dimensions"
+            )

@@ -1,0 +1,164 @@
+"""The one op registry of Matchbox.
+
+Every torch function, ``torch.Tensor`` method and ``torch.nn.functional``
+function that batch types support is a key of one table, filled by the
+:func:`implements` decorator (in the style of PyTorch's jagged nested tensors).
+``__torch_function__`` looks ops up here, ``dir(MaskedBatch)`` is generated from
+here, and the op documentation and the registry-parametrised tests read it.
+
+A handler is called as ``handler(func, *args, **kwargs)``: ``func`` is the torch
+callable that was invoked (``torch.tanh``, ``torch.Tensor.tanh``, ...), so one
+handler can serve a whole family of ops.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+Handler = Callable[..., Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class OpEntry:
+    """One registered op: the torch callable, its handler and its family."""
+
+    func: Callable[..., Any]
+    handler: Handler
+    family: str
+    batch_type: str
+
+    @property
+    def name(self) -> str:
+        return op_name(self.func)
+
+
+# (batch type name, torch callable) -> entry.  Several batch types (MaskedBatch,
+# PackedBatch) share the table; each looks up its own rows.
+_TABLE: dict[tuple[str, Any], OpEntry] = {}
+# batch type name -> class, so that methods can be installed as ops register.
+_HOSTS: dict[str, type] = {}
+
+# Ops that another distribution implements: a helpful error names it.
+_PROVIDERS: list[tuple[Callable[[Any], bool], str]] = []
+
+
+def op_name(func: Any) -> str:
+    """A readable name for a torch callable: ``torch.tanh``, ``Tensor.add_``."""
+    name = getattr(func, "__name__", None) or repr(func)
+    qualname = getattr(func, "__qualname__", name)
+    if qualname.startswith("_TensorBase.") or qualname.startswith("TensorBase."):
+        qualname = "Tensor." + qualname.split(".", 1)[1]
+    if qualname.startswith("Tensor."):
+        return qualname
+    module = getattr(func, "__module__", None) or ""
+    if module.startswith("torch.nn.functional") or module == "torch._C._nn":
+        return f"torch.nn.functional.{name}"
+    if module.startswith("torch.special") or module == "torch._C._special":
+        return f"torch.special.{name}"
+    if getattr(torch.Tensor, name, None) is func:
+        return f"Tensor.{name}"
+    return f"torch.{name}"
+
+
+def tensor_method_name(func: Any) -> str | None:
+    """The ``torch.Tensor`` attribute name of ``func``, if it is a Tensor method."""
+    name = getattr(func, "__name__", None)
+    if name is not None and getattr(torch.Tensor, name, None) is func:
+        return name
+    return None
+
+
+def implements(
+    *funcs: Any, family: str, batch_type: str = "MaskedBatch"
+) -> Callable[[Handler], Handler]:
+    """Register the decorated handler for every callable in ``funcs``."""
+
+    def decorator(handler: Handler) -> Handler:
+        register(funcs, handler, family=family, batch_type=batch_type)
+        return handler
+
+    return decorator
+
+
+def register(
+    funcs: Iterable[Any], handler: Handler, *, family: str, batch_type: str = "MaskedBatch"
+) -> None:
+    for func in funcs:
+        if func is None:
+            continue
+        _TABLE[(batch_type, func)] = OpEntry(func, handler, family, batch_type)
+        host = _HOSTS.get(batch_type)
+        if host is not None:
+            _install_method(host, func, handler)
+
+
+def lookup(func: Any, batch_type: str = "MaskedBatch") -> Handler | None:
+    entry = _TABLE.get((batch_type, func))
+    return None if entry is None else entry.handler
+
+
+def entries(batch_type: str = "MaskedBatch") -> list[OpEntry]:
+    """Every registered op of a batch type, sorted by family and name."""
+    rows = [e for (bt, _), e in _TABLE.items() if bt == batch_type]
+    return sorted(rows, key=lambda e: (e.family, e.name))
+
+
+def register_host(batch_type: str, cls: type) -> None:
+    """Make ``cls`` receive a method for every Tensor method registered for it."""
+    _HOSTS[batch_type] = cls
+    for (bt, func), entry in list(_TABLE.items()):
+        if bt == batch_type:
+            _install_method(cls, func, entry.handler)
+
+
+def _install_method(cls: type, func: Any, handler: Handler) -> None:
+    name = tensor_method_name(func)
+    if name is None or name in cls.__dict__ and not getattr(
+        cls.__dict__[name], "_matchbox_generated", False
+    ):
+        # Methods written by hand on the class win over generated ones.
+        return
+
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return handler(func, self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = f"{cls.__name__}.{name}"
+    method.__doc__ = f"Batched ``Tensor.{name}``: equals the per-example result."
+    method._matchbox_generated = True  # type: ignore[attr-defined]
+    setattr(cls, name, method)
+
+
+_CONVENIENCE: list[str] = []
+
+
+def declare_convenience(names: list[str]) -> None:
+    """Record Matchbox's own methods (not torch ops) for the op documentation."""
+    _CONVENIENCE[:] = names
+
+
+def convenience_methods() -> list[str]:
+    return list(_CONVENIENCE)
+
+
+def declare_provider(predicate: Callable[[Any], bool], distribution: str) -> None:
+    """Say that ops matching ``predicate`` are implemented by ``distribution``."""
+    _PROVIDERS.append((predicate, distribution))
+
+
+def unsupported(func: Any, batch_type: str = "MaskedBatch") -> NotImplementedError:
+    """The error for an op that is not in the registry, naming the op."""
+    name = op_name(func)
+    message = f"{name} is not implemented for {batch_type}"
+    for predicate, distribution in _PROVIDERS:
+        if predicate(func):
+            message += (
+                f"; it is provided by the {distribution} distribution: "
+                f"pip install {distribution}"
+            )
+            break
+    return NotImplementedError(message)

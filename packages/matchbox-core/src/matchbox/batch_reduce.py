@@ -1,0 +1,33 @@
+"""Reductions across the examples of a batch (the batch dimension itself)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from matchbox._masking import fill_padding
+from matchbox.masked_batch import MaskedBatch
+
+
+def batch_sum(x: Any) -> torch.Tensor:
+    """The sum over examples of every real value: a plain tensor.
+
+    For a batch of per-example losses, ``batch_sum(loss).backward()`` equals
+    calling ``backward()`` on each example's loss in a loop.
+    """
+    if not isinstance(x, MaskedBatch):
+        return x.sum()
+    return fill_padding(x, 0).sum()
+
+
+def batch_mean(x: Any) -> torch.Tensor:
+    """The mean over examples of a batch of per-example scalars: a plain tensor."""
+    if not isinstance(x, MaskedBatch):
+        return x.mean()
+    if x.dims:
+        raise ValueError(
+            "batch_mean: expected a batch of per-example scalars (dims == ()), got dims "
+            f"{x.dims}; reduce each example first"
+        )
+    return batch_sum(x) / x.mask.sum().to(x.dtype)

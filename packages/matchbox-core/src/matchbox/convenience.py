@@ -1,0 +1,143 @@
+"""Convenience methods, defined for batches and for plain tensors of batch size one.
+
+Code written for one example runs unchanged on a ``MaskedBatch`` and on a
+plain tensor; these helpers say what a model means (a fresh state per example,
+heads split out of a feature dimension, a causal attention mask) in a way
+that works for both.  They are installed as methods on ``MaskedBatch`` and on
+``torch.Tensor`` (new names only: no torch behaviour changes).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from matchbox import _registry
+from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.ops.constructors import new_batch
+from matchbox.ops.shape import reshape_batch
+
+
+def _batch_new(x: Any, sizes: tuple[Any, ...], factory: Any, op: str) -> Any:
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, torch.Size)):
+        sizes = tuple(sizes[0])
+    if isinstance(x, MaskedBatch):
+        return new_batch(op, x, (1, *sizes),
+                         lambda shape: factory(shape, dtype=x.dtype, device=x.device))
+    plain = [int(s) for s in sizes]
+    return factory((1, *plain), dtype=x.dtype, device=x.device)
+
+
+def batch_zeros(x: Any, *sizes: Any) -> Any:
+    """Zeros of shape ``(1, *sizes)`` for each example (a fresh per-example state)."""
+    return _batch_new(x, sizes, torch.zeros, "batch_zeros")
+
+
+def batch_ones(x: Any, *sizes: Any) -> Any:
+    """Ones of shape ``(1, *sizes)`` for each example."""
+    return _batch_new(x, sizes, torch.ones, "batch_ones")
+
+
+def batch_empty(x: Any, *sizes: Any) -> Any:
+    """Uninitialised values of shape ``(1, *sizes)`` for each example."""
+    return _batch_new(x, sizes, torch.empty, "batch_empty")
+
+
+def size_as_tensor(x: Any, dim: int) -> Any:
+    """Each example's size along ``dim``: a batch of per-example scalars (or a 0-d tensor)."""
+    if not isinstance(x, MaskedBatch):
+        return torch.tensor(x.size(dim), device=x.device)
+    d = normalize_dim(dim, x.dim(), "size_as_tensor")
+    batch = x.data.size(0)
+    if d > 0 and x.dims[d - 1]:
+        sizes = x.lengths()[:, sum(x.dims[: d - 1])]
+    else:
+        sizes = torch.full((batch,), 1 if d == 0 else x.data.size(d), device=x.device)
+    mask = torch.ones(batch, dtype=torch.bool, device=x.device)
+    return MaskedBatch._make(sizes, mask, ())
+
+
+def maxsize(x: Any, dim: int) -> int:
+    """The padded size of ``dim`` (for a tensor, its size)."""
+    return x.maxsize(dim) if isinstance(x, MaskedBatch) else x.size(dim)
+
+
+def _example_shape(x: Any) -> list[int]:
+    if isinstance(x, MaskedBatch):
+        return [1] + [-1 if d else x.data.size(i) for i, d in enumerate(x.dims, start=1)]
+    return list(x.shape)
+
+
+def split_dim(x: Any, dim: int, split_size: int) -> Any:
+    """Split static dimension ``dim`` of size ``s`` into ``(split_size, s // split_size)``."""
+    d = normalize_dim(dim, x.dim(), "split_dim")
+    shape = _example_shape(x)
+    if isinstance(x, MaskedBatch) and d > 0 and x.dims[d - 1]:
+        raise ValueError(f"split_dim: dimension {d} is dynamic; only static dimensions split")
+    if shape[d] % split_size:
+        raise ValueError(
+            f"split_dim: dimension {d} has size {shape[d]}, not divisible by {split_size}"
+        )
+    new = shape[:d] + [split_size, shape[d] // split_size] + shape[d + 1:]
+    if isinstance(x, MaskedBatch):
+        return reshape_batch("split_dim", x, new)
+    return x.reshape(new)
+
+
+def join_dims(x: Any, dim1: int, dim2: int) -> Any:
+    """Merge ``dim2`` into ``dim1`` (moving it next to ``dim1`` first)."""
+    rank = x.dim()
+    d1 = normalize_dim(dim1, rank, "join_dims")
+    d2 = normalize_dim(dim2, rank, "join_dims")
+    if d1 == d2:
+        raise ValueError(f"join_dims: dimensions {dim1} and {dim2} are the same")
+    if d2 != d1 + 1:
+        order = [n for n in range(rank) if n != d2]
+        order.insert(order.index(d1) + 1, d2)
+        x = x.permute(*order)
+        d1 = order.index(d1)
+    return x.flatten(d1, d1 + 1)
+
+
+def causal_mask(x: Any, in_dim: int, out_dim: int) -> Any:
+    """``x`` with ``-inf`` where the ``in_dim`` index exceeds the ``out_dim`` index.
+
+    For attention scores of shape ``(1, queries, keys)``,
+    ``scores.causal_mask(in_dim=2, out_dim=1)`` hides every later key from a
+    query.  Positions are absolute, so a batch needs nothing per example.
+    """
+    rank = x.dim()
+    i = normalize_dim(in_dim, rank, "causal_mask")
+    o = normalize_dim(out_dim, rank, "causal_mask")
+    data = x.data if isinstance(x, MaskedBatch) else x
+    shape_i = [1] * rank
+    shape_o = [1] * rank
+    shape_i[i] = data.size(i)
+    shape_o[o] = data.size(o)
+    later = (torch.arange(data.size(i), device=data.device).reshape(shape_i)
+             > torch.arange(data.size(o), device=data.device).reshape(shape_o))
+    return x.masked_fill(later, -math.inf)
+
+
+CONVENIENCE = {
+    "batch_zeros": batch_zeros,
+    "batch_ones": batch_ones,
+    "batch_empty": batch_empty,
+    "size_as_tensor": size_as_tensor,
+    "split_dim": split_dim,
+    "join_dims": join_dims,
+    "causal_mask": causal_mask,
+}
+
+
+def install() -> None:
+    """Add the convenience methods to ``MaskedBatch`` and (new names only) ``torch.Tensor``."""
+    for name, function in CONVENIENCE.items():
+        setattr(MaskedBatch, name, function)
+        if not hasattr(torch.Tensor, name):
+            setattr(torch.Tensor, name, function)
+    if not hasattr(torch.Tensor, "maxsize"):
+        torch.Tensor.maxsize = maxsize  # type: ignore[attr-defined]
+    _registry.declare_convenience(sorted([*CONVENIENCE, "maxsize"]))

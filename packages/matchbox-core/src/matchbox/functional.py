@@ -1,0 +1,51 @@
+"""``import matchbox.functional as F``: ``torch.nn.functional`` plus Matchbox's extras.
+
+Every ``torch.nn.functional`` name is here unchanged (batches reach Matchbox
+through PyTorch's ``__torch_function__`` protocol, so nothing is replaced);
+the extras below work on batches and on plain tensors alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as _torch_functional
+from torch.nn.functional import *  # noqa: F403
+
+from matchbox.batch_reduce import batch_mean, batch_sum
+from matchbox.convenience import (
+    batch_empty,
+    batch_ones,
+    batch_zeros,
+    causal_mask,
+    join_dims,
+    maxsize,
+    size_as_tensor,
+    split_dim,
+)
+from matchbox.masked_batch import MaskedBatch
+from matchbox.ops.shape import stack_batches
+
+
+def stack(sequences: Sequence[Any], dim: int, dynamic: bool | None = None) -> Any:
+    """Stack per-step results into a new dimension ``dim``.
+
+    With batches, the new dimension is dynamic by default (``dynamic=None``):
+    each step's mask says which examples had a value at that step, as when a
+    loop appends each step's output and examples finish at different steps.
+    ``dynamic=False`` gives ``torch.stack``'s static dimension.  With plain
+    tensors this is ``torch.stack``.
+    """
+    sequences = list(sequences)
+    if not any(isinstance(s, MaskedBatch) for s in sequences):
+        return torch.stack(sequences, dim)
+    return stack_batches("matchbox.functional.stack", sequences, dim,
+                         dynamic=True if dynamic is None else dynamic)
+
+
+__all__ = [name for name in dir(_torch_functional) if not name.startswith("_")] + [
+    "stack", "batch_zeros", "batch_ones", "batch_empty", "size_as_tensor", "maxsize",
+    "split_dim", "join_dims", "causal_mask", "batch_sum", "batch_mean",
+]

@@ -1,0 +1,472 @@
+"""``MaskedBatch``: a batch of examples whose sizes differ in some dimensions.
+
+Layout (the contract of SPEC §2):
+
+- ``data``: dimension 0 is the batch; a static dimension has the size of every
+  example; a dynamic dimension is at least as large as the largest example.
+- ``mask``: same rank; the batch size in dimension 0, size 1 in static
+  dimensions, the size of ``data`` in dynamic dimensions; ``True`` where
+  ``data`` holds real values.  Real values come first along each dynamic
+  dimension (padding is at the end), as ``pad_sequence`` lays it out.
+- ``dims``: one bool per non-batch dimension, ``True`` = dynamic.
+
+Values under a false mask are unspecified (NaN and inf included); every op is
+written so that they reach neither a real output nor a gradient.
+
+Dimension numbers in user code are those of one example, whose dimension 0 has
+size one: ``x.sum(1)`` on an example of shape ``(1, n, 128)`` and on a batch
+mean the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+
+from matchbox import _registry
+
+
+class MaskedBatch:
+    """A batch of tensors ("examples") that may differ in size in some dimensions."""
+
+    __slots__ = ("data", "mask", "dims")
+
+    data: torch.Tensor
+    mask: torch.Tensor
+    dims: tuple[bool, ...]
+
+    def __init__(self, data: torch.Tensor, mask: torch.Tensor, dims: Sequence[bool]):
+        dims = tuple(dims)
+        _validate(data, mask, dims)
+        self.data = data
+        self.mask = mask if mask.dtype == torch.bool else mask != 0
+        self.dims = tuple(bool(d) for d in dims)
+
+    @classmethod
+    def _make(cls, data: torch.Tensor, mask: torch.Tensor, dims: tuple[bool, ...]):
+        """Build without validation: for ops, whose results are valid by construction."""
+        batch = object.__new__(cls)
+        batch.data = data
+        batch.mask = mask
+        batch.dims = dims
+        return batch
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def fromlist(
+        cls,
+        examples: Sequence[torch.Tensor],
+        dims: Sequence[bool],
+        *,
+        padding_value: float = 0.0,
+    ) -> MaskedBatch:
+        """Batch a non-empty list of tensors with a leading dimension of size one.
+
+        ``dims`` says, for each dimension after the first, whether it is
+        dynamic (may differ between examples).  Gradients flow back to every
+        example.
+        """
+        dims = tuple(bool(d) for d in dims)
+        shapes = _check_examples(examples, dims)
+        if all(shape == shapes[0] for shape in shapes):
+            # Every example has the same size: one cat, no padding.
+            data = torch.cat(list(examples), 0)
+            mask = torch.ones(
+                [len(shapes)] + [data.size(i + 1) if d else 1 for i, d in enumerate(dims)],
+                dtype=torch.bool,
+                device=data.device,
+            )
+            return cls._make(data, mask, dims)
+        if sum(dims) > 1:
+            _refuse_empty_extent(shapes, dims)
+        max_sizes = [max(s[i] for s in shapes) for i in range(1, len(dims) + 1)]
+        rows = []
+        for example in examples:
+            pads: list[int] = []
+            for size, max_size in zip(reversed(example.shape[1:]), reversed(max_sizes)):
+                pads += [0, max_size - size]
+            rows.append(torch.nn.functional.pad(example, pads, value=padding_value))
+        data = torch.cat(rows, 0)
+        lengths = torch.tensor(
+            [[s[i + 1] for i, d in enumerate(dims) if d] for s in shapes], device=data.device
+        )
+        return cls._make(data, mask_from_lengths(lengths, data.shape, dims), dims)
+
+    # ------------------------------------------------------------------ inspection
+
+    def examples(self) -> Iterator[torch.Tensor]:
+        """Each example as a tensor of batch size one, trimmed to its true size.
+
+        The examples are views of ``data``: gradients flow back to the batch.
+        """
+        sizes = self.lengths().tolist() if any(self.dims) else None
+        dynamic = [i for i, d in enumerate(self.dims) if d]
+        for b in range(self.data.size(0)):
+            example = self.data[b : b + 1]
+            if sizes is not None:
+                for k, i in enumerate(dynamic):
+                    example = example.narrow(i + 1, 0, sizes[b][k])
+            yield example
+
+    def lengths(self) -> torch.Tensor:
+        """Per-example sizes along each dynamic dimension: int64 ``(batch, n_dynamic)``."""
+        columns = []
+        for i, d in enumerate(self.dims):
+            if d:
+                others = [j + 1 for j in range(len(self.dims)) if j != i]
+                along = self.mask.any(dim=others) if others else self.mask
+                columns.append(along.sum(-1))
+        if not columns:
+            return torch.zeros(self.data.size(0), 0, dtype=torch.long, device=self.data.device)
+        return torch.stack(columns, 1)
+
+    @property
+    def batch_size(self) -> int:
+        return self.data.size(0)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.data.is_cuda
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.data.requires_grad
+
+    @property
+    def grad(self) -> MaskedBatch | None:
+        grad = self.data.grad
+        return None if grad is None else MaskedBatch._make(grad, self.mask, self.dims)
+
+    def is_floating_point(self) -> bool:
+        return self.data.is_floating_point()
+
+    def is_complex(self) -> bool:
+        return self.data.is_complex()
+
+    def get_device(self) -> int:
+        return self.data.get_device()
+
+    @property
+    def ndim(self) -> int:
+        return self.data.dim()
+
+    @property
+    def shape(self) -> BatchShape:
+        return BatchShape(self)
+
+    def dim(self) -> int:
+        """The rank of every example (dimension 0, the batch, included)."""
+        return self.data.dim()
+
+    def size(self, dim: int | None = None) -> Any:
+        """The size of a static dimension; ``size(0)`` is the batch size.
+
+        A dynamic dimension has no single size: that raises ``ValueError``
+        (use ``maxsize`` for the padded size or ``size_as_tensor`` for the
+        per-example sizes).
+        """
+        if dim is None:
+            return tuple(self.size(i) for i in range(self.dim()))
+        i = normalize_dim(dim, self.dim(), "size")
+        if i > 0 and self.dims[i - 1]:
+            raise ValueError(
+                f"size({dim}): dimension {i} is dynamic, so its size differs between "
+                "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
+                "for each example's size"
+            )
+        return self.data.size(i)
+
+    def maxsize(self, dim: int) -> int:
+        """The padded size of a dimension (the largest example's size, or more)."""
+        return self.data.size(normalize_dim(dim, self.dim(), "maxsize"))
+
+    def __bool__(self) -> bool:
+        raise ValueError(
+            "the truth value of a MaskedBatch is ambiguous (it may differ between "
+            "examples): use .any() or .all(), or decorate the function with "
+            "@matchbox.batch to branch per example"
+        )
+
+    def __len__(self) -> int:
+        raise TypeError(
+            "len() of a MaskedBatch is ambiguous: use size(0) for the batch size"
+        )
+
+    def __iter__(self) -> Iterator[Any]:
+        raise TypeError(
+            "iterating over a MaskedBatch would iterate over dimension 0, the batch; "
+            "use examples() for the examples or unbind(dim) to iterate over a dimension"
+        )
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        if any(self.dims):
+            sizes = [tuple(row) for row in self.lengths().tolist()]
+            shown = ", ".join(_example_shape(self, s) for s in sizes[:8])
+            more = f", ... ({len(sizes)} examples)" if len(sizes) > 8 else ""
+        else:
+            shown = _example_shape(self, ())
+            more = f" x {self.batch_size}"
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        device = "" if self.device.type == "cpu" else f", device='{self.device}'"
+        dims = "".join("D" if d else "S" for d in self.dims) or "scalar"
+        return (
+            f"MaskedBatch(batch_size={self.batch_size}, dims={dims} "
+            f"{self.dims}, dtype={self.dtype}{device}{grad}, examples=[{shown}{more}])"
+        )
+
+    # ------------------------------------------------------------------ conversions
+
+    def to(self, *args: Any, **kwargs: Any) -> MaskedBatch:
+        """``Tensor.to`` on the data; the mask follows to the new device."""
+        data = self.data.to(*args, **kwargs)
+        mask = self.mask.to(data.device) if data.device != self.mask.device else self.mask
+        return MaskedBatch._make(data, mask, self.dims)
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> MaskedBatch:
+        return self.to(torch.device("cuda") if device is None else device, non_blocking=non_blocking)
+
+    def cpu(self) -> MaskedBatch:
+        return self.to("cpu")
+
+    def detach(self) -> MaskedBatch:
+        return MaskedBatch._make(self.data.detach(), self.mask, self.dims)
+
+    def detach_(self) -> MaskedBatch:
+        self.data.detach_()
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> MaskedBatch:
+        self.data.requires_grad_(requires_grad)
+        return self
+
+    def backward(self, gradient: Any = None, **kwargs: Any) -> None:
+        """Backward on a batch of per-example scalars: the gradient of their sum.
+
+        Equals calling ``backward()`` on every example's scalar in a loop.
+        """
+        from matchbox.batch_reduce import batch_sum
+
+        if gradient is not None:
+            gradient = gradient.data if isinstance(gradient, MaskedBatch) else gradient
+            masked = torch.where(self.mask, self.data, torch.zeros_like(self.data))
+            masked.backward(torch.where(self.mask, gradient, torch.zeros_like(gradient)), **kwargs)
+            return
+        if self.dims:
+            raise RuntimeError(
+                "backward(): grad can be implicitly created only for a batch of "
+                f"per-example scalars (dims == ()), but this batch has dims {self.dims}; "
+                "reduce each example first (for example .sum()) or pass gradient="
+            )
+        batch_sum(self).backward(**kwargs)
+
+    # ------------------------------------------------------------------ dispatch
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+        handler = _registry.lookup(func, "MaskedBatch")
+        if handler is None:
+            raise _registry.unsupported(func, "MaskedBatch")
+        return handler(func, *args, **(kwargs or {}))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the class does not define.
+        attribute = getattr(torch.Tensor, name, None)
+        if callable(attribute) and not name.startswith("_"):
+
+            def unsupported_method(*args: Any, **kwargs: Any) -> Any:
+                raise _registry.unsupported(attribute, "MaskedBatch")
+
+            return unsupported_method
+        raise AttributeError(
+            f"'MaskedBatch' object has no attribute '{name}'"
+            + (" (Tensor attribute not supported for batches)" if attribute is not None else "")
+        )
+
+
+class BatchShape:
+    """``MaskedBatch.shape``: indexable like ``torch.Size``; dynamic sizes raise."""
+
+    __slots__ = ("_batch",)
+
+    def __init__(self, batch: MaskedBatch):
+        self._batch = batch
+
+    def __len__(self) -> int:
+        return self._batch.dim()
+
+    def __getitem__(self, index: int) -> int:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(len(self))[index])  # type: ignore[return-value]
+        return self._batch.size(index)
+
+    def __iter__(self) -> Iterator[int]:
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.data.size(i))
+                 for i in range(len(self))]
+        return f"BatchShape({', '.join(sizes)})  # * = dynamic"
+
+
+def mask_from_lengths(
+    lengths: torch.Tensor, shape: Sequence[int], dims: tuple[bool, ...]
+) -> torch.Tensor:
+    """The mask of a batch of the given padded shape and per-example ``lengths``.
+
+    ``lengths`` is ``(batch, n_dynamic)``: one column per dynamic dimension.
+    """
+    rank = len(shape)
+    mask = torch.ones([shape[0]] + [1] * (rank - 1), dtype=torch.bool, device=lengths.device)
+    column = 0
+    for i, dynamic in enumerate(dims, start=1):
+        if dynamic:
+            view = [shape[0]] + [1] * (rank - 1)
+            view[i] = shape[i]
+            positions = torch.arange(shape[i], device=lengths.device)
+            along = positions.unsqueeze(0) < lengths[:, column].unsqueeze(1)
+            mask = mask & along.reshape(view)
+            column += 1
+    return mask
+
+
+def normalize_dim(dim: int, rank: int, op: str) -> int:
+    """A dimension number in ``[0, rank)``; an out-of-range one names the op."""
+    if not isinstance(dim, int):
+        raise TypeError(f"{op}: dimension must be an int, got {type(dim).__name__}")
+    if not -rank <= dim < rank:
+        raise IndexError(
+            f"{op}: dimension {dim} is out of range for examples of rank {rank} "
+            f"(expected to be in [{-rank}, {rank - 1}])"
+        )
+    return dim % rank
+
+
+def _example_shape(batch: MaskedBatch, sizes: Sequence[int]) -> str:
+    it = iter(sizes)
+    parts = ["1"] + [str(next(it)) if d else str(batch.data.size(i + 1))
+                     for i, d in enumerate(batch.dims)]
+    return "(" + ", ".join(parts) + ")"
+
+
+def _validate(data: Any, mask: Any, dims: tuple[bool, ...]) -> None:
+    if not isinstance(data, torch.Tensor):
+        raise ValueError(f"MaskedBatch: data must be a torch.Tensor, got {type(data).__name__}")
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"MaskedBatch: mask must be a torch.Tensor, got {type(mask).__name__}")
+    if not all(isinstance(d, bool) for d in dims):
+        raise ValueError(f"MaskedBatch: dims must be a tuple of bools, got {dims!r}")
+    if data.dim() == 0:
+        raise ValueError("MaskedBatch: data must have a batch dimension (dimension 0)")
+    if data.dim() != len(dims) + 1:
+        raise ValueError(
+            f"MaskedBatch: dims has {len(dims)} entries but data has {data.dim() - 1} "
+            f"non-batch dimensions (data shape {tuple(data.shape)})"
+        )
+    if mask.dim() != data.dim():
+        raise ValueError(
+            f"MaskedBatch: mask has rank {mask.dim()} but data has rank {data.dim()}"
+        )
+    if mask.requires_grad:
+        raise ValueError("MaskedBatch: mask must not require grad")
+    if mask.device != data.device:
+        raise ValueError(
+            f"MaskedBatch: mask is on {mask.device} but data is on {data.device}"
+        )
+    if mask.size(0) != data.size(0):
+        raise ValueError(
+            f"MaskedBatch: mask has batch size {mask.size(0)} but data has {data.size(0)}"
+        )
+    for i, dynamic in enumerate(dims, start=1):
+        expected = data.size(i) if dynamic else 1
+        if mask.size(i) != expected:
+            kind = "dynamic" if dynamic else "static"
+            raise ValueError(
+                f"MaskedBatch: mask has size {mask.size(i)} in dimension {i}, which is "
+                f"{kind}, but must have size {expected} there"
+            )
+    if not mask.dtype == torch.bool and not (mask == 0).logical_or(mask == 1).all():
+        raise ValueError("MaskedBatch: a non-bool mask must hold only zeros and ones")
+    bool_mask = mask if mask.dtype == torch.bool else mask != 0
+    for i, dynamic in enumerate(dims, start=1):
+        if dynamic and bool_mask.size(i) > 1:
+            rising = bool_mask.narrow(i, 1, bool_mask.size(i) - 1) & ~bool_mask.narrow(
+                i, 0, bool_mask.size(i) - 1
+            )
+            if rising.any():
+                raise ValueError(
+                    f"MaskedBatch: the mask of dynamic dimension {i} has a real position "
+                    "after a padding position; real values must come first"
+                )
+
+
+def _refuse_empty_extent(shapes: list[torch.Size], dims: tuple[bool, ...]) -> None:
+    # A mask cannot say how large an example is in one dynamic dimension when it
+    # is empty in another (every entry is false), so such batches are refused
+    # rather than trimmed wrongly later.
+    for b, shape in enumerate(shapes):
+        for i, dynamic in enumerate(dims, start=1):
+            if dynamic and shape[i] == 0:
+                raise ValueError(
+                    f"MaskedBatch.fromlist: example {b} has size 0 in dynamic dimension {i}; "
+                    "a zero size is supported only in batches with one dynamic dimension"
+                )
+
+
+def _check_examples(examples: Sequence[Any], dims: tuple[bool, ...]) -> list[torch.Size]:
+    if isinstance(examples, torch.Tensor) or not isinstance(examples, Sequence):
+        raise TypeError(
+            f"MaskedBatch.fromlist: examples must be a list of tensors, got "
+            f"{type(examples).__name__}"
+        )
+    if len(examples) == 0:
+        raise ValueError("MaskedBatch.fromlist: the list of examples is empty")
+    first = examples[0]
+    for b, example in enumerate(examples):
+        if not isinstance(example, torch.Tensor):
+            raise TypeError(
+                f"MaskedBatch.fromlist: example {b} is a {type(example).__name__}, not a tensor"
+            )
+        if example.dim() != len(dims) + 1:
+            raise ValueError(
+                f"MaskedBatch.fromlist: example {b} has rank {example.dim()} but dims "
+                f"{dims} describes examples of rank {len(dims) + 1}"
+            )
+        if example.size(0) != 1:
+            raise ValueError(
+                f"MaskedBatch.fromlist: example {b} has size {example.size(0)} in "
+                "dimension 0; every example needs a leading dimension of size one"
+            )
+        if example.dtype != first.dtype:
+            raise ValueError(
+                f"MaskedBatch.fromlist: example {b} has dtype {example.dtype} but example 0 "
+                f"has {first.dtype}"
+            )
+        if example.device != first.device:
+            raise ValueError(
+                f"MaskedBatch.fromlist: example {b} is on {example.device} but example 0 "
+                f"is on {first.device}"
+            )
+        for i, dynamic in enumerate(dims, start=1):
+            if not dynamic and example.size(i) != first.size(i):
+                raise ValueError(
+                    f"MaskedBatch.fromlist: dimension {i} is static but the examples differ "
+                    f"in size there: example 0 has {first.size(i)}, example {b} has "
+                    f"{example.size(i)} (mark it dynamic in dims)"
+                )
+    return [e.shape for e in examples]
+
+
+_registry.register_host("MaskedBatch", MaskedBatch)

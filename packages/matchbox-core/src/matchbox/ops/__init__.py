@@ -1,0 +1,25 @@
+"""Op families of ``MaskedBatch``, one module each; importing them fills the registry.
+
+| family        | module          | what happens to the mask                              |
+|---------------|-----------------|-------------------------------------------------------|
+| pointwise     | pointwise.py    | broadcast like the examples; masks combined with and  |
+| reduction     | reductions.py   | static dim: kept; dynamic dim: padding filled with the |
+|               |                 | op's identity first, the dimension leaves the mask     |
+| linalg        | linalg.py       | padding zeroed; result real where both rows and        |
+|               |                 | columns are real                                       |
+| shape         | shape.py        | the same view/permutation applied to data and mask    |
+| indexing      | indexing.py     | the same index applied to data and mask; negative     |
+|               |                 | indices along dynamic dims count from each example's end |
+| constructor   | constructors.py | new batches with the given static/dynamic sizes       |
+| conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
+"""
+
+from matchbox.ops import (  # noqa: F401
+    constructors,
+    conversion,
+    indexing,
+    linalg,
+    pointwise,
+    reductions,
+    shape,
+)

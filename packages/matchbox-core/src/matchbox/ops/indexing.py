@@ -1,0 +1,135 @@
+"""Indexing: ``batch[:, ...]``.
+
+Semantics: the first index is ``:`` (or an ``...`` that covers dimension 0):
+every example keeps its batch dimension.  An index along a static dimension
+applies to data as is.  Along a dynamic dimension indices are each example's
+own: ``x[:, -1]`` is every example's last element, ``x[:, 1:-1]`` drops each
+example's first and last; an example without that element is padding in the
+result (as after ``unbind``).  Tensor (advanced) indices are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch
+
+
+def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
+    items = list(index) if isinstance(index, tuple) else [index]
+    for item in items:
+        if isinstance(item, (torch.Tensor, MaskedBatch, list)) or (
+            isinstance(item, bool)
+        ):
+            raise NotImplementedError(
+                f"{op}: tensor, list and bool indices are not supported for batches; "
+                "use ints, slices, None and ..."
+            )
+    consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
+    if items.count(Ellipsis) > 1:
+        raise IndexError(f"{op}: an index can only have a single ellipsis")
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at: at + 1] = [slice(None)] * (rank - consuming)
+    if consuming > rank:
+        raise IndexError(f"{op}: too many indices for examples of rank {rank}")
+    first = next((i for i in items if i is not None), slice(None))
+    if items and items[0] is None or first != slice(None):
+        raise IndexError(
+            f"{op}: the first index must be ':' (every example keeps its batch "
+            f"dimension 0), got {first!r}"
+        )
+    return items
+
+
+def _lengths_along(x: MaskedBatch, d: int) -> torch.Tensor:
+    return x.lengths()[:, sum(x.dims[: d - 1])]
+
+
+def _with_length(x: MaskedBatch, d: int, data: torch.Tensor, length: torch.Tensor,
+                 old_length: torch.Tensor) -> MaskedBatch:
+    """A result along dynamic dim ``d`` whose examples have ``length`` elements."""
+    rank = data.dim()
+    others = x.mask.any(d, keepdim=True) | (old_length == 0).reshape(-1, *[1] * (rank - 1))
+    shape = [1] * rank
+    shape[0], shape[d] = length.size(0), data.size(d)
+    along = torch.arange(data.size(d), device=data.device) < length[:, None]
+    mask = others & along.reshape(shape)
+    return MaskedBatch._make(data, mask, x.dims)
+
+
+def _slice_dynamic(x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
+    start, stop, step = item.start, item.stop, item.step or 1
+    if step <= 0:
+        raise ValueError("slice step must be positive")
+    n = _lengths_along(x, d)
+    first = torch.zeros_like(n) if start is None else (
+        torch.full_like(n, start) if start >= 0 else (n + start).clamp(min=0))
+    first = torch.minimum(first, n)
+    last = n if stop is None else (
+        torch.minimum(torch.full_like(n, stop), n) if stop >= 0 else (n + stop).clamp(min=0))
+    length = ((last - first + step - 1) // step).clamp(min=0)
+    if start is None or start >= 0:
+        data = x.data[(slice(None),) * d + (slice(start, None, step),)]
+    else:
+        size = (x.data.size(d) + step - 1) // step
+        positions = first[:, None] + step * torch.arange(size, device=n.device)
+        shape = [1] * x.data.dim()
+        shape[0], shape[d] = n.size(0), size
+        index = positions.clamp(max=max(x.data.size(d) - 1, 0)).reshape(shape)
+        data = x.data.gather(d, index.expand(*x.data.shape[:d], size, *x.data.shape[d + 1:]))
+    return _with_length(x, d, data, length, n)
+
+
+def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
+    dims = x.dims[: d - 1] + x.dims[d:]
+    if item >= 0:
+        if item >= x.data.size(d):
+            raise IndexError(
+                f"index {item} is out of range for dynamic dimension {d} (every example "
+                f"is shorter: padded size {x.data.size(d)})"
+            )
+        return MaskedBatch._make(x.data.select(d, item), x.mask.select(d, item), dims)
+    n = _lengths_along(x, d)
+    position = n + item
+    exists = position >= 0
+    index = position.clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
+    index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
+    data = x.data.gather(d, index).squeeze(d)
+    others = x.mask.any(d) & exists.reshape(-1, *[1] * (data.dim() - 1))
+    return MaskedBatch._make(data, _masking.fit_mask(others, data, dims), dims)
+
+
+@_registry.implements(torch.Tensor.__getitem__, family="indexing")
+def getitem(func, input, index):
+    op = _registry.op_name(func)
+    items = _expand_index(op, index, input.dim())
+    x, d = input, 1
+    for item in items[1:]:
+        if item is None:
+            x = MaskedBatch._make(x.data.unsqueeze(d), x.mask.unsqueeze(d),
+                                  x.dims[: d - 1] + (False,) + x.dims[d - 1:])
+            d += 1
+        elif isinstance(item, slice):
+            if x.dims[d - 1] and item != slice(None):
+                x = _slice_dynamic(x, d, item)
+            else:
+                x = MaskedBatch._make(x.data[(slice(None),) * d + (item,)], x.mask, x.dims)
+            d += 1
+        elif isinstance(item, int):
+            if not -x.data.size(d) <= item < x.data.size(d) and not x.dims[d - 1]:
+                raise IndexError(
+                    f"{op}: index {item} is out of range for dimension {d} of size "
+                    f"{x.data.size(d)}"
+                )
+            if x.dims[d - 1]:
+                x = _select_dynamic(x, d, item)
+            else:
+                dims = x.dims[: d - 1] + x.dims[d:]
+                x = MaskedBatch._make(x.data.select(d, item), x.mask.select(d, 0), dims)
+        else:
+            raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")
+    return x

@@ -1,0 +1,174 @@
+"""Matrix products: ``matmul``/``@``, ``mm``, ``bmm``, ``einsum``.
+
+Semantics: each example is a tensor with a leading dimension of size one, so
+a batch runs the per-example product with one more leading dimension: the
+data gets a new dimension 1 (each example's own size-one dimension), the
+product broadcasts over the batch like over any batch dimension, and the
+new dimension is removed again.  This is exactly the per-example op, for any
+ranks and for plain tensors (weights) on either side.
+
+Products mix positions (a contraction sums over a dimension, a weight's
+gradient sums over rows), so padding is zeroed first and gradients at padding
+positions of the result are dropped (see ``matchbox._masking``).  The result
+is real where its row (from the left operand) and column (from the right) are.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import torch
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch
+
+
+def _operand(x: Any) -> Any:
+    if isinstance(x, MaskedBatch):
+        return _masking.fill_padding(x, 0).unsqueeze(1)
+    return x
+
+
+def _drop_example_dim(op: str, result: torch.Tensor) -> torch.Tensor:
+    if result.dim() < 2 or result.size(1) != 1:
+        raise ValueError(
+            f"{op}: the per-example result would not keep dimension 0 of size one "
+            f"(batched result shape {tuple(result.shape)}); a plain tensor argument "
+            "must not add leading dimensions"
+        )
+    return result.squeeze(1)
+
+
+def _is_vector(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and x.dim() == 1
+
+
+def _product_dims(a: Any, b: Any, rank: int) -> tuple[bool, ...]:
+    """Which dimensions of ``a @ b`` are dynamic; ``rank`` is the operands' common rank."""
+    if _is_vector(b):
+        return a.dims[:-1]
+    if _is_vector(a):
+        return b.dims[:-2] + b.dims[-1:]
+    lead = [False] * (rank - 3)
+    for x in (a, b):
+        if isinstance(x, MaskedBatch):
+            lead = [d or e for d, e in zip(lead, x.dims[: rank - 3])]
+    rows = [a.dims[-2]] if isinstance(a, MaskedBatch) and rank >= 3 else [False] * (rank >= 3)
+    cols = [b.dims[-1]] if isinstance(b, MaskedBatch) else [False]
+    return tuple(lead + rows + cols)
+
+
+def _product_mask(a: Any, b: Any) -> torch.Tensor:
+    """Real where the row of ``a`` and the column of ``b`` are real (with the extra dim 1)."""
+    masks = []
+    if isinstance(a, MaskedBatch):
+        rows = a.mask.unsqueeze(1).any(-1, keepdim=True)
+        masks.append(rows.squeeze(-1) if _is_vector(b) else rows)
+    if isinstance(b, MaskedBatch):
+        cols = b.mask.unsqueeze(1).any(-2, keepdim=True)
+        masks.append(cols.squeeze(-2) if _is_vector(a) else cols)
+    return _masking.combine_masks(masks)
+
+
+def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
+    for x in (a, b):
+        if isinstance(x, MaskedBatch) and x.dim() < 2:
+            raise ValueError(
+                f"{op}: examples of rank {x.dim()} are not supported; each example "
+                "needs at least rank 2 (its size-one dimension 0 and a vector dimension)"
+            )
+    # Per-example broadcasting right-aligns the operands: give batches the
+    # common rank so that their batch dimensions line up.
+    rank = max(a.dim(), b.dim())
+    a = _masking.raise_rank(a, rank) if isinstance(a, MaskedBatch) else a
+    b = _masking.raise_rank(b, rank) if isinstance(b, MaskedBatch) else b
+    result = _drop_example_dim(op, torch.matmul(_operand(a), _operand(b)))
+    mask = _product_mask(a, b)
+    mask = mask.squeeze(1) if mask.dim() > 1 else mask
+    dims = _product_dims(a, b, rank)
+    mask = _masking.fit_mask(mask, result, dims)
+    return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
+
+
+@_registry.implements(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
+                      family="linalg")
+def matmul(func, input, other):
+    return matmul_batches(_registry.op_name(func), input, other)
+
+
+@_registry.implements(torch.Tensor.__rmatmul__, family="linalg")
+def rmatmul(func, input, other):
+    return matmul_batches(_registry.op_name(func), other, input)
+
+
+@_registry.implements(torch.mm, torch.Tensor.mm, family="linalg")
+def mm(func, input, mat2):
+    _require_rank(func, 2, input, mat2)
+    return matmul_batches(_registry.op_name(func), input, mat2)
+
+
+@_registry.implements(torch.bmm, torch.Tensor.bmm, family="linalg")
+def bmm(func, input, mat2):
+    _require_rank(func, 3, input, mat2)
+    return matmul_batches(_registry.op_name(func), input, mat2)
+
+
+def _require_rank(func: Any, rank: int, *args: Any) -> None:
+    for position, x in enumerate(args):
+        if x.dim() != rank:
+            raise ValueError(
+                f"{_registry.op_name(func)}: argument {position} has examples of rank "
+                f"{x.dim()}, expected {rank}"
+            )
+
+
+@_registry.implements(torch.einsum, family="linalg")
+def einsum(func, equation, *operands):
+    op = _registry.op_name(func)
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    equation = equation.replace(" ", "")
+    if "..." in equation:
+        raise NotImplementedError(f"{op}: '...' in the equation is not supported for batches")
+    inputs, _, output = equation.partition("->")
+    terms = inputs.split(",")
+    if len(terms) != len(operands):
+        raise ValueError(f"{op}: the equation has {len(terms)} operands, got {len(operands)}")
+    if "->" not in equation:
+        letters = "".join(terms)
+        output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    new = next(c for c in string.ascii_letters if c not in equation)
+    dynamic: dict[str, bool] = {}
+    masks = []
+    for term, x in zip(terms, operands):
+        if not isinstance(x, MaskedBatch):
+            continue
+        if len(set(term)) != len(term):
+            raise NotImplementedError(
+                f"{op}: repeated indices within one batch operand ('{term}') are not supported"
+            )
+        for letter, d in zip(term[1:], x.dims):
+            dynamic[letter] = dynamic.get(letter, False) or d
+        masks.append(_einsum_mask(x.mask.unsqueeze(1), new + term, new + output))
+    batched = [new + t if isinstance(x, MaskedBatch) else t for t, x in zip(terms, operands)]
+    data = [_operand(x) for x in operands]
+    result = torch.einsum(",".join(batched) + "->" + new + output, *data)
+    mask = _masking.combine_masks(masks)
+    if output:
+        result = _drop_example_dim(op, result)
+        mask = mask.squeeze(1)
+    dims = tuple(dynamic.get(letter, False) for letter in output[1:])
+    mask = _masking.fit_mask(mask, result, dims)
+    return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
+
+
+def _einsum_mask(mask: torch.Tensor, term: str, output: str) -> torch.Tensor:
+    """An operand's mask reduced over its summed letters and laid out like the output."""
+    summed = [i for i, c in enumerate(term) if c not in output]
+    if summed:
+        mask = mask.any(dim=summed)
+    kept = [c for c in term if c in output]
+    mask = mask.permute(sorted(range(len(kept)), key=lambda i: output.index(kept[i])))
+    present = sorted(kept, key=output.index)
+    return mask.reshape([mask.size(present.index(c)) if c in present else 1 for c in output])

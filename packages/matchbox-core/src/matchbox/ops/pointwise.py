@@ -1,0 +1,178 @@
+"""Pointwise ops: one rule for the whole family.
+
+Semantics: each argument batch is broadcast the way its examples would be; the
+op runs once on the aligned data; the result's mask is true where every batch
+argument is real ("unary keeps the mask, n-ary combines masks with and").
+Padding only reaches padding, so no fill is needed.  In-place variants write
+into the first argument's data and narrow its mask.
+
+The family is found by rule, not listed by hand: every torch function, Tensor
+method and ``torch.nn.functional`` function whose ATen op carries PyTorch's
+``pointwise`` tag is registered, plus the few elementwise functions PyTorch
+composes in Python or leaves untagged (``ELEMENTWISE_UNTAGGED``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch
+
+# Python operators and the ATen op each one is.
+DUNDER_OPS = {
+    "add": "add", "sub": "sub", "rsub": "rsub", "mul": "mul", "truediv": "div",
+    "div": "div", "floordiv": "floor_divide", "mod": "remainder", "pow": "pow",
+    "neg": "neg", "pos": "positive", "abs": "abs", "invert": "bitwise_not",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+    "eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
+}
+# Names that are pointwise under some overload but not as a whole.
+NOT_POINTWISE = {"max", "min", "equal", "frexp"}
+# Elementwise functions whose ATen op is untagged or that PyTorch composes in Python.
+ELEMENTWISE_UNTAGGED = {
+    "floor_divide", "log_sigmoid", "logsigmoid", "hardswish", "softsign", "tanhshrink",
+    "fill", "fill_", "zero_", "bernoulli", "bernoulli_", "uniform_", "normal_",
+    "exponential_", "cauchy_", "geometric_", "log_normal_", "random_",
+}
+# Ops that check their input values: padding is replaced by a valid value first.
+VALUE_CHECKED = {"bernoulli": 0.0, "bernoulli_": 0.0}
+# Python operators that write into their left operand.
+_INPLACE_DUNDERS = {"__i" + name + "__" for name in DUNDER_OPS}
+
+
+def _aten_name(name: str) -> str | None:
+    if name.startswith("__") and name.endswith("__"):
+        core = name[2:-2]
+        if core in DUNDER_OPS:
+            return DUNDER_OPS[core]
+        if core[:1] in ("r", "i") and core[1:] in DUNDER_OPS:
+            return DUNDER_OPS[core[1:]]
+        return None
+    return name[:-1] if name.endswith("_") else name
+
+
+def _is_pointwise(name: str) -> bool:
+    aten = _aten_name(name)
+    if aten is None or aten in NOT_POINTWISE:
+        return False
+    if name in ELEMENTWISE_UNTAGGED or aten in ELEMENTWISE_UNTAGGED:
+        return True
+    packet = getattr(torch.ops.aten, aten, None)
+    if packet is None:
+        return False
+    try:
+        overloads = packet.overloads()
+    except (AttributeError, RuntimeError):
+        return False
+    return any(torch.Tag.pointwise in getattr(packet, o).tags for o in overloads)
+
+
+def pointwise_ops() -> list[Any]:
+    """Every torch callable of the pointwise family, found by the rule above."""
+    found = []
+    namespaces = [(torch.Tensor, True), (torch, False), (F, False), (torch.special, False)]
+    for namespace, methods in namespaces:
+        for name in dir(namespace):
+            if name.startswith("_") and not (methods and name.startswith("__")):
+                continue
+            func = getattr(namespace, name, None)
+            if callable(func) and not isinstance(func, type) and _is_pointwise(name):
+                found.append(func)
+    return found
+
+
+def _is_inplace(func: Any, kwargs: dict[str, Any]) -> bool:
+    name = getattr(func, "__name__", "")
+    if kwargs.get("inplace"):
+        return True
+    if name in _INPLACE_DUNDERS:
+        return True
+    return not name.startswith("__") and name.endswith("_")
+
+
+def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a pointwise op once on the batch data and combine the masks."""
+    if "out" in kwargs:
+        raise NotImplementedError(f"{_registry.op_name(func)}: out= is not supported for batches")
+    if _is_inplace(func, kwargs):
+        return _pointwise_inplace(func, args, kwargs)
+    names = list(kwargs)
+    flat = list(args) + [kwargs[k] for k in names]
+    if func.__name__ in VALUE_CHECKED:
+        fill = VALUE_CHECKED[func.__name__]
+        flat = [MaskedBatch._make(_masking.fill_padding(a, fill), a.mask, a.dims)
+                if isinstance(a, MaskedBatch) else a for a in flat]
+    batches = [a for a in flat if isinstance(a, MaskedBatch)]
+    first = batches[0]
+    if len(flat) == 1 or all(
+        not isinstance(a, torch.Tensor) and (not isinstance(a, MaskedBatch) or a is first)
+        for a in flat
+    ):
+        # Fast path: one batch and scalars.
+        values = [first.data if a is first else a for a in flat]
+        mask, dims = first.mask, first.dims
+    else:
+        op = _registry.op_name(func)
+        rank = _masking.example_rank(*flat)
+        _masking.check_plain_batch_dim(op, flat, rank)
+        values, mask, dims = _masking.align(op, flat)
+        values = _mask_broadcast_gradients(flat, values, mask, dims)
+    n = len(args)
+    result = func(*values[:n], **dict(zip(names, values[n:])))
+    return _wrap(result, mask, dims)
+
+
+def _mask_broadcast_gradients(
+    args: list[Any], values: list[Any], mask: torch.Tensor, dims: tuple[bool, ...]
+) -> list[Any]:
+    """Drop the gradient that padding positions send to broadcast arguments.
+
+    An argument broadcast over the result (a plain weight, or a batch with
+    size one along a dynamic dimension of the result) receives the sum of the
+    gradients of every position it reached, padding included, where values
+    are arbitrary: ``0 * nan`` would poison it.  Seen through
+    ``where(mask, v, v.detach())`` it has the same values but gets gradient
+    only from real positions.
+    """
+    out = []
+    for arg, v in zip(args, values):
+        if isinstance(v, torch.Tensor) and v.requires_grad and (
+            not isinstance(arg, MaskedBatch)
+            or any(d and v.size(i) == 1 for i, d in enumerate(dims, start=1))
+        ):
+            v = torch.where(mask, v, v.detach())
+        out.append(v)
+    return out
+
+
+def _wrap(result: Any, mask: torch.Tensor, dims: tuple[bool, ...]) -> Any:
+    if isinstance(result, torch.Tensor):
+        return MaskedBatch._make(result, _masking.fit_mask(mask, result, dims), dims)
+    if isinstance(result, tuple):
+        return type(result)(_wrap(r, mask, dims) for r in result)
+    return result
+
+
+def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    target = args[0] if args else kwargs.get("input")
+    op = _registry.op_name(func)
+    if not isinstance(target, MaskedBatch):
+        raise ValueError(
+            f"{op}: an in-place op on a plain tensor cannot take a batch argument (the "
+            "tensor would have to hold every example); use the out-of-place op"
+        )
+    names = list(kwargs)
+    flat = list(args) + [kwargs[k] for k in names]
+    values, mask, dims = _masking.align(op, flat, inplace_target=target)
+    n = len(args)
+    func(*values[:n], **dict(zip(names, values[n:])))
+    target.mask = _masking.fit_mask(mask, target.data, target.dims)
+    return target
+
+
+_registry.register(pointwise_ops(), pointwise, family="pointwise")

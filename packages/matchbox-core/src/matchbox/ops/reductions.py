@@ -1,0 +1,346 @@
+"""Reductions over static and dynamic dimensions.
+
+Semantics: dimension numbers are those of one example; dimension 0 (each
+example's own batch dimension of size one) cannot be reduced across the batch
+(use ``matchbox.batch_sum``).  Over a static dimension the data is reduced as
+is: padding only reaches padding.  Over a dynamic dimension padding is first
+replaced by the op's identity (0 for ``sum``, ``-inf`` for ``max``, ...), and
+``mean``/``var``/``std`` divide by each example's own count.  The reduced
+dimension leaves the mask; when no dynamic dimension remains, every example
+is real (the reduction of an empty example is real, as in the loop: ``sum``
+gives 0, ``mean`` NaN).  ``max``/``min``/``arg*`` of an empty example raise, as
+in the loop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch, normalize_dim
+
+Reducer = Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor]
+
+
+def reduction_dims(op: str, x: MaskedBatch, dim: Any) -> tuple[int, ...]:
+    """Normalised non-batch dimensions to reduce; ``None`` means all of them."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return tuple(range(1, x.dim()))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    out = tuple(sorted({normalize_dim(d, x.dim(), op) for d in dims}))
+    if 0 in out:
+        raise ValueError(
+            f"{op}: cannot reduce over dimension 0, the batch dimension of each example; "
+            "reduce across examples with matchbox.batch_sum or matchbox.batch_mean"
+        )
+    return out
+
+
+def reduced_layout(
+    x: MaskedBatch, dims: tuple[int, ...], keepdim: bool
+) -> tuple[torch.Tensor, tuple[bool, ...]]:
+    """The mask and dims of ``x`` reduced over ``dims``."""
+    remaining = tuple(d for i, d in enumerate(x.dims, start=1) if i not in dims)
+    if keepdim:
+        new_dims = tuple(False if i in dims else d for i, d in enumerate(x.dims, start=1))
+    else:
+        new_dims = remaining
+    if not any(remaining):
+        shape = [x.mask.size(0)] + [1] * len(new_dims)
+        return torch.ones(shape, dtype=torch.bool, device=x.device), new_dims
+    mask = x.mask
+    dynamic = [i for i in dims if x.dims[i - 1]]
+    if dynamic:
+        mask = mask.any(dim=dynamic, keepdim=True)
+    if not keepdim:
+        mask = mask.squeeze(dims)
+    return mask, new_dims
+
+
+def reduce(
+    op: str,
+    x: MaskedBatch,
+    dim: Any,
+    keepdim: bool,
+    reducer: Reducer,
+    identity: float | bool | None,
+) -> MaskedBatch:
+    """Reduce ``x`` over ``dim``, filling padding with ``identity`` if it is mixed in."""
+    dims = reduction_dims(op, x, dim)
+    mixes_padding = any(x.dims[i - 1] for i in dims)
+    data = x.data
+    if mixes_padding:
+        if identity is None:
+            raise NotImplementedError(f"{op} over a dynamic dimension is not supported")
+        data = _masking.fill_padding(x, identity)
+    mask, new_dims = reduced_layout(x, dims, keepdim)
+    return MaskedBatch._make(reducer(data, dims, keepdim), mask, new_dims)
+
+
+def count(x: MaskedBatch, dims: tuple[int, ...]) -> torch.Tensor:
+    """Each example's number of real elements over ``dims``, kept as size-one dims."""
+    dynamic = [i for i in dims if x.dims[i - 1]]
+    static = math.prod(x.data.size(i) for i in dims if not x.dims[i - 1])
+    dtype = x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else torch.float32
+    if not dynamic:
+        return torch.tensor(float(static), dtype=dtype, device=x.device)
+    return x.mask.sum(dim=dynamic, keepdim=True).to(dtype) * static
+
+
+def refuse_empty(op: str, x: MaskedBatch, dims: tuple[int, ...]) -> None:
+    """Raise, as the loop would, when an example is empty along reduced dims."""
+    dynamic = [i for i in dims if x.dims[i - 1]]
+    if not dynamic:
+        return
+    lengths = x.lengths()
+    columns = [sum(x.dims[: i - 1]) for i in dynamic]
+    empty = (lengths[:, columns] == 0).any(1).nonzero()
+    if empty.numel():
+        raise IndexError(
+            f"{op}: example {int(empty[0])} has size 0 in dynamic dimension "
+            f"{dynamic[0]}, and {op} of an empty dimension is undefined"
+        )
+
+
+def _keep(result: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    return result if keepdim else result.squeeze(dims)
+
+
+# ---------------------------------------------------------------------------- handlers
+
+
+@_registry.implements(torch.sum, torch.Tensor.sum, torch.nansum, torch.Tensor.nansum,
+                      family="reduction")
+def sum_(func, input, dim=None, keepdim=False, *, dtype=None):
+    op = _registry.op_name(func)
+    return reduce(op, input, dim, keepdim,
+                  lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), 0)
+
+
+@_registry.implements(torch.prod, torch.Tensor.prod, family="reduction")
+def prod(func, input, dim=None, keepdim=False, *, dtype=None):
+    op = _registry.op_name(func)
+    dims = reduction_dims(op, input, dim)
+
+    def reducer(data, ds, k):
+        for d in reversed(ds):
+            data = torch.prod(data, d, keepdim=True, dtype=dtype)
+        return _keep(data, ds, k)
+
+    return reduce(op, input, dims, keepdim, reducer, 1)
+
+
+@_registry.implements(torch.mean, torch.Tensor.mean, family="reduction")
+def mean(func, input, dim=None, keepdim=False, *, dtype=None):
+    op = _registry.op_name(func)
+    dims = reduction_dims(op, input, dim)
+    if not any(input.dims[i - 1] for i in dims):
+        return reduce(op, input, dims, keepdim,
+                      lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), None)
+
+    def reducer(data, ds, k):
+        total = torch.sum(data, ds, keepdim=True, dtype=dtype)
+        return _keep(total / count(input, ds), ds, k)
+
+    return reduce(op, input, dims, keepdim, reducer, 0)
+
+
+def _correction(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, float, bool]:
+    """Parse var/std's two signatures: (dim, unbiased, keepdim) and (dim, *, correction, keepdim)."""
+    dim = args[0] if args else kwargs.pop("dim", None)
+    rest = list(args[1:])
+    if isinstance(dim, bool):  # var(input, unbiased)
+        kwargs.setdefault("unbiased", dim)
+        dim = None
+    if rest and isinstance(rest[0], bool) and "correction" not in kwargs:
+        kwargs.setdefault("unbiased", rest.pop(0))
+    if rest:
+        kwargs.setdefault("keepdim", rest.pop(0))
+    unbiased = kwargs.pop("unbiased", None)
+    correction = kwargs.pop("correction", None)
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    keepdim = kwargs.pop("keepdim", False)
+    if kwargs:
+        raise TypeError(f"{op}: unexpected arguments {sorted(kwargs)}")
+    return dim, float(correction), bool(keepdim)
+
+
+def _variance(x: MaskedBatch, dims: tuple[int, ...], correction: float) -> torch.Tensor:
+    data = _masking.fill_padding(x, 0)
+    n = count(x, dims)
+    centred = data - torch.sum(data, dims, keepdim=True) / n
+    squares = _masking.fill_padding(MaskedBatch._make(centred * centred, x.mask, x.dims), 0)
+    return torch.sum(squares, dims, keepdim=True) / (n - correction)
+
+
+@_registry.implements(torch.var, torch.Tensor.var, torch.std, torch.Tensor.std,
+                      family="reduction")
+def var_std(func, input, *args, **kwargs):
+    op = _registry.op_name(func)
+    dim, correction, keepdim = _correction(op, args, kwargs)
+    dims = reduction_dims(op, input, dim)
+    is_std = func in (torch.std, torch.Tensor.std)
+    if not any(input.dims[i - 1] for i in dims):
+        return reduce(op, input, dims, keepdim,
+                      lambda d, ds, k: func(d, ds, correction=correction, keepdim=k), None)
+    result = _variance(input, dims, correction)
+    if is_std:
+        result = result.sqrt()
+    mask, new_dims = reduced_layout(input, dims, keepdim)
+    return MaskedBatch._make(_keep(result, dims, keepdim), mask, new_dims)
+
+
+def _lowest(dtype: torch.dtype) -> float | bool:
+    if dtype == torch.bool:
+        return False
+    if dtype.is_floating_point:
+        return -math.inf
+    return torch.iinfo(dtype).min
+
+
+def _highest(dtype: torch.dtype) -> float | bool:
+    if dtype == torch.bool:
+        return True
+    if dtype.is_floating_point:
+        return math.inf
+    return torch.iinfo(dtype).max
+
+
+@_registry.implements(torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin,
+                      family="reduction")
+def amax_amin(func, input, dim=(), keepdim=False):
+    op = _registry.op_name(func)
+    dims = reduction_dims(op, input, dim)
+    refuse_empty(op, input, dims)
+    fill = _lowest if func in (torch.amax, torch.Tensor.amax) else _highest
+    return reduce(op, input, dims, keepdim,
+                  lambda d, ds, k: func(d, ds, keepdim=k), fill(input.dtype))
+
+
+@_registry.implements(torch.max, torch.Tensor.max, torch.min, torch.Tensor.min,
+                      family="reduction")
+def max_min(func, input, *args, **kwargs):
+    """``max(x)``, ``max(x, dim, keepdim)`` -> (values, indices), ``max(x, other)``."""
+    other = args[0] if args else kwargs.get("other")
+    if isinstance(other, (torch.Tensor, MaskedBatch)):
+        from matchbox.ops.pointwise import pointwise
+
+        return pointwise(torch.maximum if "max" in func.__name__ else torch.minimum,
+                         input, other)
+    is_max = "max" in func.__name__
+    dim = args[0] if args else kwargs.get("dim")
+    keepdim = args[1] if len(args) > 1 else kwargs.get("keepdim", False)
+    op = _registry.op_name(func)
+    fill = _lowest(input.dtype) if is_max else _highest(input.dtype)
+    if dim is None:
+        dims = reduction_dims(op, input, None)
+        refuse_empty(op, input, dims)
+        reducer = torch.amax if is_max else torch.amin
+        return reduce(op, input, dims, False, lambda d, ds, k: reducer(d, ds, keepdim=k), fill)
+    dims = reduction_dims(op, input, dim)
+    refuse_empty(op, input, dims)
+    data = _masking.fill_padding(input, fill) if input.dims[dims[0] - 1] else input.data
+    values, indices = func(data, dims[0], keepdim)
+    mask, new_dims = reduced_layout(input, dims, keepdim)
+    result_type = torch.return_types.max if is_max else torch.return_types.min
+    return result_type((MaskedBatch._make(values, mask, new_dims),
+                        MaskedBatch._make(indices, mask, new_dims)))
+
+
+@_registry.implements(torch.argmax, torch.Tensor.argmax, torch.argmin, torch.Tensor.argmin,
+                      family="reduction")
+def argmax_argmin(func, input, dim=None, keepdim=False):
+    op = _registry.op_name(func)
+    is_max = "max" in func.__name__
+    fill = _lowest(input.dtype) if is_max else _highest(input.dtype)
+    if dim is not None:
+        dims = reduction_dims(op, input, dim)
+        refuse_empty(op, input, dims)
+        return reduce(op, input, dims, keepdim, lambda d, ds, k: func(d, ds[0], k), fill)
+    # Over every element: an index into each example's own flattened shape.
+    dims = reduction_dims(op, input, None)
+    refuse_empty(op, input, dims)
+    data = _masking.fill_padding(input, fill) if any(input.dims) else input.data
+    flat = func(data.reshape(data.size(0), -1), 1)
+    index = _reflatten(flat, input)
+    mask, new_dims = reduced_layout(input, dims, False)
+    if keepdim:
+        index = index.reshape(-1, *[1] * len(input.dims))
+        mask, new_dims = reduced_layout(input, dims, True)
+    return MaskedBatch._make(index, mask, new_dims)
+
+
+def _reflatten(flat: torch.Tensor, x: MaskedBatch) -> torch.Tensor:
+    """Turn flat indices into the padded shape into flat indices into each example."""
+    if not any(x.dims):
+        return flat
+    sizes = x.data.shape[1:]
+    lengths = x.lengths()
+    column = 0
+    result = torch.zeros_like(flat)
+    remainder = flat
+    coords = []
+    for size in reversed(sizes):
+        coords.append(remainder % size)
+        remainder = remainder // size
+    coords.reverse()
+    stride = torch.ones_like(flat)
+    strides = []
+    for i in reversed(range(len(sizes))):
+        strides.append(stride)
+        if x.dims[i]:
+            column = sum(x.dims[:i])
+            stride = stride * lengths[:, column]
+        else:
+            stride = stride * sizes[i]
+    strides.reverse()
+    for coord, s in zip(coords, strides):
+        result = result + coord * s
+    return result
+
+
+@_registry.implements(torch.logsumexp, torch.Tensor.logsumexp, family="reduction")
+def logsumexp(func, input, dim, keepdim=False):
+    op = _registry.op_name(func)
+    return reduce(op, input, dim, keepdim, lambda d, ds, k: func(d, ds, k), -math.inf)
+
+
+@_registry.implements(torch.any, torch.Tensor.any, torch.all, torch.Tensor.all,
+                      family="reduction")
+def any_all(func, input, dim=None, keepdim=False):
+    op = _registry.op_name(func)
+    identity = func in (torch.all, torch.Tensor.all)
+
+    def reducer(data, ds, k):
+        data = data if data.dtype == torch.bool else data != 0
+        for d in reversed(ds):
+            data = func(data, d, keepdim=True)
+        return _keep(data, ds, k)
+
+    return reduce(op, input, dim, keepdim, reducer, identity)
+
+
+def _norm(op: str, x: MaskedBatch, order: Any, dim: Any, keepdim: bool, dtype: Any):
+    # Padding becomes 0, which no norm counts, except the -inf "norm" (the
+    # smallest magnitude), for which it becomes +inf.
+    fill = math.inf if order == -math.inf else 0
+    return reduce(op, x, dim, keepdim,
+                  lambda d, ds, k: torch.linalg.vector_norm(d, order, ds, k, dtype=dtype), fill)
+
+
+@_registry.implements(torch.norm, torch.Tensor.norm, family="reduction")
+def norm(func, input, p="fro", dim=None, keepdim=False, dtype=None):
+    order = 2 if p in ("fro", None) else p
+    if not isinstance(order, (int, float)):
+        raise NotImplementedError(f"{_registry.op_name(func)}: p={p!r} is not supported")
+    return _norm(_registry.op_name(func), input, order, dim, keepdim, dtype)
+
+
+@_registry.implements(torch.linalg.vector_norm, family="reduction")
+def vector_norm(func, x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    return _norm(_registry.op_name(func), x, ord, dim, keepdim, dtype)

@@ -1,0 +1,433 @@
+"""Shape ops: views, permutations, splitting, joining, stacking.
+
+Semantics: the same view or permutation is applied to data and mask, and the
+dims follow their dimensions.  Dimension 0 is each example's own size-one
+batch dimension and stays in place.  A reshape may split or merge static
+dimensions, and may merge a dynamic dimension with the static dimensions after
+it (real values stay first); anything that would interleave padding with real
+values raises an error naming the op and the dimension.  ``cat`` along a
+dynamic dimension moves each example's parts together (a gather), so each
+example's result is exactly the concatenation of its parts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch, normalize_dim
+
+
+def _nonbatch_dim(op: str, dim: int, rank: int) -> int:
+    d = normalize_dim(dim, rank, op)
+    if d == 0:
+        raise ValueError(
+            f"{op}: dimension 0 is the batch dimension of each example and cannot be "
+            "moved, split or removed on a batch"
+        )
+    return d
+
+
+def _sizes(args: tuple[Any, ...]) -> list[int]:
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        return list(args[0])
+    return list(args)
+
+
+# ------------------------------------------------------------------ permutations
+
+
+@_registry.implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
+                      torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
+                      family="shape")
+def transpose(func, input, dim0, dim1):
+    op = _registry.op_name(func)
+    a = _nonbatch_dim(op, dim0, input.dim())
+    b = _nonbatch_dim(op, dim1, input.dim())
+    dims = list(input.dims)
+    dims[a - 1], dims[b - 1] = dims[b - 1], dims[a - 1]
+    return MaskedBatch._make(input.data.transpose(a, b), input.mask.transpose(a, b), tuple(dims))
+
+
+@_registry.implements(torch.permute, torch.Tensor.permute, family="shape")
+def permute(func, input, *order):
+    op = _registry.op_name(func)
+    order = [normalize_dim(d, input.dim(), op) for d in _sizes(order)]
+    if sorted(order) != list(range(input.dim())):
+        raise ValueError(f"{op}: {order} is not a permutation of the {input.dim()} dimensions")
+    if order[0] != 0:
+        raise ValueError(f"{op}: dimension 0 (the batch dimension) must stay first, got {order}")
+    dims = tuple(input.dims[d - 1] for d in order[1:])
+    return MaskedBatch._make(input.data.permute(order), input.mask.permute(order), dims)
+
+
+# ------------------------------------------------------------------ size-one dimensions
+
+
+@_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape")
+def unsqueeze(func, input, dim):
+    op = _registry.op_name(func)
+    d = _nonbatch_dim(op, dim, input.dim() + 1)
+    dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
+    return MaskedBatch._make(input.data.unsqueeze(d), input.mask.unsqueeze(d), dims)
+
+
+@_registry.implements(torch.squeeze, torch.Tensor.squeeze, family="shape")
+def squeeze(func, input, dim=None):
+    op = _registry.op_name(func)
+    if dim is None:
+        raise ValueError(
+            f"{op}: squeeze() without a dimension would remove dimension 0, the batch "
+            "dimension of size one; pass the dimensions to squeeze"
+        )
+    wanted = dim if isinstance(dim, (tuple, list)) else (dim,)
+    drop = []
+    for w in wanted:
+        d = _nonbatch_dim(op, w, input.dim())
+        if input.dims[d - 1]:
+            raise ValueError(
+                f"{op}: dimension {d} is dynamic; its size differs between examples, so "
+                "whether it can be squeezed differs too"
+            )
+        if input.data.size(d) == 1:
+            drop.append(d)
+    if not drop:
+        return input
+    dims = tuple(x for i, x in enumerate(input.dims, start=1) if i not in drop)
+    return MaskedBatch._make(input.data.squeeze(drop), input.mask.squeeze(drop), dims)
+
+
+# ------------------------------------------------------------------ reshaping
+
+
+def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
+    """Reshape each example to ``shape`` (with its leading 1); see the module rules.
+
+    A dynamic dimension has no per-example size to write down: it is given as
+    -1 (or its padded size) and stays a dimension of its own.  The static
+    dimensions between two dynamic ones (or before the first) may be split or
+    merged among themselves.  The static dimensions after the last dynamic one
+    may also be merged into it (``(1, n, 2, 3) -> (1, -1, 3)``: real values
+    stay first) or split back out of it (``(1, 2n) -> (1, -1, 2)``, when every
+    example's size divides).
+    """
+    shape = list(shape)
+    if not shape or shape[0] not in (1, -1):
+        raise ValueError(
+            f"{op}: the new shape {tuple(shape)} must start with 1 (or -1), the size of "
+            "dimension 0 of each example"
+        )
+    shape[0] = 1
+    dynamic = [i for i, d in enumerate(x.dims, start=1) if d]
+    batch = x.data.size(0)
+    if not dynamic:
+        data = x.data.reshape(batch, *shape[1:])
+        mask = x.mask.reshape(batch, *[1] * (data.dim() - 1))
+        return MaskedBatch._make(data, mask, (False,) * (data.dim() - 1))
+    old = list(x.data.shape)
+
+    def refuse() -> ValueError:
+        return ValueError(
+            f"{op}: cannot reshape examples of padded shape {tuple([1] + old[1:])} "
+            f"(dynamic dims {dynamic}) to {tuple(shape)}: each dynamic dimension must stay "
+            "(written -1), static dimensions may be split or merged only with their "
+            "static neighbours between the same dynamic dimensions, and only the static "
+            "dimensions after the last dynamic one may be merged into it (or split out "
+            "of it); anything else would put padding between real values"
+        )
+
+    # Walk the dynamic dimensions: the static run before each one maps to the
+    # new sizes in front of its -1 (the run unchanged, or any sizes with the
+    # same product up to the next -1).
+    sizes, dims, pos, prev = [batch], [], 1, 0
+    for k in dynamic:
+        run = old[prev + 1: k]
+        end = pos + len(run)
+        if not (shape[pos:end] == run and end < len(shape) and shape[end] in (-1, old[k])):
+            end = shape.index(-1, pos) if -1 in shape[pos:] else None
+            if end is None or min(shape[pos:end], default=0) < 0 or (
+                    math.prod(shape[pos:end]) != math.prod(run)):
+                raise refuse()
+        sizes += shape[pos:end] + [old[k]]
+        dims += [False] * (end - pos) + [True]
+        pos, prev = end + 1, k
+    last = dynamic[-1]
+    tail = shape[pos:]
+    tail_old, tail_new = math.prod(old[last + 1:]), math.prod(tail)
+    if min(tail, default=0) < 0:
+        raise refuse()
+    mask = x.mask.reshape([1 if not d else s for s, d in zip(sizes, [True] + dims)])
+    at = len(sizes) - 1  # the last dynamic dimension, in the result
+    if tail_new == tail_old:
+        data = x.data.reshape(*sizes, *tail)
+    elif tail_new == 0 or tail_old == 0:
+        raise refuse()
+    elif shape[pos - 1] == -1 and tail_old % tail_new == 0:
+        # Merge: each real row of the old tail becomes ``factor`` real rows.
+        factor = tail_old // tail_new
+        data = x.data.reshape(*sizes[:-1], old[last] * factor, *tail)
+        mask = mask.repeat_interleave(factor, dim=at)
+    elif shape[pos - 1] == -1 and tail_new % tail_old == 0:
+        # Split: every ``factor`` rows become one; an example whose size does
+        # not divide would mix real rows with padding, as it fails alone.
+        factor = tail_new // tail_old
+        lengths = x.lengths()[:, -1]
+        if bool((lengths % factor != 0).any()):
+            raise ValueError(
+                f"{op}: cannot split dynamic dimension {last} into groups of {factor}: "
+                f"the examples have sizes {lengths.tolist()} there, not all divisible"
+            )
+        padded = -(-old[last] // factor) * factor
+        x = _masking.pad_to(x, last, padded)
+        data = x.data.reshape(*sizes[:-1], padded // factor, *tail)
+        mask = x.mask.reshape(mask.shape[:at] + (padded // factor, factor))[..., 0]
+    else:
+        raise refuse()
+    mask = mask.reshape(*mask.shape, *[1] * len(tail))
+    return MaskedBatch._make(data, mask, tuple(dims) + (False,) * len(tail))
+
+
+@_registry.implements(torch.reshape, torch.Tensor.reshape, torch.Tensor.view,
+                      family="shape")
+def reshape(func, input, *shape):
+    if len(shape) == 1 and isinstance(shape[0], torch.dtype):
+        raise NotImplementedError(f"{_registry.op_name(func)}(dtype) is not supported")
+    return reshape_batch(_registry.op_name(func), input, _sizes(shape))
+
+
+@_registry.implements(torch.Tensor.view_as, torch.Tensor.reshape_as, family="shape")
+def reshape_as(func, input, other):
+    return reshape_batch(_registry.op_name(func), input, [1] + [
+        -1 if d else other.data.size(i) for i, d in enumerate(other.dims, start=1)
+    ] if isinstance(other, MaskedBatch) else list(other.shape))
+
+
+@_registry.implements(torch.flatten, torch.Tensor.flatten, family="shape")
+def flatten(func, input, start_dim=0, end_dim=-1):
+    op = _registry.op_name(func)
+    start = normalize_dim(start_dim, input.dim(), op)
+    end = normalize_dim(end_dim, input.dim(), op)
+    if start == 0:
+        raise ValueError(
+            f"{op}: start_dim=0 would merge dimension 0, the batch dimension of each "
+            "example; use start_dim=1"
+        )
+    if start >= end:
+        return input
+    group = input.dims[start - 1: end]
+    if any(group[1:]):
+        raise ValueError(
+            f"{op}: cannot merge dimensions {start}..{end}: only the first of the merged "
+            "dimensions may be dynamic (padding would fall between real values)"
+        )
+    old = [1] + [-1 if d else input.data.size(i) for i, d in enumerate(input.dims, start=1)]
+    merged = -1 if group[0] else math.prod(old[start: end + 1])
+    return reshape_batch(op, input, old[:start] + [merged] + old[end + 1:])
+
+
+@_registry.implements(torch.unflatten, torch.Tensor.unflatten, family="shape")
+def unflatten(func, input, dim, sizes):
+    op = _registry.op_name(func)
+    d = _nonbatch_dim(op, dim, input.dim())
+    old = [1] + [-1 if dyn else input.data.size(i) for i, dyn in enumerate(input.dims, 1)]
+    return reshape_batch(op, input, old[:d] + list(sizes) + old[d + 1:])
+
+
+@_registry.implements(torch.Tensor.expand, family="shape")
+def expand(func, input, *sizes):
+    op = _registry.op_name(func)
+    sizes = _sizes(sizes)
+    extra = len(sizes) - input.dim()
+    if extra < 0:
+        raise ValueError(f"{op}: {len(sizes)} sizes given for examples of rank {input.dim()}")
+    x = _masking.raise_rank(input, len(sizes)) if extra else input
+    if sizes[0] not in (1, -1):
+        raise ValueError(f"{op}: the size of dimension 0 (each example's batch dimension) "
+                         f"must stay 1, got {sizes[0]}")
+    target = [x.data.size(0)]
+    for i, size in enumerate(sizes[1:], start=1):
+        if x.dims[i - 1] and size not in (-1, x.data.size(i)):
+            raise ValueError(f"{op}: dimension {i} is dynamic; pass -1 to keep it")
+        target.append(x.data.size(i) if size == -1 else size)
+    return MaskedBatch._make(x.data.expand(target), x.mask, x.dims)
+
+
+@_registry.implements(torch.Tensor.expand_as, family="shape")
+def expand_as(func, input, other):
+    if isinstance(other, MaskedBatch):
+        return expand(func, input, *[-1] + [-1 if d else other.data.size(i)
+                                              for i, d in enumerate(other.dims, 1)])
+    return expand(func, input, *other.shape)
+
+
+@_registry.implements(torch.Tensor.contiguous, family="shape")
+def contiguous(func, input, *args, **kwargs):
+    return MaskedBatch._make(input.data.contiguous(*args, **kwargs), input.mask, input.dims)
+
+
+# ------------------------------------------------------------------ slicing
+
+
+@_registry.implements(torch.narrow, torch.Tensor.narrow, family="shape")
+def narrow(func, input, dim, start, length):
+    op = _registry.op_name(func)
+    d = _nonbatch_dim(op, dim, input.dim())
+    if input.dims[d - 1] and start < 0:
+        raise NotImplementedError(f"{op}: a negative start along dynamic dimension {d}")
+    mask = input.mask.narrow(d, start, length) if input.dims[d - 1] else input.mask
+    return MaskedBatch._make(input.data.narrow(d, start, length), mask, input.dims)
+
+
+def _static_pieces(op: str, x: MaskedBatch, dim: int) -> int:
+    d = _nonbatch_dim(op, dim, x.dim())
+    if x.dims[d - 1]:
+        raise ValueError(
+            f"{op}: dimension {d} is dynamic; splitting it would give each example "
+            "different pieces (use unbind, or narrow/indexing)"
+        )
+    return d
+
+
+@_registry.implements(torch.split, torch.Tensor.split, family="shape")
+def split(func, input, split_size_or_sections, dim=0):
+    d = _static_pieces(_registry.op_name(func), input, dim)
+    return tuple(MaskedBatch._make(part, input.mask, input.dims)
+                 for part in input.data.split(split_size_or_sections, d))
+
+
+@_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape")
+def chunk(func, input, chunks, dim=0):
+    d = _static_pieces(_registry.op_name(func), input, dim)
+    return tuple(MaskedBatch._make(part, input.mask, input.dims)
+                 for part in input.data.chunk(chunks, d))
+
+
+@_registry.implements(torch.unbind, torch.Tensor.unbind, family="shape")
+def unbind(func, input, dim=0):
+    """Per-position slices; along a dynamic dimension an example past its end is not real."""
+    op = _registry.op_name(func)
+    d = _nonbatch_dim(op, dim, input.dim())
+    dims = input.dims[: d - 1] + input.dims[d:]
+    data = input.data.unbind(d)
+    if input.dims[d - 1]:
+        masks = input.mask.unbind(d)
+    else:
+        masks = (input.mask.squeeze(d),) * len(data)
+    return tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
+
+
+# ------------------------------------------------------------------ joining
+
+
+def _as_batches(op: str, tensors: Sequence[Any]) -> list[MaskedBatch]:
+    """Batches for a cat/stack; a plain tensor is the same in every example."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty list of tensors")
+    first = next(t for t in tensors if isinstance(t, MaskedBatch))
+    batch = first.data.size(0)
+    out = []
+    for t in tensors:
+        if isinstance(t, MaskedBatch):
+            out.append(t)
+            continue
+        if t.dim() != first.dim() or t.size(0) != 1:
+            raise ValueError(
+                f"{op}: a plain tensor in the list must look like one example (rank "
+                f"{first.dim()}, size 1 in dimension 0); got shape {tuple(t.shape)}"
+            )
+        mask = torch.ones([batch] + [1] * (t.dim() - 1), dtype=torch.bool, device=t.device)
+        out.append(MaskedBatch._make(t.expand(batch, *t.shape[1:]), mask, (False,) * (t.dim() - 1)))
+    return out
+
+
+def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[MaskedBatch]:
+    """Pad every dynamic dimension (but ``skip``) to the largest padded size."""
+    rank = batches[0].dim()
+    for i in range(1, rank):
+        if i == skip:
+            continue
+        size = max(b.data.size(i) for b in batches)
+        batches = [_masking.pad_to(b, i, size) if b.dims[i - 1] else b for b in batches]
+    return batches
+
+
+@_registry.implements(torch.cat, torch.concat, torch.concatenate, family="shape")
+def cat(func, tensors, dim=0, **kwargs):
+    op = _registry.op_name(func)
+    dim = kwargs.pop("axis", dim)
+    parts = _as_batches(op, tensors)
+    d = _nonbatch_dim(op, dim, parts[0].dim())
+    dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
+    parts = [MaskedBatch._make(p.data, p.mask, dims) if p.dims != dims and not dims[d - 1]
+             else p for p in parts]
+    parts = _common_padding(parts, d)
+    if not dims[d - 1]:
+        data = torch.cat([p.data for p in parts], d)
+        mask = _masking.combine_masks([p.mask for p in parts])
+        return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
+    return _cat_dynamic(parts, d, dims)
+
+
+def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> MaskedBatch:
+    """Concatenate along dynamic dimension ``d``: each example's parts end to end."""
+    column = sum(dims[: d - 1])
+    lengths = [p.lengths()[:, column] if p.dims[d - 1] else
+               torch.full((p.data.size(0),), p.data.size(d), device=p.device)
+               for p in parts]
+    padded = [p.data.size(d) for p in parts]
+    total = torch.stack(lengths, 1).sum(1)
+    out_size = int(total.max()) if total.numel() else 0
+    starts = torch.stack(lengths, 1).cumsum(1) - torch.stack(lengths, 1)  # (B, parts)
+    position = torch.arange(out_size, device=parts[0].device)
+    # For every output position, which part it comes from and where in the
+    # padded concatenation of all parts that element lies.
+    source = torch.zeros(total.size(0), out_size, dtype=torch.long, device=position.device)
+    offset = 0
+    for j, length in enumerate(lengths):
+        inside = (position >= starts[:, j:j + 1]) & (position < starts[:, j:j + 1] + length[:, None])
+        source = torch.where(inside, position - starts[:, j:j + 1] + offset, source)
+        offset += padded[j]
+    data = torch.cat([p.data for p in parts], d)
+    shape = [1] * data.dim()
+    shape[0], shape[d] = source.size(0), out_size
+    index = source.reshape(shape).expand(*data.shape[:d], out_size, *data.shape[d + 1:])
+    data = data.gather(d, index)
+    others = [p.mask.any(d, keepdim=True) | (length == 0).reshape(-1, *[1] * (data.dim() - 1))
+              for p, length in zip(parts, lengths)]
+    along = (position < total[:, None]).reshape(shape)
+    mask = _masking.combine_masks(others) & along
+    return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
+
+
+@_registry.implements(torch.stack, family="shape")
+def stack(func, tensors, dim=0, **kwargs):
+    """``torch.stack``: a new static dimension (every example stacks the same count)."""
+    return stack_batches(_registry.op_name(func), tensors, dim, dynamic=False)
+
+
+def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> MaskedBatch:
+    """Stack into a new dimension; ``dynamic`` keeps each part's mask along it.
+
+    A dynamic new dimension is what a loop produces when its steps stack
+    per-example results: an example whose step is not real (it had finished)
+    is padding there.
+    """
+    parts = _as_batches(op, tensors)
+    d = _nonbatch_dim(op, dim, parts[0].dim() + 1)
+    dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
+    parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)
+    data = torch.stack([p.data for p in parts], d)
+    new_dims = dims[: d - 1] + (dynamic,) + dims[d - 1:]
+    if dynamic:
+        masks = [p.mask for p in parts]
+        common = torch.broadcast_shapes(*[m.shape for m in masks])
+        mask = torch.stack([m.expand(common) for m in masks], d)
+    else:
+        mask = _masking.combine_masks([p.mask for p in parts]).unsqueeze(d)
+    return MaskedBatch._make(data, _masking.fit_mask(mask, data, new_dims), new_dims)

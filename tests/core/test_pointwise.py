@@ -1,0 +1,239 @@
+"""The pointwise family, tested op by op over the registry itself.
+
+Every op the pointwise rule registered is called on random examples with NaN
+padding and compared with the per-example loop (values and gradients), so a
+newly registered op is tested by default.  How to call an op is found by
+trying argument patterns on one plain example.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from strategies import example_lists
+
+import matchbox
+from matchbox import MaskedBatch, _registry
+from matchbox.testing import mb_assert, mb_rand
+
+POINTWISE = [e.func for e in _registry.entries() if e.family == "pointwise"]
+# Ops that draw random numbers: their values cannot equal the loop's.
+# Ops that PyTorch cannot differentiate: values are compared, not gradients.
+NO_DERIVATIVE = {"heaviside", "heaviside_", "acosh_", "asinh_", "atanh_", "floor_divide", "floor_divide_", "__floordiv__", "__rfloordiv__",
+                 "__ifloordiv__", "igamma", "igammac", "igamma_", "igammac_", "nextafter",
+                 "nextafter_"}
+RANDOM = {"bernoulli", "bernoulli_", "uniform_", "normal_", "exponential_", "cauchy_",
+          "geometric_", "log_normal_", "random_", "rrelu", "rrelu_"}
+
+
+def _name(func) -> str:
+    return _registry.op_name(func)
+
+
+def _inputs(kind: str, shapes_from: list[torch.Tensor], dims):
+    """Examples of one kind (float, unit interval, int or bool) with the given shapes."""
+    xs = [torch.randn_like(x) for x in shapes_from]
+    if kind == "unit":
+        xs = [x.sigmoid() for x in xs]
+    elif kind == "int":
+        xs = [(x * 5).round().to(torch.int64) for x in xs]
+    elif kind == "bool":
+        xs = [x > 0 for x in xs]
+    padding = float("nan") if xs[0].is_floating_point() else 0
+    return xs, MaskedBatch.fromlist(xs, dims, padding_value=padding)
+
+
+# Argument patterns: (kinds of the example arguments, extra plain arguments).
+PATTERNS = [
+    (("float",), ()),
+    (("float", "float"), ()),
+    (("float", "float", "float"), ()),
+    (("unit",), ()),
+    (("unit", "unit"), ()),
+    (("float",), (0.5,)),
+    (("float",), (-0.5, 0.5)),
+    (("unit",), (1,)),
+    (("int",), ()),
+    (("int", "int"), ()),
+    (("bool",), ()),
+    (("bool", "bool"), ()),
+    (("bool", "float", "float"), ()),
+    (("float", "bool"), (0.5,)),
+    (("float", "int"), ()),
+]
+
+
+def _plain(kind: str, dtype=torch.float64):
+    t = torch.randn(1, 3, 2, dtype=dtype)
+    return {"float": t, "unit": t.sigmoid(), "int": (t * 5).round().long(), "bool": t > 0}[kind]
+
+
+def _apply(func, args, extra):
+    name = getattr(func, "__name__", "")
+    if "polygamma" in name and _registry.tensor_method_name(func) is None:
+        return func(1, *args, *extra)  # torch.polygamma(n, input)
+    if "polygamma" in name:
+        return getattr(args[0], name)(1, *args[1:], *extra)
+    if _registry.tensor_method_name(func) is not None:
+        # A Tensor method is called as a method (or operator), as users do.
+        return getattr(args[0], name)(*args[1:], *extra)
+    return func(*args, *extra)
+
+
+def find_pattern(func):
+    """The first argument pattern the op accepts on plain tensors."""
+    patterns = PATTERNS
+    if func.__name__ in RANDOM:  # probabilities for bernoulli and friends
+        patterns = [(("unit",) * len(k), e) for k, e in PATTERNS]
+    for kinds, extra in patterns:
+        try:
+            with torch.no_grad():
+                result = _apply(func, [_plain(k) for k in kinds], extra)
+        except Exception:  # noqa: BLE001 - probing which signature the op takes
+            continue
+        if isinstance(result, torch.Tensor):
+            return kinds, extra
+    return None
+
+
+def _is_inplace(func) -> bool:
+    name = func.__name__
+    return (name.endswith("_") and not name.startswith("__")) or (
+        name.startswith("__i") and name not in ("__invert__",))
+
+
+@pytest.mark.parametrize("func", POINTWISE, ids=[_name(f) for f in POINTWISE])
+@pytest.mark.parametrize("dims", [((True, 5), (False, 3)), ((False, 2),)],
+                         ids=["dynamic", "static"])
+def test_pointwise_op_equals_loop(func, dims):
+    pattern = find_pattern(func)
+    assert pattern is not None, f"no argument pattern fits {_name(func)}"
+    kinds, extra = pattern
+    batch_size = 4
+    shapes, base = mb_rand(batch_size, *dims, dtype=torch.float64)
+    args = [_inputs(kind, shapes, base.dims) for kind in kinds]
+    inplace = _is_inplace(func)
+
+    def f(*xs):
+        if inplace:  # write into a copy: the inputs are leaves that require grad
+            xs = (xs[0] * 1 if xs[0].is_floating_point() else xs[0].clone(),) + xs[1:]
+        return _apply(func, xs, extra)
+
+    if func.__name__ in RANDOM:
+        batched = f(*[xb for _, xb in args])
+        assert isinstance(batched, MaskedBatch)
+        first = args[0][1]
+        assert batched.data.shape == first.data.shape
+        assert torch.equal(batched.mask, first.mask)
+        return
+    mb_assert(f, [xs for xs, _ in args], [xb for _, xb in args], batch_size,
+              check_grad=func.__name__ not in NO_DERIVATIVE)
+
+
+@pytest.mark.parametrize("name", ["add_", "mul_", "clamp_", "relu_", "__iadd__"])
+def test_inplace_returns_the_same_batch(name):
+    _, xb = mb_rand(3, (True, 4), (False, 2))
+    target = xb * 1
+    args = {"add_": (1.0,), "mul_": (1.0,), "__iadd__": (1.0,), "clamp_": (0.0,)}.get(name, ())
+    assert getattr(target, name)(*args) is target
+
+
+def test_functional_inplace_flag_returns_the_same_batch():
+    _, xb = mb_rand(3, (True, 4), (False, 2))
+    target = xb * 1
+    assert F.relu(target, inplace=True) is target
+    assert torch.equal(target.data[target.mask.expand_as(target.data)].clamp(max=0),
+                       torch.zeros_like(target.data[target.mask.expand_as(target.data)]))
+
+
+@given(example_lists(dims=(True, False)))
+def test_binary_op_broadcasts_like_examples(pair):
+    xs, xb = pair
+    bias = torch.randn(xs[0].size(-1), dtype=xs[0].dtype)
+    mb_assert(lambda x, b: (x * 2 - b).tanh() / (1 + x.abs()), [xs, [bias] * len(xs)],
+              [xb, bias], len(xs))
+
+
+@given(example_lists(dims=(True, False)))
+def test_batch_broadcasts_against_lower_rank_batch(pair):
+    xs, xb = pair
+    ys = [x.sum(1) for x in xs]  # (1, d) per example: broadcast over the dynamic dim
+    yb = xb.sum(1)
+    mb_assert(lambda x, y: x * y.unsqueeze(1), [xs, ys], [xb, yb], len(xs))
+
+
+def test_two_batches_with_different_padded_lengths_combine():
+    xs = [torch.randn(1, n, 2) for n in (1, 3)]
+    ys = [x * 2 for x in xs]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    yb = matchbox.MaskedBatch.fromlist(ys, (True, False))
+    yb_padded = MaskedBatch(torch.cat([yb.data, torch.full((2, 2, 2), float("nan"))], 1),
+                            torch.cat([yb.mask, torch.zeros(2, 2, 1, dtype=torch.bool)], 1),
+                            yb.dims)
+    mb_assert(lambda x, y: x + y, [xs, ys], [xb, yb_padded], 2)
+
+
+def test_where_and_comparisons_equal_loop(dtype):
+    xs, xb = mb_rand(5, (True, 4), (False, 3), dtype=dtype)
+    ys, yb = mb_rand(5, (False, 3), dtype=dtype)
+    ys = [y.unsqueeze(1) for y in ys]
+    yb = yb.unsqueeze(1)
+    mb_assert(lambda x, y: torch.where(x > y, x, y * 2), [xs, ys], [xb, yb], 5)
+    mb_assert(lambda x: (x >= 0) & (x < 1), [xs], [xb], 5)
+
+
+def test_clamp_and_pow_with_tensor_bounds(dtype):
+    xs, xb = mb_rand(4, (True, 4), (False, 3), dtype=dtype)
+    low = torch.full((3,), -0.2, dtype=dtype)
+    high = torch.full((3,), 0.7, dtype=dtype)
+    mb_assert(lambda x: x.clamp(min=low, max=high).pow(2), [xs], [xb], 4)
+    mb_assert(lambda x: torch.pow(2.0, x), [xs], [xb], 4)
+
+
+def test_plain_tensor_with_full_rank_must_have_size_one_in_dim_zero():
+    _, xb = mb_rand(2, (True, 3), (False, 2))
+    with pytest.raises(ValueError, match=r"torch.add: a plain tensor argument has size 5 in "
+                                         r"dimension 0"):
+        torch.add(xb, torch.zeros(5, 1, 2))
+
+
+def test_plain_tensor_cannot_have_a_size_along_a_dynamic_dim():
+    _, xb = mb_rand(2, (True, 3), (False, 2))
+    with pytest.raises(ValueError, match=r"size 3 in dimension 1, which is dynamic"):
+        xb + torch.zeros(1, 3, 2)
+
+
+def test_batches_of_different_sizes_do_not_combine():
+    _, xb = mb_rand(2, (True, 3))
+    _, yb = mb_rand(3, (True, 3))
+    with pytest.raises(ValueError, match=r"different batch sizes \(2 and 3\)"):
+        xb + yb
+
+
+def test_static_dims_of_different_sizes_do_not_combine():
+    _, xb = mb_rand(2, (False, 3))
+    _, yb = mb_rand(2, (False, 4))
+    with pytest.raises(ValueError, match=r"static dimension 1 has different sizes"):
+        xb * yb
+
+
+def test_inplace_op_on_plain_tensor_with_batch_argument_is_refused():
+    _, xb = mb_rand(2, (False, 3))
+    with pytest.raises(ValueError, match=r"in-place op on a plain tensor"):
+        torch.zeros(1, 3).add_(xb)
+
+
+def test_out_argument_is_refused():
+    _, xb = mb_rand(2, (False, 3))
+    with pytest.raises(NotImplementedError, match=r"torch.add: out= is not supported"):
+        torch.add(xb, 1, out=torch.empty(2, 3))
+
+
+def test_padding_never_reaches_real_values_even_inf():
+    examples = [torch.ones(1, n, 2) for n in (1, 3)]
+    xb = MaskedBatch.fromlist(examples, (True, False), padding_value=float("inf"))
+    yb = (xb * 0).exp()
+    for y, x in zip(yb.examples(), examples):
+        assert torch.equal(y, torch.ones_like(x))
