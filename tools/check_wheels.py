@@ -144,6 +144,7 @@ def check_install(dist: str, wheel: Path, dist_dir: Path, work: Path) -> list[st
             "pip",
             "install",
             "--quiet",
+            "--no-compile",  # byte-compiling all of torch would double the time this takes
             "--find-links",
             str(dist_dir),
             "-c",
@@ -172,8 +173,9 @@ def check_install(dist: str, wheel: Path, dist_dir: Path, work: Path) -> list[st
     absent = [DISTRIBUTIONS[d][0] for d in DISTRIBUTIONS if d not in expected]
     absent += sorted(OPTIONAL_THIRD_PARTY - THIRD_PARTY.get(dist, set()))
     where = run([str(python), "-c", IMPORT_CHECK, import_name, dist, VERSION, *absent], cwd=work)
+    pulled = ", ".join(sorted(expected - {dist})) or "no sibling"
     return [
-        f"pulled {', '.join(sorted(expected))} from the dist folder, torch {torch}",
+        f"{wheel.name} alone pulled {pulled} from the dist folder, torch {torch}",
         where.strip() + f"; absent: {', '.join(absent) or '-'}",
     ]
 

@@ -93,6 +93,11 @@ def join_dims(x: Any, dim1: int, dim2: int) -> Any:
     d2 = normalize_dim(dim2, rank, "join_dims")
     if d1 == d2:
         raise ValueError(f"join_dims: dimensions {dim1} and {dim2} are the same")
+    if isinstance(x, MaskedBatch) and 0 in (d1, d2):
+        raise ValueError(
+            "join_dims: dimension 0 is the batch dimension of each example and cannot "
+            "be joined on a batch"
+        )
     if d2 != d1 + 1:
         order = [n for n in range(rank) if n != d2]
         order.insert(order.index(d1) + 1, d2)
@@ -118,6 +123,11 @@ def causal_mask(x: Any, in_dim: int, out_dim: int) -> Any:
     shape_o[o] = data.size(o)
     later = (torch.arange(data.size(i), device=data.device).reshape(shape_i)
              > torch.arange(data.size(o), device=data.device).reshape(shape_o))
+    if isinstance(x, MaskedBatch):
+        # ``later`` has padded sizes along dynamic dimensions, which a plain
+        # tensor argument of masked_fill may not; positions are the same in
+        # every example, so fill the data and keep the mask.
+        return MaskedBatch._make(data.masked_fill(later, -math.inf), x.mask, x.dims)
     return x.masked_fill(later, -math.inf)
 
 

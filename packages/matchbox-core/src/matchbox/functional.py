@@ -25,6 +25,7 @@ from matchbox.convenience import (
     size_as_tensor,
     split_dim,
 )
+from matchbox._masking import fit_mask
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.shape import stack_batches
 
@@ -45,7 +46,26 @@ def stack(sequences: Sequence[Any], dim: int, dynamic: bool | None = None) -> An
                          dynamic=True if dynamic is None else dynamic)
 
 
+def update(old: Any, new: Any) -> Any:
+    """``new`` where it is real, ``old`` elsewhere: assignment in a per-example loop.
+
+    In a loop over a dynamic dimension, an example that has finished has no
+    real step, so the step's result is padding for it; ``h = update(h, step(x_t, h))``
+    keeps such an example's state.  This is what ``@matchbox.batch`` inserts
+    for a loop-carried variable.  With plain tensors it returns ``new``.
+    """
+    if not isinstance(new, MaskedBatch):
+        return new
+    if not isinstance(old, MaskedBatch):
+        raise TypeError("update: a batch result cannot be assigned to a plain tensor state")
+    if new.dims != old.dims:
+        raise ValueError(f"update: the new value has dims {new.dims} but the state has "
+                         f"dims {old.dims}")
+    data = torch.where(new.mask, new.data, old.data)
+    return MaskedBatch._make(data, fit_mask(old.mask | new.mask, data, old.dims), old.dims)
+
+
 __all__ = [name for name in dir(_torch_functional) if not name.startswith("_")] + [
     "stack", "batch_zeros", "batch_ones", "batch_empty", "size_as_tensor", "maxsize",
-    "split_dim", "join_dims", "causal_mask", "batch_sum", "batch_mean",
+    "split_dim", "join_dims", "causal_mask", "batch_sum", "batch_mean", "update",
 ]

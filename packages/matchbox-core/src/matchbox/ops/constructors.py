@@ -9,6 +9,7 @@ dynamic.  ``*_like`` keeps the argument's mask and dims.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,15 +39,19 @@ def new_batch(
         if isinstance(size, MaskedBatch):
             if size.dims:
                 raise ValueError(f"{op}: size {i} must be a batch of per-example scalars")
+            if size.data.size(0) != batch:
+                raise ValueError(
+                    f"{op}: size {i} gives sizes for {size.data.size(0)} examples, but the "
+                    f"batch has {batch}"
+                )
             per_example = size.data.to(device=x.device, dtype=torch.long)
             padded.append(int(per_example.max()) if per_example.numel() else 0)
             dims.append(True)
             lengths.append(per_example)
-        elif isinstance(size, torch.Tensor):
-            padded.append(int(size))
-            dims.append(False)
         else:
-            padded.append(int(size))
+            # An int, or a 0-d integer tensor as torch accepts; a float is a
+            # TypeError, as in torch.
+            padded.append(operator.index(size))
             dims.append(False)
     data = make(padded)
     if lengths:
@@ -66,6 +71,8 @@ def _factory_kwargs(x: MaskedBatch, kwargs: dict[str, Any]) -> dict[str, Any]:
 @_registry.implements(torch.Tensor.new_zeros, torch.Tensor.new_ones, torch.Tensor.new_empty,
                       family="constructor")
 def new_filled(func, input, *sizes, **kwargs):
+    if "size" in kwargs:  # x.new_zeros(size=(1, n)), as torch allows
+        sizes = (kwargs.pop("size"),)
     factory = {"new_zeros": torch.zeros, "new_ones": torch.ones,
                "new_empty": torch.empty}[func.__name__]
     requires_grad = kwargs.pop("requires_grad", False)

@@ -22,4 +22,9 @@ def cast(func, input, *args, **kwargs):
                       family="conversion")
 def method(func, input, *args, **kwargs):
     """Tensor methods the class implements itself (``to``, ``cuda``, ``detach``, ...)."""
+    # ``x.to(other_batch)`` means other's dtype and device: pass its data, or
+    # MaskedBatch.to -> data.to(batch) would dispatch back here forever.
+    args = tuple(a.data if isinstance(a, MaskedBatch) else a for a in args)
+    if not isinstance(input, MaskedBatch):
+        return func(input, *args, **kwargs)
     return getattr(MaskedBatch, func.__name__)(input, *args, **kwargs)

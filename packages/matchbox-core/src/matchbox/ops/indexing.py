@@ -36,8 +36,8 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
         items[at: at + 1] = [slice(None)] * (rank - consuming)
     if consuming > rank:
         raise IndexError(f"{op}: too many indices for examples of rank {rank}")
-    first = next((i for i in items if i is not None), slice(None))
-    if items and items[0] is None or first != slice(None):
+    first = items[0] if items else slice(None)
+    if first != slice(None):
         raise IndexError(
             f"{op}: the first index must be ':' (every example keeps its batch "
             f"dimension 0), got {first!r}"
@@ -61,10 +61,11 @@ def _with_length(x: MaskedBatch, d: int, data: torch.Tensor, length: torch.Tenso
     return MaskedBatch._make(data, mask, x.dims)
 
 
-def _slice_dynamic(x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
-    start, stop, step = item.start, item.stop, item.step or 1
+def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
+    start, stop, step = item.start, item.stop, 1 if item.step is None else item.step
     if step <= 0:
-        raise ValueError("slice step must be positive")
+        # As torch: a zero step is an error, and tensors have no negative steps.
+        raise ValueError(f"{op}: slice step must be positive, got {step}")
     n = _lengths_along(x, d)
     first = torch.zeros_like(n) if start is None else (
         torch.full_like(n, start) if start >= 0 else (n + start).clamp(min=0))
@@ -115,7 +116,7 @@ def getitem(func, input, index):
             d += 1
         elif isinstance(item, slice):
             if x.dims[d - 1] and item != slice(None):
-                x = _slice_dynamic(x, d, item)
+                x = _slice_dynamic(op, x, d, item)
             else:
                 x = MaskedBatch._make(x.data[(slice(None),) * d + (item,)], x.mask, x.dims)
             d += 1

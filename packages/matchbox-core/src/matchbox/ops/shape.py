@@ -142,23 +142,32 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
         )
 
     # Walk the dynamic dimensions: the static run before each one maps to the
-    # new sizes in front of its -1 (the run unchanged, or any sizes with the
-    # same product up to the next -1).
+    # new sizes in front of its -1 (any sizes with the run's product); failing
+    # that, to the run unchanged followed by the padded size (``x.maxsize(d)``).
     sizes, dims, pos, prev = [batch], [], 1, 0
+    written_out = False  # whether the last dynamic dim was given by its padded size
     for k in dynamic:
         run = old[prev + 1: k]
-        end = pos + len(run)
-        if not (shape[pos:end] == run and end < len(shape) and shape[end] in (-1, old[k])):
-            end = shape.index(-1, pos) if -1 in shape[pos:] else None
-            if end is None or min(shape[pos:end], default=0) < 0 or (
-                    math.prod(shape[pos:end]) != math.prod(run)):
+        end = shape.index(-1, pos) if -1 in shape[pos:] else None
+        if end is None or min(shape[pos:end], default=0) < 0 or (
+                math.prod(shape[pos:end]) != math.prod(run)):
+            end = pos + len(run)
+            if shape[pos:end] != run or end >= len(shape) or shape[end] != old[k]:
                 raise refuse()
+        written_out = shape[end] != -1
         sizes += shape[pos:end] + [old[k]]
         dims += [False] * (end - pos) + [True]
         pos, prev = end + 1, k
     last = dynamic[-1]
     tail = shape[pos:]
-    tail_old, tail_new = math.prod(old[last + 1:]), math.prod(tail)
+    tail_old = math.prod(old[last + 1:])
+    if written_out and tail.count(-1) == 1:
+        # The dynamic size was written out, so a -1 after it is a static size.
+        known = math.prod(s for s in tail if s != -1)
+        if not known or tail_old % known:
+            raise refuse()
+        tail[tail.index(-1)] = tail_old // known
+    tail_new = math.prod(tail)
     if min(tail, default=0) < 0:
         raise refuse()
     mask = x.mask.reshape([1 if not d else s for s, d in zip(sizes, [True] + dims)])
@@ -167,12 +176,12 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
         data = x.data.reshape(*sizes, *tail)
     elif tail_new == 0 or tail_old == 0:
         raise refuse()
-    elif shape[pos - 1] == -1 and tail_old % tail_new == 0:
+    elif not written_out and tail_old % tail_new == 0:
         # Merge: each real row of the old tail becomes ``factor`` real rows.
         factor = tail_old // tail_new
         data = x.data.reshape(*sizes[:-1], old[last] * factor, *tail)
         mask = mask.repeat_interleave(factor, dim=at)
-    elif shape[pos - 1] == -1 and tail_new % tail_old == 0:
+    elif not written_out and tail_new % tail_old == 0:
         # Split: every ``factor`` rows become one; an example whose size does
         # not divide would mix real rows with padding, as it fails alone.
         factor = tail_new // tail_old
@@ -182,7 +191,7 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
                 f"{op}: cannot split dynamic dimension {last} into groups of {factor}: "
                 f"the examples have sizes {lengths.tolist()} there, not all divisible"
             )
-        padded = -(-old[last] // factor) * factor
+        padded = math.ceil(old[last] / factor) * factor
         x = _masking.pad_to(x, last, padded)
         data = x.data.reshape(*sizes[:-1], padded // factor, *tail)
         mask = x.mask.reshape(mask.shape[:at] + (padded // factor, factor))[..., 0]
@@ -235,7 +244,13 @@ def unflatten(func, input, dim, sizes):
     op = _registry.op_name(func)
     d = _nonbatch_dim(op, dim, input.dim())
     old = [1] + [-1 if dyn else input.data.size(i) for i, dyn in enumerate(input.dims, 1)]
-    return reshape_batch(op, input, old[:d] + list(sizes) + old[d + 1:])
+    sizes = list(sizes)
+    if -1 in sizes and not input.dims[d - 1]:
+        # A static size is known: infer the -1 here, since reshape_batch reads
+        # every -1 as a dynamic dimension.
+        known = math.prod(s for s in sizes if s != -1)
+        sizes[sizes.index(-1)] = input.data.size(d) // known if known else 0
+    return reshape_batch(op, input, old[:d] + sizes + old[d + 1:])
 
 
 @_registry.implements(torch.Tensor.expand, family="shape")
@@ -334,6 +349,11 @@ def _as_batches(op: str, tensors: Sequence[Any]) -> list[MaskedBatch]:
     out = []
     for t in tensors:
         if isinstance(t, MaskedBatch):
+            if t.data.size(0) != batch:
+                raise ValueError(
+                    f"{op}: the batches in the list have different batch sizes "
+                    f"({batch} and {t.data.size(0)})"
+                )
             out.append(t)
             continue
         if t.dim() != first.dim() or t.size(0) != 1:

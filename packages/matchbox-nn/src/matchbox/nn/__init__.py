@@ -1,10 +1,16 @@
 """Masked neural-network layers and losses for Matchbox (distribution ``matchbox-nn``).
 
-This subpackage will hold implementations of ``torch.nn`` functionals and modules
-that accept ``MaskedBatch`` inputs: linear and bilinear layers, embeddings,
-dropout, softmax and log-softmax over dynamic dimensions, normalisation layers,
-activations, per-example losses, convolutions and pooling over dynamic
-dimensions, attention, recurrent cells and whole RNN/LSTM/GRU modules.
+Importing this package (which ``import matchbox`` does when it is installed)
+registers its op families into matchbox-core's one registry, so ``torch.nn``
+modules and ``torch.nn.functional`` calls accept ``MaskedBatch`` arguments.
+
+Implemented so far: ``linear`` and the recurrent cells (``nn.RNNCell``,
+``nn.LSTMCell``, ``nn.GRUCell``).  The rest of the nn contract (softmax over
+dynamic dimensions, normalisation, losses, convolutions, attention, whole
+RNN modules) is the matchbox-nn issue's work and raises ``NotImplementedError``
+naming the op until then.
 """
+
+from matchbox.nn.ops import linear, recurrent_cells  # noqa: F401
 
 __all__: list[str] = []

@@ -1,0 +1,55 @@
+"""Recurrent cells (``nn.RNNCell``, ``nn.LSTMCell``, ``nn.GRUCell``) on batches.
+
+Semantics: one step of every example at once; the new state is real where
+both the input step and the state are real (an example whose sequence has
+ended gets padding, which ``matchbox.functional.update`` or ``@batch``
+then ignores).  The cell mixes rows into the weight gradients, so padding rows
+are zeroed first and their gradients dropped (core's mixing rule).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch
+
+
+def _rows(x: Any) -> Any:
+    return _masking.fill_padding(x, 0) if isinstance(x, MaskedBatch) else x
+
+
+def _step_layout(op: str, inputs: list[Any]) -> tuple[torch.Tensor, tuple[bool, ...]]:
+    batches = [x for x in inputs if isinstance(x, MaskedBatch)]
+    for x in batches:
+        if x.dims != (False,):
+            raise ValueError(
+                f"{op}: each example's input and state must be (1, features) with a static "
+                f"feature dimension; got dims {x.dims}"
+            )
+    return _masking.combine_masks([x.mask for x in batches]), (False,)
+
+
+@_registry.implements(torch.rnn_tanh_cell, torch.rnn_relu_cell, family="recurrent")
+def rnn_cell(func, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    op = _registry.op_name(func)
+    mask, dims = _step_layout(op, [input, hx])
+    h = func(_rows(input), _rows(hx), w_ih, w_hh, b_ih, b_hh)
+    return MaskedBatch._make(_masking.guard_gradient(h, mask), mask, dims)
+
+
+@_registry.implements(torch.gru_cell, family="recurrent")
+def gru_cell(func, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return rnn_cell(func, input, hx, w_ih, w_hh, b_ih, b_hh)
+
+
+@_registry.implements(torch.lstm_cell, family="recurrent")
+def lstm_cell(func, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    op = _registry.op_name(func)
+    h, c = hx
+    mask, dims = _step_layout(op, [input, h, c])
+    h_new, c_new = func(_rows(input), (_rows(h), _rows(c)), w_ih, w_hh, b_ih, b_hh)
+    return (MaskedBatch._make(_masking.guard_gradient(h_new, mask), mask, dims),
+            MaskedBatch._make(_masking.guard_gradient(c_new, mask), mask, dims))

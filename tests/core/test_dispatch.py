@@ -1,0 +1,104 @@
+"""Dispatch: torch functions, Tensor methods and torch.nn.functional reach the registry."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import matchbox
+import matchbox.functional as MF
+from matchbox import MaskedBatch, _registry
+from matchbox.testing import mb_rand
+
+
+def test_function_method_and_functional_forms_agree():
+    _, xb = mb_rand(3, (True, 4), (False, 2), padding_value=0.0)
+    expected = xb.data.tanh()
+    for result in (torch.tanh(xb), xb.tanh(), F.tanh(xb), MF.tanh(xb)):
+        assert isinstance(result, MaskedBatch)
+        assert torch.equal(result.data, expected)
+    assert torch.equal(F.relu(xb).data, xb.data.relu())
+
+
+def test_unsupported_op_names_itself():
+    _, xb = mb_rand(2, (True, 3))
+    with pytest.raises(NotImplementedError, match=r"torch.cumsum is not implemented for "
+                                                  r"MaskedBatch"):
+        torch.cumsum(xb, 1)
+    with pytest.raises(NotImplementedError, match=r"Tensor.cumsum is not implemented"):
+        xb.cumsum(1)
+
+
+def test_unknown_attribute_is_an_attribute_error():
+    _, xb = mb_rand(2, (True, 3))
+    assert not hasattr(xb, "no_such_thing")
+    with pytest.raises(AttributeError, match=r"'MaskedBatch' object has no attribute"):
+        xb.no_such_thing  # noqa: B018
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matchbox.nn") is not None,
+                    reason="names matchbox-nn only when that distribution is not installed")
+def test_nn_op_without_matchbox_nn_names_the_distribution():
+    _, xb = mb_rand(2, (True, 3))
+    with pytest.raises(NotImplementedError,
+                       match=r"torch.nn.functional.softmax is not implemented for MaskedBatch; "
+                             r"it is provided by the matchbox-nn distribution: pip install "
+                             r"matchbox-nn"):
+        F.softmax(xb, -1)
+
+
+def test_registry_lists_families_and_every_entry_has_a_handler():
+    families = {e.family for e in _registry.entries()}
+    assert {"pointwise", "reduction", "linalg", "shape", "indexing", "constructor",
+            "conversion"} <= families
+    assert all(callable(e.handler) for e in _registry.entries())
+
+
+def test_convenience_methods_are_new_tensor_names_only():
+    for name in ["batch_zeros", "batch_ones", "batch_empty", "split_dim", "join_dims",
+                 "causal_mask", "size_as_tensor", "maxsize"]:
+        assert hasattr(torch.Tensor, name)
+    x = torch.rand(1, 3)
+    assert x.batch_zeros(5).shape == (1, 5)
+    # An existing torch behaviour is unchanged by importing matchbox.
+    assert torch.equal(x + 1, torch.add(x, 1))
+
+
+@pytest.mark.parametrize(
+    ("name", "distribution"),
+    [("batch", "matchbox-control"), ("PackedBatch", "matchbox-packed"),
+     ("data", "matchbox-data")],
+)
+def test_lazy_names_resolve_or_name_their_distribution(name, distribution, monkeypatch):
+    module_name = matchbox._LAZY[name][0]
+    if importlib.util.find_spec(module_name) is None:
+        with pytest.raises(ImportError, match=rf"provided by the {distribution} distribution, "
+                                              rf"which is not installed: pip install "
+                                              rf"{distribution}"):
+            getattr(matchbox, name)
+    else:
+        try:
+            value = getattr(matchbox, name)
+        except ImportError as error:
+            assert distribution in str(error)
+        else:
+            assert value is not None
+    monkeypatch.setitem(sys.modules, module_name, None)
+    with pytest.raises(ImportError, match=distribution):
+        getattr(matchbox, name)
+
+
+def test_unknown_module_attribute():
+    with pytest.raises(AttributeError, match=r"module 'matchbox' has no attribute 'nope'"):
+        matchbox.nope  # noqa: B018
+
+
+def test_test_utils_is_the_readme_name():
+    import matchbox.test_utils as tu
+    import matchbox.testing as t
+
+    assert tu.mb_test is t.mb_test and tu.mb_assert is t.mb_assert and tu.mb_rand is t.mb_rand

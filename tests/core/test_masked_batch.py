@@ -1,0 +1,194 @@
+"""MaskedBatch construction, validation, inspection and their error messages."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from strategies import example_lists
+
+import matchbox
+from matchbox import MaskedBatch
+
+
+@given(example_lists(dims=(True, False)))
+def test_fromlist_then_examples_round_trips(pair):
+    xs, xb = pair
+    for x, y in zip(xs, xb.examples()):
+        assert torch.equal(x, y)
+
+
+@given(example_lists(dims=(True, True), min_length=1))
+def test_fromlist_round_trips_with_two_dynamic_dims(pair):
+    xs, xb = pair
+    assert [tuple(y.shape) for y in xb.examples()] == [tuple(x.shape) for x in xs]
+
+
+def test_layout_follows_the_contract():
+    xs = [torch.rand(1, n, 4) for n in (3, 7, 1, 0)]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    assert xb.data.shape == (4, 7, 4)
+    assert xb.mask.shape == (4, 7, 1)
+    assert xb.mask.dtype == torch.bool and not xb.mask.requires_grad
+    assert xb.dims == (True, False)
+    assert xb.mask[:, :, 0].sum(1).tolist() == [3, 7, 1, 0]
+    assert xb.lengths()[:, 0].tolist() == [3, 7, 1, 0]
+
+
+def test_fromlist_gradients_reach_every_example():
+    xs = [torch.rand(1, n, 2, requires_grad=True) for n in (2, 0, 3)]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    sum(y.sum() for y in xb.examples()).backward()
+    for x in xs:
+        assert torch.equal(x.grad, torch.ones_like(x))
+
+
+def test_inspection():
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 5) for n in (2, 4)], (True, False))
+    assert xb.dtype == torch.float32
+    assert xb.device == torch.device("cpu")
+    assert xb.dim() == 3 and xb.ndim == 3
+    assert xb.size(0) == 2 and xb.size(2) == 5 and xb.size(-1) == 5
+    assert xb.maxsize(1) == 4
+    assert xb.shape[2] == 5
+    assert xb.size_as_tensor(1).data.tolist() == [2, 4]
+
+
+def test_size_of_dynamic_dim_raises():
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 5) for n in (2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is dynamic.*maxsize"):
+        xb.size(1)
+    with pytest.raises(ValueError, match=r"dimension 1 is dynamic"):
+        xb.shape[1]
+
+
+def test_bool_is_ambiguous():
+    xb = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
+    with pytest.raises(ValueError, match=r"truth value of a MaskedBatch is ambiguous.*"
+                                         r"\.any\(\) or \.all\(\).*@matchbox.batch"):
+        bool(xb)
+    with pytest.raises(ValueError, match="ambiguous"):
+        if xb > 0:
+            pass
+
+
+def test_conversions_and_autograd_flags():
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
+    assert xb.double().dtype == torch.float64
+    assert xb.to(torch.float64).dtype == torch.float64
+    assert xb.cpu().device.type == "cpu"
+    assert xb.requires_grad_().requires_grad
+    assert not xb.detach().requires_grad
+    assert xb.double().mask is xb.mask
+
+
+def test_repr_shows_dims_and_sizes():
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
+    text = repr(xb)
+    assert "dims=DS (True, False)" in text
+    assert "(1, 1, 2), (1, 3, 2)" in text
+
+
+def test_dir_lists_supported_methods():
+    names = dir(MaskedBatch)
+    for name in ["tanh", "sum", "mean", "matmul", "transpose", "view", "unbind", "__add__",
+                 "batch_zeros", "split_dim", "join_dims", "causal_mask", "size_as_tensor",
+                 "maxsize", "new_zeros"]:
+        assert name in names
+
+
+def test_constructor_accepts_numeric_mask():
+    data = torch.rand(2, 3, 4)
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]]).unsqueeze(-1)
+    xb = MaskedBatch(data, mask, (True, False))
+    assert xb.mask.dtype == torch.bool
+    assert [tuple(e.shape) for e in xb.examples()] == [(1, 2, 4), (1, 1, 4)]
+
+
+@pytest.mark.parametrize(
+    ("data", "mask", "dims", "message"),
+    [
+        (torch.rand(2, 3), torch.ones(2, 3, dtype=torch.bool), (True, False),
+         r"dims has 2 entries but data has 1 non-batch dimensions"),
+        (torch.rand(2, 3), torch.ones(2, dtype=torch.bool), (True,),
+         r"mask has rank 1 but data has rank 2"),
+        (torch.rand(2, 3), torch.ones(3, 3, dtype=torch.bool), (True,),
+         r"mask has batch size 3 but data has 2"),
+        (torch.rand(2, 3), torch.ones(2, 2, dtype=torch.bool), (True,),
+         r"mask has size 2 in dimension 1, which is dynamic, but must have size 3"),
+        (torch.rand(2, 3), torch.ones(2, 3, dtype=torch.bool), (False,),
+         r"mask has size 3 in dimension 1, which is static, but must have size 1"),
+        (torch.rand(2, 3), torch.tensor([[True, False, True], [True, True, True]]), (True,),
+         r"real position after a padding position"),
+        (torch.rand(2, 3), torch.full((2, 3), 2.0), (True,),
+         r"non-bool mask must hold only zeros and ones"),
+        ([1, 2], torch.ones(2, dtype=torch.bool), (), r"data must be a torch.Tensor"),
+        (torch.tensor(1.0), torch.tensor(True), (), r"data must have a batch dimension"),
+        (torch.rand(2, 3), torch.ones(2, 3, requires_grad=True), (True,),
+         r"mask must not require grad"),
+        (torch.rand(2, 3), torch.ones(2, 3, dtype=torch.bool), (1,),
+         r"dims must be a tuple of bools"),
+    ],
+)
+def test_malformed_batch_is_refused(data, mask, dims, message):
+    with pytest.raises(ValueError, match=message):
+        MaskedBatch(data, mask, dims)
+
+
+def test_fromlist_errors():
+    with pytest.raises(ValueError, match=r"fromlist: the list of examples is empty"):
+        MaskedBatch.fromlist([], (True,))
+    with pytest.raises(ValueError, match=r"dimension 2 is static but the examples differ in "
+                                         r"size there: example 0 has 4, example 1 has 5"):
+        MaskedBatch.fromlist([torch.rand(1, 2, 4), torch.rand(1, 2, 5)], (True, False))
+    with pytest.raises(ValueError, match=r"example 1 has size 2 in dimension 0"):
+        MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(2, 2)], (False,))
+    with pytest.raises(ValueError, match=r"example 1 has dtype torch.float64 but example 0 "
+                                         r"has torch.float32"):
+        MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(1, 2).double()], (False,))
+    with pytest.raises(ValueError, match=r"example 0 has rank 2 but dims \(True, False\)"):
+        MaskedBatch.fromlist([torch.rand(1, 2)], (True, False))
+    with pytest.raises(TypeError, match=r"example 1 is a list, not a tensor"):
+        MaskedBatch.fromlist([torch.rand(1, 2), [1.0, 2.0]], (False,))
+    with pytest.raises(TypeError, match=r"examples must be a list of tensors"):
+        MaskedBatch.fromlist(torch.rand(2, 2), (False,))
+    with pytest.raises(ValueError, match=r"example 1 has size 0 in dynamic dimension 2; a "
+                                         r"zero size is supported only in batches with one"):
+        MaskedBatch.fromlist([torch.rand(1, 2, 2), torch.rand(1, 2, 0)], (True, True))
+
+
+def test_batch_of_one_and_zero_length_examples():
+    xb = MaskedBatch.fromlist([torch.rand(1, 0, 3)], (True, False))
+    assert xb.data.shape == (1, 0, 3)
+    assert [tuple(e.shape) for e in xb.examples()] == [(1, 0, 3)]
+    assert repr(xb)
+
+
+def test_backward_on_per_example_losses_equals_loop():
+    w = torch.randn(3, requires_grad=True)
+    xs = [torch.randn(1, n, 3) for n in (2, 0, 5)]
+    loop = sum(((x * w).tanh().sum()) for x in xs)
+    (loop_grad,) = torch.autograd.grad(loop, w)
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    loss = (xb * w).tanh().sum((1, 2))
+    assert loss.dims == ()
+    loss.backward(retain_graph=True)
+    torch.testing.assert_close(w.grad, loop_grad)
+    w.grad = None
+    matchbox.batch_sum(loss).backward()
+    torch.testing.assert_close(w.grad, loop_grad)
+    torch.testing.assert_close(matchbox.batch_mean(loss), loop.detach() / 3)
+
+
+def test_backward_needs_per_example_scalars():
+    xb = MaskedBatch.fromlist([torch.rand(1, 2, requires_grad=True)], (False,))
+    with pytest.raises(RuntimeError, match=r"only for a batch of per-example scalars"):
+        (xb * 2).backward()
+
+
+def test_len_and_iteration_are_refused():
+    xb = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
+    with pytest.raises(TypeError, match=r"len\(\) of a MaskedBatch is ambiguous"):
+        len(xb)
+    with pytest.raises(TypeError, match=r"use examples\(\) for the examples or unbind"):
+        iter(xb)

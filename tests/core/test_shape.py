@@ -1,0 +1,550 @@
+"""Shape ops of ``MaskedBatch`` against the per-example loop, values and gradients.
+
+Every case runs ``f`` on each example alone and on the batch (``mb_assert``);
+padding holds NaN, so a padding value that reaches a real output or gradient
+fails the comparison.  Per-example lengths include zero and one, batch sizes
+include one, and both float32 and float64 are drawn.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import example_lists
+
+import matchbox.functional as MF
+from matchbox import MaskedBatch, _registry
+from matchbox.testing import mb_assert
+
+NAN = float("nan")
+
+
+@st.composite
+def batches(draw, shape, *, n=1, same_lengths=False, min_length=0, max_length=5):
+    """``n`` (examples, batch) pairs sharing batch size, dtype and static sizes.
+
+    ``shape`` lists the dimensions after the first: an int is a static size,
+    ``None`` a dynamic one whose per-example length is drawn from
+    ``[min_length, max_length]`` (from 1 when there are several dynamic
+    dimensions, which cannot hold an empty example).
+    """
+    batch_size = draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    if sum(s is None for s in shape) > 1:
+        min_length = max(min_length, 1)
+
+    def sizes():
+        return [[draw(st.integers(min_length, max_length)) if s is None else s for s in shape]
+                for _ in range(batch_size)]
+
+    first = sizes()
+    pairs = []
+    for _ in range(n):
+        g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
+        xs = [torch.randn(1, *s, generator=g, dtype=dtype)
+              for s in (first if same_lengths else sizes())]
+        pairs.append((xs, MaskedBatch.fromlist(xs, [s is None for s in shape],
+                                               padding_value=NAN)))
+    return pairs
+
+
+def one_batch(shape, **kwargs):
+    """One (examples, batch) pair; see :func:`batches`."""
+    return batches(shape, **kwargs).map(lambda pairs: pairs[0])
+
+
+def assert_loop(f, *pairs):
+    """``f`` on the batches equals ``f`` on each example: values and gradients."""
+    mb_assert(f, [xs for xs, _ in pairs], [xb for _, xb in pairs], len(pairs[0][0]))
+
+
+def assert_batch_equals_examples(xb, expected):
+    """``xb``'s examples are exactly ``expected`` (NaN padding must not show)."""
+    got = list(xb.examples())
+    assert len(got) == len(expected)
+    for j, (g, e) in enumerate(zip(got, expected)):
+        assert g.shape == e.shape, f"example {j}: shape {tuple(g.shape)} vs {tuple(e.shape)}"
+        torch.testing.assert_close(g, e, rtol=0, atol=0, msg=f"example {j}")
+
+
+# ------------------------------------------------------------------ one case per registered op
+
+# Registered shape op -> (shape of the argument batches, count, function).  The
+# registry-parametrised test below runs every registered op through its case,
+# so a newly registered op fails until it gets one.
+OP_CASES = {
+    "Tensor.view": ((None, 6), 1, lambda x: x.view(1, -1, 2, 3)),
+    "Tensor.reshape": ((None, 2, 3), 1, lambda x: x.reshape(1, -1, 6)),
+    "torch.reshape": ((None, 2, 3), 1, lambda x: torch.reshape(x, (1, -1))),
+    "Tensor.view_as": ((None, 2, 3), 2, lambda x, y: x.view_as(y.flatten(2))),
+    "Tensor.reshape_as": ((None, 6), 2, lambda x, y: x.reshape_as(y.unflatten(2, (2, 3)))),
+    "Tensor.transpose": ((None, 3, 2), 1, lambda x: x.transpose(1, 3)),
+    "torch.transpose": ((None, 3), 1, lambda x: torch.transpose(x, -1, -2)),
+    "Tensor.swapaxes": ((None, 3), 1, lambda x: x.swapaxes(1, 2)),
+    "torch.swapaxes": ((3, None), 1, lambda x: torch.swapaxes(x, 1, 2)),
+    "Tensor.swapdims": ((None, 3), 1, lambda x: x.swapdims(2, 1)),
+    "torch.swapdims": ((None, 3), 1, lambda x: torch.swapdims(x, 1, 2)),
+    "Tensor.permute": ((None, 3, 2), 1, lambda x: x.permute(0, 3, 1, 2)),
+    "torch.permute": ((None, 3, 2), 1, lambda x: torch.permute(x, (0, 2, 3, 1))),
+    "Tensor.unsqueeze": ((None, 3), 1, lambda x: x.unsqueeze(2)),
+    "torch.unsqueeze": ((None, 3), 1, lambda x: torch.unsqueeze(x, -1)),
+    "Tensor.squeeze": ((None, 1, 3), 1, lambda x: x.squeeze(2)),
+    "torch.squeeze": ((None, 3, 1), 1, lambda x: torch.squeeze(x, -1)),
+    "Tensor.flatten": ((None, 2, 3), 1, lambda x: x.flatten(1)),
+    "torch.flatten": ((None, 2, 3), 1, lambda x: torch.flatten(x, 2)),
+    "Tensor.unflatten": ((None, 6), 1, lambda x: x.unflatten(2, (3, 2))),
+    "torch.unflatten": ((None, 6), 1, lambda x: torch.unflatten(x, -1, (2, -1))),
+    "Tensor.expand": ((None, 1), 1, lambda x: x.expand(1, -1, 4)),
+    "Tensor.expand_as": ((None, 3), 2, lambda x, y: x.sum(2, keepdim=True).expand_as(y)),
+    "Tensor.narrow": ((None, 4), 1, lambda x: x.narrow(2, 1, 2)),
+    "torch.narrow": ((None, 4), 1, lambda x: torch.narrow(x, -1, 0, 3)),
+    "Tensor.contiguous": ((None, 3), 1, lambda x: x.transpose(1, 2).contiguous()),
+    "Tensor.split": ((None, 5), 1, lambda x: x.split(2, 2)),
+    "torch.split": ((None, 5), 1, lambda x: torch.split(x, [1, 4], dim=-1)),
+    "Tensor.chunk": ((None, 5), 1, lambda x: x.chunk(3, 2)),
+    "torch.chunk": ((None, 4), 1, lambda x: torch.chunk(x, 2, -1)),
+    "Tensor.unbind": ((None, 3), 1, lambda x: x.unbind(2)),
+    "torch.unbind": ((None, 3), 1, lambda x: torch.unbind(x, -1)),
+    "torch.cat": ((None, 3), 2, lambda x, y: torch.cat([x, y], 1)),
+    "torch.concat": ((None, 3), 2, lambda x, y: torch.concat([x, y], 2)),
+    "torch.concatenate": ((None, 3), 2, lambda x, y: torch.concatenate([y, x], axis=1)),
+    "torch.stack": ((None, 3), 1, lambda x: torch.stack([x, 2 * x], 2)),
+}
+
+SHAPE_OPS = [e.name for e in _registry.entries() if e.family == "shape"]
+
+
+@pytest.mark.parametrize("name", SHAPE_OPS)
+@given(data=st.data())
+def test_every_registered_shape_op_equals_the_loop(name, data):
+    assert name in OP_CASES, f"{name} is registered as a shape op but has no test case here"
+    shape, count, f = OP_CASES[name]
+    assert_loop(f, *data.draw(batches(shape, n=count, same_lengths=True)))
+
+
+# ------------------------------------------------------------------ view / reshape
+
+RESHAPES = {
+    "split a static dim after the dynamic one": ((None, 6), lambda x: x.view(1, -1, 2, 3)),
+    "merge static dims after the dynamic one": ((None, 2, 3), lambda x: x.view(1, -1, 6)),
+    "merge one static dim into the dynamic one": ((None, 2, 3), lambda x: x.view(1, -1, 3)),
+    "merge every static dim into the dynamic one": ((None, 2, 3), lambda x: x.reshape(1, -1)),
+    "merge into the dynamic one, then split back": (
+        (None, 2, 3), lambda x: x.reshape(1, -1).reshape(1, -1, 2, 3)),
+    "merge static dims before the dynamic one": ((2, 3, None), lambda x: x.reshape(1, 6, -1)),
+    "split a static dim before the dynamic one": ((6, None), lambda x: x.view(1, 3, 2, -1)),
+    "add size-one dims": ((None, 3), lambda x: x.view(1, 1, -1, 1, 3)),
+    "shape as a tuple": ((None, 4), lambda x: x.reshape((1, -1, 2, 2))),
+    "leading -1 for the batch dim": ((None, 4), lambda x: x.reshape(-1, x.maxsize(1), 4)),
+    "padded size for the dynamic dim": ((None, 4), lambda x: x.view(1, x.maxsize(1), 2, 2)),
+    "static examples": ((2, 3), lambda x: x.view(1, 3, 2)),
+    "static examples, -1": ((2, 3), lambda x: x.reshape(1, -1)),
+    "two dynamic dims, static run between": (
+        (None, 2, 3, None, 4), lambda x: x.reshape(1, x.maxsize(1), 6, -1, 2, 2)),
+    "two dynamic dims, merge after the last": (
+        (None, 2, None, 2, 2), lambda x: x.reshape(1, x.maxsize(1), 2, -1)),
+}
+
+
+@pytest.mark.parametrize("case", RESHAPES)
+@given(data=st.data())
+def test_view_and_reshape_equal_the_loop(case, data):
+    shape, f = RESHAPES[case]
+    assert_loop(f, data.draw(one_batch(shape)))
+
+
+@given(pairs=batches((None, 2, 3), n=2, same_lengths=True))
+def test_view_as_and_reshape_as_take_the_other_batch_shape(pairs):
+    assert_loop(lambda x, y: x.view_as(y.flatten(2)), *pairs)
+    assert_loop(lambda x, y: x.reshape(1, -1).reshape_as(y), *pairs)
+
+
+@given(pair=one_batch((2, 3)))
+def test_view_as_a_plain_tensor_on_static_examples(pair):
+    assert_loop(lambda x: x.view_as(torch.empty(1, 6)), pair)
+
+
+def test_view_with_a_dtype_is_refused_with_the_op_name():
+    xb = MaskedBatch.fromlist([torch.randn(1, 2, 3)], (True, False))
+    with pytest.raises(NotImplementedError, match=r"Tensor\.view\(dtype\) is not supported"):
+        xb.view(torch.int32)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x.reshape(1, 4, -1),        # the dynamic dim would be split across rows
+    lambda x: x.view(-1),                 # drops the batch dimension's 1
+    lambda x: x.reshape(1, -1, 3),        # rows of 3 would mix real values and padding
+])
+def test_reshape_that_would_interleave_padding_is_refused(f):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match=r"cannot reshape examples of padded shape \(1, 3, 4\)"):
+        f(xb)
+
+
+def test_reshape_merging_a_static_dim_into_a_later_dynamic_one_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, 2, n) for n in (3, 1)], (False, True))
+    with pytest.raises(ValueError, match="would put padding between real values"):
+        xb.reshape(1, -1)
+
+
+def test_reshape_must_keep_the_leading_one():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match=r"the new shape \(2, -1, 4\) must start with 1"):
+        xb.view(2, -1, 4)
+
+
+def test_splitting_a_dynamic_dim_needs_every_length_divisible():
+    xb = MaskedBatch.fromlist([torch.randn(1, n) for n in (4, 3)], (True,))
+    with pytest.raises(ValueError, match=r"cannot split dynamic dimension 1 into groups of 2: "
+                                         r"the examples have sizes \[4, 3\]"):
+        xb.reshape(1, -1, 2)
+
+
+# ------------------------------------------------------------------ permutations
+
+@pytest.mark.parametrize("shape", [(None, 2, 3), (2, None, 3)])
+@pytest.mark.parametrize("order", list(itertools.permutations([1, 2, 3])))
+@given(data=st.data())
+def test_permute_every_order_equals_the_loop(shape, order, data):
+    assert_loop(lambda x: x.permute(0, *order), data.draw(one_batch(shape)))
+
+
+@pytest.mark.parametrize("dims", [(1, 2), (2, 1), (-1, 1), (1, 3), (-2, -1)])
+@given(data=st.data())
+def test_transpose_and_swapaxes_equal_the_loop(dims, data):
+    pair = data.draw(one_batch((None, 2, 3)))
+    assert_loop(lambda x: x.transpose(*dims), pair)
+    assert_loop(lambda x: x.swapaxes(*dims), pair)
+
+
+@given(pair=example_lists(dims=(True, True)))
+def test_transpose_of_two_dynamic_dims_swaps_their_lengths(pair):
+    assert_loop(lambda x: x.transpose(1, 2), pair)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x.transpose(0, 1), lambda x: x.transpose(-3, 2), lambda x: x.swapaxes(1, 0),
+    lambda x: x.squeeze(0), lambda x: x.unsqueeze(0), lambda x: x.unbind(0),
+    lambda x: x.unbind(), lambda x: x.narrow(0, 0, 1), lambda x: x.split(1),
+    lambda x: x.chunk(2, 0), lambda x: torch.cat([x, x]), lambda x: torch.stack([x, x], 0),
+    lambda x: x.unflatten(0, (1, 1)),
+])
+def test_moving_or_removing_dim_0_is_refused(f):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):
+        f(xb)
+
+
+def test_permute_must_keep_dim_0_first():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match=r"dimension 0 \(the batch dimension\) must stay first"):
+        xb.permute(1, 0, 2)
+    with pytest.raises(ValueError, match=r"\[0, 1, 1\] is not a permutation of the 3"):
+        xb.permute(0, 1, 1)
+
+
+# ------------------------------------------------------------------ size-one dims
+
+@pytest.mark.parametrize("dim", [1, 2, 3, -1, -2, -3])
+@given(data=st.data())
+def test_unsqueeze_then_squeeze_equal_the_loop(dim, data):
+    pair = data.draw(one_batch((None, 3)))
+    assert_loop(lambda x: x.unsqueeze(dim), pair)
+    assert_loop(lambda x: x.unsqueeze(dim).squeeze(dim), pair)
+
+
+@given(pair=one_batch((None, 1, 3, 1)))
+def test_squeeze_of_static_dims_equals_the_loop(pair):
+    assert_loop(lambda x: x.squeeze(2), pair)
+    assert_loop(lambda x: x.squeeze(3), pair)       # size 3: unchanged, as in torch
+    assert_loop(lambda x: x.squeeze((2, 4)), pair)
+    assert_loop(lambda x: torch.squeeze(x, -1), pair)
+
+
+def test_squeeze_without_dim_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 1) for n in (3, 1)], (True, False))
+    for f in (lambda: xb.squeeze(), lambda: torch.squeeze(xb)):
+        with pytest.raises(ValueError, match=r"squeeze\(\) without a dimension would remove "
+                                             "dimension 0"):
+            f()
+
+
+def test_squeeze_of_a_dynamic_dim_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (1, 1)], (True, False))
+    with pytest.raises(ValueError, match="dimension 1 is dynamic; its size differs between "
+                                         "examples"):
+        xb.squeeze(1)
+
+
+# ------------------------------------------------------------------ flatten / unflatten
+
+FLATTENS = {
+    "from the dynamic dim": ((None, 2, 3), lambda x: x.flatten(1)),
+    "static dims after the dynamic one": ((None, 2, 3), lambda x: x.flatten(2)),
+    "dynamic dim and the next": ((None, 2, 3), lambda x: x.flatten(1, 2)),
+    "static dims before the dynamic one": ((2, 3, None), lambda x: x.flatten(1, 2)),
+    "one dim (no-op)": ((None, 2), lambda x: x.flatten(2, 2)),
+    "negative dims": ((None, 2, 3), lambda x: x.flatten(-2, -1)),
+    "static examples": ((2, 3), lambda x: torch.flatten(x, 1)),
+}
+
+
+@pytest.mark.parametrize("case", FLATTENS)
+@given(data=st.data())
+def test_flatten_equals_the_loop(case, data):
+    shape, f = FLATTENS[case]
+    assert_loop(f, data.draw(one_batch(shape)))
+
+
+@pytest.mark.parametrize("f", [lambda x: x.flatten(0), lambda x: x.flatten(),
+                               lambda x: torch.flatten(x)])
+def test_flatten_from_dim_0_is_refused(f):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match="start_dim=0 would merge dimension 0"):
+        f(xb)
+
+
+def test_flatten_with_a_dynamic_dim_after_the_first_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, 4, n) for n in (3, 1)], (False, True))
+    with pytest.raises(ValueError, match=r"cannot merge dimensions 1\.\.2: only the first of "
+                                         "the merged dimensions may be dynamic"):
+        xb.flatten(1)
+
+
+UNFLATTENS = {
+    "a static dim": ((None, 6), lambda x: x.unflatten(2, (2, 3))),
+    "a static dim, -1": ((None, 6), lambda x: x.unflatten(-1, (-1, 3))),
+    "a static dim before the dynamic one": ((6, None), lambda x: x.unflatten(1, (3, -1))),
+    "the dynamic dim back out of a merge": (
+        (None, 2, 3), lambda x: x.flatten(1).unflatten(1, (-1, 2, 3))),
+}
+
+
+@pytest.mark.parametrize("case", UNFLATTENS)
+@given(data=st.data())
+def test_unflatten_equals_the_loop(case, data):
+    shape, f = UNFLATTENS[case]
+    assert_loop(f, data.draw(one_batch(shape)))
+
+
+# ------------------------------------------------------------------ expand, narrow, contiguous
+
+@given(pairs=batches((None, 3), n=2, same_lengths=True))
+def test_expand_and_expand_as_equal_the_loop(pairs):
+    assert_loop(lambda x: x[:, :, :1].expand(1, -1, 5), pairs[0])
+    assert_loop(lambda x: x.unsqueeze(2).expand(1, -1, 4, -1), pairs[0])
+    assert_loop(lambda x: x.unsqueeze(1).expand(1, 2, -1, 3), pairs[0])
+    assert_loop(lambda x: x[:, :, :1].expand(2, 1, -1, 3), pairs[0])   # new leading dim
+    assert_loop(lambda x, y: x[:, :, 1:2].expand_as(y), *pairs)
+
+
+@given(pair=one_batch((1, 3)))
+def test_expand_as_a_plain_tensor_on_static_examples(pair):
+    assert_loop(lambda x: x.expand_as(torch.empty(1, 4, 3)), pair)
+
+
+def test_expand_must_keep_dynamic_sizes_and_the_leading_one():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 1) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match="dimension 1 is dynamic; pass -1 to keep it"):
+        xb.expand(1, 5, 2)
+    with pytest.raises(ValueError, match="the size of dimension 0 .* must stay 1, got 2"):
+        xb.expand(2, -1, 2)
+
+
+@given(pair=one_batch((None, 5), min_length=2))
+def test_narrow_equals_the_loop(pair):
+    assert_loop(lambda x: x.narrow(2, 1, 3), pair)
+    assert_loop(lambda x: x.narrow(-1, -2, 2), pair)
+    assert_loop(lambda x: x.narrow(1, 0, 2), pair)     # along the dynamic dim, from 0
+    assert_loop(lambda x: x.narrow(1, 1, 1), pair)
+
+
+def test_narrow_from_a_negative_start_along_a_dynamic_dim_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(NotImplementedError, match="a negative start along dynamic dimension 1"):
+        xb.narrow(1, -1, 1)
+
+
+@given(pair=example_lists(dims=(True, False, False)))
+def test_contiguous_equals_the_loop(pair):
+    assert_loop(lambda x: x.permute(0, 3, 1, 2).contiguous(), pair)
+    assert pair[1].transpose(1, 2).contiguous().data.is_contiguous()
+
+
+# ------------------------------------------------------------------ split, chunk, unbind
+
+@pytest.mark.parametrize("f", [
+    lambda x: x.split(2, 2), lambda x: x.split([2, 3], -1), lambda x: x.split([5], 2),
+    lambda x: x.chunk(2, 2), lambda x: x.chunk(5, -1), lambda x: torch.split(x, 1, 2),
+    lambda x: torch.chunk(x, 3, dim=2),
+])
+@given(data=st.data())
+def test_split_and_chunk_along_static_dims_equal_the_loop(f, data):
+    assert_loop(f, data.draw(one_batch((None, 5))))
+
+
+@given(pair=one_batch((2, None, 4)))
+def test_split_along_a_static_dim_before_the_dynamic_one(pair):
+    assert_loop(lambda x: x.split(1, 1), pair)
+    assert_loop(lambda x: x.chunk(2, 3), pair)
+
+
+@pytest.mark.parametrize("f", [lambda x: x.split(1, 1), lambda x: x.chunk(2, 1),
+                               lambda x: torch.split(x, [1, 2], 1)])
+def test_split_of_a_dynamic_dim_is_refused(f):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match="dimension 1 is dynamic; splitting it would give each "
+                                         "example different pieces"):
+        f(xb)
+
+
+@given(pair=example_lists(dims=(True, False, False)))
+def test_unbind_along_static_dims_equals_the_loop(pair):
+    assert_loop(lambda x: x.unbind(2), pair)
+    assert_loop(lambda x: torch.unbind(x, -1), pair)
+
+
+def _restack(x, dim):
+    """Unbind dimension 1 and stack back at ``dim``; an empty example stays as is."""
+    parts = list(x.unbind(1))
+    return MF.stack(parts, dim, dynamic=True) if parts else x.transpose(1, dim)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_unbind_along_a_dynamic_dim_pads_examples_past_their_end(pair):
+    xs, xb = pair
+    slices = xb.unbind(1)
+    assert len(slices) == xb.maxsize(1)
+    for t, xt in enumerate(slices):
+        assert xt.dims == (False,)
+        for b, x in enumerate(xs):
+            real = t < x.size(1)
+            assert bool(xt.mask[b].all()) == real, f"slice {t}, example {b}"
+            if real:
+                torch.testing.assert_close(xt.data[b:b + 1], x[:, t], rtol=0, atol=0)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_unbind_then_dynamic_stack_restores_the_batch(pair):
+    xs, xb = pair
+    back = MF.stack(list(xb.unbind(1)), 1, dynamic=True)
+    assert back.dims == xb.dims
+    assert torch.equal(back.mask, xb.mask)
+    assert_batch_equals_examples(back, xs)
+    assert_loop(lambda x: _restack(x, 1), pair)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_dynamic_stack_at_another_position_equals_the_loop(pair):
+    assert_loop(lambda x: _restack(x, 2), pair)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_loop_over_dynamic_slices_stacked_equals_the_loop(pair):
+    """The loop pattern: per-step results stacked into a new dynamic dimension."""
+
+    def f(x):
+        steps = [xt.tanh() * (t + 1) for t, xt in enumerate(x.unbind(1))]
+        return MF.stack(steps, 1) if steps else x.tanh()
+
+    assert_loop(f, pair)
+
+
+@given(pair=example_lists(dims=(False, True)))
+def test_unbind_along_a_later_dynamic_dim_then_stack_equals_the_loop(pair):
+    def f(x):
+        parts = list(x.unbind(2))
+        return MF.stack(parts, 2, dynamic=True) if parts else x
+
+    assert_loop(f, pair)
+
+
+# ------------------------------------------------------------------ cat
+
+@given(pair=example_lists(dims=(True, False, False)))
+def test_cat_along_static_dims_equals_the_loop(pair):
+    assert_loop(lambda x: torch.cat([x, 2 * x], 2), pair)
+    assert_loop(lambda x: torch.cat([x[..., :1], x, x.exp()], -1), pair)
+    assert_loop(lambda x: torch.concat([x, x[:, :, :1]], dim=2), pair)
+
+
+@given(pairs=batches((None, 3), n=3))
+def test_cat_along_a_dynamic_dim_puts_each_examples_parts_end_to_end(pairs):
+    assert_loop(lambda x, y: torch.cat([x, y], 1), *pairs[:2])
+    assert_loop(lambda x, y, z: torch.cat([x, y, z], 1), *pairs)
+    assert_loop(lambda x, y: torch.cat([y, x, y], -2), *pairs[:2])
+
+
+def test_cat_along_a_dynamic_dim_with_zero_length_parts():
+    xs = [torch.randn(1, n, 2, dtype=torch.float64) for n in (0, 2, 0, 1)]
+    ys = [torch.randn(1, n, 2, dtype=torch.float64) for n in (0, 0, 3, 1)]
+    xb, yb = (MaskedBatch.fromlist(v, (True, False), padding_value=NAN) for v in (xs, ys))
+    out = torch.cat([xb, yb, xb], 1)
+    assert_batch_equals_examples(out, [torch.cat([x, y, x], 1) for x, y in zip(xs, ys)])
+    assert_loop(lambda x, y: torch.cat([x, y, x], 1), (xs, xb), (ys, yb))
+
+
+@given(pairs=batches((3, None), n=2))
+def test_cat_along_a_later_dynamic_dim_and_a_static_dim(pairs):
+    assert_loop(lambda x, y: torch.cat([x, y], 2), *pairs)
+    assert_loop(lambda x: torch.cat([x, x[:, :1]], 1), pairs[0])
+
+
+@given(pair=one_batch((None, 3)))
+def test_cat_with_a_plain_tensor_along_a_dynamic_dim_equals_the_loop(pair):
+    w = torch.randn(1, 2, 3, dtype=pair[1].dtype)
+    assert_loop(lambda x: torch.cat([x, w], 1), pair)
+    assert_loop(lambda x: torch.cat([w, x, w], 1), pair)
+
+
+@given(pair=one_batch((2, 3)))
+def test_cat_with_a_plain_tensor_along_a_static_dim_equals_the_loop(pair):
+    w = torch.randn(1, 2, 1, dtype=pair[1].dtype)
+    assert_loop(lambda x: torch.cat([x, w], 2), pair)
+    assert_loop(lambda x: torch.cat([w, x], -1), pair)
+
+
+def test_cat_refuses_mismatched_batch_sizes_and_bad_plain_tensors():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    yb = MaskedBatch.fromlist([torch.randn(1, 2, 2)], (True, False))
+    with pytest.raises(ValueError, match=r"torch\.cat: the batches in the list have different "
+                                         r"batch sizes \(2 and 1\)"):
+        torch.cat([xb, yb], 1)
+    with pytest.raises(ValueError, match=r"a plain tensor in the list must look like one "
+                                         r"example .* got shape \(2, 1, 2\)"):
+        torch.cat([xb, torch.ones(2, 1, 2)], 1)
+
+
+# ------------------------------------------------------------------ stack
+
+@pytest.mark.parametrize("dim", [1, 2, 3, -1, -3])
+@given(data=st.data())
+def test_torch_stack_adds_a_static_dim_equal_to_the_loop(dim, data):
+    pair = data.draw(example_lists(dims=(True, False)))
+    assert_loop(lambda x: torch.stack([x, x.sin(), 3 * x], dim), pair)
+    new_dim = dim % 4   # the rank of the result is 4
+    assert not torch.stack([pair[1], pair[1]], dim).dims[new_dim - 1]
+
+
+@given(pair=one_batch((None, 2)))
+def test_dynamic_false_stack_equals_torch_stack(pair):
+    assert_loop(lambda x: MF.stack([x, -x], 2, dynamic=False), pair)
+    assert MF.stack([pair[1], -pair[1]], 2, dynamic=False).dims == (True, False, False)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@given(data=st.data())
+def test_f_stack_of_batches_makes_a_dynamic_dim_by_default(dynamic, data):
+    pairs = data.draw(batches((None, 2), n=2, same_lengths=True))
+    assert_loop(lambda x, y: MF.stack([x, y.exp()], 1, dynamic=dynamic), *pairs)
+    assert MF.stack([pairs[0][1], pairs[1][1]], 1, dynamic=dynamic).dims == (True, True, False)
+
+
+def test_f_stack_of_plain_tensors_is_torch_stack():
+    xs = [torch.randn(1, 3), torch.randn(1, 3)]
+    for dynamic in (None, True, False):
+        torch.testing.assert_close(MF.stack(xs, 1, dynamic=dynamic), torch.stack(xs, 1))

@@ -1,0 +1,78 @@
+"""matchbox.testing: the per-example-loop oracle itself, and its failure messages."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from matchbox import MaskedBatch
+from matchbox.testing import mb_assert, mb_rand, mb_test
+
+
+def test_mb_rand_gives_examples_and_their_batch():
+    xs, xb = mb_rand(6, (True, 5), (False, 3), dtype=torch.float32)
+    assert len(xs) == 6 and xb.dims == (True, False) and xb.dtype == torch.float32
+    assert all(x.shape[0] == 1 and x.shape[2] == 3 and 0 <= x.shape[1] <= 5 for x in xs)
+    for x, y in zip(xs, xb.examples()):
+        assert torch.equal(x, y)
+    # Padding holds NaN unless asked otherwise.
+    assert torch.isnan(xb.data[~xb.mask.expand_as(xb.data)]).all()
+
+
+def test_mb_test_passes_for_a_correct_batched_function():
+    weight = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
+    mb_test(lambda x, w: (x @ w).tanh().sum(1), ((True, 4), (False, 3)), weight)
+
+
+def test_value_mismatch_names_example_and_position():
+    def wrong(x):
+        return x * 1.5 if isinstance(x, MaskedBatch) else x
+
+    with pytest.raises(AssertionError, match=r"example 0, output 0 value differs at position "
+                                             r"\(0, 0, 0\): batch gave"):
+        xs, xb = mb_rand(2, (True, 3), (False, 2), min_size=1)
+        mb_assert(wrong, [xs], [xb], 2)
+
+
+def test_gradient_mismatch_is_caught():
+    def detached_on_batches(x):
+        return x.detach() * 1 if isinstance(x, MaskedBatch) else x * 1
+
+    xs, xb = mb_rand(2, (True, 3), (False, 2), min_size=1)
+    with pytest.raises(AssertionError, match=r"gradient of argument 0 of example 0 differs"):
+        mb_assert(detached_on_batches, [xs], [xb], 2)
+
+
+def test_parameter_gradients_are_compared():
+    layer = torch.nn.Parameter(torch.randn(2, dtype=torch.float64))
+
+    class Scale(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = layer
+
+        def forward(self, x):
+            w = self.w.detach() if isinstance(x, MaskedBatch) else self.w
+            return x * w
+
+    xs, xb = mb_rand(2, (True, 3), (False, 2), min_size=1)
+    with pytest.raises(AssertionError, match=r"gradient of parameter 0"):
+        mb_assert(Scale(), [xs], [xb], 2)
+
+
+def test_shape_mismatch_is_reported():
+    def drops_a_row(x):
+        return x[:, 1:] if isinstance(x, MaskedBatch) else x
+
+    xs, xb = mb_rand(2, (True, 3), (False, 2), min_size=2)
+    with pytest.raises(AssertionError, match=r"example 0, output 0: batch gave shape"):
+        mb_assert(drops_a_row, [xs], [xb], 2)
+
+
+def test_output_count_mismatch_is_reported():
+    def extra(x):
+        return (x, x) if isinstance(x, MaskedBatch) else x
+
+    xs, xb = mb_rand(2, (False, 2))
+    with pytest.raises(AssertionError, match=r"the batch gave 2 outputs but an example gave"):
+        mb_assert(extra, [xs], [xb], 2)

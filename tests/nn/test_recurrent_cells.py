@@ -1,0 +1,64 @@
+"""nn.RNNCell / LSTMCell / GRUCell and nn.Linear on batches equal the loop."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import matchbox.functional as F
+from matchbox import MaskedBatch
+from matchbox.testing import mb_assert, mb_rand
+
+
+def run_cell(cell, x, hidden):
+    """A per-example RNN over dimension 1, as the README writes it."""
+    h = x.new_zeros(x.size(0), hidden)
+    if isinstance(cell, torch.nn.LSTMCell):
+        c = x.new_zeros(x.size(0), hidden)
+        for xt in x.unbind(1):
+            h_new, c_new = cell(xt, (h, c))
+            h, c = F.update(h, h_new), F.update(c, c_new)
+        return h, c
+    for xt in x.unbind(1):
+        h = F.update(h, cell(xt, h))
+    return h
+
+
+@pytest.mark.parametrize("kind", [torch.nn.RNNCell, torch.nn.LSTMCell, torch.nn.GRUCell])
+@given(batch=st.integers(1, 5), max_len=st.integers(0, 6), seed=st.integers(0, 1000))
+def test_cell_loop_equals_per_example_loop(kind, batch, max_len, seed):
+    torch.manual_seed(seed)
+    for dtype in (torch.float32, torch.float64):
+        cell = kind(3, 4).to(dtype)
+        xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype)
+        mb_assert(lambda x: run_cell(cell, x, 4), [xs], [xb], batch,
+                  params=list(cell.parameters()))
+
+
+def test_relu_rnn_cell(dtype):
+    cell = torch.nn.RNNCell(3, 4, nonlinearity="relu").to(dtype)
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    mb_assert(lambda x: run_cell(cell, x, 4), [xs], [xb], 4, params=list(cell.parameters()))
+
+
+@given(batch=st.integers(1, 5), max_len=st.integers(0, 6))
+def test_linear_module_equals_loop(batch, max_len):
+    layer = torch.nn.Linear(3, 2).double()
+    xs, xb = mb_rand(batch, (True, max_len), (False, 3))
+    mb_assert(layer, [xs], [xb], batch)
+
+
+def test_linear_without_bias_on_static_batch(dtype):
+    layer = torch.nn.Linear(3, 2, bias=False).to(dtype)
+    xs, xb = mb_rand(3, (False, 3), dtype=dtype)
+    mb_assert(layer, [xs], [xb], 3)
+
+
+def test_cell_refuses_dynamic_feature_dimension():
+    cell = torch.nn.RNNCell(3, 3)
+    xb = MaskedBatch.fromlist([torch.rand(1, n) for n in (2, 3)], (True,))
+    with pytest.raises(ValueError, match=r"rnn_tanh_cell: each example's input and state must "
+                                         r"be \(1, features\)"):
+        cell(xb, xb)
