@@ -33,7 +33,7 @@ def test_cell_loop_equals_per_example_loop(kind, batch, max_len, seed):
     for dtype in (torch.float32, torch.float64):
         cell = kind(3, 4).to(dtype)
         xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype)
-        mb_assert(lambda x: run_cell(cell, x, 4), [xs], [xb], batch,
+        mb_assert(lambda x, cell=cell: run_cell(cell, x, 4), [xs], [xb], batch,
                   params=list(cell.parameters()))
 
 

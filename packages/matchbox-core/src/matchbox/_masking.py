@@ -26,13 +26,15 @@ from matchbox.masked_batch import MaskedBatch
 
 def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
     """``batch.data`` with every padding position replaced by ``value``."""
+    if batch._mask is None:
+        return batch.data
     return torch.where(batch.mask, batch.data, torch.full((), value, dtype=batch.dtype,
                                                           device=batch.device))
 
 
-def guard_gradient(data: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """``data`` unchanged at real positions, with gradients at padding dropped."""
-    if not data.requires_grad:
+    if mask is None or not data.requires_grad:
         return data
     return torch.where(mask, data, data.new_zeros(()))
 
@@ -53,7 +55,9 @@ def raise_rank(batch: MaskedBatch, rank: int) -> MaskedBatch:
         return batch
     shape = batch.data.shape
     data = batch.data.reshape(shape[0], *[1] * extra, *shape[1:])
-    mask = batch.mask.reshape(batch.mask.size(0), *[1] * extra, *batch.mask.shape[1:])
+    mask = batch._mask
+    if mask is not None:
+        mask = mask.reshape(mask.size(0), *[1] * extra, *mask.shape[1:])
     return MaskedBatch._make(data, mask, (False,) * extra + batch.dims)
 
 
@@ -119,21 +123,26 @@ def align(
                         b.data.narrow(i, 0, target), b.mask.narrow(i, 0, target), b.dims
                     )
     aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else a for a in args]
-    mask = combine_masks([lifted[id(b)].mask for b in batches])
+    mask = combine_masks([lifted[id(b)]._mask for b in batches])
     return aligned, mask, dims
 
 
-def combine_masks(masks: Sequence[torch.Tensor]) -> torch.Tensor:
-    """True where every mask is true (broadcasting); reuses a shared mask."""
-    mask = masks[0]
-    for other in masks[1:]:
-        if other is not mask:
-            mask = mask & other
+def combine_masks(masks: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
+    """True where every mask is true (broadcasting); ``None`` (all real) drops out."""
+    mask = None
+    for other in masks:
+        if other is None or other is mask:
+            continue
+        mask = other if mask is None else mask & other
     return mask
 
 
-def fit_mask(mask: torch.Tensor, data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
+def fit_mask(
+    mask: torch.Tensor | None, data: torch.Tensor, dims: tuple[bool, ...]
+) -> torch.Tensor | None:
     """Give ``mask`` the layout of a result: data's size in dynamic dims, 1 in static."""
+    if mask is None:
+        return None
     shape = [data.size(0)] + [
         data.size(i + 1) if d else 1 for i, d in enumerate(dims)
     ]

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as _torch_functional
 from torch.nn.functional import *  # noqa: F403
 
+from matchbox._masking import fit_mask
 from matchbox.batch_reduce import batch_mean, batch_sum
 from matchbox.convenience import (
     batch_empty,
@@ -25,7 +26,6 @@ from matchbox.convenience import (
     size_as_tensor,
     split_dim,
 )
-from matchbox._masking import fit_mask
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.shape import stack_batches
 
@@ -61,8 +61,12 @@ def update(old: Any, new: Any) -> Any:
     if new.dims != old.dims:
         raise ValueError(f"update: the new value has dims {new.dims} but the state has "
                          f"dims {old.dims}")
-    data = torch.where(new.mask, new.data, old.data)
-    return MaskedBatch._make(data, fit_mask(old.mask | new.mask, data, old.dims), old.dims)
+    if new._mask is None:
+        return new
+    data = torch.where(new._mask, new.data, old.data)
+    if old._mask is None:  # the state is real everywhere, and stays so
+        return MaskedBatch._make(data, None, old.dims)
+    return MaskedBatch._make(data, fit_mask(old._mask | new._mask, data, old.dims), old.dims)
 
 
 __all__ = [name for name in dir(_torch_functional) if not name.startswith("_")] + [

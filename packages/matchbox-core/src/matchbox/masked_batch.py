@@ -31,27 +31,46 @@ from matchbox import _registry
 class MaskedBatch:
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "mask", "dims")
+    __slots__ = ("data", "_mask", "dims")
 
     data: torch.Tensor
-    mask: torch.Tensor
     dims: tuple[bool, ...]
+    # ``None`` means "every position is real" (a fresh state, a batch without
+    # padding): ops then skip mask arithmetic and padding fills entirely.
+    _mask: torch.Tensor | None
 
-    def __init__(self, data: torch.Tensor, mask: torch.Tensor, dims: Sequence[bool]):
+    def __init__(
+        self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
+    ):
         dims = tuple(dims)
-        _validate(data, mask, dims)
+        if mask is not None:
+            _validate(data, mask, dims)
+            mask = mask if mask.dtype == torch.bool else mask != 0
+        else:
+            _validate(data, _full_mask(data, dims), dims)
         self.data = data
-        self.mask = mask if mask.dtype == torch.bool else mask != 0
+        self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
 
     @classmethod
-    def _make(cls, data: torch.Tensor, mask: torch.Tensor, dims: tuple[bool, ...]):
+    def _make(cls, data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]):
         """Build without validation: for ops, whose results are valid by construction."""
         batch = object.__new__(cls)
         batch.data = data
-        batch.mask = mask
+        batch._mask = mask
         batch.dims = dims
         return batch
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """True where ``data`` holds real values (see the module docstring)."""
+        if self._mask is None:
+            return _full_mask(self.data, self.dims)
+        return self._mask
+
+    @mask.setter
+    def mask(self, value: torch.Tensor | None) -> None:
+        self._mask = value
 
     # ------------------------------------------------------------------ construction
 
@@ -73,13 +92,7 @@ class MaskedBatch:
         shapes = _check_examples(examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
-            data = torch.cat(list(examples), 0)
-            mask = torch.ones(
-                [len(shapes)] + [data.size(i + 1) if d else 1 for i, d in enumerate(dims)],
-                dtype=torch.bool,
-                device=data.device,
-            )
-            return cls._make(data, mask, dims)
+            return cls._make(torch.cat(list(examples), 0), None, dims)
         if sum(dims) > 1:
             _refuse_empty_extent(shapes, dims)
         max_sizes = [max(s[i] for s in shapes) for i in range(1, len(dims) + 1)]
@@ -146,7 +159,7 @@ class MaskedBatch:
     @property
     def grad(self) -> MaskedBatch | None:
         grad = self.data.grad
-        return None if grad is None else MaskedBatch._make(grad, self.mask, self.dims)
+        return None if grad is None else MaskedBatch._make(grad, self._mask, self.dims)
 
     def is_floating_point(self) -> bool:
         return self.data.is_floating_point()
@@ -232,7 +245,9 @@ class MaskedBatch:
     def to(self, *args: Any, **kwargs: Any) -> MaskedBatch:
         """``Tensor.to`` on the data; the mask follows to the new device."""
         data = self.data.to(*args, **kwargs)
-        mask = self.mask.to(data.device) if data.device != self.mask.device else self.mask
+        mask = self._mask
+        if mask is not None and data.device != mask.device:
+            mask = mask.to(data.device)
         return MaskedBatch._make(data, mask, self.dims)
 
     def cuda(self, device: Any = None, non_blocking: bool = False) -> MaskedBatch:
@@ -242,7 +257,7 @@ class MaskedBatch:
         return self.to("cpu")
 
     def detach(self) -> MaskedBatch:
-        return MaskedBatch._make(self.data.detach(), self.mask, self.dims)
+        return MaskedBatch._make(self.data.detach(), self._mask, self.dims)
 
     def detach_(self) -> MaskedBatch:
         self.data.detach_()
@@ -319,6 +334,12 @@ class BatchShape:
         sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.data.size(i))
                  for i in range(len(self))]
         return f"BatchShape({', '.join(sizes)})  # * = dynamic"
+
+
+def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
+    """The mask of a batch without padding."""
+    shape = [data.size(0)] + [data.size(i) if d else 1 for i, d in enumerate(dims, start=1)]
+    return torch.ones(shape, dtype=torch.bool, device=data.device)
 
 
 def mask_from_lengths(

@@ -57,8 +57,7 @@ def new_batch(
     if lengths:
         mask = mask_from_lengths(torch.stack(lengths, 1), padded, tuple(dims))
     else:
-        mask = torch.ones([batch] + [1] * (len(padded) - 1), dtype=torch.bool,
-                          device=x.device)
+        mask = None  # no padding: every position is real
     return MaskedBatch._make(data, mask, tuple(dims))
 
 

@@ -115,7 +115,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     ):
         # Fast path: one batch and scalars.
         values = [first.data if a is first else a for a in flat]
-        mask, dims = first.mask, first.dims
+        mask, dims = first._mask, first.dims
     else:
         op = _registry.op_name(func)
         rank = _masking.example_rank(*flat)
@@ -139,6 +139,8 @@ def _mask_broadcast_gradients(
     ``where(mask, v, v.detach())`` it has the same values but gets gradient
     only from real positions.
     """
+    if mask is None:  # no padding anywhere
+        return values
     out = []
     for arg, v in zip(args, values):
         if isinstance(v, torch.Tensor) and v.requires_grad and (
