@@ -86,45 +86,89 @@ def pointwise_ops() -> list[Any]:
     return found
 
 
-def _is_inplace(func: Any, kwargs: dict[str, Any]) -> bool:
+def _writes_first_argument(func: Any) -> bool:
     name = getattr(func, "__name__", "")
-    if kwargs.get("inplace"):
-        return True
     if name in _INPLACE_DUNDERS:
         return True
     return not name.startswith("__") and name.endswith("_")
 
 
+# func -> whether it is in-place; computed once per op (this is the hot path).
+_INPLACE: dict[Any, bool] = {}
+
+
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the batch data and combine the masks."""
-    if "out" in kwargs:
-        raise NotImplementedError(f"{_registry.op_name(func)}: out= is not supported for batches")
-    if _is_inplace(func, kwargs):
+    inplace = _INPLACE.get(func)
+    if inplace is None:
+        inplace = _INPLACE.setdefault(func, _writes_first_argument(func))
+    if kwargs:
+        if "out" in kwargs:
+            raise NotImplementedError(
+                f"{_registry.op_name(func)}: out= is not supported for batches")
+        inplace = inplace or bool(kwargs.get("inplace"))
+    if inplace:
         return _pointwise_inplace(func, args, kwargs)
-    names = list(kwargs)
-    flat = list(args) + [kwargs[k] for k in names]
     if func.__name__ in VALUE_CHECKED:
         fill = VALUE_CHECKED[func.__name__]
-        flat = [MaskedBatch._make(_masking.fill_padding(a, fill), a.mask, a.dims)
-                if isinstance(a, MaskedBatch) else a for a in flat]
-    batches = [a for a in flat if isinstance(a, MaskedBatch)]
-    first = batches[0]
-    if len(flat) == 1 or all(
-        not isinstance(a, torch.Tensor) and (not isinstance(a, MaskedBatch) or a is first)
-        for a in flat
-    ):
-        # Fast path: one batch and scalars.
-        values = [first.data if a is first else a for a in flat]
-        mask, dims = first._mask, first.dims
-    else:
-        op = _registry.op_name(func)
-        rank = _masking.example_rank(*flat)
-        _masking.check_plain_batch_dim(op, flat, rank)
-        values, mask, dims = _masking.align(op, flat)
-        values = _mask_broadcast_gradients(flat, values, mask, dims)
+        args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
+                     if isinstance(a, MaskedBatch) else a for a in args)
+    if not kwargs and _same_layout(args):
+        return _run_same_layout(func, args)
+    names = list(kwargs)
+    flat = list(args) + [kwargs[k] for k in names]
+    op = _registry.op_name(func)
+    rank = _masking.example_rank(*flat)
+    _masking.check_plain_batch_dim(op, flat, rank)
+    values, mask, dims = _masking.align(op, flat)
+    values = _mask_broadcast_gradients(flat, values, mask, dims)
     n = len(args)
     result = func(*values[:n], **dict(zip(names, values[n:])))
     return _wrap(result, mask, dims)
+
+
+def _same_layout(args: tuple[Any, ...]) -> bool:
+    """Whether the arguments need no alignment (the fast path of most model ops).
+
+    True when every batch argument has one layout and every plain tensor
+    broadcasts into it without growing it and without a size along a dynamic
+    dimension or dimension 0.  Anything else takes the general path, which
+    also gives the errors.
+    """
+    first = next((a for a in args if isinstance(a, MaskedBatch)), None)
+    shape = first.data.shape
+    rank = len(shape)
+    for a in args:
+        if isinstance(a, MaskedBatch):
+            if a is not first and (a.data.shape != shape or a.dims != first.dims):
+                return False
+        elif isinstance(a, torch.Tensor):
+            offset = rank - a.dim()
+            if offset < 0 or (offset == 0 and a.size(0) != 1):
+                return False
+            for j, size in enumerate(a.shape):
+                if size != 1 and (size != shape[j + offset] or first.dims[j + offset - 1]):
+                    return False
+    return True
+
+
+def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
+    masks, values, first = [], [], None
+    for a in args:
+        if isinstance(a, MaskedBatch):
+            values.append(a.data)
+            masks.append(a._mask)
+            if first is None:
+                first = a
+        else:
+            values.append(a)
+    mask = masks[0] if len(masks) == 1 else _masking.combine_masks(masks)
+    if mask is not None and len(values) > len(masks):
+        values = _mask_broadcast_gradients(list(args), values, mask, first.dims)
+    result = func(*values)
+    if isinstance(result, torch.Tensor) and result.shape == first.data.shape:
+        return MaskedBatch._make(result, mask, first.dims)
+    return _wrap(result, mask, first.dims)
 
 
 def _mask_broadcast_gradients(
