@@ -5,6 +5,7 @@
                                     distributions are installed editable
     python3 dev.py test [ARGS...]   run the tox test matrix (tox.ini) from .venv-tox;
                                     ARGS go to tox, e.g. `-e nn` or `-e core -- -k fromlist`
+    python3 dev.py bench [ARGS...]  run every benchmark (benchmarks/run.py) in .venv
 
 Both create their virtual environment on first use and reuse it afterwards; .venv is
 reinstalled when a pyproject.toml or the constraints file changes.
@@ -55,7 +56,8 @@ def install_fingerprint() -> str:
     return digest.hexdigest()
 
 
-def demo(args: list[str]) -> int:
+def dev_python() -> Path:
+    """The python of .venv, with the five distributions installed editable."""
     python = ensure_venv(DEMO_VENV)
     stamp = DEMO_VENV / ".matchbox-installed"
     fingerprint = install_fingerprint()
@@ -66,8 +68,19 @@ def demo(args: list[str]) -> int:
         stamp.write_text(fingerprint)
     else:
         say(".venv is up to date")
+    return python
+
+
+def demo(args: list[str]) -> int:
+    python = dev_python()
     say(f"running examples/demo.py {' '.join(args)}".rstrip())
     return subprocess.call([str(python), "examples/demo.py", *args], cwd=ROOT)
+
+
+def bench(args: list[str]) -> int:
+    python = dev_python()
+    say(f"running benchmarks/run.py {' '.join(args)}".rstrip())
+    return subprocess.call([str(python), "-m", "benchmarks.run", *args], cwd=ROOT)
 
 
 def test(args: list[str]) -> int:
@@ -80,7 +93,7 @@ def test(args: list[str]) -> int:
     return subprocess.call([str(tox), *args], cwd=ROOT)
 
 
-COMMANDS = {"demo": demo, "test": test}
+COMMANDS = {"demo": demo, "test": test, "bench": bench}
 
 
 def main(argv: list[str]) -> int:

@@ -1,0 +1,31 @@
+"""Run every benchmark in one process and print their tables (``python3 dev.py bench``).
+
+Each benchmark module has ``main(argv) -> str`` and writes its table under
+``benchmarks/out/``; copy figures worth keeping into ``benchmarks/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHMARKS = ["lstm_cell"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", default=BENCHMARKS,
+                        help=f"benchmarks to run (default: all of {', '.join(BENCHMARKS)})")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    args = parser.parse_args()
+    unknown = sorted(set(args.names) - set(BENCHMARKS))
+    if unknown:
+        parser.error(f"unknown benchmarks {unknown}; choose from {BENCHMARKS}")
+    for name in args.names:
+        module = importlib.import_module(f"benchmarks.{name}")
+        module.main(["--repeats", "1"] if args.quick else [])
+        print()
+
+
+if __name__ == "__main__":
+    main()
