@@ -10,7 +10,9 @@ ranks and for plain tensors (weights) on either side.
 Products mix positions (a contraction sums over a dimension, a weight's
 gradient sums over rows), so padding is zeroed first and gradients at padding
 positions of the result are dropped (see ``matchbox._masking``).  The result
-is real where its row (from the left operand) and column (from the right) are.
+is real where its row (from the left operand) and column (from the right) are;
+a contraction over an empty extent (a length-0 dynamic dimension summed away)
+is a real 0, as in the loop.
 """
 
 from __future__ import annotations
@@ -59,14 +61,36 @@ def _product_dims(a: Any, b: Any, rank: int) -> tuple[bool, ...]:
     return tuple(lead + rows + cols)
 
 
-def _product_mask(a: Any, b: Any) -> torch.Tensor:
+def _summed_out(
+    mask: torch.Tensor, dim: int, contracted_dynamic: bool, kept_dynamic: bool
+) -> torch.Tensor:
+    """An operand's mask with its contracted dimension reduced to size one.
+
+    A static contracted dimension already has size one in the mask: the mask
+    (which may mark whole examples as not real, as after ``unbind``) is kept.
+    Along a dynamic one, a kept position is real if any of its contracted
+    positions is.  When an example's contracted extent is empty (length 0),
+    that is none, yet the contraction (a sum of nothing, 0) is real: with no
+    dynamic kept dimension every kept position is real.  (With one, the
+    operand has two dynamic dims and cannot have an empty extent; see
+    ``fromlist``.)
+    """
+    if not contracted_dynamic:
+        return mask
+    reduced = mask.any(dim=dim, keepdim=True)
+    return reduced if kept_dynamic else torch.ones_like(reduced)
+
+
+def _product_mask(a: Any, b: Any) -> torch.Tensor | None:
     """Real where the row of ``a`` and the column of ``b`` are real (with the extra dim 1)."""
     masks = []
-    if isinstance(a, MaskedBatch):
-        rows = a.mask.unsqueeze(1).any(-1, keepdim=True)
+    if isinstance(a, MaskedBatch) and a._mask is not None:
+        rows = _summed_out(a._mask.unsqueeze(1), -1, a.dims[-1], any(a.dims[:-1]))
         masks.append(rows.squeeze(-1) if _is_vector(b) else rows)
-    if isinstance(b, MaskedBatch):
-        cols = b.mask.unsqueeze(1).any(-2, keepdim=True)
+    if isinstance(b, MaskedBatch) and b._mask is not None:
+        contracted = b.dims[-2] if b.dim() > 2 else False
+        kept = b.dims[:-2] + b.dims[-1:]
+        cols = _summed_out(b._mask.unsqueeze(1), -2, contracted, any(kept))
         masks.append(cols.squeeze(-2) if _is_vector(a) else cols)
     return _masking.combine_masks(masks)
 
@@ -85,7 +109,8 @@ def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
     b = _masking.raise_rank(b, rank) if isinstance(b, MaskedBatch) else b
     result = _drop_example_dim(op, torch.matmul(_operand(a), _operand(b)))
     mask = _product_mask(a, b)
-    mask = mask.squeeze(1) if mask.dim() > 1 else mask
+    if mask is not None and mask.dim() > 1:
+        mask = mask.squeeze(1)
     dims = _product_dims(a, b, rank)
     mask = _masking.fit_mask(mask, result, dims)
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
@@ -150,7 +175,12 @@ def einsum(func, equation, *operands):
             )
         for letter, d in zip(term[1:], x.dims):
             dynamic[letter] = dynamic.get(letter, False) or d
-        masks.append(_einsum_mask(x.mask.unsqueeze(1), new + term, new + output))
+        if x._mask is None:
+            continue
+        kept_dynamic = any(d for letter, d in zip(term[1:], x.dims) if letter in output)
+        summed_dynamic = any(d for letter, d in zip(term[1:], x.dims) if letter not in output)
+        masks.append(_einsum_mask(x._mask.unsqueeze(1), new + term, new + output,
+                                  summed_dynamic, kept_dynamic))
     batched = [new + t if isinstance(x, MaskedBatch) else t for t, x in zip(terms, operands)]
     data = [_operand(x) for x in operands]
     result = torch.einsum(",".join(batched) + "->" + new + output, *data)
@@ -163,11 +193,13 @@ def einsum(func, equation, *operands):
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
 
 
-def _einsum_mask(mask: torch.Tensor, term: str, output: str) -> torch.Tensor:
+def _einsum_mask(
+    mask: torch.Tensor, term: str, output: str, summed_dynamic: bool, kept_dynamic: bool
+) -> torch.Tensor:
     """An operand's mask reduced over its summed letters and laid out like the output."""
     summed = [i for i, c in enumerate(term) if c not in output]
     if summed:
-        mask = mask.any(dim=summed)
+        mask = _summed_out(mask, summed, summed_dynamic, kept_dynamic).squeeze(summed)
     kept = [c for c in term if c in output]
     mask = mask.permute(sorted(range(len(kept)), key=lambda i: output.index(kept[i])))
     present = sorted(kept, key=output.index)

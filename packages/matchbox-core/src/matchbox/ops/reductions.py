@@ -8,8 +8,12 @@ replaced by the op's identity (0 for ``sum``, ``-inf`` for ``max``, ...), and
 ``mean``/``var``/``std`` divide by each example's own count.  The reduced
 dimension leaves the mask; when no dynamic dimension remains, every example
 is real (the reduction of an empty example is real, as in the loop: ``sum``
-gives 0, ``mean`` NaN).  ``max``/``min``/``arg*`` of an empty example raise, as
-in the loop.
+gives 0, ``mean`` NaN, ``var`` of too few elements NaN or inf).  ``max``/
+``min``/``amax``/``amin``/``arg*`` and norms of order ``inf`` or below 0 (no
+identity) of an empty example raise, as in the loop.  Examples that are
+scalars (``dims == ()``) reduce to themselves, never across the batch.
+``var``/``std`` over a dynamic dimension (or without ``dim``) use torch's own
+gradient formula, so even degenerate examples get the loop's gradients.
 """
 
 from __future__ import annotations
@@ -49,11 +53,13 @@ def reduced_layout(
         new_dims = tuple(False if i in dims else d for i, d in enumerate(x.dims, start=1))
     else:
         new_dims = remaining
-    if not any(remaining):
-        shape = [x.mask.size(0)] + [1] * len(new_dims)
-        return torch.ones(shape, dtype=torch.bool, device=x.device), new_dims
-    mask = x.mask
     dynamic = [i for i in dims if x.dims[i - 1]]
+    if x._mask is None or (dynamic and not any(remaining)):
+        # Every example's reduction is real, even over an empty extent (a sum
+        # of nothing is 0).  A reduction over static dims only keeps the mask,
+        # which may mark whole examples as not real (as after ``unbind``).
+        return None, new_dims
+    mask = x._mask
     if dynamic:
         mask = mask.any(dim=dynamic, keepdim=True)
     if not keepdim:
@@ -78,6 +84,11 @@ def reduce(
             raise NotImplementedError(f"{op} over a dynamic dimension is not supported")
         data = _masking.fill_padding(x, identity)
     mask, new_dims = reduced_layout(x, dims, keepdim)
+    if not dims:
+        # Examples are scalars of shape (1,): "every dimension" is none, but
+        # torch reads an empty dim list as all of them, which would reduce
+        # across the batch.  Reduce each example's own one-element view.
+        return MaskedBatch._make(reducer(data.unsqueeze(1), (1,), False), mask, new_dims)
     return MaskedBatch._make(reducer(data, dims, keepdim), mask, new_dims)
 
 
@@ -141,6 +152,12 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
     if not any(input.dims[i - 1] for i in dims):
         return reduce(op, input, dims, keepdim,
                       lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), None)
+    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
+        # The loop's torch.mean refuses integers; sum / count would not.
+        raise RuntimeError(
+            f"{op}: could not infer output dtype. Input dtype must be either a floating "
+            f"point or complex dtype. Got: {input.dtype}"
+        )
 
     def reducer(data, ds, k):
         total = torch.sum(data, ds, keepdim=True, dtype=dtype)
@@ -170,12 +187,54 @@ def _correction(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple
     return dim, float(correction), bool(keepdim)
 
 
-def _variance(x: MaskedBatch, dims: tuple[int, ...], correction: float) -> torch.Tensor:
-    data = _masking.fill_padding(x, 0)
-    n = count(x, dims)
-    centred = data - torch.sum(data, dims, keepdim=True) / n
-    squares = _masking.fill_padding(MaskedBatch._make(centred * centred, x.mask, x.dims), 0)
-    return torch.sum(squares, dims, keepdim=True) / (n - correction)
+class _Variance(torch.autograd.Function):
+    """The variance of each example's real positions, with ``torch.var``'s own gradient.
+
+    Forward: the sum of squared deviations over ``max(0, n - correction)``, so
+    an example too short for its correction gets NaN (0/0) or inf, as in torch.
+    Backward: the formula of torch's ``var_backward``, not the derivative of
+    the composed ops: ``2 / (n - correction) * grad * (x - mean)`` (unclamped:
+    finite where the value is inf), and, for ``var(x)`` without ``dim``,
+    NaN where ``x == mean`` and inf elsewhere when ``n <= correction``.  The
+    mean is not differentiated through (its term is zero), so one inf does
+    not spread NaN over the example.  Padding gets garbage gradient, which
+    the caller's ``fill_padding`` drops.
+    """
+
+    @staticmethod
+    def forward(ctx, data, mask, dims, n, correction, every_dim):  # noqa: ANN001
+        centred = torch.where(mask, data - data.sum(dims, keepdim=True) / n, 0)
+        ctx.save_for_backward(centred, n)
+        ctx.correction, ctx.every_dim = correction, every_dim
+        return (centred * centred).sum(dims, keepdim=True) / (n - correction).clamp(min=0)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable  # centred is saved without its graph
+    def backward(ctx, grad):  # noqa: ANN001
+        centred, n = ctx.saved_tensors
+        dof = n - ctx.correction
+        result = (2.0 / dof) * grad * centred
+        if ctx.every_dim:
+            special = torch.where(centred == 0, math.nan, math.inf).to(centred.dtype)
+            result = torch.where(dof <= 0, grad * special, result)
+        return result, None, None, None, None, None
+
+
+def _variance(x: MaskedBatch, dims: tuple[int, ...], correction: float,
+              every_dim: bool) -> torch.Tensor:
+    return _Variance.apply(_masking.fill_padding(x, 0), x.mask, dims, count(x, dims),
+                           correction, every_dim)
+
+
+def _sqrt_like_std(variance: torch.Tensor) -> torch.Tensor:
+    """``sqrt`` whose gradient is 0 where the result is 0, as ``torch.std``'s own.
+
+    The composed ``sqrt`` would give ``inf * 0 = nan`` there (an example of one
+    element with ``correction=0``).
+    """
+    zero = variance == 0
+    root = torch.where(zero, torch.ones_like(variance), variance).sqrt()
+    return torch.where(zero, torch.zeros_like(variance), root)
 
 
 @_registry.implements(torch.var, torch.Tensor.var, torch.std, torch.Tensor.std,
@@ -185,12 +244,14 @@ def var_std(func, input, *args, **kwargs):
     dim, correction, keepdim = _correction(op, args, kwargs)
     dims = reduction_dims(op, input, dim)
     is_std = func in (torch.std, torch.Tensor.std)
-    if not any(input.dims[i - 1] for i in dims):
+    if not dims or (dim is not None and not any(input.dims[i - 1] for i in dims)):
+        # Static dims only (or scalar examples): torch's own var, on data as is.
         return reduce(op, input, dims, keepdim,
                       lambda d, ds, k: func(d, ds, correction=correction, keepdim=k), None)
-    result = _variance(input, dims, correction)
+    # torch.var(x) without dim has its own gradient at n <= correction.
+    result = _variance(input, dims, correction, every_dim=dim is None)
     if is_std:
-        result = result.sqrt()
+        result = _sqrt_like_std(result)
     mask, new_dims = reduced_layout(input, dims, keepdim)
     return MaskedBatch._make(_keep(result, dims, keepdim), mask, new_dims)
 
@@ -317,30 +378,41 @@ def any_all(func, input, dim=None, keepdim=False):
     identity = func in (torch.all, torch.Tensor.all)
 
     def reducer(data, ds, k):
-        data = data if data.dtype == torch.bool else data != 0
+        flags = data if data.dtype == torch.bool else data != 0
         for d in reversed(ds):
-            data = func(data, d, keepdim=True)
-        return _keep(data, ds, k)
+            flags = func(flags, d, keepdim=True)
+        # torch.any/all of uint8 give uint8 (every other dtype gives bool).
+        flags = flags.to(torch.uint8) if data.dtype == torch.uint8 else flags
+        return _keep(flags, ds, k)
 
     return reduce(op, input, dim, keepdim, reducer, identity)
 
 
 def _norm(op: str, x: MaskedBatch, order: Any, dim: Any, keepdim: bool, dtype: Any):
-    # Padding becomes 0, which no norm counts, except the -inf "norm" (the
-    # smallest magnitude), for which it becomes +inf.
-    fill = math.inf if order == -math.inf else 0
+    if isinstance(order, bool) or not isinstance(order, (int, float)):
+        raise NotImplementedError(f"{op}: order {order!r} is not supported")
+    # Padding becomes 0, which no norm of order >= 0 counts.  A negative order
+    # (-inf included: the smallest magnitude) sums |x|^order, to which 0
+    # contributes inf: there padding becomes +inf, which contributes 0.
+    fill = math.inf if order < 0 else 0
+    if order < 0 or order == math.inf:
+        # These orders have no identity: torch refuses an empty dimension.
+        refuse_empty(op, x, reduction_dims(op, x, dim))
     return reduce(op, x, dim, keepdim,
                   lambda d, ds, k: torch.linalg.vector_norm(d, order, ds, k, dtype=dtype), fill)
 
 
 @_registry.implements(torch.norm, torch.Tensor.norm, family="reduction")
-def norm(func, input, p="fro", dim=None, keepdim=False, dtype=None):
-    order = 2 if p in ("fro", None) else p
-    if not isinstance(order, (int, float)):
-        raise NotImplementedError(f"{_registry.op_name(func)}: p={p!r} is not supported")
-    return _norm(_registry.op_name(func), input, order, dim, keepdim, dtype)
+def norm(func, input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    op = _registry.op_name(func)
+    # torch.norm is Python code that forwards out= (usually None) to us.
+    if out is not None:
+        raise NotImplementedError(f"{op}: out= is not supported for batches")
+    # "fro" is the 2-norm of the flattened dims; "nuc" (a matrix norm) is not supported.
+    return _norm(op, input, 2 if p in ("fro", None) else p, dim, keepdim, dtype)
 
 
 @_registry.implements(torch.linalg.vector_norm, family="reduction")
 def vector_norm(func, x, ord=2, dim=None, keepdim=False, *, dtype=None):
-    return _norm(_registry.op_name(func), x, ord, dim, keepdim, dtype)
+    # Named by hand: the registry would call it torch.linalg_vector_norm (its __name__).
+    return _norm("torch.linalg.vector_norm", x, ord, dim, keepdim, dtype)
