@@ -5,7 +5,9 @@ every example keeps its batch dimension.  An index along a static dimension
 applies to data as is.  Along a dynamic dimension indices are each example's
 own: ``x[:, -1]`` is every example's last element, ``x[:, 1:-1]`` drops each
 example's first and last; an example without that element is padding in the
-result (as after ``unbind``).  Tensor (advanced) indices are not supported.
+result (as after ``unbind``).  With several dynamic dimensions, a slice that
+leaves an example empty is refused (its mask could not keep its other sizes).
+Tensor (advanced) indices are not supported.
 """
 
 from __future__ import annotations
@@ -73,6 +75,14 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
     last = n if stop is None else (
         torch.minimum(torch.full_like(n, stop), n) if stop >= 0 else (n + stop).clamp(min=0))
     length = ((last - first + step - 1) // step).clamp(min=0)
+    if sum(x.dims) > 1 and bool((length == 0).any()):
+        # The mask of an example empty along one dynamic dimension is all
+        # false, so its sizes along the others would be lost: refuse rather
+        # than give a wrong shape (as fromlist refuses such examples).
+        raise ValueError(
+            f"{op}: the slice {item} leaves an example empty along dynamic dimension {d}; "
+            "a batch with several dynamic dimensions cannot hold an empty example"
+        )
     if start is None or start >= 0:
         data = x.data[(slice(None),) * d + (slice(start, None, step),)]
     else:

@@ -2,16 +2,18 @@
 
 Semantics: the same view or permutation is applied to data and mask, and the
 dims follow their dimensions.  Dimension 0 is each example's own size-one
-batch dimension and stays in place.  A reshape may split or merge static
-dimensions, and may merge a dynamic dimension with the static dimensions after
-it (real values stay first); anything that would interleave padding with real
-values raises an error naming the op and the dimension.  ``cat`` along a
-dynamic dimension moves each example's parts together (a gather), so each
-example's result is exactly the concatenation of its parts.
+batch dimension and stays in place.  A reshape keeps every dynamic dimension
+(written -1) and may split or merge the static dimensions between them; the
+static dimensions after the last dynamic one may also be merged into it (real
+values stay first) or split back out of it.  Anything that would interleave
+padding with real values raises an error naming the op and the dimension.
+``cat`` along a dynamic dimension moves each example's parts together (a
+gather), so each example's result is exactly the concatenation of its parts.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -108,13 +110,12 @@ def squeeze(func, input, dim=None):
 def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
     """Reshape each example to ``shape`` (with its leading 1); see the module rules.
 
-    A dynamic dimension has no per-example size to write down: it is given as
-    -1 (or its padded size) and stays a dimension of its own.  The static
-    dimensions between two dynamic ones (or before the first) may be split or
-    merged among themselves.  The static dimensions after the last dynamic one
-    may also be merged into it (``(1, n, 2, 3) -> (1, -1, 3)``: real values
-    stay first) or split back out of it (``(1, 2n) -> (1, -1, 2)``, when every
-    example's size divides).
+    Each dynamic dimension stays a dimension of its own, written -1 (or its
+    padded size, ``x.maxsize(d)``).  The static dimensions before the first
+    dynamic one may be split or merged among themselves.  Those after a
+    dynamic dimension may also be merged into it (``(1, n, 2, 3) -> (1, -1, 3)``:
+    real values stay first) or split back out of it (``(1, 2n) -> (1, -1, 2)``,
+    when every example's size divides).
     """
     shape = list(shape)
     if not shape or shape[0] not in (1, -1):
@@ -135,70 +136,94 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
         return ValueError(
             f"{op}: cannot reshape examples of padded shape {tuple([1] + old[1:])} "
             f"(dynamic dims {dynamic}) to {tuple(shape)}: each dynamic dimension must stay "
-            "(written -1), static dimensions may be split or merged only with their "
-            "static neighbours between the same dynamic dimensions, and only the static "
-            "dimensions after the last dynamic one may be merged into it (or split out "
-            "of it); anything else would put padding between real values"
+            "(written -1), static dimensions may be split or merged only among those "
+            "between the same dynamic dimensions, or merged into (split out of) the "
+            "dynamic dimension before them; anything else would put padding between "
+            "real values"
         )
 
-    # Walk the dynamic dimensions: the static run before each one maps to the
-    # new sizes in front of its -1 (any sizes with the run's product); failing
-    # that, to the run unchanged followed by the padded size (``x.maxsize(d)``).
-    sizes, dims, pos, prev = [batch], [], 1, 0
-    written_out = False  # whether the last dynamic dim was given by its padded size
-    for k in dynamic:
-        run = old[prev + 1: k]
-        end = shape.index(-1, pos) if -1 in shape[pos:] else None
-        if end is None or min(shape[pos:end], default=0) < 0 or (
-                math.prod(shape[pos:end]) != math.prod(run)):
-            end = pos + len(run)
-            if shape[pos:end] != run or end >= len(shape) or shape[end] != old[k]:
-                raise refuse()
-        written_out = shape[end] != -1
-        sizes += shape[pos:end] + [old[k]]
-        dims += [False] * (end - pos) + [True]
-        pos, prev = end + 1, k
-    last = dynamic[-1]
-    tail = shape[pos:]
-    tail_old = math.prod(old[last + 1:])
-    if written_out and tail.count(-1) == 1:
-        # The dynamic size was written out, so a -1 after it is a static size.
-        known = math.prod(s for s in tail if s != -1)
-        if not known or tail_old % known:
-            raise refuse()
-        tail[tail.index(-1)] = tail_old // known
-    tail_new = math.prod(tail)
-    if min(tail, default=0) < 0:
+    # The static runs of the old shape (before the first dynamic dim, between
+    # two, after the last) and the new static sizes standing for each.
+    bounds = [0, *dynamic, len(old)]
+    runs = [math.prod(old[a + 1: b]) for a, b in zip(bounds, bounds[1:])]
+    plan = next(_plans(shape, old, dynamic, runs), None)
+    if plan is None:
         raise refuse()
-    mask = x.mask.reshape([1 if not d else s for s, d in zip(sizes, [True] + dims)])
-    at = len(sizes) - 1  # the last dynamic dimension, in the result
-    if tail_new == tail_old:
-        data = x.data.reshape(*sizes, *tail)
-    elif tail_new == 0 or tail_old == 0:
-        raise refuse()
-    elif not written_out and tail_old % tail_new == 0:
-        # Merge: each real row of the old tail becomes ``factor`` real rows.
-        factor = tail_old // tail_new
-        data = x.data.reshape(*sizes[:-1], old[last] * factor, *tail)
-        mask = mask.repeat_interleave(factor, dim=at)
-    elif not written_out and tail_new % tail_old == 0:
-        # Split: every ``factor`` rows become one; an example whose size does
-        # not divide would mix real rows with padding, as it fails alone.
-        factor = tail_new // tail_old
-        lengths = x.lengths()[:, -1]
-        if bool((lengths % factor != 0).any()):
-            raise ValueError(
-                f"{op}: cannot split dynamic dimension {last} into groups of {factor}: "
-                f"the examples have sizes {lengths.tolist()} there, not all divisible"
-            )
-        padded = math.ceil(old[last] / factor) * factor
-        x = _masking.pad_to(x, last, padded)
-        data = x.data.reshape(*sizes[:-1], padded // factor, *tail)
-        mask = x.mask.reshape(mask.shape[:at] + (padded // factor, factor))[..., 0]
-    else:
-        raise refuse()
-    mask = mask.reshape(*mask.shape, *[1] * len(tail))
-    return MaskedBatch._make(data, mask, tuple(dims) + (False,) * len(tail))
+    written, groups = plan
+
+    # Each dynamic dim keeps its size, grows by the factor merged into it, or
+    # shrinks by the factor split out of it (padded first so that it divides);
+    # _fit_groups has checked that one of the three applies.
+    mask = x.mask.reshape(batch, *[old[k] for k in dynamic])
+    sizes, dims = [batch, *groups[0]], [False] * len(groups[0])
+    for i, k in enumerate(dynamic):
+        run, group = runs[i + 1], math.prod(groups[i + 1])
+        if run == group:
+            size = old[k]
+        elif run % group == 0:
+            factor = run // group
+            size = old[k] * factor
+            mask = mask.repeat_interleave(factor, dim=i + 1)
+        else:
+            factor = group // run
+            lengths = x.lengths()[:, i]
+            if bool((lengths % factor != 0).any()):
+                raise ValueError(
+                    f"{op}: cannot split dynamic dimension {k} into groups of {factor}: the "
+                    f"examples have sizes {lengths.tolist()} there, not all divisible"
+                )
+            size = math.ceil(old[k] / factor)
+            x = _masking.pad_to(x, k, size * factor)
+            mask = F.pad(mask.movedim(i + 1, -1), [0, size * factor - mask.size(i + 1)])
+            mask = mask.unflatten(-1, (size, factor))[..., 0].movedim(-1, i + 1)
+        sizes += [size, *groups[i + 1]]
+        dims += [True] + [False] * len(groups[i + 1])
+    data = x.data.reshape(sizes)
+    mask = mask.reshape([s if d else 1 for s, d in zip(sizes, [True, *dims])])
+    return MaskedBatch._make(data, mask, tuple(dims))
+
+
+def _plans(shape: list[int], old: list[int], dynamic: list[int], runs: list[int]):
+    """Readings of the new ``shape``: which entries are the dynamic dims.
+
+    Yields ``(written, groups)`` for each way of placing the dynamic dims on
+    entries that are -1 (first) or their padded size (then) where the static
+    sizes fit: whether each dynamic dim was given by its padded size, and the
+    new static sizes before, between and after them.  Within each, readings
+    that merge or split nothing come first (a padded size may equal a static
+    size, and ``(1, 1, -1)`` then has more than one reading).
+    """
+    for minus_one_only in (True, False):
+        plans = []
+        for positions in itertools.combinations(range(1, len(shape)), len(dynamic)):
+            if all(shape[j] == -1 or not minus_one_only and shape[j] == old[k]
+                   for j, k in zip(positions, dynamic)):
+                plan = _fit_groups(shape, list(positions), runs)
+                if plan is not None:
+                    plans.append(plan)
+        yield from sorted(plans, key=lambda plan: sum(
+            math.prod(group) != run for group, run in zip(plan[1], runs)))
+
+
+def _fit_groups(shape: list[int], positions: list[int], runs: list[int]):
+    """``(written, groups)`` if the static sizes between ``positions`` fit ``runs``."""
+    written = [shape[j] != -1 for j in positions]
+    groups = [shape[a + 1: b] for a, b in zip([0, *positions], [*positions, len(shape)])]
+    if written[-1] and groups[-1].count(-1) == 1:
+        # After a dynamic dim given by its padded size, a -1 is a static size.
+        known = math.prod(s for s in groups[-1] if s != -1)
+        if not known or runs[-1] % known:
+            return None
+        groups[-1][groups[-1].index(-1)] = runs[-1] // known
+    if any(s < 0 for g in groups for s in g) or math.prod(groups[0]) != runs[0]:
+        return None
+    for i, group in enumerate(groups[1:]):
+        size, run = math.prod(group), runs[i + 1]
+        # A -1 dynamic dim absorbs a merge (run a multiple of size) or a split.
+        if size != run and (written[i] or not size or not run
+                            or run % size and size % run):
+            return None
+    return written, groups
 
 
 @_registry.implements(torch.reshape, torch.Tensor.reshape, torch.Tensor.view,

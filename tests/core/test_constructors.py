@@ -1,0 +1,176 @@
+"""Constructors on ``MaskedBatch``: ``new_*`` and ``*_like`` against the per-example loop.
+
+``x.new_zeros(1, x.size_as_tensor(1), 3)`` builds, for each example, a tensor
+of that example's own size; on a plain tensor (one example) it is torch's
+``new_zeros``.  Padding of the argument holds NaN and must not show anywhere.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from strategies import example_lists
+
+from matchbox import MaskedBatch, _registry
+from matchbox.testing import mb_assert
+
+
+def assert_loop(f, pair):
+    xs, xb = pair
+    mb_assert(f, [xs], [xb], len(xs))
+
+
+def assert_same_layout(xb, expected):
+    """``xb``'s examples have exactly the shapes and dtype of ``expected``."""
+    got = list(xb.examples())
+    assert [tuple(g.shape) for g in got] == [tuple(e.shape) for e in expected]
+    assert all(g.dtype == e.dtype for g, e in zip(got, expected))
+
+
+NEW = {
+    "new_zeros static": lambda x: x.new_zeros(1, 3),
+    "new_zeros as a tuple": lambda x: x.new_zeros((1, 2, 3)),
+    "new_zeros, size=": lambda x: x.new_zeros(size=(1, 2)),
+    "new_zeros first size x.size(0)": lambda x: x.new_zeros(x.size(0), 3),
+    "new_zeros dynamic": lambda x: x.new_zeros(1, x.size_as_tensor(1), 3),
+    "new_zeros dynamic last": lambda x: x.new_zeros((1, 2, x.size_as_tensor(1))),
+    "new_zeros static size of x": lambda x: x.new_zeros(1, x.size(2)),
+    "new_zeros dtype": lambda x: x.new_zeros(1, 2, dtype=torch.float16),
+    "new_ones static": lambda x: x.new_ones(1, 4),
+    "new_ones dynamic": lambda x: x.new_ones(x.size(0), x.size_as_tensor(1)),
+    "new_ones int dtype": lambda x: x.new_ones(1, x.size_as_tensor(1), dtype=torch.long),
+    "new_full static": lambda x: x.new_full((1, 2), 3.5),
+    "new_full dynamic": lambda x: x.new_full((1, x.size_as_tensor(1), 2), -1.25),
+    "new_full, keywords": lambda x: x.new_full(size=(1, 2), fill_value=7.0),
+    "new_zeros + x": lambda x: x.new_zeros(1, x.size_as_tensor(1), x.size(2)) + x,
+    "x * new_ones": lambda x: x * x.new_ones(x.size(0), x.size_as_tensor(1), 1),
+    "new_full + x": lambda x: x + x.new_full((1, x.size_as_tensor(1), x.size(2)), 2.0),
+}
+
+
+@pytest.mark.parametrize("case", NEW)
+@given(pair=example_lists(dims=(True, False)))
+def test_new_constructors_equal_the_loop(case, pair):
+    assert_loop(NEW[case], pair)
+
+
+@given(pair=example_lists(dims=(False, True)))
+def test_new_zeros_with_a_later_dynamic_size_equals_the_loop(pair):
+    assert_loop(lambda x: x.new_zeros(1, x.size(1), x.size_as_tensor(2)) + x, pair)
+    assert_loop(lambda x: x.new_ones(1, x.size_as_tensor(2), 2), pair)
+
+
+@given(pair=example_lists(dims=(True, True)))
+def test_new_zeros_with_two_dynamic_sizes_equals_the_loop(pair):
+    assert_loop(lambda x: x.new_zeros(1, x.size_as_tensor(2), x.size_as_tensor(1)), pair)
+    assert_loop(lambda x: x.new_ones(1, x.size_as_tensor(1), x.size_as_tensor(2)) * x, pair)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_new_empty_has_the_loop_shapes(pair):
+    xs, xb = pair
+    assert_same_layout(xb.new_empty(1, xb.size_as_tensor(1), 3),
+                       [x.new_empty(1, x.size_as_tensor(1), 3) for x in xs])
+    assert_same_layout(xb.new_empty((xb.size(0), 2)), [x.new_empty((x.size(0), 2)) for x in xs])
+
+
+def test_new_constructors_give_the_dynamic_sizes_as_a_mask():
+    xs = [torch.randn(1, n, 2) for n in (2, 0, 3)]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    out = xb.new_ones(1, xb.size_as_tensor(1), 4)
+    assert out.dims == (True, False)
+    assert out.lengths().flatten().tolist() == [2, 0, 3]
+    assert out.dtype == xb.dtype and out.device == xb.device
+    assert not out.requires_grad
+
+
+def test_new_constructors_honour_requires_grad():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 1)], (True, False))
+    for out in (xb.new_zeros(1, 2, requires_grad=True), xb.new_empty(1, 2, requires_grad=True),
+                xb.new_full((1, 2), 1.0, requires_grad=True)):
+        assert out.requires_grad and out.data.is_leaf
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x.new_zeros(2, 3), lambda x: x.new_ones(4), lambda x: x.new_empty(()),
+    lambda x: x.new_full((2, 1), 0.0), lambda x: x.new_zeros(),
+])
+def test_a_first_size_other_than_one_or_the_batch_size_is_refused(f):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 1, 3)], (True, False))
+    with pytest.raises(ValueError, match=r"the first size is each example's batch dimension "
+                                         r"and must be 1 \(or the batch size 3\)"):
+        f(xb)
+
+
+def test_a_bad_per_example_size_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 1, 3)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor\.new_zeros: size 1 must be a batch of "
+                                         "per-example scalars"):
+        xb.new_zeros(1, xb)
+    other = MaskedBatch.fromlist([torch.randn(1, 2)], (True,)).size_as_tensor(1)
+    with pytest.raises(ValueError, match="size 2 gives sizes for 1 examples, but the batch "
+                                         "has 3"):
+        xb.new_ones(1, 2, other)
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+        xb.new_zeros(1, 2.5)
+
+
+# ------------------------------------------------------------------ *_like
+
+LIKE = {
+    "zeros_like": lambda x: torch.zeros_like(x),
+    "ones_like": lambda x: torch.ones_like(x),
+    "full_like": lambda x: torch.full_like(x, 2.5),
+    "full_like int": lambda x: torch.full_like(x, 3, dtype=torch.int32),
+    "zeros_like dtype": lambda x: torch.zeros_like(x, dtype=torch.float16),
+    "ones_like + x": lambda x: torch.ones_like(x) + x,
+    "x * full_like": lambda x: x * torch.full_like(x, -2.0),
+}
+
+
+@pytest.mark.parametrize("case", LIKE)
+@given(pair=example_lists(dims=(True, False, True)))
+def test_like_constructors_equal_the_loop(case, pair):
+    assert_loop(LIKE[case], pair)
+
+
+@pytest.mark.parametrize("func", [torch.rand_like, torch.randn_like, torch.empty_like])
+@given(pair=example_lists(dims=(True, False)))
+def test_random_and_empty_like_keep_the_examples_layout(func, pair):
+    xs, xb = pair
+    out = func(xb)
+    assert out.dims == xb.dims and torch.equal(out.mask, xb.mask)
+    assert_same_layout(out, [func(x) for x in xs])
+    if func is torch.rand_like:
+        values = torch.cat([e.flatten() for e in out.examples()])
+        assert ((values >= 0) & (values < 1)).all()
+
+
+# ------------------------------------------------------------------ the registry
+
+# Registered constructor -> a case: deterministic ones against the loop's
+# values, uninitialised and random ones against the loop's shapes.
+VALUES = {
+    "Tensor.new_zeros": NEW["new_zeros dynamic"], "Tensor.new_ones": NEW["new_ones dynamic"],
+    "Tensor.new_full": NEW["new_full dynamic"], "torch.zeros_like": LIKE["zeros_like"],
+    "torch.ones_like": LIKE["ones_like"], "torch.full_like": LIKE["full_like"],
+}
+LAYOUTS = {
+    "Tensor.new_empty": lambda x: x.new_empty(1, x.size_as_tensor(1), 2),
+    "torch.empty_like": torch.empty_like, "torch.rand_like": torch.rand_like,
+    "torch.randn_like": torch.randn_like,
+}
+CONSTRUCTORS = [e.name for e in _registry.entries() if e.family == "constructor"]
+
+
+@pytest.mark.parametrize("name", CONSTRUCTORS)
+@given(pair=example_lists(dims=(True, False)))
+def test_every_registered_constructor_has_a_case_equal_to_the_loop(name, pair):
+    assert name in VALUES or name in LAYOUTS, (
+        f"{name} is registered as a constructor but has no test case here")
+    if name in VALUES:
+        assert_loop(VALUES[name], pair)
+    else:
+        xs, xb = pair
+        assert_same_layout(LAYOUTS[name](xb), [LAYOUTS[name](x) for x in xs])

@@ -1,0 +1,351 @@
+"""Convenience methods and conversions, for batches and for plain tensors.
+
+Each helper works on a ``MaskedBatch`` and on a plain tensor of batch size one
+(one example); the batch result must equal the loop over the examples, values
+and gradients.  Importing matchbox may add these names to ``torch.Tensor`` but
+must change nothing that torch already has.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as torch_F
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import example_lists
+
+import matchbox.functional as MF
+from matchbox import MaskedBatch, _registry
+from matchbox.convenience import CONVENIENCE
+from matchbox.testing import mb_assert
+
+
+def assert_loop(f, *pairs):
+    mb_assert(f, [xs for xs, _ in pairs], [xb for _, xb in pairs], len(pairs[0][0]))
+
+
+def batch_of(*lengths, width=4, dtype=torch.float64):
+    xs = [torch.randn(1, n, width, dtype=dtype) for n in lengths]
+    return xs, MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+
+
+# ------------------------------------------------------------------ batch_zeros and friends
+
+BATCH_NEW = {
+    "batch_zeros": lambda x: x.batch_zeros(3),
+    "batch_zeros, two sizes": lambda x: x.batch_zeros(2, 3),
+    "batch_zeros, a tuple": lambda x: x.batch_zeros((2, 3)),
+    "batch_ones": lambda x: x.batch_ones(x.size(-1)),
+    "batch_zeros, a dynamic size": lambda x: x.batch_zeros(x.size_as_tensor(1), 2),
+    "batch_ones, a dynamic size": lambda x: x.batch_ones(x.size_as_tensor(1)),
+    "state update": lambda x: x.batch_zeros(x.size(-1)) + x.sum(1),
+    "MF.batch_ones": lambda x: MF.batch_ones(x, x.size(-1)) * x.sum(1),
+}
+
+
+@pytest.mark.parametrize("case", BATCH_NEW)
+@given(pair=example_lists(dims=(True, False)))
+def test_batch_constructors_equal_the_loop(case, pair):
+    assert_loop(BATCH_NEW[case], pair)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_batch_empty_has_the_loop_shapes(pair):
+    xs, xb = pair
+    out = xb.batch_empty(xb.size_as_tensor(1), 3)
+    assert [tuple(e.shape) for e in out.examples()] == [
+        tuple(x.batch_empty(x.size_as_tensor(1), 3).shape) for x in xs]
+    assert out.dims == (True, False) and out.dtype == xb.dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batch_constructors_on_a_plain_tensor_have_a_leading_one(dtype):
+    x = torch.randn(1, 5, 3, dtype=dtype)
+    assert torch.equal(x.batch_zeros(3), torch.zeros(1, 3, dtype=dtype))
+    assert torch.equal(x.batch_ones(2, x.size_as_tensor(1)), torch.ones(1, 2, 5, dtype=dtype))
+    assert x.batch_empty((4,)).shape == (1, 4) and x.batch_empty(4).dtype == dtype
+
+
+def test_batch_constructors_on_a_batch_are_per_example():
+    _, xb = batch_of(2, 0, 3)
+    out = xb.batch_ones(3)
+    assert out.dims == (False,) and out.data.shape == (3, 3)
+    assert torch.equal(out.data, torch.ones(3, 3, dtype=torch.float64))
+
+
+def test_a_batch_size_that_is_not_per_example_scalars_is_refused():
+    _, xb = batch_of(2, 0, 3)
+    with pytest.raises(ValueError, match="batch_zeros: size 1 must be a batch of per-example "
+                                         "scalars"):
+        xb.batch_zeros(xb)
+
+
+# ------------------------------------------------------------------ size_as_tensor, maxsize
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -2])
+@given(pair=example_lists(dims=(True, False)))
+def test_size_as_tensor_equals_the_loop(dim, pair):
+    xs, xb = pair
+    sizes = xb.size_as_tensor(dim)
+    assert sizes.dims == () and sizes.dtype == torch.long
+    assert_loop(lambda x: x.size_as_tensor(dim), pair)
+    for b, x in enumerate(xs):
+        expected = x.size_as_tensor(dim)
+        assert expected.dim() == 0 and expected.dtype == torch.long
+        assert int(expected) == x.size(dim) == int(sizes.data[b])
+
+
+@given(pair=example_lists(dims=(True, False, True)))
+def test_size_as_tensor_of_each_dynamic_dim_equals_the_loop(pair):
+    assert_loop(lambda x: (x.size_as_tensor(1), x.size_as_tensor(2), x.size_as_tensor(3)),
+                pair)
+
+
+def test_size_as_tensor_of_an_out_of_range_dim_is_refused():
+    _, xb = batch_of(2, 1)
+    with pytest.raises(IndexError, match="size_as_tensor: dimension 3 is out of range for "
+                                         "examples of rank 3"):
+        xb.size_as_tensor(3)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_maxsize_is_the_padded_size_and_the_size_of_a_plain_tensor(pair):
+    xs, xb = pair
+    assert xb.maxsize(1) == max(x.size(1) for x in xs)
+    assert xb.maxsize(2) == xb.maxsize(-1) == xs[0].size(2)
+    assert MF.maxsize(xb, 1) == xb.maxsize(1)
+    for x in xs:
+        assert x.maxsize(1) == MF.maxsize(x, 1) == x.size(1)
+        assert x.maxsize(-1) == x.size(-1)
+
+
+# ------------------------------------------------------------------ split_dim, join_dims
+
+SPLIT_JOIN = {
+    "split_dim": ((None, 6), lambda x: x.split_dim(2, 2)),
+    "split_dim, negative dim": ((None, 6), lambda x: x.split_dim(-1, 3)),
+    "split_dim, before the dynamic dim": ((6, None), lambda x: x.split_dim(1, 2)),
+    "split_dim then join_dims": ((None, 6), lambda x: x.split_dim(2, 2).join_dims(2, 3)),
+    "join_dims, adjacent static": ((None, 2, 3), lambda x: x.join_dims(2, 3)),
+    "join_dims, the dynamic dim and the next": ((None, 2, 3), lambda x: x.join_dims(1, 2)),
+    "join_dims, non-adjacent": ((None, 2, 3), lambda x: x.join_dims(1, 3)),
+    "join_dims, non-adjacent static": ((2, None, 3), lambda x: x.join_dims(3, 1)),
+    "join_dims, reversed static": ((None, 2, 3), lambda x: x.join_dims(3, 2)),
+    "join_dims, negative dims": ((None, 2, 3), lambda x: x.join_dims(-2, -1)),
+    "heads out and back": ((None, 6), lambda x: x.split_dim(-1, 2).transpose(1, 2)
+                           .transpose(1, 2).join_dims(-2, -1)),
+    "MF.split_dim / MF.join_dims": ((None, 6), lambda x: MF.join_dims(MF.split_dim(x, 2, 3),
+                                                                      2, 3)),
+}
+
+
+@st.composite
+def batches(draw, shape):
+    """(examples, batch): ``shape`` gives static sizes (ints) and dynamic dims (None)."""
+    batch_size = draw(st.integers(1, 4))
+    dtype = draw(st.sampled_from([torch.float32, torch.float64]))
+    xs = [torch.randn(1, *[draw(st.integers(0, 4)) if s is None else s for s in shape],
+                      dtype=dtype) for _ in range(batch_size)]
+    return xs, MaskedBatch.fromlist(xs, [s is None for s in shape], padding_value=float("nan"))
+
+
+@pytest.mark.parametrize("case", SPLIT_JOIN)
+@given(data=st.data())
+def test_split_dim_and_join_dims_equal_the_loop(case, data):
+    shape, f = SPLIT_JOIN[case]
+    assert_loop(f, data.draw(batches(shape)))
+
+
+def test_split_dim_and_join_dims_on_a_plain_tensor():
+    x = torch.randn(1, 5, 6, 2)
+    assert torch.equal(x.split_dim(2, 3), x.reshape(1, 5, 3, 2, 2))
+    assert torch.equal(x.join_dims(1, 2), x.reshape(1, 30, 2))
+    assert torch.equal(x.join_dims(1, 3), x.permute(0, 1, 3, 2).reshape(1, 10, 6))
+    assert torch.equal(x.join_dims(3, 1), x.permute(0, 2, 3, 1).reshape(1, 6, 10))
+
+
+def test_split_dim_errors_name_the_dimension():
+    _, xb = batch_of(2, 1, width=6)
+    with pytest.raises(ValueError, match="split_dim: dimension 1 is dynamic; only static "
+                                         "dimensions split"):
+        xb.split_dim(1, 2)
+    with pytest.raises(ValueError, match="split_dim: dimension 2 has size 6, not divisible by 4"):
+        xb.split_dim(2, 4)
+    with pytest.raises(ValueError, match="split_dim: dimension 2 has size 6, not divisible by 4"):
+        torch.randn(1, 2, 6).split_dim(-1, 4)
+
+
+def test_join_dims_errors():
+    xs = [torch.randn(1, n, 2, 3) for n in (2, 1)]
+    xb = MaskedBatch.fromlist(xs, (True, False, False))
+    with pytest.raises(ValueError, match="join_dims: dimensions 2 and -2 are the same"):
+        xb.join_dims(2, -2)
+    with pytest.raises(ValueError, match="join_dims: dimension 0 is the batch dimension of each "
+                                         "example and cannot be joined on a batch"):
+        xb.join_dims(0, 1)
+    # Joining the dynamic dim as the minor one would put padding between real values.
+    with pytest.raises(ValueError, match="only the first of the merged dimensions may be "
+                                         "dynamic"):
+        xb.join_dims(2, 1)
+
+
+# ------------------------------------------------------------------ causal_mask
+
+def _expected_causal(x):
+    later = torch.ones(x.size(1), x.size(2), dtype=torch.bool).triu(1)
+    return x.masked_fill(later, -math.inf)
+
+
+@pytest.mark.parametrize("dims", [(True, True), (True, False), (False, True)])
+@given(data=st.data())
+def test_causal_mask_on_attention_scores_equals_the_loop(dims, data):
+    pair = data.draw(example_lists(dims=dims))
+    assert_loop(lambda s: s.causal_mask(2, 1), pair)
+    assert_loop(lambda s: s.causal_mask(in_dim=-1, out_dim=-2).exp(), pair)
+    assert_loop(lambda s: MF.causal_mask(s, in_dim=2, out_dim=1) * 2, pair)
+    for x in pair[0]:
+        assert torch.equal(x.causal_mask(in_dim=2, out_dim=1), _expected_causal(x))
+
+
+def test_causal_mask_keeps_the_batch_layout_and_hides_later_keys():
+    xs = [torch.randn(1, n, n, dtype=torch.float64) for n in (3, 1, 2)]
+    xb = MaskedBatch.fromlist(xs, (True, True), padding_value=float("nan"))
+    out = xb.causal_mask(in_dim=2, out_dim=1)
+    assert out.dims == xb.dims and torch.equal(out.mask, xb.mask)
+    for got, x in zip(out.examples(), xs):
+        assert torch.equal(got, _expected_causal(x))
+
+
+def test_causal_mask_on_a_plain_tensor_is_masked_fill():
+    x = torch.randn(1, 4, 6)
+    assert torch.equal(x.causal_mask(2, 1), _expected_causal(x))
+    assert torch.equal(x.causal_mask(1, 2), x.masked_fill(
+        torch.ones(4, 6, dtype=torch.bool).tril(-1), -math.inf))
+
+
+# ------------------------------------------------------------------ conversions
+
+CONVERSIONS = {
+    "Tensor.double": lambda x: x.float().double(),
+    "Tensor.float": lambda x: x.float(),
+    "Tensor.half": lambda x: x.half(),
+    "Tensor.bfloat16": lambda x: x.bfloat16(),
+    "Tensor.long": lambda x: (x * 10).long(),
+    "Tensor.int": lambda x: (x * 10).int(),
+    "Tensor.short": lambda x: (x * 10).short(),
+    "Tensor.char": lambda x: (x * 10).char(),
+    "Tensor.byte": lambda x: (x.abs() * 10).byte(),
+    "Tensor.bool": lambda x: (x > 0).bool(),
+    "Tensor.type_as": lambda x: x.type_as(torch.zeros(1, dtype=torch.float16)),
+    "Tensor.to": lambda x: x.to(torch.float32),
+    "Tensor.cpu": lambda x: x.cpu() * 2,
+    "Tensor.detach": lambda x: x.detach() * x,
+    "torch.detach": lambda x: torch.detach(x) + x,
+    "Tensor.detach_": lambda x: (x * 3).detach_(),
+    "Tensor.requires_grad_": lambda x: x.detach().requires_grad_() * x,
+}
+CONVERSION_OPS = [e.name for e in _registry.entries() if e.family == "conversion"]
+
+
+@pytest.mark.parametrize("name", CONVERSION_OPS)
+@given(pair=example_lists(dims=(True, False)))
+def test_every_registered_conversion_equals_the_loop(name, pair):
+    if name == "Tensor.cuda":
+        if not torch.cuda.is_available():
+            pytest.skip("Tensor.cuda needs a CUDA device")
+        assert_loop(lambda x: x.cuda().cpu(), pair)
+        return
+    assert name in CONVERSIONS, f"{name} is registered as a conversion but has no test case"
+    assert_loop(CONVERSIONS[name], pair)
+
+
+@given(pair=example_lists(dims=(True, False)))
+def test_to_with_every_argument_form_equals_the_loop(pair):
+    assert_loop(lambda x: x.to(dtype=torch.float64), pair)
+    assert_loop(lambda x: x.to("cpu", torch.float32), pair)
+    assert_loop(lambda x: x.to(torch.zeros((), dtype=torch.float16)), pair)
+
+
+@given(pairs=st.lists(example_lists(dims=(True, False), min_batch=2, max_batch=2),
+                      min_size=2, max_size=2))
+def test_to_another_batch_takes_its_dtype(pairs):
+    (xs, xb), (ys, yb) = pairs
+    yb = yb.half()
+    out = xb.to(yb)
+    assert out.dtype == torch.float16 and out.dims == xb.dims
+    assert torch.equal(out.mask, xb.mask)
+    for got, x in zip(out.examples(), xs):
+        assert torch.equal(got, x.to(torch.float16))
+    assert_loop(lambda x, y: x.to(y), (xs, xb), (ys, yb))
+
+
+def test_detach_and_requires_grad_keep_the_layout():
+    _, xb = batch_of(2, 0, 3)
+    xb.requires_grad_()
+    assert xb.requires_grad and xb.data.requires_grad
+    detached = xb.detach()
+    assert not detached.requires_grad and detached.dims == xb.dims
+    assert detached.mask is xb.mask and detached.data.data_ptr() == xb.data.data_ptr()
+    again = detached.requires_grad_()
+    assert again is detached and again.requires_grad
+    assert detached.requires_grad_(False) is detached and not detached.requires_grad
+
+
+def test_casts_keep_the_mask_and_dims():
+    _, xb = batch_of(2, 0, 3)
+    for out in (xb.float(), xb.double(), xb.to(torch.float32), xb.half(), xb.long()):
+        assert out.mask is xb.mask and out.dims == xb.dims
+    assert xb.float().dtype == torch.float32 and xb.float().double().dtype == torch.float64
+
+
+# ------------------------------------------------------------------ torch is left unchanged
+
+_SNAPSHOT = textwrap.dedent("""
+    import sys, torch
+    def snapshot():
+        return {cls.__name__: dict(vars(cls)) for cls in torch.Tensor.__mro__}
+    before = snapshot()
+    functional = dict(vars(torch.nn.functional))
+    import matchbox, matchbox.functional
+    after = snapshot()
+    changed = sorted(f"{c}.{n}" for c in before for n in before[c]
+                     if n not in after[c] or after[c][n] is not before[c][n])
+    added = {c: sorted(set(after[c]) - set(before[c])) for c in after}
+    f_changed = sorted(n for n in functional
+                       if vars(torch.nn.functional).get(n) is not functional[n])
+    print(repr((changed, added, f_changed)))
+""")
+
+
+def test_importing_matchbox_only_adds_names_to_torch_tensor():
+    out = subprocess.run([sys.executable, "-c", _SNAPSHOT], capture_output=True, text=True,
+                         check=True)
+    changed, added, f_changed = ast.literal_eval(out.stdout.strip().splitlines()[-1])
+    assert changed == [], f"importing matchbox changed torch.Tensor attributes: {changed}"
+    assert f_changed == [], f"importing matchbox changed torch.nn.functional: {f_changed}"
+    assert set(added["Tensor"]) >= set(CONVENIENCE) | {"maxsize"}
+    assert set(added["Tensor"]) <= set(_registry.convenience_methods()), (
+        f"names added to torch.Tensor that are not Matchbox convenience methods: "
+        f"{sorted(set(added['Tensor']) - set(_registry.convenience_methods()))}")
+    assert all(not names for cls, names in added.items() if cls != "Tensor"), added
+
+
+def test_convenience_names_are_on_batches_tensors_and_matchbox_functional():
+    for name in _registry.convenience_methods():
+        assert hasattr(MaskedBatch, name), name
+        assert hasattr(torch.Tensor, name), name
+        assert hasattr(MF, name) and name in MF.__all__, name
+
+
+def test_matchbox_functional_keeps_every_torch_functional_name_unchanged():
+    for name in dir(torch_F):
+        if not name.startswith("_") and name != "stack":
+            assert getattr(MF, name) is getattr(torch_F, name), name
+    assert MF.batch_sum is not None and MF.batch_mean is not None

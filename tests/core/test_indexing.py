@@ -1,0 +1,227 @@
+"""``batch[:, ...]`` against the per-example loop, values and gradients.
+
+Along a dynamic dimension, indices are each example's own: ``x[:, -1]`` is
+every example's last element and ``x[:, 1:]`` drops every example's first.
+Padding holds NaN, so a padding value that reaches a real output or a
+gradient fails the comparison.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import example_lists
+
+from matchbox import MaskedBatch, _registry
+from matchbox.testing import mb_assert
+
+
+def assert_loop(f, pair):
+    xs, xb = pair
+    mb_assert(f, [xs], [xb], len(xs))
+
+
+def batch_of(*lengths, width=2, dtype=torch.float64):
+    xs = [torch.randn(1, n, width, dtype=dtype) for n in lengths]
+    return xs, MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+
+
+# Indices that every example takes, whatever its length (zero included).
+ANY_LENGTH = {
+    "x[:, 1:]": lambda x: x[:, 1:],
+    "x[:, :-1]": lambda x: x[:, :-1],
+    "x[:, -2:]": lambda x: x[:, -2:],
+    "x[:, ::2]": lambda x: x[:, ::2],
+    "x[:, 1::2]": lambda x: x[:, 1::2],
+    "x[:, -3::2]": lambda x: x[:, -3::2],
+    "x[:, 1:-1]": lambda x: x[:, 1:-1],
+    "x[:, 2:4]": lambda x: x[:, 2:4],
+    "x[:, -4:-1:2]": lambda x: x[:, -4:-1:2],
+    "x[:, :10]": lambda x: x[:, :10],
+    "x[:, 10:]": lambda x: x[:, 10:],
+    "x[:, -10:]": lambda x: x[:, -10:],
+    "x[:, :-10]": lambda x: x[:, :-10],
+    "x[:, 0:0]": lambda x: x[:, 0:0],
+    "x[..., 0]": lambda x: x[..., 0],
+    "x[..., -1]": lambda x: x[..., -1],
+    "x[..., 1:]": lambda x: x[..., 1:],
+    "x[:, :, 1]": lambda x: x[:, :, 1],
+    "x[:, :, -2]": lambda x: x[:, :, -2],
+    "x[:, :, 1:3]": lambda x: x[:, :, 1:3],
+    "x[:, :, ::2]": lambda x: x[:, :, ::2],
+    "x[:, ..., 2]": lambda x: x[:, ..., 2],
+    "x[:, None]": lambda x: x[:, None],
+    "x[:, :, None]": lambda x: x[:, :, None],
+    "x[..., None]": lambda x: x[..., None],
+    "x[:, None, :, None, 0]": lambda x: x[:, None, :, None, 0],
+    "x[:, 1:, 0]": lambda x: x[:, 1:, 0],
+    "x[:, ::2, -1]": lambda x: x[:, ::2, -1],
+    "x[:]": lambda x: x[:],
+    "x[:, :]": lambda x: x[:, :],
+    "x[...]": lambda x: x[...],
+    "x[()]": lambda x: x[()],
+}
+
+
+@pytest.mark.parametrize("index", ANY_LENGTH)
+@given(pair=example_lists(dims=(True, False), min_length=0))
+def test_index_with_a_dynamic_dim_first_equals_the_loop(index, pair):
+    if pair[1].maxsize(2) < 3:
+        pair = _widen(pair)
+    assert_loop(ANY_LENGTH[index], pair)
+
+
+def _widen(pair):
+    """The same lengths with a static size of 3, so that every static index exists."""
+    xs = [torch.cat([x, x, x], 2) for x in pair[0]]
+    return xs, MaskedBatch.fromlist(xs, pair[1].dims, padding_value=float("nan"))
+
+
+STATIC_FIRST = {
+    "x[:, 1]": lambda x: x[:, 1],
+    "x[:, -1]": lambda x: x[:, -1],
+    "x[:, 1:]": lambda x: x[:, 1:],
+    "x[:, :, 1:]": lambda x: x[:, :, 1:],
+    "x[:, :, :-1]": lambda x: x[:, :, :-1],
+    "x[:, 1, -2:]": lambda x: x[:, 1, -2:],
+    "x[..., ::2]": lambda x: x[..., ::2],
+    "x[:, None, 0, 1:]": lambda x: x[:, None, 0, 1:],
+}
+
+
+@pytest.mark.parametrize("index", STATIC_FIRST)
+@given(pair=example_lists(dims=(False, True)))
+def test_index_with_a_static_dim_first_equals_the_loop(index, pair):
+    if pair[1].maxsize(1) < 2:
+        pair = _doubled_along_dim_1(pair)
+    assert_loop(STATIC_FIRST[index], pair)
+
+
+def _doubled_along_dim_1(pair):
+    xs = [torch.cat([x, x], 1) for x in pair[0]]
+    return xs, MaskedBatch.fromlist(xs, pair[1].dims, padding_value=float("nan"))
+
+
+@pytest.mark.parametrize("index", [lambda x: x[:, 0], lambda x: x[:, -1]])
+@given(pair=example_lists(dims=(True, False), min_length=1))
+def test_first_and_last_element_along_a_dynamic_dim_equal_the_loop(index, pair):
+    assert_loop(index, pair)
+
+
+@pytest.mark.parametrize("index", [lambda x: x[:, 1], lambda x: x[:, -2],
+                                   lambda x: x[:, -2, 0]])
+@given(pair=example_lists(dims=(True, False), min_length=2))
+def test_int_index_along_a_dynamic_dim_equals_the_loop(index, pair):
+    assert_loop(index, pair)
+
+
+@pytest.mark.parametrize("index", [
+    lambda x: x[:, -1], lambda x: x[:, :, -1], lambda x: x[:, 1:3, -2:],
+    lambda x: x[:, -1, ::2], lambda x: x[:, ::2, None, 0],
+])
+@given(pair=example_lists(dims=(True, True)))
+def test_index_of_two_dynamic_dims_equals_the_loop(index, pair):
+    if any(x.size(1) < 2 for x in pair[0]):
+        # x[:, 1:3] would empty an example; that is refused (test below).
+        pair = _doubled_along_dim_1(pair)
+    assert_loop(index, pair)
+
+
+def test_a_slice_that_empties_an_example_with_two_dynamic_dims_is_refused():
+    xs = [torch.randn(1, n, m) for n, m in ((1, 2), (3, 1))]
+    xb = MaskedBatch.fromlist(xs, (True, True))
+    with pytest.raises(ValueError, match=r"the slice slice\(1, None, None\) leaves an example "
+                                         "empty along dynamic dimension 1"):
+        xb[:, 1:]
+
+
+def test_last_element_is_each_examples_own():
+    xs, xb = batch_of(3, 1, 4)
+    last = xb[:, -1]
+    assert last.dims == (False,)
+    for b, x in enumerate(xs):
+        torch.testing.assert_close(last.data[b:b + 1], x[:, -1], rtol=0, atol=0)
+
+
+def test_an_example_without_the_element_is_padding_in_the_result():
+    xs, xb = batch_of(3, 0, 1, 2)
+    for index, real in [(0, [True, False, True, True]), (1, [True, False, False, True]),
+                        (-1, [True, False, True, True]), (-2, [True, False, False, True]),
+                        (-3, [True, False, False, False])]:
+        got = xb[:, index]
+        assert got.mask.flatten().tolist() == real, f"x[:, {index}]"
+        for b, x in enumerate(xs):
+            if real[b]:
+                torch.testing.assert_close(got.data[b:b + 1], x[:, index], rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------ errors
+
+@pytest.mark.parametrize("index", [0, -1, slice(1, None), slice(0, 1), None, (None, 0),
+                                   (Ellipsis, 0, 0, 0)])
+def test_first_index_other_than_a_full_slice_is_refused(index):
+    _, xb = batch_of(3, 1)
+    with pytest.raises(IndexError, match=r"the first index must be ':' \(every example keeps "
+                                         r"its batch dimension 0\), got "):
+        xb[index]
+
+
+@pytest.mark.parametrize("index", [
+    (slice(None), torch.tensor([0, 1])), (slice(None), [0, 1]), (slice(None), True),
+    (slice(None), slice(None), torch.tensor([True, False])),
+])
+def test_tensor_list_and_bool_indices_are_refused(index):
+    _, xb = batch_of(3, 1)
+    with pytest.raises(NotImplementedError, match="tensor, list and bool indices are not "
+                                                  "supported for batches"):
+        xb[index]
+
+
+def test_a_batch_as_an_index_is_refused():
+    _, xb = batch_of(3, 1)
+    with pytest.raises(NotImplementedError, match="tensor, list and bool indices"):
+        xb[:, xb]
+
+
+def test_malformed_indices_are_refused_with_the_op_name():
+    _, xb = batch_of(3, 1)
+    with pytest.raises(IndexError, match=r"Tensor\.__getitem__: too many indices for examples "
+                                         "of rank 3"):
+        xb[:, 0, 0, 0]
+    with pytest.raises(IndexError, match="an index can only have a single ellipsis"):
+        xb[..., ...]
+    with pytest.raises(IndexError, match="index 2 is out of range for dimension 2 of size 2"):
+        xb[:, :, 2]
+    with pytest.raises(IndexError, match="index 3 is out of range for dynamic dimension 1"):
+        xb[:, 3]
+    with pytest.raises(NotImplementedError, match="index 'a' is not supported for batches"):
+        xb[:, "a"]
+
+
+@pytest.mark.parametrize("step", [0, -1])
+def test_a_non_positive_step_along_a_dynamic_dim_is_refused(step):
+    _, xb = batch_of(3, 1)
+    with pytest.raises(ValueError, match=rf"Tensor\.__getitem__: slice step must be positive, "
+                                         rf"got {step}"):
+        xb[:, ::step]
+
+
+# ------------------------------------------------------------------ the registry
+
+INDEXING_OPS = [e.name for e in _registry.entries() if e.family == "indexing"]
+COVERED = {"Tensor.__getitem__": lambda x: x[:, 1:, 0]}
+
+
+@pytest.mark.parametrize("name", INDEXING_OPS)
+@given(pair=example_lists(dims=(True, False)))
+def test_every_registered_indexing_op_has_a_case_equal_to_the_loop(name, pair):
+    assert name in COVERED, f"{name} is registered as an indexing op but has no test case here"
+    assert_loop(COVERED[name], pair)
+
+
+@given(data=st.data())
+def test_an_index_chain_equals_the_loop(data):
+    pair = data.draw(example_lists(dims=(True, False, False), min_length=0))
+    assert_loop(lambda x: x[:, 1:][:, :-1][..., None][:, ::2, 0], pair)
