@@ -237,3 +237,9 @@ def test_padding_never_reaches_real_values_even_inf():
     yb = (xb * 0).exp()
     for y, x in zip(yb.examples(), examples):
         assert torch.equal(y, torch.ones_like(x))
+
+
+def test_python_operators_equal_loop(dtype):
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    mb_assert(lambda x: -x + (+x) * abs(x) - x ** 2 + 2 ** x + 1 / (x * x + 1), [xs], [xb], 4)
+    mb_assert(lambda x: ~(x > 0) | (x < -1) & (x != 0) ^ (x >= 1), [xs], [xb], 4)

@@ -64,12 +64,28 @@ def op_name(func: Any) -> str:
     return f"torch.{name}"
 
 
+def tensor_method_names(func: Any) -> list[str]:
+    """Every ``torch.Tensor`` attribute name bound to ``func`` (``neg`` and ``__neg__``)."""
+    global _TENSOR_NAMES
+    if _TENSOR_NAMES is None:
+        _TENSOR_NAMES = {}
+        for name in dir(torch.Tensor):
+            attribute = getattr(torch.Tensor, name, None)
+            if callable(attribute):
+                _TENSOR_NAMES.setdefault(id(attribute), []).append(name)
+    return _TENSOR_NAMES.get(id(func), [])
+
+
 def tensor_method_name(func: Any) -> str | None:
     """The ``torch.Tensor`` attribute name of ``func``, if it is a Tensor method."""
     name = getattr(func, "__name__", None)
     if name is not None and getattr(torch.Tensor, name, None) is func:
         return name
-    return None
+    names = tensor_method_names(func)
+    return names[0] if names else None
+
+
+_TENSOR_NAMES: dict[int, list[str]] | None = None
 
 
 def implements(
@@ -116,12 +132,13 @@ def register_host(batch_type: str, cls: type) -> None:
 
 
 def _install_method(cls: type, func: Any, handler: Handler) -> None:
-    name = tensor_method_name(func)
-    if name is None or name in cls.__dict__ and not getattr(
-        cls.__dict__[name], "_matchbox_generated", False
-    ):
-        # Methods written by hand on the class win over generated ones.
-        return
+    for name in tensor_method_names(func):
+        if name in cls.__dict__ and not getattr(cls.__dict__[name], "_matchbox_generated", False):
+            continue  # methods written by hand on the class win over generated ones
+        _install_one(cls, name, func, handler)
+
+
+def _install_one(cls: type, name: str, func: Any, handler: Handler) -> None:
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         return handler(func, self, *args, **kwargs)
