@@ -139,9 +139,14 @@ def _install_method(cls: type, func: Any, handler: Handler) -> None:
 
 
 def _install_one(cls: type, name: str, func: Any, handler: Handler) -> None:
+    # A handler may build a faster method for its op (the pointwise family
+    # does: methods are the hot path of model code); otherwise call through.
+    factory = getattr(handler, "method_factory", None)
+    method = factory(func) if factory is not None else None
+    if method is None:
 
-    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return handler(func, self, *args, **kwargs)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return handler(func, self, *args, **kwargs)
 
     method.__name__ = name
     method.__qualname__ = f"{cls.__name__}.{name}"

@@ -96,6 +96,13 @@ def _product_mask(a: Any, b: Any) -> torch.Tensor | None:
 
 
 def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
+    if (isinstance(b, torch.Tensor) and b.dim() == 2 and isinstance(a, MaskedBatch)
+            and a.dim() >= 2 and not a.dims[-1]):
+        # The commonest product, a batch times a weight matrix over a static
+        # feature dimension: rows keep their mask, no per-example dimension
+        # is needed (a 2-D weight broadcasts over leading dimensions).
+        result = torch.matmul(_masking.fill_padding(a, 0), b)
+        return MaskedBatch._make(_masking.guard_gradient(result, a._mask), a._mask, a.dims)
     for x in (a, b):
         if isinstance(x, MaskedBatch) and x.dim() < 2:
             raise ValueError(

@@ -221,4 +221,30 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return target
 
 
+def _method(func: Any) -> Any:
+    """A Tensor method of the family, with the commonest calls inlined.
+
+    ``x.tanh()``, ``x * 2`` and ``x + y`` (same layout) skip the general rule's
+    argument scan; everything else goes through :func:`pointwise`.
+    """
+    if _writes_first_argument(func) or func.__name__ in VALUE_CHECKED:
+        return None
+
+    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and len(args) <= 1:
+            if not args:
+                return MaskedBatch._make(func(self.data), self._mask, self.dims)
+            other = args[0]
+            if isinstance(other, (int, float)):
+                return MaskedBatch._make(func(self.data, other), self._mask, self.dims)
+            if (type(other) is MaskedBatch and other.dims == self.dims
+                    and other.data.shape == self.data.shape):
+                mask = _masking.combine_masks((self._mask, other._mask))
+                return _wrap(func(self.data, other.data), mask, self.dims)
+        return pointwise(func, self, *args, **kwargs)
+
+    return method
+
+
+pointwise.method_factory = _method  # type: ignore[attr-defined]
 _registry.register(pointwise_ops(), pointwise, family="pointwise")
