@@ -87,7 +87,12 @@ def test_lazy_names_resolve_or_name_their_distribution(name, distribution, monke
             assert distribution in str(error)
         else:
             assert value is not None
+    # As if the distribution were not installed: an imported subpackage is also
+    # an attribute of the package, which must go too.
     monkeypatch.setitem(sys.modules, module_name, None)
+    subpackage = module_name.rsplit(".", 1)[1]
+    if subpackage in vars(matchbox):
+        monkeypatch.delattr(matchbox, subpackage)
     with pytest.raises(ImportError, match=distribution):
         getattr(matchbox, name)
 

@@ -145,16 +145,24 @@ def test_last_element_is_each_examples_own():
         torch.testing.assert_close(last.data[b:b + 1], x[:, -1], rtol=0, atol=0)
 
 
-def test_an_example_without_the_element_is_padding_in_the_result():
+@pytest.mark.parametrize(("index", "example", "size"),
+                         [(0, 1, 0), (1, 1, 0), (2, 1, 0), (-1, 1, 0), (-2, 1, 0), (-3, 1, 0)])
+def test_an_index_some_example_does_not_reach_raises_like_the_loop(index, example, size):
     xs, xb = batch_of(3, 0, 1, 2)
-    for index, real in [(0, [True, False, True, True]), (1, [True, False, False, True]),
-                        (-1, [True, False, True, True]), (-2, [True, False, False, True]),
-                        (-3, [True, False, False, False])]:
+    with pytest.raises(IndexError):
+        xs[example][:, index]
+    with pytest.raises(IndexError, match=rf"Tensor.__getitem__: index {index} is out of range "
+                                         rf"for example {example}, which has size {size} in "
+                                         r"dynamic dimension 1"):
+        xb[:, index]
+
+
+def test_an_index_every_example_reaches_equals_the_loop():
+    xs, xb = batch_of(3, 1, 2)
+    for index in (0, -1):
         got = xb[:, index]
-        assert got.mask.flatten().tolist() == real, f"x[:, {index}]"
-        for b, x in enumerate(xs):
-            if real[b]:
-                torch.testing.assert_close(got.data[b:b + 1], x[:, index], rtol=0, atol=0)
+        for x, y in zip(xs, got.examples()):
+            torch.testing.assert_close(y, x[:, index], rtol=0, atol=0)
 
 
 # ------------------------------------------------------------------ errors
@@ -194,7 +202,8 @@ def test_malformed_indices_are_refused_with_the_op_name():
         xb[..., ...]
     with pytest.raises(IndexError, match="index 2 is out of range for dimension 2 of size 2"):
         xb[:, :, 2]
-    with pytest.raises(IndexError, match="index 3 is out of range for dynamic dimension 1"):
+    with pytest.raises(IndexError, match="index 3 is out of range for example 0, which has "
+                                         "size 3 in dynamic dimension 1"):
         xb[:, 3]
     with pytest.raises(NotImplementedError, match="index 'a' is not supported for batches"):
         xb[:, "a"]

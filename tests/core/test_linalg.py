@@ -325,3 +325,19 @@ def test_random_contractions_over_dynamic_dims_match_loop(lengths):
     ys = batch_of([(n, 2) for n in lengths], (True, False))
     w = weight(2, 2)
     check(lambda x, y: (x @ y).exp() @ w, [xs, ys], [w])
+
+
+def test_contraction_over_examples_of_different_lengths_is_refused():
+    a = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 2, 4)], (True, False))
+    b = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 3, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor.__matmul__: example 0 has size 3 in one "
+                                         r"argument and 2 in another along dynamic dimension"):
+        a.transpose(1, 2) @ b
+
+
+def test_scores_onto_an_empty_key_sequence_are_refused_not_wrong():
+    q = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 1, 4)], (True, False))
+    k = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 0, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"example 1 is empty in dynamic dimension 2, and a "
+                                         r"result with several dynamic dimensions cannot hold"):
+        q @ k.transpose(1, 2)

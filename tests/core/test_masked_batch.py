@@ -192,3 +192,27 @@ def test_len_and_iteration_are_refused():
         len(xb)
     with pytest.raises(TypeError, match=r"use examples\(\) for the examples or unbind"):
         iter(xb)
+
+
+def test_a_batch_has_no_single_value():
+    xb = MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(1, 2)], (False,))
+    for convert in (float, int, lambda b: b.item(), lambda b: b.tolist()):
+        with pytest.raises(TypeError, match=r"holds one value per example, not a single value; "
+                                            r"use matchbox.batch_sum"):
+            convert(xb.sum())
+
+
+def test_size_without_dim_names_the_dynamic_dims():
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 5) for n in (2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"size\(\): dimensions \[1\] are dynamic"):
+        xb.size()
+    static = MaskedBatch.fromlist([torch.rand(1, 5)] * 2, (False,))
+    assert static.size() == (2, 5)
+
+
+def test_padding_value_must_fit_the_dtype():
+    examples = [torch.ones(1, 2, dtype=torch.long), torch.ones(1, 1, dtype=torch.long)]
+    with pytest.raises(ValueError, match=r"padding_value nan is not representable in the "
+                                         r"examples' dtype torch.int64"):
+        MaskedBatch.fromlist(examples, (True,), padding_value=float("nan"))
+    assert MaskedBatch.fromlist(examples, (True,)).data.tolist() == [[1, 1], [1, 0]]

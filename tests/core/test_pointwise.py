@@ -200,9 +200,10 @@ def test_plain_tensor_with_full_rank_must_have_size_one_in_dim_zero():
 
 
 def test_plain_tensor_cannot_have_a_size_along_a_dynamic_dim():
-    _, xb = mb_rand(2, (True, 3), (False, 2))
-    with pytest.raises(ValueError, match=r"size 3 in dimension 1, which is dynamic"):
-        xb + torch.zeros(1, 3, 2)
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
+    with pytest.raises(ValueError, match=r"size 2 in dimension 1, which is dynamic in the "
+                                         r"batch; a tensor shared by all examples can broadcast"):
+        xb + torch.zeros(1, 2, 2)
 
 
 def test_batches_of_different_sizes_do_not_combine():
@@ -243,3 +244,30 @@ def test_python_operators_equal_loop(dtype):
     xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
     mb_assert(lambda x: -x + (+x) * abs(x) - x ** 2 + 2 ** x + 1 / (x * x + 1), [xs], [xb], 4)
     mb_assert(lambda x: ~(x > 0) | (x < -1) & (x != 0) ^ (x >= 1), [xs], [xb], 4)
+
+
+def test_examples_of_different_lengths_do_not_combine_silently():
+    xb = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 2, 4)], (True, False))
+    yb = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 3, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor.__add__: example 0 has size 3 in one argument "
+                                         r"and 2 in another along dynamic dimension 1; the "
+                                         r"examples would not combine in a loop either"):
+        xb + yb
+    with pytest.raises(ValueError, match=r"example 0 has size 3 in one argument and 2"):
+        torch.where(xb > 0, xb, yb)
+    ones = MaskedBatch.fromlist([torch.randn(1, 1, 4), torch.randn(1, 2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"broadcasting one example's size-one extent against "
+                                         r"another's longer one"):
+        xb * ones
+
+
+def test_plain_tensor_spanning_the_padded_size_lines_up_with_positions(dtype):
+    positions = torch.randn(1, 10, 3, dtype=dtype, requires_grad=True)
+    xs, xb = mb_rand(4, (True, 6), (False, 3), dtype=dtype)
+    loop = [x + positions[:, : x.size(1)] for x in xs]
+    batched = xb + positions[:, : xb.maxsize(1)]
+    for y, expected in zip(batched.examples(), loop):
+        torch.testing.assert_close(y, expected)
+    (grad_loop,) = torch.autograd.grad(sum(y.sum() for y in loop), positions)
+    (grad_batch,) = torch.autograd.grad(sum(y.sum() for y in batched.examples()), positions)
+    torch.testing.assert_close(grad_batch, grad_loop)

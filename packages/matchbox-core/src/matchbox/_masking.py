@@ -122,9 +122,59 @@ def align(
                     lifted[key] = MaskedBatch._make(
                         b.data.narrow(i, 0, target), b.mask.narrow(i, 0, target), b.dims
                     )
+    for i, dynamic in enumerate(dims, start=1):
+        if dynamic:
+            check_lengths_agree(op, [(lifted[id(b)], i) for b in batches
+                                     if lifted[id(b)].dims[i - 1]])
     aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else a for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
     return aligned, mask, dims
+
+
+def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
+    """Each example's size along dynamic dimension ``dim``: int64 ``(batch,)``."""
+    mask = batch.mask
+    others = [j for j in range(1, mask.dim()) if j != dim and mask.size(j) > 1]
+    if others:
+        mask = mask.any(dim=others, keepdim=True)
+    return mask.sum(dim).reshape(-1)
+
+
+def check_lengths_agree(op: Any, pairs: Sequence[tuple[MaskedBatch, int]]) -> None:
+    """Raise, as the loop over examples would, if examples differ in size along a dim.
+
+    ``pairs`` are (batch, dimension) that must hold the same per-example
+    sizes: two arguments of an elementwise op along a dynamic dimension, or
+    the two sides of a contraction.  Batches that share a mask agree by
+    construction; the others cost one comparison (and a device sync).
+    """
+    masked = [(b, d) for b, d in pairs if b._mask is not None]
+    if len(masked) < 2 or all(b._mask is masked[0][0]._mask for b, _ in masked):
+        return
+    reference, ref_dim = masked[0]
+    expected = lengths_along(reference, ref_dim)
+    for other, dim in masked[1:]:
+        if other._mask is reference._mask:
+            continue
+        sizes = lengths_along(other, dim)
+        differ = (sizes != expected).nonzero()
+        if differ.numel():
+            j = int(differ[0])
+            a, b = int(expected[j]), int(sizes[j])
+            name = op if isinstance(op, str) else _op_name(op)
+            why = ("broadcasting one example's size-one extent against another's longer "
+                   "one along a dynamic dimension is not supported" if 1 in (a, b) else
+                   "the examples would not combine in a loop either")
+            raise ValueError(
+                f"{name}: example {j} has size {a} in one argument and {b} in another "
+                f"along dynamic dimension {dim}; {why}"
+            )
+
+
+def _op_name(func: Any) -> str:
+    from matchbox._registry import op_name
+
+    return op_name(func)
 
 
 def combine_masks(masks: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
@@ -167,11 +217,12 @@ def _check_plain_tensors(
         size = a.size(position)
         if position == 0 and i == 0:
             continue
-        if dynamic and size != 1:
+        if dynamic and size != 1 and size not in sizes:
             raise ValueError(
                 f"{op}: a plain tensor argument has size {size} in dimension {i}, which is "
-                "dynamic in the batch; a tensor shared by all examples can only broadcast "
-                "(size 1) along a dynamic dimension"
+                "dynamic in the batch; a tensor shared by all examples can broadcast (size "
+                "1) along a dynamic dimension or span its padded size (e.g. positional "
+                "encodings sliced with x.maxsize(dim))"
             )
 
 

@@ -53,6 +53,10 @@ def update(old: Any, new: Any) -> Any:
     real step, so the step's result is padding for it; ``h = update(h, step(x_t, h))``
     keeps such an example's state.  This is what ``@matchbox.batch`` inserts
     for a loop-carried variable.  With plain tensors it returns ``new``.
+
+    The result is real wherever ``old`` is, so it is the state, not the step's
+    output: to stack per-step outputs with ``stack(..., dynamic=True)``,
+    append ``new`` (real only where the example had a step), not the result.
     """
     if not isinstance(new, MaskedBatch):
         return new

@@ -96,6 +96,7 @@ class MaskedBatch:
         if sum(dims) > 1:
             _refuse_empty_extent(shapes, dims)
         max_sizes = [max(s[i] for s in shapes) for i in range(1, len(dims) + 1)]
+        _check_padding_value(padding_value, examples[0].dtype)
         rows = []
         for example in examples:
             pads: list[int] = []
@@ -190,6 +191,12 @@ class MaskedBatch:
         per-example sizes).
         """
         if dim is None:
+            if any(self.dims):
+                raise ValueError(
+                    f"size(): dimensions {[i for i, d in enumerate(self.dims, 1) if d]} are "
+                    "dynamic, so their sizes differ between examples; use maxsize(dim) for "
+                    "the padded size or size_as_tensor(dim) for each example's size"
+                )
             return tuple(self.size(i) for i in range(self.dim()))
         i = normalize_dim(dim, self.dim(), "size")
         if i > 0 and self.dims[i - 1]:
@@ -210,6 +217,14 @@ class MaskedBatch:
             "examples): use .any() or .all(), or decorate the function with "
             "@matchbox.batch to branch per example"
         )
+
+    def _no_single_value(self, *args: Any) -> Any:
+        raise TypeError(
+            "a MaskedBatch holds one value per example, not a single value; use "
+            "matchbox.batch_sum / batch_mean for a plain tensor, or examples()"
+        )
+
+    __float__ = __int__ = __index__ = __complex__ = item = tolist = _no_single_value
 
     def __len__(self) -> int:
         raise TypeError(
@@ -318,6 +333,14 @@ class BatchShape:
 
     def __init__(self, batch: MaskedBatch):
         self._batch = batch
+
+    def _no_single_value(self, *args: Any) -> Any:
+        raise TypeError(
+            "a MaskedBatch holds one value per example, not a single value; use "
+            "matchbox.batch_sum / batch_mean for a plain tensor, or examples()"
+        )
+
+    __float__ = __int__ = __index__ = __complex__ = item = tolist = _no_single_value
 
     def __len__(self) -> int:
         return self._batch.dim()
@@ -431,6 +454,18 @@ def _validate(data: Any, mask: Any, dims: tuple[bool, ...]) -> None:
                     f"MaskedBatch: the mask of dynamic dimension {i} has a real position "
                     "after a padding position; real values must come first"
                 )
+
+
+def _check_padding_value(value: float, dtype: torch.dtype) -> None:
+    if dtype.is_floating_point or dtype.is_complex:
+        return
+    if value != value or value in (float("inf"), float("-inf")) or (
+        dtype != torch.bool and value != int(value)
+    ):
+        raise ValueError(
+            f"MaskedBatch.fromlist: padding_value {value} is not representable in the "
+            f"examples' dtype {dtype}"
+        )
 
 
 def _refuse_empty_extent(shapes: list[torch.Size], dims: tuple[bool, ...]) -> None:

@@ -4,8 +4,9 @@ Semantics: the first index is ``:`` (or an ``...`` that covers dimension 0):
 every example keeps its batch dimension.  An index along a static dimension
 applies to data as is.  Along a dynamic dimension indices are each example's
 own: ``x[:, -1]`` is every example's last element, ``x[:, 1:-1]`` drops each
-example's first and last; an example without that element is padding in the
-result (as after ``unbind``).  With several dynamic dimensions, a slice that
+example's first and last.  An int index that some example does not reach
+raises ``IndexError`` naming the example, as the loop would; a slice gives
+each example what it has (possibly nothing).  With several dynamic dimensions, a slice that
 leaves an example empty is refused (its mask could not keep its other sizes).
 Tensor (advanced) indices are not supported.
 """
@@ -96,22 +97,22 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
 
 
 def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
+    """``x[..., item]`` along dynamic dim ``d``: each example's own element ``item``."""
     dims = x.dims[: d - 1] + x.dims[d:]
-    if item >= 0:
-        if item >= x.data.size(d):
-            raise IndexError(
-                f"index {item} is out of range for dynamic dimension {d} (every example "
-                f"is shorter: padded size {x.data.size(d)})"
-            )
-        return MaskedBatch._make(x.data.select(d, item), x.mask.select(d, item), dims)
     n = _lengths_along(x, d)
-    position = n + item
-    exists = position >= 0
-    index = position.clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
+    missing = (n <= item) if item >= 0 else (n < -item)
+    if missing.any():
+        j = int(missing.nonzero()[0])
+        raise IndexError(
+            f"Tensor.__getitem__: index {item} is out of range for example {j}, which has "
+            f"size {int(n[j])} in dynamic dimension {d}"
+        )
+    if item >= 0:
+        return MaskedBatch._make(x.data.select(d, item), x.mask.select(d, item), dims)
+    index = (n + item).reshape(-1, *[1] * (x.data.dim() - 1))
     index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
     data = x.data.gather(d, index).squeeze(d)
-    others = x.mask.any(d) & exists.reshape(-1, *[1] * (data.dim() - 1))
-    return MaskedBatch._make(data, _masking.fit_mask(others, data, dims), dims)
+    return MaskedBatch._make(data, _masking.fit_mask(x.mask.any(d), data, dims), dims)
 
 
 @_registry.implements(torch.Tensor.__getitem__, family="indexing")

@@ -114,13 +114,43 @@ def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
     rank = max(a.dim(), b.dim())
     a = _masking.raise_rank(a, rank) if isinstance(a, MaskedBatch) else a
     b = _masking.raise_rank(b, rank) if isinstance(b, MaskedBatch) else b
+    _check_contraction(op, a, b)
     result = _drop_example_dim(op, torch.matmul(_operand(a), _operand(b)))
     mask = _product_mask(a, b)
     if mask is not None and mask.dim() > 1:
         mask = mask.squeeze(1)
     dims = _product_dims(a, b, rank)
+    if sum(dims) > 1:
+        _refuse_empty_extents(op, [(x, x.dims) for x in (a, b) if isinstance(x, MaskedBatch)])
     mask = _masking.fit_mask(mask, result, dims)
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
+
+
+def _check_contraction(op: str, a: Any, b: Any) -> None:
+    """Both sides of a contraction over a dynamic dimension must have each example's size."""
+    if (isinstance(a, MaskedBatch) and isinstance(b, MaskedBatch) and b.dim() > 2
+            and a.dims[-1] and b.dims[-2]):
+        _masking.check_lengths_agree(op, [(a, a.dim() - 1), (b, b.dim() - 2)])
+
+
+def _refuse_empty_extents(op: str, operands: list[tuple[MaskedBatch, tuple[bool, ...]]]) -> None:
+    """A result with several dynamic dims cannot hold an example empty in one of them.
+
+    Its mask would be all false and lose the example's other sizes (see
+    ``MaskedBatch.fromlist``): refuse rather than give a wrong shape.
+    """
+    for x, dims in operands:
+        if x._mask is None:
+            continue
+        for i, dynamic in enumerate(dims, start=1):
+            if dynamic:
+                empty = (_masking.lengths_along(x, i) == 0).nonzero()
+                if empty.numel():
+                    raise ValueError(
+                        f"{op}: example {int(empty[0])} is empty in dynamic dimension {i}, and "
+                        "a result with several dynamic dimensions cannot hold an example that "
+                        "is empty in one of them (a known limitation)"
+                    )
 
 
 @_registry.implements(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,

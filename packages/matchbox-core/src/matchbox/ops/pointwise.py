@@ -147,7 +147,9 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
             if offset < 0 or (offset == 0 and a.size(0) != 1):
                 return False
             for j, size in enumerate(a.shape):
-                if size != 1 and (size != shape[j + offset] or first.dims[j + offset - 1]):
+                # A plain tensor may span a dynamic dimension's padded size: its
+                # positions line up with every example's (padding comes last).
+                if size != 1 and size != shape[j + offset]:
                     return False
     return True
 
@@ -162,6 +164,11 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
                 first = a
         else:
             values.append(a)
+    if len(masks) > 1 and any(first.dims):
+        for i, dynamic in enumerate(first.dims, start=1):
+            if dynamic:
+                _masking.check_lengths_agree(
+                    func, [(a, i) for a in args if isinstance(a, MaskedBatch)])
     mask = masks[0] if len(masks) == 1 else _masking.combine_masks(masks)
     if mask is not None and len(values) > len(masks):
         values = _mask_broadcast_gradients(list(args), values, mask, first.dims)
@@ -239,6 +246,8 @@ def _method(func: Any) -> Any:
                 return MaskedBatch._make(func(self.data, other), self._mask, self.dims)
             if (type(other) is MaskedBatch and other.dims == self.dims
                     and other.data.shape == self.data.shape):
+                if any(self.dims) and other._mask is not self._mask:
+                    return _run_same_layout(func, (self, other))
                 mask = _masking.combine_masks((self._mask, other._mask))
                 return _wrap(func(self.data, other.data), mask, self.dims)
         return pointwise(func, self, *args, **kwargs)
