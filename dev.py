@@ -25,6 +25,8 @@ PACKAGES = ["matchbox-core", "matchbox-nn", "matchbox-control", "matchbox-data",
 DEMO_VENV = ROOT / ".venv"
 TOX_VENV = ROOT / ".venv-tox"
 TOX_REQUIREMENT = "tox>=4,<5"
+# Installed beside the packages in .venv: torch warns at import without NumPy.
+DEMO_EXTRAS = ["numpy"]
 
 
 def say(message: str) -> None:
@@ -53,6 +55,7 @@ def install_fingerprint() -> str:
     digest = hashlib.sha256()
     for source in [CONSTRAINTS, *(ROOT / "packages" / p / "pyproject.toml" for p in PACKAGES)]:
         digest.update(source.read_bytes())
+    digest.update(" ".join(DEMO_EXTRAS).encode())
     return digest.hexdigest()
 
 
@@ -64,7 +67,8 @@ def dev_python() -> Path:
     if not stamp.exists() or stamp.read_text() != fingerprint:
         say("installing the five distributions editable into .venv (torch pinned to the CPU build)")
         editable = [arg for p in PACKAGES for arg in ("-e", f"packages/{p}")]
-        call(python, "-m", "pip", "install", "--quiet", "-c", CONSTRAINTS, *editable)
+        call(python, "-m", "pip", "install", "--quiet", "-c", CONSTRAINTS, *DEMO_EXTRAS,
+             *editable)
         stamp.write_text(fingerprint)
     else:
         say(".venv is up to date")
