@@ -62,3 +62,21 @@ def test_cell_refuses_dynamic_feature_dimension():
     with pytest.raises(ValueError, match=r"rnn_tanh_cell: each example's input and state must "
                                          r"be \(1, features\)"):
         cell(xb, xb)
+
+
+def test_linear_refuses_a_dynamic_feature_dimension():
+    xb = MaskedBatch.fromlist([torch.rand(1, n) for n in (2, 3)], (True,))
+    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension "
+                                         r"\(the last\) of the input is dynamic"):
+        torch.nn.functional.linear(xb, torch.rand(2, 3))
+
+
+def test_linear_with_example_level_masks_keeps_them(dtype):
+    # At least one step each: stacking no steps is an error in the loop too.
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype, min_size=1)
+    layer = torch.nn.Linear(3, 2).to(dtype)
+
+    def steps(x):  # per-step outputs of a loop, stacked back: padding steps stay padding
+        return F.stack([layer(xt) for xt in x.unbind(1)], 1)
+
+    mb_assert(steps, [xs], [xb], 4, params=list(layer.parameters()))
