@@ -216,3 +216,13 @@ def test_padding_value_must_fit_the_dtype():
                                          r"examples' dtype torch.int64"):
         MaskedBatch.fromlist(examples, (True,), padding_value=float("nan"))
     assert MaskedBatch.fromlist(examples, (True,)).data.tolist() == [[1, 1], [1, 0]]
+
+
+def test_backward_with_a_gradient_batch_ignores_its_padding():
+    xs = [torch.randn(1, n, 2, requires_grad=True) for n in (1, 3)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    gs = [torch.randn(1, n, 2) for n in (1, 3)]
+    gb = MaskedBatch.fromlist(gs, (True, False), padding_value=float("nan"))
+    (xb * 3).backward(gb)
+    for x, g in zip(xs, gs):
+        torch.testing.assert_close(x.grad, 3 * g)

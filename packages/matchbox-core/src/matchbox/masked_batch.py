@@ -287,7 +287,7 @@ class MaskedBatch:
 
         Equals calling ``backward()`` on every example's scalar in a loop.
         """
-        from matchbox.batch_reduce import batch_sum
+        from matchbox.batch_reduce import batch_sum  # it imports this module
 
         if gradient is not None:
             gradient = gradient.data if isinstance(gradient, MaskedBatch) else gradient
