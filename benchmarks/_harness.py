@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import platform
 import statistics
 import time
@@ -17,14 +18,42 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> f
     """Median wall time of ``fn`` (synchronising CUDA around each call)."""
     for _ in range(warmup):
         fn()
-    times = []
+    return statistics.median(_once(fn) for _ in range(repeats))
+
+
+def interleaved_medians(
+    variants: dict[str, Callable[[], object]], repeats: int, warmup: int = 2
+) -> dict[str, float]:
+    """Median wall time of each variant, timed in alternating rounds.
+
+    Timing the variants in turn (rather than one after the other) exposes
+    them to the same drifts of a shared machine, which keeps their ratios
+    steadier than their absolute times.
+    """
+    for fn in variants.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(repeats):
+        for name, fn in variants.items():
+            times[name].append(_once(fn))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _once(fn: Callable[[], object]) -> float:
+    """One timed call, with the garbage of earlier calls collected beforehand
+    and the collector paused (as ``timeit`` does), so that one variant's
+    garbage is not charged to the next."""
+    gc.collect()
+    gc.disable()
+    try:
         _sync()
         start = time.perf_counter()
         fn()
         _sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        return time.perf_counter() - start
+    finally:
+        gc.enable()
 
 
 def _sync() -> None:

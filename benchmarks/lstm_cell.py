@@ -1,7 +1,8 @@
 """An LSTM cell loop over a batch of sequences of different lengths.
 
-The model is written once, for one example (``lstm_over_sequence``), with core
-ops only, and run three ways in the same process:
+The model is written once, for one example (``lstm_over_sequence``), with its
+step either written out in core ops or as ``nn.LSTMCell``, and run three ways
+in the same process:
 
 - the per-example loop (the oracle, and what users write without batching);
 - Matchbox: the same function on a ``MaskedBatch``, with the loop unrolled by
@@ -10,7 +11,8 @@ ops only, and run three ways in the same process:
 - hand-written padded PyTorch: a padded tensor, a length mask and
   ``torch.where`` (the limit Matchbox aims for);
 - for reference, ``nn.LSTM`` on a ``PackedSequence`` (a fused kernel, a
-  different algorithm than a cell loop).
+  different algorithm than a cell loop), as a ratio to hand-padded
+  ``nn.LSTMCell`` code.
 
 Each is timed forward and forward+backward; ratios are to hand-padded.
 """
@@ -24,7 +26,7 @@ import torch
 from torch.nn.utils.rnn import pack_sequence
 
 import matchbox.functional as F
-from benchmarks._harness import machine, median_seconds, table, write
+from benchmarks._harness import interleaved_medians, machine, median_seconds, table, write
 from matchbox import MaskedBatch
 
 
@@ -37,75 +39,92 @@ def lstm_cell(x, h, c, w_ih, w_hh, b):
     return h, c
 
 
-def lstm_over_sequence(x, w_ih, w_hh, b):
+def lstm_over_sequence(x, step, hidden: int):
     """The final hidden state of one example ``x`` of shape ``(1, length, input)``."""
-    hidden = w_hh.size(0)
     h = x.batch_zeros(hidden)
     c = x.batch_zeros(hidden)
     for xt in x.unbind(1):
-        h_new, c_new = lstm_cell(xt, h, c, w_ih, w_hh, b)
+        h_new, c_new = step(xt, (h, c))
         h, c = F.update(h, h_new), F.update(c, c_new)
     return h
 
 
-def padded_lstm(x, lengths, w_ih, w_hh, b):
+def padded_lstm(x, lengths, step, hidden: int):
     """Hand-written padded+masked code: what one writes without Matchbox."""
-    batch, steps, _ = x.shape
-    hidden = w_hh.size(0)
-    h = x.new_zeros(batch, hidden)
-    c = x.new_zeros(batch, hidden)
-    for t in range(steps):
+    h = x.new_zeros(x.size(0), hidden)
+    c = x.new_zeros(x.size(0), hidden)
+    for t in range(x.size(1)):
         real = (t < lengths).unsqueeze(1)
-        h_new, c_new = lstm_cell(x[:, t], h, c, w_ih, w_hh, b)
+        h_new, c_new = step(x[:, t], (h, c))
         h = torch.where(real, h_new, h)
         c = torch.where(real, c_new, c)
     return h
 
 
+def cells(hidden: int, device: str) -> dict:
+    """The same LSTM step two ways: core ops written out, and ``nn.LSTMCell``."""
+    module = torch.nn.LSTMCell(hidden, hidden).to(device)
+    w_ih = module.weight_ih.detach().t().clone().requires_grad_()
+    w_hh = module.weight_hh.detach().t().clone().requires_grad_()
+    b = (module.bias_ih + module.bias_hh).detach().clone().requires_grad_()
+
+    def core_ops(x, state):
+        return lstm_cell(x, *state, w_ih, w_hh, b)
+
+    return {"core ops": core_ops, "nn.LSTMCell": module}
+
+
 def run(batch: int, hidden: int, min_len: int, max_len: int, repeats: int,
-        device: str) -> list[str]:
+        device: str) -> list[list[str]]:
     rng = random.Random(0)
     lengths = [rng.randint(min_len, max_len) for _ in range(batch)]
     examples = [torch.randn(1, n, hidden, device=device) for n in lengths]
-    w_ih = (torch.randn(hidden, 4 * hidden, device=device) / hidden**0.5).requires_grad_()
-    w_hh = (torch.randn(hidden, 4 * hidden, device=device) / hidden**0.5).requires_grad_()
-    b = torch.zeros(4 * hidden, device=device, requires_grad=True)
     xb = MaskedBatch.fromlist(examples, (True, False))
-    padded = xb.data.masked_fill(~xb.mask, 0)
+    padded = xb.data
     length_tensor = torch.tensor(lengths, device=device)
+    rows = []
+    for cell_name, step in cells(hidden, device).items():
+        variants = {
+            "per-example loop": lambda step=step: torch.cat(
+                [lstm_over_sequence(x, step, hidden) for x in examples]),
+            "Matchbox": lambda step=step: lstm_over_sequence(xb, step, hidden).data,
+            "hand-padded": lambda step=step: padded_lstm(padded, length_tensor, step, hidden),
+        }
+        # The three compute the same thing.
+        expected = variants["hand-padded"]()
+        for name in ("per-example loop", "Matchbox"):
+            torch.testing.assert_close(variants[name](), expected, rtol=1e-4, atol=1e-5)
+        rows += _timed_rows(f"hidden {hidden}", cell_name, variants, repeats)
     lstm = torch.nn.LSTM(hidden, hidden, batch_first=True).to(device)
     packed = pack_sequence([e[0] for e in examples], enforce_sorted=False)
-
-    def loop():
-        return torch.cat([lstm_over_sequence(x, w_ih, w_hh, b) for x in examples])
-
-    def matchbox_batch():
-        return lstm_over_sequence(xb, w_ih, w_hh, b).data
-
-    def hand_padded():
-        return padded_lstm(padded, length_tensor, w_ih, w_hh, b)
-
-    def packed_lstm():
-        return lstm(packed)[1][0]
-
-    # The three cell implementations compute the same thing.
-    torch.testing.assert_close(matchbox_batch(), hand_padded(), rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(loop(), hand_padded(), rtol=1e-4, atol=1e-5)
-
-    def with_backward(fn):
-        return lambda: fn().sum().backward()
-
-    variants = {"per-example loop": loop, "Matchbox": matchbox_batch,
-                "hand-padded": hand_padded, "PackedSequence + nn.LSTM": packed_lstm}
-    forward = {k: median_seconds(v, repeats) for k, v in variants.items()}
-    backward = {k: median_seconds(with_backward(v), repeats) for k, v in variants.items()}
-    rows = []
-    for name in variants:
-        rows.append([f"hidden {hidden}", name,
-                     f"{forward[name] * 1e3:.1f}", f"{forward[name] / forward['hand-padded']:.2f}",
-                     f"{backward[name] * 1e3:.1f}",
-                     f"{backward[name] / backward['hand-padded']:.2f}"])
+    reference = {"PackedSequence + nn.LSTM": lambda: lstm(packed)[1][0],
+                 "hand-padded": lambda: padded_lstm(padded, length_tensor,
+                                                    cells(hidden, device)["nn.LSTMCell"], hidden)}
+    rows += _timed_rows(f"hidden {hidden}", "fused", reference, repeats)[:1]
     return rows
+
+
+def _timed_rows(size: str, cell: str, variants: dict, repeats: int) -> list[list[str]]:
+    """Forward and forward+backward medians, as ratios to the hand-padded variant.
+
+    The batched variants are timed in alternating rounds (the ratio that
+    matters); the per-example loop, whose heavy Python use slows whatever runs
+    right after it, is timed on its own.
+    """
+    loop = {k: v for k, v in variants.items() if k == "per-example loop"}
+    batched = {k: v for k, v in variants.items() if k not in loop}
+
+    def backward(v):
+        return lambda: v().sum().backward()
+
+    forward = interleaved_medians(batched, repeats)
+    both = interleaved_medians({k: backward(v) for k, v in batched.items()}, repeats)
+    for name, fn in loop.items():
+        forward[name] = median_seconds(fn, max(3, repeats // 3))
+        both[name] = median_seconds(backward(fn), max(3, repeats // 3))
+    return [[size, cell, name, f"{forward[name] * 1e3:.1f}",
+             f"{forward[name] / forward['hand-padded']:.2f}", f"{both[name] * 1e3:.1f}",
+             f"{both[name] / both['hand-padded']:.2f}"] for name in variants]
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -121,7 +140,7 @@ def main(argv: list[str] | None = None) -> str:
         rows += run(args.batch, hidden, *args.lengths, args.repeats, args.device)
     text = (f"### LSTM cell loop: batch {args.batch}, lengths {args.lengths[0]}-"
             f"{args.lengths[1]} (uniform), {args.device}\n\n{machine()}\n\n"
-            + table(["size", "variant", "forward ms", "× hand-padded", "fwd+bwd ms",
+            + table(["size", "cell", "variant", "forward ms", "× hand-padded", "fwd+bwd ms",
                      "× hand-padded"], rows))
     print(text)
     print(f"\nwritten to {write('lstm_cell', text)}")
