@@ -215,8 +215,6 @@ def _check_plain_tensors(
         if position < 0:
             continue
         size = a.size(position)
-        if position == 0 and i == 0:
-            continue
         if dynamic and size != 1 and size not in sizes:
             raise ValueError(
                 f"{op}: a plain tensor argument has size {size} in dimension {i}, which is "
