@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from matchbox import _registry
+from matchbox._masking import lengths_along
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.constructors import new_batch
 from matchbox.ops.shape import reshape_batch
@@ -52,7 +53,7 @@ def size_as_tensor(x: Any, dim: int) -> Any:
     d = normalize_dim(dim, x.dim(), "size_as_tensor")
     batch = x.data.size(0)
     if d > 0 and x.dims[d - 1]:
-        sizes = x.lengths()[:, sum(x.dims[: d - 1])]
+        sizes = lengths_along(x, d)
     else:
         sizes = torch.full((batch,), 1 if d == 0 else x.data.size(d), device=x.device)
     mask = torch.ones(batch, dtype=torch.bool, device=x.device)

@@ -48,10 +48,6 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     return items
 
 
-def _lengths_along(x: MaskedBatch, d: int) -> torch.Tensor:
-    return x.lengths()[:, sum(x.dims[: d - 1])]
-
-
 def _with_length(x: MaskedBatch, d: int, data: torch.Tensor, length: torch.Tensor,
                  old_length: torch.Tensor) -> MaskedBatch:
     """A result along dynamic dim ``d`` whose examples have ``length`` elements."""
@@ -69,7 +65,7 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
     if step <= 0:
         # As torch: a zero step is an error, and tensors have no negative steps.
         raise ValueError(f"{op}: slice step must be positive, got {step}")
-    n = _lengths_along(x, d)
+    n = _masking.lengths_along(x, d)
     first = torch.zeros_like(n) if start is None else (
         torch.full_like(n, start) if start >= 0 else (n + start).clamp(min=0))
     first = torch.minimum(first, n)
@@ -99,7 +95,7 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
 def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     """``x[..., item]`` along dynamic dim ``d``: each example's own element ``item``."""
     dims = x.dims[: d - 1] + x.dims[d:]
-    n = _lengths_along(x, d)
+    n = _masking.lengths_along(x, d)
     missing = (n <= item) if item >= 0 else (n < -item)
     if missing.any():
         j = int(missing.nonzero()[0])

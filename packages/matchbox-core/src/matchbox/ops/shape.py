@@ -421,8 +421,7 @@ def cat(func, tensors, dim=0, **kwargs):
 
 def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> MaskedBatch:
     """Concatenate along dynamic dimension ``d``: each example's parts end to end."""
-    column = sum(dims[: d - 1])
-    lengths = [p.lengths()[:, column] if p.dims[d - 1] else
+    lengths = [_masking.lengths_along(p, d) if p.dims[d - 1] else
                torch.full((p.data.size(0),), p.data.size(d), device=p.device)
                for p in parts]
     padded = [p.data.size(d) for p in parts]
