@@ -84,6 +84,7 @@ def align(
     """
     batches = [a for a in args if isinstance(a, MaskedBatch)]
     rank = example_rank(*args)
+    check_plain_batch_dim(op, args, rank)
     batch_size = batches[0].data.size(0)
     for b in batches:
         if b.data.size(0) != batch_size:

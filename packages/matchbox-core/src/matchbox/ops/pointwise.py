@@ -118,8 +118,6 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     op = _registry.op_name(func)
-    rank = _masking.example_rank(*flat)
-    _masking.check_plain_batch_dim(op, flat, rank)
     values, mask, dims = _masking.align(op, flat)
     values = _mask_broadcast_gradients(flat, values, mask, dims)
     n = len(args)
