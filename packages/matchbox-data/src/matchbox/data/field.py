@@ -158,7 +158,7 @@ class _Field:
     def numericalize(self, example: Any) -> torch.Tensor:
         """One raw example as the tensor of batch size one that the batch holds for it."""
         values = self._numericalize_all([example], None)
-        return self._example_tensor(values[0], None)
+        return self._shaped(values, None, None)[0][0]
 
     def _numericalize_all(self, examples: Sequence[Any], label: str | None) -> list:
         """Preprocess and numericalise every example: lists of ids, or tensors."""
@@ -258,26 +258,38 @@ class _Field:
         shape = (1, len(value)) if self.sequential else (1,)
         return torch.tensor(value, dtype=self.dtype, device=device).reshape(shape)
 
-    def _dims(self, values: list, label: str | None) -> tuple[bool, ...]:
-        """Which dimensions of the examples are dynamic, after checking static sizes agree."""
+    def _shaped(self, values: list, device: Any,
+                label: str | None) -> tuple[list[torch.Tensor], tuple[bool, ...]]:
+        """The examples' tensors of batch size one and the batch dims, sizes checked."""
         if self.use_vocab:
-            return (True,) if self.sequential else ()
-        first = values[0]
-        for index, value in enumerate(values):
-            if value.dim() != first.dim():
+            tensors = [self._example_tensor(v, device) for v in values]
+            return tensors, ((True,) if self.sequential else ())
+        tensors = [self._example_tensor(v, device)[0] for v in values]
+        first = tensors[0]
+        if self.sequential:
+            # An empty list (a zero-length sequence) cannot show the static sizes of its
+            # steps: it takes them from the first example that has them.
+            first = next((t for t in tensors if t.dim() > 1), first)
+            tensors = [t.reshape(0, *first.shape[1:]) if t.dim() == 1 and t.numel() == 0
+                       else t for t in tensors]
+        for index, tensor in enumerate(tensors):
+            if tensor.dim() != first.dim():
                 raise FieldError(
-                    f"{self._label(label)}: example {index} has {value.dim()} dimensions but "
-                    f"example 0 has {first.dim()}"
+                    f"{self._label(label)}: example {index} has {tensor.dim()} dimensions but "
+                    f"example {_index_of(tensors, first)} has {first.dim()}"
                 )
-            static = value.shape[1:] if self.sequential else value.shape
+            static = tensor.shape[1:] if self.sequential else tensor.shape
             expected = first.shape[1:] if self.sequential else first.shape
             if static != expected:
                 what = "static sizes after the sequence dimension" if self.sequential else "shape"
                 raise FieldError(
                     f"{self._label(label)}: examples must agree in their {what}, but example "
-                    f"{index} has {tuple(static)} and example 0 has {tuple(expected)}"
+                    f"{index} has {tuple(static)} and example {_index_of(tensors, first)} has "
+                    f"{tuple(expected)}"
                 )
-        return (self.sequential,) + (False,) * (first.dim() - (1 if self.sequential else 0))
+        leading = (True,) if self.sequential else ()
+        dims = leading + (False,) * (first.dim() - len(leading))
+        return [t.unsqueeze(0) for t in tensors], dims
 
     # ------------------------------------------------------------------ reversing
 
@@ -335,8 +347,7 @@ class MaskedBatchField(_Field):
         values = self._numericalize_all(examples, label)
         if self.use_vocab and self.postprocessing is None:
             return self._id_batch(values, device)
-        tensors = [self._example_tensor(v, device) for v in values]
-        dims = self._dims([t[0] for t in tensors], label)
+        tensors, dims = self._shaped(values, device, label)
         return MaskedBatch.fromlist(tensors, dims)
 
     def _id_batch(self, values: list, device: Any) -> MaskedBatch:
@@ -375,9 +386,12 @@ class PackedBatchField(_Field):
     def _process(self, examples: Sequence[Any], device: Any, label: str | None) -> Any:
         packed_batch = _packed_batch_class()
         values = self._numericalize_all(examples, label)
-        tensors = [self._example_tensor(v, device) for v in values]
-        dims = self._dims([t[0] for t in tensors], label)
+        tensors, dims = self._shaped(values, device, label)
         return packed_batch.fromlist(tensors, dims)
+
+
+def _index_of(tensors: list[torch.Tensor], tensor: torch.Tensor) -> int:
+    return next(i for i, t in enumerate(tensors) if t is tensor)
 
 
 def _packed_batch_class() -> Any:
