@@ -96,3 +96,12 @@ def test_empty_batches_and_bad_fields():
     with pytest.raises(TypeError, match=r"Collate: fields must be a field, a tuple or list of "
                                         r"fields, or a dict of fields, got str"):
         Collate("text")
+
+
+def test_fields_and_collate_pickle_for_worker_processes():
+    import pickle
+
+    text, label = fields()
+    collate = pickle.loads(pickle.dumps(Collate((text, label))))
+    xb, yb = collate([("a b", "x"), ("c", "y")])
+    assert text.reverse(xb) == [["a", "b"], ["c"]] and label.reverse(yb) == ["x", "y"]

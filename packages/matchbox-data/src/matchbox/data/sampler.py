@@ -66,6 +66,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
+        self._plan: tuple[int, list[list[int]]] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order ``__iter__`` gives (as ``DistributedSampler``)."""
@@ -80,7 +81,12 @@ class BucketBatchSampler(Sampler[list[int]]):
     # ------------------------------------------------------------------ the plan
 
     def _all_batches(self) -> list[list[int]]:
-        """Every rank's batches for this epoch, the same on every rank."""
+        """Every rank's batches for this epoch, the same on every rank (computed once)."""
+        if self._plan is None or self._plan[0] != self.epoch:
+            self._plan = (self.epoch, self._plan_epoch())
+        return self._plan[1]
+
+    def _plan_epoch(self) -> list[list[int]]:
         rng = random.Random(f"{self.seed}/{self.epoch}")
         order = list(range(len(self.lengths)))
         if self.shuffle:
