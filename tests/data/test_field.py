@@ -199,6 +199,12 @@ def test_static_field_whose_examples_disagree_in_size():
     with pytest.raises(FieldError, match=r"'frames': example 1 has 1 dimensions but example 0 "
                                          r"has 2"):
         steps.process([torch.zeros(4, 2), torch.zeros(4)])
+    # an empty first example takes its static sizes from the first one that shows them
+    with pytest.raises(FieldError, match=r"'frames': examples must agree in their static sizes "
+                                         r"after the sequence dimension, but example 2 has "
+                                         r"\(4,\) and example 1 has \(3,\)"):
+        steps.process([[], torch.zeros(2, 3), torch.zeros(1, 4)])
+    assert steps.process([[], torch.zeros(2, 3)]).data.shape == (2, 2, 3)
 
 
 def test_non_sequential_field_given_sequences():

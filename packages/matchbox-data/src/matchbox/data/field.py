@@ -265,18 +265,20 @@ class _Field:
             tensors = [self._example_tensor(v, device) for v in values]
             return tensors, ((True,) if self.sequential else ())
         tensors = [self._example_tensor(v, device)[0] for v in values]
-        first = tensors[0]
+        reference = 0  # the example whose sizes the others must have
         if self.sequential:
             # An empty list (a zero-length sequence) cannot show the static sizes of its
             # steps: it takes them from the first example that has them.
-            first = next((t for t in tensors if t.dim() > 1), first)
-            tensors = [t.reshape(0, *first.shape[1:]) if t.dim() == 1 and t.numel() == 0
+            reference = next((i for i, t in enumerate(tensors) if t.dim() > 1), 0)
+            static_sizes = tensors[reference].shape[1:]
+            tensors = [t.reshape(0, *static_sizes) if t.dim() == 1 and t.numel() == 0
                        else t for t in tensors]
+        first = tensors[reference]
         for index, tensor in enumerate(tensors):
             if tensor.dim() != first.dim():
                 raise FieldError(
                     f"{self._label(label)}: example {index} has {tensor.dim()} dimensions but "
-                    f"example {_index_of(tensors, first)} has {first.dim()}"
+                    f"example {reference} has {first.dim()}"
                 )
             static = tensor.shape[1:] if self.sequential else tensor.shape
             expected = first.shape[1:] if self.sequential else first.shape
@@ -284,7 +286,7 @@ class _Field:
                 what = "static sizes after the sequence dimension" if self.sequential else "shape"
                 raise FieldError(
                     f"{self._label(label)}: examples must agree in their {what}, but example "
-                    f"{index} has {tuple(static)} and example {_index_of(tensors, first)} has "
+                    f"{index} has {tuple(static)} and example {reference} has "
                     f"{tuple(expected)}"
                 )
         leading = (True,) if self.sequential else ()
@@ -388,10 +390,6 @@ class PackedBatchField(_Field):
         values = self._numericalize_all(examples, label)
         tensors, dims = self._shaped(values, device, label)
         return packed_batch.fromlist(tensors, dims)
-
-
-def _index_of(tensors: list[torch.Tensor], tensor: torch.Tensor) -> int:
-    return next(i for i, t in enumerate(tensors) if t is tensor)
 
 
 def _packed_batch_class() -> Any:
