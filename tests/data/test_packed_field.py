@@ -40,3 +40,14 @@ def test_packed_batch_equals_per_example_tensors():
     for g, text in zip(got, texts):
         torch.testing.assert_close(g, field.numericalize(text), rtol=0, atol=0)
     assert field.reverse(batch) == [t.split() for t in texts]
+
+
+def test_packed_numeric_sequences_with_features(dtype):
+    packed = pytest.importorskip("matchbox.packed", reason="needs matchbox-packed installed")
+    if not hasattr(packed, "PackedBatch"):
+        pytest.skip("the installed matchbox-packed has no PackedBatch yet")
+    field = PackedBatchField(use_vocab=False, dtype=dtype)
+    raw = [torch.randn(n, 3, dtype=torch.float64) for n in (2, 5, 1)]
+    batch = field.process(raw)
+    for g, x in zip(batch.examples(), raw):
+        torch.testing.assert_close(g, x.to(dtype).unsqueeze(0), rtol=0, atol=0)
