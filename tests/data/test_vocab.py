@@ -40,6 +40,8 @@ def test_without_unk_an_unknown_token_raises_key_error_naming_it():
         vocab.lookup_indices(["a", "zzz"])
     with pytest.raises(KeyError, match="zzz"):
         vocab["zzz"]
+    with pytest.raises(KeyError, match="zzz"):
+        vocab.lookup_indices(iter(["a", "zzz"]))
 
 
 def test_unk_token_is_added_to_the_specials_when_missing():

@@ -98,10 +98,11 @@ class Vocab:
 
     def lookup_indices(self, tokens: Iterable[Hashable]) -> list[int]:
         """The ids of ``tokens`` (``KeyError`` names the first unknown one without an unk)."""
+        tokens = list(tokens)  # an iterator could not be read twice for the error
         get, unk = self.stoi.get, self.unk_index
         indices = [get(token, unk) for token in tokens]
         if unk is None and None in indices:
-            raise KeyError(list(tokens)[indices.index(None)])
+            raise KeyError(tokens[indices.index(None)])
         return indices  # type: ignore[return-value]
 
     def lookup_tokens(self, indices: Iterable[int]) -> list[Hashable]:
