@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHMARKS = ["lstm_cell"]
+BENCHMARKS = ["lstm_cell", "data_loading"]
 
 
 def main() -> None:

@@ -1,10 +1,32 @@
-"""Data loading for Matchbox (distribution ``matchbox-data``).
+"""Data loading for Matchbox (distribution ``matchbox-data``): from raw text to batches.
 
-This subpackage will hold the fields ``MaskedBatchField`` and ``PackedBatchField``,
-vocabularies, a ``collate_fn`` for ``torch.utils.data.DataLoader``, a
-length-bucketing batch sampler, and (with the ``torchtext`` extra) an adapter for
-torchtext vocabularies and datasets. ``PackedBatchField`` imports
-``matchbox.packed`` lazily, so this distribution depends on ``matchbox-core`` only.
+- ``MaskedBatchField`` / ``PackedBatchField``: torchtext-style fields (tokenize,
+  lower, init/eos tokens, ``build_vocab``) whose ``process`` gives batches;
+- ``Vocab``: tokens ↔ ids with frequency cut-offs, save/load;
+- ``Collate``: a ``collate_fn`` for ``torch.utils.data.DataLoader`` (one field,
+  a tuple or a dict of fields);
+- ``BucketBatchSampler``: length-bucketed batches by count or by padded tokens;
+- ``corpus``: the Python standard library's sources as an offline text corpus;
+- ``matchbox.data.torchtext``: the adapter for torchtext (extra ``torchtext``).
+
+``PackedBatchField`` imports ``matchbox.packed`` when first used, so this
+distribution depends on ``matchbox-core`` only.
 """
 
-__all__: list[str] = []
+from matchbox.data import corpus
+from matchbox.data.collate import Collate
+from matchbox.data.field import FieldError, MaskedBatchField, PackedBatchField
+from matchbox.data.sampler import BucketBatchSampler
+from matchbox.data.tokenizers import get_tokenizer
+from matchbox.data.vocab import Vocab
+
+__all__ = [
+    "BucketBatchSampler",
+    "Collate",
+    "FieldError",
+    "MaskedBatchField",
+    "PackedBatchField",
+    "Vocab",
+    "corpus",
+    "get_tokenizer",
+]

@@ -1,0 +1,79 @@
+"""Named tokenizers for fields: a field's ``tokenize`` is a callable or one of these names.
+
+| name          | splits                                                        | example                               |
+|---------------|---------------------------------------------------------------|---------------------------------------|
+| ``"split"``   | on runs of whitespace (``str.split``)                         | ``"a  b\\tc"`` → ``a b c``             |
+| ``"words"``   | into words and single punctuation marks                       | ``"Don't stop."`` → ``Don ' t stop .`` |
+| ``"chars"``   | into characters                                               | ``"ab c"`` → ``a b ␠ c``               |
+| ``"identifier"`` | a Python identifier into its lower-case parts              | ``"getHTTPResponse_code"`` → ``get http response code`` |
+| ``"python"``  | Python source into token strings (the standard ``tokenize``)  | ``"f(x)"`` → ``f ( x )``               |
+
+Every tokenizer keeps every non-space character of its input: nothing is dropped
+silently. Lower-casing is the field's ``lower`` option, not the tokenizer's, except
+for ``"identifier"``, whose parts are case-free words by design.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize as _tokenize
+from collections.abc import Callable
+
+Tokenizer = Callable[[str], list[str]]
+
+_WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+# Parts of an identifier: an upper-case run not followed by lower case (an acronym),
+# a capitalised or lower-case word, or a number.
+_IDENTIFIER_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# Token types that carry layout, not text.
+_LAYOUT = {
+    _tokenize.ENCODING, _tokenize.NEWLINE, _tokenize.NL, _tokenize.INDENT,
+    _tokenize.DEDENT, _tokenize.ENDMARKER,
+}
+
+
+def split(text: str) -> list[str]:
+    """Split on runs of whitespace."""
+    return text.split()
+
+
+def words(text: str) -> list[str]:
+    """Words (runs of letters, digits, underscores) and single punctuation marks."""
+    return _WORDS.findall(text)
+
+
+def chars(text: str) -> list[str]:
+    """One token per character, spaces included."""
+    return list(text)
+
+
+def identifier(name: str) -> list[str]:
+    """The lower-case parts of a snake_case or camelCase identifier."""
+    return [part.lower() for part in _IDENTIFIER_PARTS.findall(name)]
+
+
+def python(source: str) -> list[str]:
+    """The token strings of Python source, without layout tokens (newlines, indents)."""
+    tokens = _tokenize.generate_tokens(io.StringIO(source).readline)
+    return [token.string for token in tokens if token.type not in _LAYOUT]
+
+
+TOKENIZERS: dict[str, Tokenizer] = {
+    "split": split,
+    "words": words,
+    "chars": chars,
+    "identifier": identifier,
+    "python": python,
+}
+
+
+def get_tokenizer(tokenize: str | Tokenizer) -> Tokenizer:
+    """The tokenizer a field's ``tokenize`` argument names (or the callable itself)."""
+    if callable(tokenize):
+        return tokenize
+    if isinstance(tokenize, str) and tokenize in TOKENIZERS:
+        return TOKENIZERS[tokenize]
+    raise ValueError(
+        f"tokenize must be a callable or one of {sorted(TOKENIZERS)}, got {tokenize!r}"
+    )
