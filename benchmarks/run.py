@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-BENCHMARKS = ["lstm_cell"]
+BENCHMARKS = ["lstm_cell", "lstm_module"]
 
 
 def main() -> None:
