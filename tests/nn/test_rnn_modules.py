@@ -18,7 +18,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matchbox import MaskedBatch
+from matchbox import MaskedBatch, _registry
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
 from matchbox.testing import mb_assert
 
@@ -112,6 +112,15 @@ def state_examples(module, batch_size, dtype):
     sizes = [h] + ([c] if c else [])
     return [[torch.randn(1, rows, size, dtype=dtype) for _ in range(batch_size)]
             for size in sizes]
+
+
+@pytest.mark.parametrize("batch_type", ["MaskedBatch", "TimeMajorBatch"])
+def test_every_registered_recurrent_module_op_is_tested_here(batch_type):
+    # KINDS reaches each of these ops (nn.RNN's two nonlinearities, LSTM, GRU);
+    # an op newly registered in the family must be added to KINDS.
+    registered = {e.name for e in _registry.entries(batch_type)
+                  if e.family == "recurrent_modules"}
+    assert registered == {"torch.rnn_tanh", "torch.rnn_relu", "torch.lstm", "torch.gru"}
 
 
 def check(module, lengths, dtype, with_states):
@@ -285,3 +294,26 @@ def test_other_ops_on_a_time_major_view_say_to_convert_back():
     with pytest.raises(TypeError, match="batch_major: expected a tensor or a TimeMajorBatch"):
         batch_major(MaskedBatch.fromlist(examples_of_lengths([1], torch.float64),
                                          (True, False)))
+
+
+def test_torchs_own_checks_run_on_the_batch():
+    # nn.LSTM.forward checks dtype, feature size and state sizes before its
+    # _VF call; the batch answers those questions, so torch's messages appear.
+    xb = MaskedBatch.fromlist([torch.randn(1, 2, 3), torch.randn(1, 4, 3)], (True, False))
+    with pytest.raises(ValueError, match=r"RNN input dtype \(torch\.float32\) does not match "
+                                         r"weight dtype \(torch\.float64\)"):
+        make_module("lstm")(xb)
+    with pytest.raises(RuntimeError, match="input.size\\(-1\\) must be equal to input_size. "
+                                           "Expected 5, got 3"):
+        torch.nn.GRU(5, HIDDEN, batch_first=True)(xb)
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"):
+        torch.nn.GRU(FEATURES, HIDDEN, batch_first=True)(xb, torch.zeros(1, 3, HIDDEN))
+
+
+def test_unbatched_examples_are_refused():
+    # A (1, features) example would be an unbatched one-step sequence for the
+    # module, which unsqueezes dimension 0: a batch cannot move its batch dimension.
+    xb = MaskedBatch.fromlist([torch.randn(1, 3), torch.randn(1, 3)], (False,))
+    with pytest.raises(ValueError, match=r"Tensor\.unsqueeze: dimension 0 is the batch "
+                                         r"dimension"):
+        torch.nn.LSTM(FEATURES, HIDDEN, batch_first=True)(xb)
