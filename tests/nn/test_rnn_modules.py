@@ -22,6 +22,9 @@ from matchbox import MaskedBatch, _registry
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
 from matchbox.testing import mb_assert
 
+# PyTorch warns that oneDNN has no projection LSTM (it falls back to its own).
+pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
+
 FEATURES, HIDDEN, PROJ = 3, 4, 2
 KINDS = ["rnn_tanh", "rnn_relu", "lstm", "lstm_proj", "gru"]
 

@@ -92,39 +92,53 @@ def recurrent_module_time_major(func, input, hx, params, has_biases, num_layers,
 
 
 def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tuple:
-    """``func`` on the real rows of ``input``: ``(output batch, *final states)``."""
-    _check_input(op, input)
-    states = _state_list(op, hx)
-    data = input.data
-    if input._mask is None or data.size(1) == 0:
-        return _run_unpadded(func, input, states, settings)
+    """``func`` on the real rows of ``input``: ``(output batch, *final states)``.
 
-    # Pack: sort by decreasing length (PyTorch's packed layout), drop the empty
-    # examples (sorted last), one packing call for the batch.
-    lengths = input.mask.reshape(data.size(0), data.size(1)).sum(1).cpu()
-    sorted_lengths, order = torch.sort(lengths, descending=True)
+    ``settings`` are the op's arguments after the states, up to ``bidirectional``.
+    """
+    states = _state_list(op, hx)
+    _check_input(op, input)
+    if input._mask is None or input.data.size(1) == 0:
+        return _run_unpadded(func, input, states, settings)
+    sorted_lengths, order = _sorted_lengths(input)
     n_real = int(torch.count_nonzero(sorted_lengths))
-    order = order.to(data.device)
-    restore = torch.empty_like(order).scatter_(
-        0, order, torch.arange(order.numel(), device=order.device))
     if n_real == 0:
         return _all_empty(input, states, settings)
-    sorted_states = [s.index_select(1, order) for s in states]
-    real_rows = data.index_select(0, order[:n_real])
-    packed, batch_sizes = _VF._pack_padded_sequence(real_rows, sorted_lengths[:n_real], True)
 
+    # One packing call for the batch, on the non-empty examples only.
+    data = input.data
+    packed, batch_sizes = _VF._pack_padded_sequence(
+        data.index_select(0, order[:n_real]), sorted_lengths[:n_real], True)
+    sorted_states = [s.index_select(1, order) for s in states]
     result = func(packed, batch_sizes, _as_hx(hx, [s[:, :n_real] for s in sorted_states]),
                   *settings)
-
     out, _ = _VF._pad_packed_sequence(result[0], batch_sizes, True, 0.0, data.size(1))
+    final = list(result[1:])
     if n_real < data.size(0):
+        # The empty examples (sorted last): empty outputs, initial states kept.
         out = torch.cat([out, out.new_zeros(data.size(0) - n_real, *out.shape[1:])], 0)
-        final = [torch.cat([s, s0[:, n_real:]], 1)
-                 for s, s0 in zip(result[1:], sorted_states)]
-    else:
-        final = list(result[1:])
+        final = [torch.cat([s, s0[:, n_real:]], 1) for s, s0 in zip(final, sorted_states)]
+
+    restore = _inverse(order)
     output = MaskedBatch._make(out.index_select(0, restore), input._mask, input.dims)
     return (output, *[s.index_select(1, restore) for s in final])
+
+
+def _sorted_lengths(input: MaskedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lengths sorted decreasingly (on the CPU, as packing reads them) and the order.
+
+    This is PyTorch's packed layout (cuDNN's too); empty examples come last.
+    """
+    data = input.data
+    lengths = input.mask.reshape(data.size(0), data.size(1)).sum(1).cpu()
+    sorted_lengths, order = torch.sort(lengths, descending=True)
+    return sorted_lengths, order.to(data.device)
+
+
+def _inverse(order: torch.Tensor) -> torch.Tensor:
+    """The permutation that puts sorted rows back in the caller's order."""
+    positions = torch.arange(order.numel(), device=order.device)
+    return torch.empty_like(order).scatter_(0, order, positions)
 
 
 def _run_unpadded(func: Any, input: MaskedBatch, states: list[torch.Tensor],
