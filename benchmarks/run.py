@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from pathlib import Path
 
-BENCHMARKS = ["lstm_cell", "data_loading"]
+# Every module here that is not private (``_harness``) or this runner is a benchmark.
+BENCHMARKS = sorted(
+    path.stem for path in Path(__file__).parent.glob("*.py")
+    if not path.stem.startswith("_") and path.stem not in ("run", "report")
+)
 
 
 def main() -> None:

@@ -1,7 +1,9 @@
 """matchbox-nn's op families, one module each (importing them registers them).
 
-| family    | module             | what happens to the mask                                |
-|-----------|--------------------|---------------------------------------------------------|
-| linear    | linear.py          | rows keep their mask; padding zeroed for the weight grad |
-| recurrent | recurrent_cells.py | a step is real where input and state are real           |
+| family            | module               | what happens to the mask                                 |
+|-------------------|----------------------|----------------------------------------------------------|
+| linear            | linear.py            | rows keep their mask; padding zeroed for the weight grad |
+| recurrent         | recurrent_cells.py   | a step is real where input and state are real            |
+| recurrent_modules | recurrent_modules.py | output keeps the input's mask (only real rows are run);  |
+|                   |                      | final states are plain (L*D, B, H) tensors               |
 """

@@ -1,0 +1,192 @@
+"""Whole recurrent modules (``nn.RNN``, ``nn.LSTM``, ``nn.GRU``) on batches, packed.
+
+How a module call reaches this file: ``nn.LSTM.forward`` (likewise ``nn.RNN``
+and ``nn.GRU``) asks the input for ``dim()``, ``size(0)`` (the batch size, with
+``batch_first=True``), ``size(-1)``, ``dtype`` and ``device``, builds zero
+initial states of that batch size when none are given, checks the states'
+sizes, then calls ``torch.lstm`` / ``torch.gru`` / ``torch.rnn_tanh`` /
+``torch.rnn_relu`` (the ``_VF`` functions) with the input, the states and its
+own flat weights.  A ``MaskedBatch`` answers those questions honestly (the
+batch size, the static feature size), and the ``_VF`` call reaches
+``MaskedBatch.__torch_function__``, which dispatches here.  Nothing in torch
+is changed.
+
+Semantics (the oracle is the loop calling the same module on each example):
+
+| argument / result | per example                      | on the batch                               |
+|-------------------|----------------------------------|--------------------------------------------|
+| input             | ``(1, T, F)``, ``T`` may differ  | ``MaskedBatch``, dims ``(True, False)``     |
+| initial states    | ``(L*D, 1, H)`` plain tensor     | ``(L*D, B, H)`` plain tensor, caller order  |
+| output            | ``(1, T, D*H)``                  | ``MaskedBatch`` with the input's mask       |
+| final states      | ``(L*D, 1, H)``                  | ``(L*D, B, H)``: the loop's, cat on dim 1   |
+| ``T == 0``        | PyTorch refuses                  | output ``(1, 0, D*H)``; final = initial     |
+
+States stay plain tensors in PyTorch's batched layout (what a
+``PackedSequence`` input gives): an example's state has its batch dimension
+in position 1, which a ``MaskedBatch`` (batch in dimension 0) cannot hold, and
+states never differ in size between examples, so a mask would say nothing.
+
+Only real rows are computed: the examples are sorted by length and packed
+(``_pack_padded_sequence``, one call for the batch), the module's own flat
+weights run through the packed variant of the op (cuDNN on CUDA), and the
+result is unpacked into the input's padded layout.  Padding is never read, so
+NaN there reaches neither outputs nor gradients.  PyTorch cannot pack an
+empty sequence, so zero-length examples are sorted last and left out of the
+packed call; their output is empty and their final state is their initial
+state (the natural continuation: no step was taken).
+
+``batch_first``: a ``MaskedBatch`` is always batch-major, so it goes to a
+module built with ``batch_first=True``.  A ``batch_first=False`` module reads
+dimension 1 of its input as the batch; for such a module, per-example code
+passes ``matchbox.nn.time_major(x)`` (``x.transpose(0, 1)`` on a tensor, a
+time-major view of a batch, see ``time_major.py``).
+
+Dropout between layers (``dropout > 0`` in training) draws an independent mask
+for every packed row, so examples get independent masks, but the random
+numbers differ from the loop's; in eval mode it is off and the loop is exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import _VF
+
+from matchbox import _registry
+from matchbox.masked_batch import MaskedBatch
+from matchbox.nn.time_major import TimeMajorBatch
+
+RECURRENT_MODULE_OPS = (torch.rnn_tanh, torch.rnn_relu, torch.lstm, torch.gru)
+
+
+@_registry.implements(*RECURRENT_MODULE_OPS, family="recurrent_modules")
+def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, train,
+                     bidirectional, batch_first):
+    op = _registry.op_name(func)
+    if not batch_first:
+        raise ValueError(
+            f"{op}: the module has batch_first=False, so it reads dimension 1 of its "
+            "input as the batch, but a MaskedBatch is batch-major (examples of shape "
+            "(1, length, features)); build the module with batch_first=True, or call it "
+            "on matchbox.nn.time_major(x)"
+        )
+    return run_packed(op, func, input, hx, (params, has_biases, num_layers, dropout, train,
+                                            bidirectional))
+
+
+@_registry.implements(*RECURRENT_MODULE_OPS, family="recurrent_modules",
+                      batch_type="TimeMajorBatch")
+def recurrent_module_time_major(func, input, hx, params, has_biases, num_layers, dropout,
+                                train, bidirectional, batch_first):
+    op = _registry.op_name(func)
+    if batch_first:
+        raise ValueError(
+            f"{op}: the module has batch_first=True but its input is a time-major view; "
+            "pass the MaskedBatch itself (time_major(x) is for batch_first=False modules)"
+        )
+    batch = input.batch if isinstance(input, TimeMajorBatch) else input
+    output, *states = run_packed(op, func, batch, hx, (params, has_biases, num_layers,
+                                                       dropout, train, bidirectional))
+    return (TimeMajorBatch(output), *states)
+
+
+def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tuple:
+    """``func`` on the real rows of ``input``: ``(output batch, *final states)``.
+
+    ``settings`` are the op's arguments after the states, up to ``bidirectional``.
+    """
+    states = _state_list(op, hx)
+    _check_input(op, input)
+    if input._mask is None or input.data.size(1) == 0:
+        return _run_unpadded(func, input, states, settings)
+    sorted_lengths, order = _sorted_lengths(input)
+    n_real = int(torch.count_nonzero(sorted_lengths))
+    if n_real == 0:
+        return _all_empty(input, states, settings)
+
+    # One packing call for the batch, on the non-empty examples only.
+    data = input.data
+    packed, batch_sizes = _VF._pack_padded_sequence(
+        data.index_select(0, order[:n_real]), sorted_lengths[:n_real], True)
+    sorted_states = [s.index_select(1, order) for s in states]
+    result = func(packed, batch_sizes, _as_hx(hx, [s[:, :n_real] for s in sorted_states]),
+                  *settings)
+    out, _ = _VF._pad_packed_sequence(result[0], batch_sizes, True, 0.0, data.size(1))
+    final = list(result[1:])
+    if n_real < data.size(0):
+        # The empty examples (sorted last): empty outputs, initial states kept.
+        out = torch.cat([out, out.new_zeros(data.size(0) - n_real, *out.shape[1:])], 0)
+        final = [torch.cat([s, s0[:, n_real:]], 1) for s, s0 in zip(final, sorted_states)]
+
+    restore = _inverse(order)
+    output = MaskedBatch._make(out.index_select(0, restore), input._mask, input.dims)
+    return (output, *[s.index_select(1, restore) for s in final])
+
+
+def _sorted_lengths(input: MaskedBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lengths sorted decreasingly (on the CPU, as packing reads them) and the order.
+
+    This is PyTorch's packed layout (cuDNN's too); empty examples come last.
+    """
+    data = input.data
+    lengths = input.mask.reshape(data.size(0), data.size(1)).sum(1).cpu()
+    sorted_lengths, order = torch.sort(lengths, descending=True)
+    return sorted_lengths, order.to(data.device)
+
+
+def _inverse(order: torch.Tensor) -> torch.Tensor:
+    """The permutation that puts sorted rows back in the caller's order."""
+    positions = torch.arange(order.numel(), device=order.device)
+    return torch.empty_like(order).scatter_(0, order, positions)
+
+
+def _run_unpadded(func: Any, input: MaskedBatch, states: list[torch.Tensor],
+                  settings: tuple) -> tuple:
+    # Every example has the padded length: there is no padding to skip, so the
+    # dense op is the packed op.
+    if input.data.size(1) == 0:
+        return _all_empty(input, states, settings)
+    hx = states[0] if len(states) == 1 else tuple(states)
+    result = func(input.data, hx, *settings, True)
+    return (MaskedBatch._make(result[0], input._mask, input.dims), *result[1:])
+
+
+def _all_empty(input: MaskedBatch, states: list[torch.Tensor], settings: tuple) -> tuple:
+    # No example takes a step: empty outputs, the initial states pass through.
+    params, bidirectional = settings[0], settings[-1]
+    # Every layer's first hidden-to-hidden weight is (gates * H, H_out), with
+    # H_out the projection size when there is one: the output's width per direction.
+    width = (2 if bidirectional else 1) * params[1].size(1)
+    out = input.data.new_zeros(input.data.size(0), input.data.size(1), width)
+    return (MaskedBatch._make(out, input._mask, input.dims), *states)
+
+
+def _as_hx(hx: Any, states: list[torch.Tensor]) -> Any:
+    return tuple(states) if isinstance(hx, (tuple, list)) else states[0]
+
+
+def _state_list(op: str, hx: Any) -> list[torch.Tensor]:
+    states = list(hx) if isinstance(hx, (tuple, list)) else [hx]
+    for s in states:
+        if isinstance(s, MaskedBatch):
+            raise TypeError(
+                f"{op}: initial states must be plain tensors of shape (layers * directions, "
+                "batch, hidden) in the batch's order, as for a PackedSequence input; got a "
+                "MaskedBatch (an example's state has its batch dimension in position 1, "
+                "which a MaskedBatch cannot hold)"
+            )
+    return states
+
+
+def _check_input(op: str, input: Any) -> None:
+    if not isinstance(input, MaskedBatch):
+        raise TypeError(
+            f"{op}: the input must be the MaskedBatch (the states are plain tensors); got "
+            f"{type(input).__name__}"
+        )
+    if input.dims not in ((True, False), (False, False)):
+        raise ValueError(
+            f"{op}: each example must be (1, length, features) with a static feature "
+            f"dimension (dims (True, False)); got dims {input.dims}"
+        )

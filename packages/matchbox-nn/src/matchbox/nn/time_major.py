@@ -1,0 +1,109 @@
+"""Time-major views, for recurrent modules built with ``batch_first=False``.
+
+A ``MaskedBatch`` is batch-major: dimension 0 is the batch, and each example
+is ``(1, T, F)``.  An ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with
+``batch_first=False`` reads dimension 1 of its input as the batch, so per-example
+code written for it transposes first: ``lstm(x.transpose(0, 1))`` on a
+``(T, 1, F)`` tensor.  A batch cannot move its batch dimension, so the same
+code is written with two functions that mean exactly that on a tensor:
+
+```python
+out, h = lstm(time_major(x))   # tensor: x.transpose(0, 1); batch: a time-major view
+out = batch_major(out)         # tensor: out.transpose(0, 1); view: its MaskedBatch
+```
+
+A ``TimeMajorBatch`` answers what the module asks before its ``_VF`` call
+(``dim()``, ``size(1)`` = the batch size, ``size(-1)``, ``dtype``,
+``device``) and routes the recurrent ops through the one registry (batch type
+``"TimeMajorBatch"``); anything else says to convert back with ``batch_major``.
+The module's output comes back as a ``TimeMajorBatch`` of the output batch, and
+its final states are plain ``(L*D, B, H)`` tensors, as with ``batch_first=True``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from matchbox import _registry
+from matchbox.masked_batch import MaskedBatch, normalize_dim
+
+__all__ = ["TimeMajorBatch", "time_major", "batch_major"]
+
+
+class TimeMajorBatch:
+    """A ``MaskedBatch`` of ``(1, T, F)`` examples seen as ``(T, batch, F)``."""
+
+    __slots__ = ("batch",)
+
+    def __init__(self, batch: MaskedBatch):
+        if not isinstance(batch, MaskedBatch) or batch.dim() != 3:
+            raise TypeError(
+                "TimeMajorBatch: expected a MaskedBatch of examples (1, length, features), "
+                f"got {batch!r}"
+            )
+        self.batch = batch
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.batch.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.batch.device
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.batch.requires_grad
+
+    def dim(self) -> int:
+        return 3
+
+    def size(self, dim: int | None = None) -> Any:
+        """``size(1)`` is the batch size, ``size(2)`` the features; the time is dynamic."""
+        if dim is None:
+            return tuple(self.size(i) for i in range(3))
+        i = normalize_dim(dim, 3, "TimeMajorBatch.size")
+        if i == 0:
+            if self.batch.dims[0]:
+                raise ValueError(
+                    "TimeMajorBatch.size(0): dimension 0 is the time, which differs between "
+                    "examples; use batch_major(x) and maxsize(1) for the padded length"
+                )
+            return self.batch.size(1)
+        return self.batch.size(0) if i == 1 else self.batch.size(2)
+
+    def __repr__(self) -> str:
+        return f"TimeMajorBatch({self.batch!r})"
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+        handler = _registry.lookup(func, "TimeMajorBatch")
+        if handler is None:
+            raise NotImplementedError(
+                f"{_registry.op_name(func)} is not implemented for TimeMajorBatch (a view "
+                "for batch_first=False recurrent modules); convert back with "
+                "matchbox.nn.batch_major(x) first"
+            )
+        return handler(func, *args, **(kwargs or {}))
+
+
+def time_major(x: Any) -> Any:
+    """``x.transpose(0, 1)`` for a tensor; a ``TimeMajorBatch`` view for a batch."""
+    if isinstance(x, MaskedBatch):
+        return TimeMajorBatch(x)
+    if isinstance(x, torch.Tensor):
+        return x.transpose(0, 1)
+    raise TypeError(f"time_major: expected a tensor or a MaskedBatch, got {type(x).__name__}")
+
+
+def batch_major(x: Any) -> Any:
+    """The inverse of :func:`time_major`."""
+    if isinstance(x, TimeMajorBatch):
+        return x.batch
+    if isinstance(x, torch.Tensor):
+        return x.transpose(0, 1)
+    raise TypeError(
+        f"batch_major: expected a tensor or a TimeMajorBatch, got {type(x).__name__}"
+    )
