@@ -13,7 +13,13 @@ convolutions, attention) is the matchbox-nn issue's work and raises
 ``NotImplementedError`` naming the op until then.
 """
 
-from matchbox.nn.ops import linear, recurrent_cells, recurrent_modules  # noqa: F401
+from matchbox.nn.ops import (  # noqa: F401
+    convolution,
+    linear,
+    pooling,
+    recurrent_cells,
+    recurrent_modules,
+)
 from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
 
 __all__: list[str] = ["TimeMajorBatch", "batch_major", "time_major"]
