@@ -16,6 +16,7 @@ convolutions, attention) is the matchbox-nn issue's work and raises
 from matchbox.nn.ops import (  # noqa: F401
     convolution,
     linear,
+    padding,
     pooling,
     recurrent_cells,
     recurrent_modules,

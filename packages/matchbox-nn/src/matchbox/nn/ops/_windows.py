@@ -47,7 +47,7 @@ def as_tuple(value: Any, n: int, op: str, argument: str) -> tuple[int, ...]:
     if len(values) == 1:
         return values * n
     if len(values) != n:
-        raise ValueError(f"{op}: {argument} must be an int or {n} ints, got {value!r}")
+        raise ValueError(f"{op}: {argument} must be an int or a sequence of {n}, got {value!r}")
     return values
 
 
