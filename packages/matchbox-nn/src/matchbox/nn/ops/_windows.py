@@ -10,7 +10,7 @@ output size never reaches beyond its own right padding; pooling windows that
 overhang with ``ceil_mode`` are clipped by PyTorch and read only fill.)
 
 Each example's output size comes from PyTorch's own formula applied to its
-own input size (:func:`output_sizes`); output positions past it are padding
+own input size (:func:`output_size`); output positions past it are padding
 in the result's mask.  The result is guarded (:func:`guard_gradient`) so a
 gradient arriving at a padding position never reaches a weight or a real input.
 
@@ -74,6 +74,16 @@ def check_input(op: str, input: Any, n: int, **shared: Any) -> None:
             "static (every example has the same number), as the weight fixes them")
 
 
+def example_sizes(input: MaskedBatch, dim: int) -> torch.Tensor:
+    """Each example's size in dimension ``dim``: ``(batch, 1)`` int64.
+
+    A static dimension, or a batch without padding, has the padded size everywhere.
+    """
+    if input.dims[dim - 1] and input._mask is not None:
+        return _masking.lengths_along(input, dim).unsqueeze(1)
+    return torch.full((input.data.size(0), 1), input.data.size(dim), device=input.device)
+
+
 class Windows:
     """One sliding-window op over a batch: fills and grows its input, masks its output.
 
@@ -87,14 +97,13 @@ class Windows:
         self.n = len(self.size_fns)
         self.dynamic = [i for i in range(self.n) if input.dims[i + 1]]
         self.grown = False
+        self._sizes: dict[int, torch.Tensor] = {}
 
     def sizes(self, i: int) -> torch.Tensor:
         """Each example's input size in spatial dimension ``i``: ``(batch, 1)`` int64."""
-        dim = 2 + i
-        if self.input.dims[dim - 1] and self.input._mask is not None:
-            return _masking.lengths_along(self.input, dim).unsqueeze(1)
-        padded = torch.tensor([[self.input.data.size(dim)]], device=self.input.device)
-        return padded.expand(self.input.data.size(0), 1)
+        if i not in self._sizes:
+            self._sizes[i] = example_sizes(self.input, 2 + i)
+        return self._sizes[i]
 
     def output_sizes(self, i: int) -> torch.Tensor:
         """Each example's output size in spatial dimension ``i``: ``(batch, 1)`` int64."""

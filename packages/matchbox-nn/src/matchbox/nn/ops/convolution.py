@@ -68,9 +68,6 @@ def conv_transpose(func, input, weight, bias=None, stride=1, padding=0, output_p
     op = _registry.op_name(func)
     n = SPATIAL_DIMS[func]
     check_input(op, input, n, weight=weight, bias=bias)
-    if isinstance(padding, str):
-        raise ValueError(f"{op}: padding must be ints (PyTorch takes no string padding for "
-                         f"transposed convolutions), got {padding!r}")
     # Zero-filled padding positions scatter nothing, so each example's outputs
     # below its own output size hold exactly its own contributions.
     size_fns = [conv_transpose_size(k, s, p, d, o) for k, s, p, d, o in zip(

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
+from matchbox.nn.ops._windows import example_sizes
 
 MODES = ("constant", "reflect", "replicate", "circular")
 
@@ -53,7 +54,7 @@ def pad(func, input, pad, mode="constant", value=None):
     valid = None
     lengths = {}
     for dim, left, right in padded:
-        size = _sizes(input, dim)  # (batch, 1)
+        size = example_sizes(input, dim)  # (batch, 1)
         index, inside = _source_positions(size, data.size(dim), left, right, mode)
         data = _gather(data, dim, index)
         if inside is not None:
@@ -64,17 +65,11 @@ def pad(func, input, pad, mode="constant", value=None):
         fill = torch.full((), 0.0 if value is None else value, dtype=data.dtype,
                           device=data.device)
         data = torch.where(valid, data, fill)
-    columns = [lengths[dim] if dim in lengths else _sizes(input, dim)
+    columns = [lengths[dim] if dim in lengths else example_sizes(input, dim)
                for dim in range(1, input.dim()) if input.dims[dim - 1]]
     mask = mask_from_lengths(torch.cat(columns, 1), data.shape, input.dims)
     # Output padding positions copy clamped positions, some of them real: guard.
     return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, input.dims)
-
-
-def _sizes(input: MaskedBatch, dim: int) -> torch.Tensor:
-    if input.dims[dim - 1]:
-        return _masking.lengths_along(input, dim).unsqueeze(1)
-    return torch.full((input.data.size(0), 1), input.data.size(dim), device=input.device)
 
 
 def _source_positions(size: torch.Tensor, padded: int, left: int, right: int,

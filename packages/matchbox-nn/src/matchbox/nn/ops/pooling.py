@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
-from matchbox.nn.ops._windows import Windows, as_tuple, check_input, pool_size
+from matchbox.nn.ops._windows import Windows, as_tuple, check_input, example_sizes, pool_size
 
 MAX_POOLS = {F.max_pool1d: 1, F.max_pool1d_with_indices: 1, torch.max_pool1d: 1,
              F.max_pool2d: 2, F.max_pool2d_with_indices: 2, torch.max_pool2d: 2}
@@ -273,7 +273,7 @@ class _AdaptiveWindows:
         self.spans: list[int] = []
         valid = None
         for i, out in enumerate(sizes):
-            size = self._size(i)
+            size = example_sizes(input, 2 + i)
             self.lengths.append(size)
             if out is None:
                 self.starts.append(None)
@@ -293,13 +293,6 @@ class _AdaptiveWindows:
         if valid is None:  # no dimension pooled: each window is its position
             valid = torch.ones([1] * (2 + 2 * self.n), dtype=torch.bool, device=input.device)
         self.valid = valid.flatten(2 + self.n)
-
-    def _size(self, i: int) -> torch.Tensor:
-        dim = 2 + i
-        if self.input.dims[dim - 1]:
-            return _masking.lengths_along(self.input, dim).unsqueeze(1)
-        return torch.full((self.input.data.size(0), 1), self.input.data.size(dim),
-                          device=self.input.device)
 
     def _place(self, i: int, out: int, span: int) -> list[int]:
         """``out`` at output position ``i`` and ``span`` at window position ``i``."""
