@@ -7,6 +7,9 @@ every batch with NaN padding), zero-length examples, examples shorter than the k
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -313,3 +316,19 @@ def test_conv1d_on_cuda_equals_the_loop():
     xs = [x.cuda() for x in examples([7, 0, 1, 3, 12], 4)]
     mb_assert(loop_or_empty(conv), [xs], [batch(xs, (False, True))], len(xs),
               params=list(conv.parameters()))
+
+
+# ---------------------------------------------------------------- README
+
+
+def test_readme_convolution_example_runs_and_equals_the_loop():
+    readme = (Path(__file__).resolve().parents[2] / "packages" / "matchbox-nn" /
+              "README.md").read_text()
+    section = readme[readme.index("## Convolutions and pooling"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    ns: dict = {}
+    exec(compile(code, "README.md", "exec"), ns)  # noqa: S102
+    for x, y in zip(ns["sequences"], ns["y"].examples()):
+        torch.testing.assert_close(y, F.max_pool1d(torch.relu(ns["conv"](x)), 2))
+    for x, z in zip(ns["images"], ns["z"].examples()):
+        torch.testing.assert_close(z, ns["conv2d"](x))
