@@ -192,6 +192,15 @@ def test_lp_pool_equals_the_loop(norm_type, dtype):
 # ---------------------------------------------------------------- adaptive
 
 
+def adaptive(kind, n, output_size, return_indices):
+    """Adaptive ``kind`` ('avg' or 'max') pooling over ``n`` dimensions, per example."""
+    if kind == "avg":
+        pool = F.adaptive_avg_pool1d if n == 1 else F.adaptive_avg_pool2d
+        return lambda x: pool(x, output_size)
+    pool = F.adaptive_max_pool1d if n == 1 else F.adaptive_max_pool2d
+    return lambda x: pool(x, output_size, return_indices)
+
+
 NONEMPTY = st.lists(st.one_of(st.integers(1, 8), st.integers(20, 40)), min_size=1, max_size=5)
 
 
@@ -200,13 +209,8 @@ NONEMPTY = st.lists(st.one_of(st.integers(1, 8), st.integers(20, 40)), min_size=
 def test_adaptive_pool1d_equals_the_loop(lengths, output_size, kind, return_indices, dtype,
                                          seed):
     # Windows come from each example's own length; output sizes are static.
-    if kind == "avg":
-        def f(x):
-            return F.adaptive_avg_pool1d(x, output_size)
-    else:
-        def f(x):
-            return F.adaptive_max_pool1d(x, output_size, return_indices)
-    check(f, examples(lengths, 3, dtype, seed), ONE_D)
+    check(adaptive(kind, 1, output_size, return_indices), examples(lengths, 3, dtype, seed),
+          ONE_D)
 
 
 @given(sides=SIDES, output_size=st.tuples(st.one_of(st.none(), st.integers(1, 4)),
@@ -215,14 +219,9 @@ def test_adaptive_pool1d_equals_the_loop(lengths, output_size, kind, return_indi
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
 def test_adaptive_pool2d_equals_the_loop(sides, output_size, kind, return_indices, dtype, seed):
     # None keeps a dimension (and its dynamic sizes); an int makes it static.
-    if kind == "avg":
-        def f(x):
-            return F.adaptive_avg_pool2d(x, output_size)
-    else:
-        def f(x):
-            return F.adaptive_max_pool2d(x, output_size, return_indices)
     dynamic = tuple(d for d, s in zip((2, 3), output_size) if s is None)
-    check(f, examples(sides, 2, dtype, seed), TWO_D, dynamic=dynamic)
+    check(adaptive(kind, 2, output_size, return_indices), examples(sides, 2, dtype, seed),
+          TWO_D, dynamic=dynamic)
 
 
 def test_adaptive_pool_output_dims(dtype):
