@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from matchbox import MaskedBatch
 
@@ -61,3 +62,18 @@ def examples(sizes, channels, dtype=torch.float64, seed=0):
 
 def batch(xs, dims, padding_value=float("nan")):
     return MaskedBatch.fromlist(xs, dims, padding_value=padding_value)
+
+
+class CountOps(TorchDispatchMode):
+    """Records the ATen ops that run (below autograd): ``names`` after the ``with``.
+
+    The batch must run one convolution / pooling op where the loop runs one per example.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.__name__)
+        return func(*args, **(kwargs or {}))

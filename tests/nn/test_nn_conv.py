@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from conv_oracle import batch, examples, loop_or_empty
+from conv_oracle import CountOps, batch, examples, loop_or_empty
 from hypothesis import given
 from hypothesis import strategies as st
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert
@@ -221,16 +220,6 @@ def test_examples_masked_out_whole_do_not_reach_the_weight():
 
 
 # ---------------------------------------------------------------- one batched call
-
-
-class CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.names = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.names.append(func.__name__)
-        return func(*args, **(kwargs or {}))
 
 
 @pytest.mark.parametrize("make", [

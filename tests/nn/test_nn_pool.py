@@ -15,10 +15,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conv_oracle import batch, examples, loop_or_empty
+from conv_oracle import CountOps, batch, examples, loop_or_empty
 from hypothesis import given
 from hypothesis import strategies as st
-from test_nn_conv import CountOps
 
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert
