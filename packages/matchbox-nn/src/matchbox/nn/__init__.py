@@ -7,13 +7,23 @@ modules and ``torch.nn.functional`` calls accept ``MaskedBatch`` arguments.
 Implemented so far: ``linear``, the recurrent cells (``nn.RNNCell``,
 ``nn.LSTMCell``, ``nn.GRUCell``) and whole recurrent modules (``nn.RNN``,
 ``nn.LSTM``, ``nn.GRU``, through PyTorch's packed path; ``time_major`` /
-``batch_major`` for modules built with ``batch_first=False``).  The rest of
+``batch_major`` for modules built with ``batch_first=False``).
+Convolutions (``conv1d``/``conv2d`` and transposed), pooling (max, average,
+power-average, adaptive; 1D and 2D) and ``F.pad`` over dynamic spatial
+dimensions.  The rest of
 the nn contract (softmax over dynamic dimensions, normalisation, losses,
-convolutions, attention) is the matchbox-nn issue's work and raises
+attention) is the matchbox-nn issue's work and raises
 ``NotImplementedError`` naming the op until then.
 """
 
-from matchbox.nn.ops import linear, recurrent_cells, recurrent_modules  # noqa: F401
+from matchbox.nn.ops import (  # noqa: F401
+    convolution,
+    linear,
+    padding,
+    pooling,
+    recurrent_cells,
+    recurrent_modules,
+)
 from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
 
 __all__: list[str] = ["TimeMajorBatch", "batch_major", "time_major"]
