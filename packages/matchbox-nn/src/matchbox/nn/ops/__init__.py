@@ -6,4 +6,6 @@
 | recurrent         | recurrent_cells.py   | a step is real where input and state are real            |
 | recurrent_modules | recurrent_modules.py | output keeps the input's mask (only real rows are run);  |
 |                   |                      | final states are plain (L*D, B, H) tensors               |
+| softmax           | softmax.py           | kept; over a dynamic dim padding is filled with -inf and |
+|                   |                      | the result's padding is 0 (an empty row gives 0, not NaN) |
 """
