@@ -19,4 +19,7 @@ from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
 __all__: list[str] = ["TimeMajorBatch", "batch_major", "time_major"]
 
 # The basic nn families (softmax, normalisation, dropout, embedding, activations, losses).
-from matchbox.nn.ops import softmax  # noqa: E402,F401
+from matchbox.nn.ops import (  # noqa: E402,F401
+    normalization,
+    softmax,
+)

@@ -8,4 +8,6 @@
 |                   |                      | final states are plain (L*D, B, H) tensors               |
 | softmax           | softmax.py           | kept; over a dynamic dim padding is filled with -inf and |
 |                   |                      | the result's padding is 0 (an empty row gives 0, not NaN) |
+| normalization     | normalization.py     | kept (rows over static trailing dims); padding zeroed    |
+|                   |                      | when weight/bias need a gradient; dynamic dims refused   |
 """
