@@ -10,4 +10,6 @@
 |                   |                      | the result's padding is 0 (an empty row gives 0, not NaN) |
 | normalization     | normalization.py     | kept (rows over static trailing dims); padding zeroed    |
 |                   |                      | when weight/bias need a gradient; dynamic dims refused   |
+| dropout           | dropout.py           | kept; one draw for the batch (independent per example);  |
+|                   |                      | eval mode / p=0 return the input exactly                 |
 """
