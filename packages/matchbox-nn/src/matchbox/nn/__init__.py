@@ -20,6 +20,7 @@ __all__: list[str] = ["TimeMajorBatch", "batch_major", "time_major"]
 
 # The basic nn families (softmax, normalisation, dropout, embedding, activations, losses).
 from matchbox.nn.ops import (  # noqa: E402,F401
+    activations,
     dropout,
     embedding,
     normalization,

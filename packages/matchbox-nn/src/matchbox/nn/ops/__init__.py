@@ -15,4 +15,6 @@
 |                   |                      | eval mode / p=0 return the input exactly                 |
 | embedding         | embedding.py         | ids' mask + a static feature dim; padding ids replaced   |
 |                   |                      | by 0 before the lookup; a bag per example: all real      |
+| activation        | activations.py       | glu/prelu/normalize keep the mask (the pointwise ones    |
+|                   |                      | are core's pointwise family); see the module's table     |
 """
