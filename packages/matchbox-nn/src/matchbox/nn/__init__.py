@@ -23,6 +23,7 @@ from matchbox.nn.ops import (  # noqa: E402,F401
     activations,
     dropout,
     embedding,
+    losses,
     normalization,
     softmax,
 )

@@ -17,4 +17,6 @@
 |                   |                      | by 0 before the lookup; a bag per example: all real      |
 | activation        | activations.py       | glu/prelu/normalize keep the mask (the pointwise ones    |
 |                   |                      | are core's pointwise family); see the module's table     |
+| loss              | losses.py            | 'none': the per-position layout (real where input and    |
+|                   |                      | target are); 'sum'/'mean': per-example scalars, dims ()  |
 """
