@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert, mb_rand
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
 FAMILIES = {id(e.func): e.family for e in _registry.entries()}
 ACTIVATIONS = sorted(
     name for name in dir(F)
@@ -171,3 +173,14 @@ def test_errors():
     with pytest.raises(NotImplementedError, match=r"torch.nn.functional.normalize: out= is not "
                                                   r"supported"):
         F.normalize(xb, dim=1, out=torch.empty(1))
+
+
+@needs_cuda
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_on_cuda(name):
+    dtype = torch.float64
+    args, kwargs, spec = ARGUMENTS.get(name, ((), {}, DEFAULT_LAYOUT))
+    args = tuple(a.to(dtype).cuda() if isinstance(a, torch.Tensor) else a for a in args)
+    func = getattr(F, name)
+    xs, xb = mb_rand(4, *spec, dtype=dtype, device="cuda")
+    mb_assert(lambda x: func(x * 1, *args, **kwargs), [xs], [xb], 4)

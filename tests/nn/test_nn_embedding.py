@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
 VOCAB, SIZE = 7, 3
 
 
@@ -190,3 +192,23 @@ def test_embedding_bag_errors():
     with pytest.raises(ValueError, match=r"torch.nn.functional.embedding_bag: example 0 has size "
                                          r"1 in one argument and 2 in another"):
         F.embedding_bag(xb, weight(), mode="sum", per_sample_weights=other)
+
+
+def test_embedding_bag_per_sample_weights_errors():
+    xs, xb = ids_batch([1, 2])
+    with pytest.raises(TypeError, match=r"torch.nn.functional.embedding_bag: per_sample_weights "
+                                        r"must be a MaskedBatch with the ids' layout"):
+        F.embedding_bag(xb, weight(), mode="sum", per_sample_weights=torch.ones(2, 2))
+    static = MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(1, 2)], (False,))
+    with pytest.raises(ValueError, match=r"torch.nn.functional.embedding_bag: per_sample_weights "
+                                         r"must have the ids' layout \(\(2, 2\), dims \(True,\)\)"):
+        F.embedding_bag(xb, weight(), mode="sum", per_sample_weights=static)
+
+
+@needs_cuda
+def test_on_cuda():
+    xs, xb = ids_batch([0, 1, 5, 3], padding=10**6)
+    xs, xb = [x.cuda() for x in xs], xb.cuda()
+    mb_assert(torch.nn.Embedding(VOCAB, SIZE, padding_idx=1).double().cuda(), [xs], [xb], 4)
+    mb_assert(torch.nn.EmbeddingBag(VOCAB, SIZE).double().cuda(), [xs[1:]],
+              [MaskedBatch.fromlist(xs[1:], (True,), padding_value=-3)], 3)

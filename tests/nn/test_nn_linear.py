@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
 
 def pair(lengths, dtype, trailing=(), sizes=(3, 2), padding=float("nan")):
     """Two batches of the same examples' layout, feature sizes ``sizes``."""
@@ -75,7 +77,17 @@ def test_errors():
     with pytest.raises(ValueError, match=r"torch.bilinear: input1 has dims \(True, False\) but "
                                          r"input2 has \(False, True\)"):
         F.bilinear(xb, MaskedBatch.fromlist([torch.rand(1, 1, 2)] * 2, (False, True)), w)
+    with pytest.raises(NotImplementedError, match=r"torch.bilinear: weight and bias must be plain "
+                                                  r"tensors shared by every example"):
+        F.bilinear(xb, yb, MaskedBatch(w[None].expand(2, 4, 3, 2), None, (False,) * 3))
     dynamic = MaskedBatch.fromlist([torch.rand(1, 3), torch.rand(1, 2)], (True,))
     with pytest.raises(ValueError, match=r"torch.bilinear: the feature dimension \(the last\) of "
                                          r"the inputs is dynamic"):
         F.bilinear(dynamic, dynamic, torch.randn(1, 3, 3))
+
+
+@needs_cuda
+def test_on_cuda():
+    xs, ys, xb, yb = pair([0, 1, 4], torch.float64)
+    xs, ys, xb, yb = [x.cuda() for x in xs], [y.cuda() for y in ys], xb.cuda(), yb.cuda()
+    mb_assert(torch.nn.Bilinear(3, 2, 4).double().cuda(), [xs, ys], [xb, yb], 3)

@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
 NAN = float("nan")
 C = 4  # classes
 REGISTERED = sorted(e.name for e in _registry.entries() if e.family == "loss")
@@ -375,6 +377,10 @@ def test_errors():
     with pytest.raises(TypeError, match=r"torch.nn.functional.nll_loss: the target must hold "
                                         r"class indices"):
         F.nll_loss(xb, xb)
+    with pytest.raises(ValueError, match=r"torch.nn.functional.cross_entropy: class-probability "
+                                         r"targets must have the input's layout \(dims "
+                                         r"\(False, True\)\); got dims \(True, False\)"):
+        F.cross_entropy(xb, xb.transpose(1, 2))
     scalars = MaskedBatch(torch.randn(2), None, ())
     with pytest.raises(ValueError, match=r"torch.nn.functional.cross_entropy: each example's "
                                          r"input must have a class dimension"):
@@ -404,3 +410,16 @@ def test_dynamic_class_dimension_errors():
     with pytest.raises(IndexError, match=r"torch.nn.functional.cross_entropy: target 2 is out of "
                                          r"bounds for example 0, which has 2 classes"):
         F.cross_entropy(xb, bad)
+
+
+@needs_cuda
+def test_on_cuda():
+    xs, ts, xb, tb = sequence_data([0, 2, 5], torch.float64, ignore=[(1, 0)])
+    xs, ts, xb, tb = [x.cuda() for x in xs], [t.cuda() for t in ts], xb.cuda(), tb.cuda()
+    for reduction in ("none", "sum", "mean"):
+        mb_assert(lambda x, t, r=reduction: F.cross_entropy(x, t, reduction=r,
+                                                            label_smoothing=0.1),
+                  [xs, ts], [xb, tb], 3)
+    ys = [torch.rand_like(x) for x in xs]
+    mb_assert(lambda x, y: F.binary_cross_entropy_with_logits(x, y), [xs, ys],
+              [xb, batch(ys, (False, True))], 3)
