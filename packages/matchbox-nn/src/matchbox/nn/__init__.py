@@ -3,26 +3,31 @@
 Importing this package (which ``import matchbox`` does when it is installed)
 registers its op families into matchbox-core's one registry, so ``torch.nn``
 modules and ``torch.nn.functional`` calls accept ``MaskedBatch`` arguments.
+One module per family under ``matchbox/nn/ops/``; the table in its
+``__init__`` says what each family does with the mask, and ``docs/ops.md``
+lists every supported op.
 
-Implemented so far: ``linear``, the recurrent cells (``nn.RNNCell``,
-``nn.LSTMCell``, ``nn.GRUCell``) and whole recurrent modules (``nn.RNN``,
-``nn.LSTM``, ``nn.GRU``, through PyTorch's packed path; ``time_major`` /
-``batch_major`` for modules built with ``batch_first=False``).
-Convolutions (``conv1d``/``conv2d`` and transposed), pooling (max, average,
-power-average, adaptive; 1D and 2D) and ``F.pad`` over dynamic spatial
-dimensions.  The rest of
-the nn contract (softmax over dynamic dimensions, normalisation, losses,
-attention) is the matchbox-nn issue's work and raises
-``NotImplementedError`` naming the op until then.
+Families: ``linear``/``bilinear``; ``embedding``; softmax and friends (over
+dynamic dimensions too); ``layer_norm``/``rms_norm``; dropout; activations;
+per-example losses; convolutions, pooling and ``F.pad`` over dynamic spatial
+dimensions; recurrent cells and whole ``nn.RNN``/``nn.LSTM``/``nn.GRU``
+modules (PyTorch's packed path; ``time_major`` / ``batch_major`` for modules
+built with ``batch_first=False``).
 """
 
 from matchbox.nn.ops import (  # noqa: F401
+    activations,
     convolution,
+    dropout,
+    embedding,
     linear,
+    losses,
+    normalization,
     padding,
     pooling,
     recurrent_cells,
     recurrent_modules,
+    softmax,
 )
 from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
 
