@@ -33,9 +33,9 @@ def meets_masked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 def hand_to_masked(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run ``func`` through ``MaskedBatch``'s dispatch; it converts the packed arguments."""
-    types = tuple({type(v) for v in (*args, *kwargs.values())
-                   if isinstance(v, _registry.batch_types())} | {MaskedBatch})
-    return MaskedBatch.__torch_function__(func, types, args, kwargs)
+    # The types say that other batch types are present (PyTorch passes the
+    # overloaded argument types), which is what makes MaskedBatch convert them.
+    return MaskedBatch.__torch_function__(func, _registry.batch_types(), args, kwargs)
 
 
 def implements(*funcs: Any, family: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

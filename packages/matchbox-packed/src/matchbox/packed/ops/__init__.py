@@ -10,6 +10,7 @@ see ``matchbox.packed.mixing``).
 | pointwise         | pointwise.py    | kept: the op runs on the packed rows; another batch's   |
 |                   |                 | rows are brought into the first one's order              |
 | layers            | layers.py       | kept: linear, embedding, dropout, layer/rms norm on rows |
+| linalg            | linalg.py       | kept: batch @ plain (F, K) matrix, row by row            |
 | reduction         | segments.py     | static dims: kept; packed dim 1: segment op, the result |
 |                   |                 | is a MaskedBatch of static examples in caller order      |
 | softmax           | segments.py     | kept; over dim 1 a segment max / exp / segment sum       |
@@ -21,6 +22,7 @@ see ``matchbox.packed.mixing``).
 from matchbox.packed.ops import (  # noqa: F401
     conversion,
     layers,
+    linalg,
     pointwise,
     recurrent,
     segments,
