@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packed_strategies import examples_of_lengths, packed_examples
 
+import matchbox
 from matchbox import MaskedBatch, _registry
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
@@ -159,3 +160,14 @@ def test_errors_name_the_op_example_and_dimension():
     ids = PackedBatch.fromlist([torch.tensor([[1, 2]]), torch.tensor([[3]])])
     with pytest.raises(RuntimeError, match=r"torch.mean: could not infer output dtype"):
         torch.mean(ids, 1)
+
+
+def test_batch_sum_and_batch_mean_of_packed_batches():
+    xs = examples_of_lengths([3, 0, 2])
+    pb = PackedBatch.fromlist(xs)
+    expected = sum(x.sum() for x in xs)
+    torch.testing.assert_close(matchbox.batch_sum(pb), expected)
+    torch.testing.assert_close(matchbox.batch_mean(pb.sum()), expected / 3)
+    with pytest.raises(ValueError, match=r"batch_mean: expected a batch of per-example scalars "
+                                         r"\(dims == \(\)\), got a PackedBatch"):
+        matchbox.batch_mean(pb)
