@@ -11,14 +11,12 @@ bytes each batch holds (``matchbox.packed.memory_report``).
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from benchmarks._harness import interleaved_medians, machine, table, write
-from benchmarks.lstm_module import skewed_lengths
+from benchmarks.lstm_module import lengths_of, lengths_title, skewed_arguments
 from matchbox import MaskedBatch, _registry
 from matchbox.packed import PackedBatch, memory_report, nbytes
 
@@ -74,20 +72,10 @@ def check_same(stack: nn.Module, examples: list[torch.Tensor]) -> None:
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--depth", type=int, default=4)
-    parser.add_argument("--short", type=int, nargs=2, default=[5, 20])
-    parser.add_argument("--long", type=int, nargs=2, default=[100, 200])
-    parser.add_argument("--long-fraction", type=float, default=0.1)
-    parser.add_argument("--repeats", type=int, default=11)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser = skewed_arguments(__doc__.splitlines()[0], width=256, depth=4)
     args = parser.parse_args(argv)
     torch.manual_seed(0)
-    lengths = skewed_lengths(args.batch, tuple(args.short), tuple(args.long),
-                             args.long_fraction)
-    examples = [torch.randn(1, n, args.width, device=args.device) for n in lengths]
+    examples = [torch.randn(1, n, args.width, device=args.device) for n in lengths_of(args)]
     stack = make_stack(args.width, args.depth).to(args.device)
     check_same(stack, examples)
     fns = variants(stack, examples)
@@ -103,8 +91,7 @@ def main(argv: list[str] | None = None) -> str:
     verdict = ", ".join(f"{what} {s:.2f}x ({'meets' if s >= 0.8 * ratio else 'misses'} "
                         f"{0.8 * ratio:.2f}x)" for what, s in zip(("forward", "fwd+bwd"), speedups))
     text = (f"### linear + GELU + layer_norm x {args.depth} (width {args.width}): PackedBatch vs "
-            f"MaskedBatch, batch {args.batch}, lengths {args.short[0]}-{args.short[1]} with "
-            f"{args.long_fraction:.0%} in {args.long[0]}-{args.long[1]}, {args.device}\n\n"
+            f"MaskedBatch, {lengths_title(args)}, {args.device}\n\n"
             f"{machine()}; layer norm: {layer_norm_type().__name__}\n\n"
             f"Rows: {report.real_rows} real, {report.padded_rows} padded (ratio {ratio:.2f}); "
             f"target speedup >= 0.8 x ratio = {0.8 * ratio:.2f}x. PackedBatch speedup over "

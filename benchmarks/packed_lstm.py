@@ -17,13 +17,11 @@ and forward+backward.  The bytes of each input are reported beside.
 
 from __future__ import annotations
 
-import argparse
-
 import torch
 from torch.nn.utils.rnn import pack_sequence
 
 from benchmarks._harness import interleaved_medians, machine, table, write
-from benchmarks.lstm_module import skewed_lengths
+from benchmarks.lstm_module import lengths_of, lengths_title, lstm_configs, skewed_arguments
 from matchbox import MaskedBatch
 from matchbox.packed import PackedBatch, nbytes
 
@@ -89,32 +87,17 @@ def run(config: str, lstm: torch.nn.LSTM, examples: list[torch.Tensor],
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--short", type=int, nargs=2, default=[5, 20])
-    parser.add_argument("--long", type=int, nargs=2, default=[100, 200])
-    parser.add_argument("--long-fraction", type=float, default=0.1)
-    parser.add_argument("--repeats", type=int, default=11)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = parser.parse_args(argv)
+    args = skewed_arguments(__doc__.splitlines()[0], hidden=256).parse_args(argv)
     torch.manual_seed(0)
-    lengths = skewed_lengths(args.batch, tuple(args.short), tuple(args.long),
-                             args.long_fraction)
+    lengths = lengths_of(args)
     examples = [torch.randn(1, n, args.hidden, device=args.device) for n in lengths]
     rows = []
-    for layers, bidirectional in ((1, False), (2, True)):
-        lstm = torch.nn.LSTM(args.hidden, args.hidden, num_layers=layers, batch_first=True,
-                             bidirectional=bidirectional).to(args.device)
-        config = f"{layers} layer{'s' if layers > 1 else ''}" + (", bidir." if bidirectional
-                                                                  else "")
+    for config, lstm in lstm_configs(args.hidden, args.device):
         rows += run(config, lstm, examples, args.repeats)
     real, padded = sum(lengths), len(lengths) * max(lengths)
-    text = (f"### nn.LSTM on PackedBatch vs PackedSequence: batch {args.batch}, hidden "
-            f"{args.hidden}, lengths {args.short[0]}-{args.short[1]} with "
-            f"{args.long_fraction:.0%} in {args.long[0]}-{args.long[1]} ({real} real rows of "
-            f"{padded} padded), {args.device}; target: PackedBatch within 1.05x\n\n"
-            f"{machine()}\n\n"
+    text = (f"### nn.LSTM on PackedBatch vs PackedSequence: {lengths_title(args)}, hidden "
+            f"{args.hidden} ({real} real rows of {padded} padded), {args.device}; target: "
+            f"PackedBatch within 1.05x\n\n{machine()}\n\n"
             + table(["config", "timed", "input", "forward ms", f"x {BASELINE}", "fwd+bwd ms",
                      f"x {BASELINE}", "input MB"], rows))
     print(text)

@@ -3,8 +3,8 @@
 Every op registered for PackedBatch in the pointwise family (core's rule finds
 them) is called on random examples packed into a PackedBatch and compared with
 the per-example loop, values and gradients, so a newly registered op is tested
-by default.  How to call an op is found by trying argument patterns on one
-plain example.
+by default (the probing of how to call each op is shared with the MaskedBatch
+tests: tests/pointwise_patterns.py).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from packed_strategies import examples_of_lengths, packed_examples
+from pointwise_patterns import check_op_against_loop
 
 from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch
@@ -22,98 +23,21 @@ from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
 
 POINTWISE = [e.func for e in _registry.entries("PackedBatch") if e.family == "pointwise"]
-# Ops that draw random numbers: their values cannot equal the loop's.
-RANDOM = {"bernoulli", "bernoulli_", "uniform_", "normal_", "exponential_", "cauchy_",
-          "geometric_", "log_normal_", "random_", "rrelu", "rrelu_"}
-# Ops PyTorch cannot differentiate: values are compared, not gradients.
-NO_DERIVATIVE = {"heaviside", "heaviside_", "acosh_", "asinh_", "atanh_", "floor_divide",
-                 "floor_divide_", "__floordiv__", "__rfloordiv__", "__ifloordiv__", "igamma",
-                 "igammac", "igamma_", "igammac_", "nextafter", "nextafter_"}
-# (kinds of the batch arguments, extra plain arguments), tried in order.
-PATTERNS = [
-    (("float",), ()), (("float", "float"), ()), (("float", "float", "float"), ()),
-    (("unit",), ()), (("unit", "unit"), ()), (("float",), (0.5,)), (("float",), (-0.5, 0.5)),
-    (("unit",), (1,)), (("int",), ()), (("int", "int"), ()), (("bool",), ()),
-    (("bool", "bool"), ()), (("bool", "float", "float"), ()), (("float", "bool"), (0.5,)),
-    (("float", "int"), ()),
-]
-
-
-def _name(func):
-    return _registry.op_name(func)
-
-
-def _of_kind(kind, xs):
-    xs = [torch.randn_like(x) for x in xs]
-    if kind == "unit":
-        return [x.sigmoid() for x in xs]
-    if kind == "int":
-        return [(x * 5).round().long() for x in xs]
-    if kind == "bool":
-        return [x > 0 for x in xs]
-    return xs
-
-
-def _apply(func, args, extra):
-    name = func.__name__
-    method = _registry.tensor_method_name(func) is not None
-    if "polygamma" in name:  # polygamma(n, input)
-        return getattr(args[0], name)(1, *args[1:]) if method else func(1, *args, *extra)
-    if method:  # a Tensor method is called as a method (or operator), as users do
-        return getattr(args[0], name)(*args[1:], *extra)
-    return func(*args, *extra)
-
-
-def find_pattern(func):
-    patterns = PATTERNS
-    if func.__name__ in RANDOM:
-        patterns = [(("unit",) * len(k), e) for k, e in PATTERNS]
-    for kinds, extra in patterns:
-        try:
-            with torch.no_grad():
-                result = _apply(func, _of_kind_plain(kinds), extra)
-        except Exception:  # noqa: BLE001 - probing which signature the op takes
-            continue
-        if isinstance(result, torch.Tensor):
-            return kinds, extra
-    return None
-
-
-def _of_kind_plain(kinds):
-    return [_of_kind(k, [torch.zeros(1, 3, 2, dtype=torch.float64)])[0] for k in kinds]
-
-
-def _is_inplace(func):
-    name = func.__name__
-    return (name.endswith("_") and not name.startswith("__")) or (
-        name.startswith("__i") and name != "__invert__")
 
 
 def test_the_family_is_cores_rule():
     assert set(POINTWISE) == set(pointwise_ops())
 
 
-@pytest.mark.parametrize("func", POINTWISE, ids=[_name(f) for f in POINTWISE])
+def _packed_random(batched, first):
+    assert isinstance(batched, PackedBatch) and batched.layout is first.layout
+    assert batched.data.shape == first.data.shape
+
+
+@pytest.mark.parametrize("func", POINTWISE, ids=[_registry.op_name(f) for f in POINTWISE])
 def test_pointwise_op_equals_loop(func):
-    pattern = find_pattern(func)
-    assert pattern is not None, f"no argument pattern fits {_name(func)}"
-    kinds, extra = pattern
-    shapes = examples_of_lengths([3, 0, 5, 1], static=(2,))
-    xs_args = [_of_kind(kind, shapes) for kind in kinds]
-    xb_args = [PackedBatch.fromlist(xs) for xs in xs_args]
-    inplace = _is_inplace(func)
-
-    def f(*xs):
-        if inplace:  # write into a copy: the inputs are leaves that require grad
-            xs = (xs[0] * 1 if xs[0].is_floating_point() else xs[0].clone(),) + xs[1:]
-        return _apply(func, xs, extra)
-
-    if func.__name__ in RANDOM:
-        result = f(*xb_args)
-        assert isinstance(result, PackedBatch) and result.layout is xb_args[0].layout
-        assert result.data.shape == xb_args[0].data.shape
-        return
-    mb_assert(f, xs_args, xb_args, len(shapes), check_grad=func.__name__ not in NO_DERIVATIVE)
+    check_op_against_loop(func, examples_of_lengths([3, 0, 5, 1], static=(2,)),
+                          PackedBatch.fromlist, _packed_random)
 
 
 @given(packed_examples(static=(3,)))

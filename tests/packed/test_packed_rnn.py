@@ -1,14 +1,7 @@
 """nn.RNN / nn.LSTM / nn.GRU on a PackedBatch equal the loop over examples.
 
-The per-example oracle calls the same module on each example ``(1, T, F)``.
-PyTorch refuses ``T == 0``; the documented semantics for such an example
-(empty output, final state = initial state) are written out in ``per_example``.
-
-PyTorch's batched states are ``(L*D, B, H)``; the loop's are ``(L*D, 1, H)`` per
-example.  The tests hand the loop's states around as ``(1, L*D, H)`` examples
-(batch first) and the batch's as a MaskedBatch of them, and transpose at the
-module boundary, so mb_assert compares "the batch's states" with "torch.cat of
-the loop's states along dimension 1", values and gradients.
+The per-example oracle (and its semantics for a zero-length example) is shared
+with the MaskedBatch tests: see tests/rnn_oracle.py.
 """
 
 from __future__ import annotations
@@ -18,103 +11,19 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from packed_strategies import examples_of_lengths
+from rnn_oracle import FEATURES, HIDDEN, KINDS, make_module
+from rnn_oracle import check as check_batch
 
 from matchbox import MaskedBatch, _registry
-from matchbox.nn import TimeMajorBatch, batch_major, time_major
+from matchbox.nn import time_major
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
 
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
 
-FEATURES, HIDDEN, PROJ = 3, 4, 2
-KINDS = ["rnn_tanh", "rnn_relu", "lstm", "lstm_proj", "gru"]
-
-
-def make_module(kind, layers=1, bidirectional=False, batch_first=True, dtype=torch.float64,
-                dropout=0.0):
-    common = dict(num_layers=layers, bidirectional=bidirectional, batch_first=batch_first,
-                  dropout=dropout)
-    if kind.startswith("rnn"):
-        module = torch.nn.RNN(FEATURES, HIDDEN, nonlinearity=kind[4:], **common)
-    elif kind == "lstm":
-        module = torch.nn.LSTM(FEATURES, HIDDEN, **common)
-    elif kind == "lstm_proj":
-        module = torch.nn.LSTM(FEATURES, HIDDEN, proj_size=PROJ, **common)
-    else:
-        module = torch.nn.GRU(FEATURES, HIDDEN, **common)
-    return module.to(dtype)
-
-
-def state_sizes(module):
-    rows = module.num_layers * (2 if module.bidirectional else 1)
-    h = module.proj_size or module.hidden_size
-    c = module.hidden_size if isinstance(module, torch.nn.LSTM) else None
-    return rows, h, c
-
-
-def to_module_states(states):
-    if states is None:
-        return None
-    out = [s.data.transpose(0, 1) if isinstance(s, MaskedBatch) else s.transpose(0, 1)
-           for s in states]
-    return out[0] if len(out) == 1 else tuple(out)
-
-
-def from_module_states(states, batched):
-    states = list(states) if isinstance(states, tuple) else [states]
-    if batched:
-        return [MaskedBatch._make(s.transpose(0, 1), None, (False, False)) for s in states]
-    return [s.transpose(0, 1) for s in states]
-
-
-def per_example(module, x, states):
-    rows, h, c = state_sizes(module)
-    if x.size(1) == 0:
-        # PyTorch refuses an empty sequence; Matchbox's semantics: no step taken.
-        width = (2 if module.bidirectional else 1) * h
-        if states is None:
-            states = [x.new_zeros(1, rows, h)] + ([x.new_zeros(1, rows, c)] if c else [])
-        return x.new_zeros(1, 0, width), list(states)
-    hx = to_module_states(states)
-    out, final = module(x if module.batch_first else x.transpose(0, 1), hx)
-    out = out if module.batch_first else out.transpose(0, 1)
-    return out, from_module_states(final, batched=False)
-
-
-def on_batch(module, pb, states):
-    hx = to_module_states(states)
-    if module.batch_first:
-        out, final = module(pb, hx)
-    else:
-        out, final = module(time_major(pb), hx)
-        assert isinstance(out, TimeMajorBatch)
-        out = batch_major(out)
-    assert isinstance(out, PackedBatch) and out.layout is pb.layout
-    return out, from_module_states(final, batched=True)
-
-
-def run(module, x, *states):
-    states = list(states) or None
-    if isinstance(x, PackedBatch):
-        return on_batch(module, x, states)
-    return per_example(module, x, states)
-
-
-def state_examples(module, batch_size, dtype):
-    rows, h, c = state_sizes(module)
-    return [[torch.randn(1, rows, size, dtype=dtype) for _ in range(batch_size)]
-            for size in [h] + ([c] if c else [])]
-
 
 def check(module, lengths, dtype, with_states):
-    xs = examples_of_lengths(lengths, static=(FEATURES,), dtype=dtype)
-    xs_args, xb_args = [xs], [PackedBatch.fromlist(xs)]
-    if with_states:
-        for examples in state_examples(module, len(lengths), dtype):
-            xs_args.append(examples)
-            xb_args.append(MaskedBatch.fromlist(examples, (False, False)))
-    mb_assert(lambda x, *s: run(module, x, *s), xs_args, xb_args, len(lengths),
-              params=list(module.parameters()))
+    check_batch(module, lengths, dtype, with_states, PackedBatch.fromlist)
 
 
 def test_every_registered_recurrent_module_op_is_tested_here():
@@ -143,6 +52,16 @@ def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, w
 def test_edge_lengths(kind, lengths, with_states, dtype):
     check(make_module(kind, layers=2, bidirectional=True, dtype=dtype), lengths, dtype,
           with_states)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_output_keeps_the_input_layout(batch_first):
+    pb = PackedBatch.fromlist(examples_of_lengths([3, 0, 5]))
+    module = make_module("lstm", bidirectional=True, batch_first=batch_first)
+    out, (h, c) = module(pb if batch_first else time_major(pb))
+    out = out if batch_first else out.batch
+    assert isinstance(out, PackedBatch) and out.layout is pb.layout
+    assert out.data.shape == (8, 2 * HIDDEN) and h.shape == c.shape == (2, 3, HIDDEN)
 
 
 def test_dropout_in_eval_equals_loop(dtype):

@@ -28,7 +28,42 @@ import torch
 from matchbox import _registry
 
 
-class MaskedBatch:
+class DataAttributes:
+    """What a batch type answers from its ``data`` tensor alone (dtype, device, ...).
+
+    Shared by ``MaskedBatch`` and matchbox-packed's ``PackedBatch``.
+    """
+
+    __slots__ = ()
+    data: torch.Tensor
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.data.is_cuda
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.data.requires_grad
+
+    def is_floating_point(self) -> bool:
+        return self.data.is_floating_point()
+
+    def is_complex(self) -> bool:
+        return self.data.is_complex()
+
+    def get_device(self) -> int:
+        return self.data.get_device()
+
+
+class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("data", "_mask", "dims")
@@ -142,34 +177,9 @@ class MaskedBatch:
         return self.data.size(0)
 
     @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.data.device
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.data.is_cuda
-
-    @property
-    def requires_grad(self) -> bool:
-        return self.data.requires_grad
-
-    @property
     def grad(self) -> MaskedBatch | None:
         grad = self.data.grad
         return None if grad is None else MaskedBatch._make(grad, self._mask, self.dims)
-
-    def is_floating_point(self) -> bool:
-        return self.data.is_floating_point()
-
-    def is_complex(self) -> bool:
-        return self.data.is_complex()
-
-    def get_device(self) -> int:
-        return self.data.get_device()
 
     @property
     def ndim(self) -> int:

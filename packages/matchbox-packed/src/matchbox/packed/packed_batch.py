@@ -32,7 +32,13 @@ from torch.nn.utils.rnn import PackedSequence
 
 from matchbox import _registry
 from matchbox._masking import lengths_along
-from matchbox.masked_batch import BatchShape, MaskedBatch, _check_examples, normalize_dim
+from matchbox.masked_batch import (
+    BatchShape,
+    DataAttributes,
+    MaskedBatch,
+    _check_examples,
+    normalize_dim,
+)
 from matchbox.nn.packing import (
     Layout,
     gather_jagged,
@@ -44,7 +50,7 @@ from matchbox.nn.packing import (
 from matchbox.packed import _dispatch
 
 
-class PackedBatch:
+class PackedBatch(DataAttributes):
     """Examples ``(1, T_e, *S)`` packed without padding, in cuDNN's (PackedSequence's) layout."""
 
     __slots__ = ("data", "layout", "dims")
@@ -295,34 +301,9 @@ class PackedBatch:
         return self.layout.batch_size
 
     @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.data.device
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.data.is_cuda
-
-    @property
-    def requires_grad(self) -> bool:
-        return self.data.requires_grad
-
-    @property
     def grad(self) -> PackedBatch | None:
         grad = self.data.grad
         return None if grad is None else PackedBatch._make(grad, self.layout)
-
-    def is_floating_point(self) -> bool:
-        return self.data.is_floating_point()
-
-    def is_complex(self) -> bool:
-        return self.data.is_complex()
-
-    def get_device(self) -> int:
-        return self.data.get_device()
 
     @property
     def ndim(self) -> int:

@@ -66,13 +66,7 @@ RECURRENT_MODULE_OPS = (torch.rnn_tanh, torch.rnn_relu, torch.lstm, torch.gru)
 def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, train,
                      bidirectional, batch_first):
     op = _registry.op_name(func)
-    if not batch_first:
-        raise ValueError(
-            f"{op}: the module has batch_first=False, so it reads dimension 1 of its "
-            "input as the batch, but a MaskedBatch is batch-major (examples of shape "
-            "(1, length, features)); build the module with batch_first=True, or call it "
-            "on matchbox.nn.time_major(x)"
-        )
+    check_batch_first(op, batch_first, input)
     return run_packed(op, func, input, hx, (params, has_biases, num_layers, dropout, train,
                                             bidirectional))
 
@@ -93,6 +87,17 @@ def recurrent_module_time_major(func, input, hx, params, has_biases, num_layers,
     output, *states = func(batch, hx, params, has_biases, num_layers, dropout, train,
                            bidirectional, True)
     return (TimeMajorBatch(output), *states)
+
+
+def check_batch_first(op: str, batch_first: bool, input: Any) -> None:
+    """A batch (not a time-major view) goes to a ``batch_first=True`` module only."""
+    if not batch_first:
+        raise ValueError(
+            f"{op}: the module has batch_first=False, so it reads dimension 1 of its "
+            f"input as the batch, but a {type(input).__name__} is batch-major (examples of "
+            "shape (1, length, features)); build the module with batch_first=True, or call "
+            "it on matchbox.nn.time_major(x)"
+        )
 
 
 def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tuple:

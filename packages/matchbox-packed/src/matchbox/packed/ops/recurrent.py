@@ -25,7 +25,11 @@ path gathers its rows first, this one does not need to).
 from __future__ import annotations
 
 from matchbox import _registry
-from matchbox.nn.ops.recurrent_modules import RECURRENT_MODULE_OPS, run_on_rows
+from matchbox.nn.ops.recurrent_modules import (
+    RECURRENT_MODULE_OPS,
+    check_batch_first,
+    run_on_rows,
+)
 from matchbox.packed import _dispatch
 from matchbox.packed.packed_batch import PackedBatch
 
@@ -34,13 +38,7 @@ from matchbox.packed.packed_batch import PackedBatch
 def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, train,
                      bidirectional, batch_first):
     op = _registry.op_name(func)
-    if not batch_first:
-        raise ValueError(
-            f"{op}: the module has batch_first=False, so it reads dimension 1 of its input as "
-            "the batch, but a PackedBatch is batch-major (examples of shape (1, length, "
-            "features)); build the module with batch_first=True, or call it on "
-            "matchbox.nn.time_major(x)"
-        )
+    check_batch_first(op, batch_first, input)
     if not isinstance(input, PackedBatch):
         raise TypeError(f"{op}: the input must be the PackedBatch (the states are plain "
                         f"tensors); got {type(input).__name__}")

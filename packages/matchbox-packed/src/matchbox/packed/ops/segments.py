@@ -29,28 +29,16 @@ import torch.nn.functional as F
 
 from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
-from matchbox.ops.reductions import _highest, _lowest
+from matchbox.ops.reductions import _highest, _lowest, reduction_dims
 from matchbox.packed import _dispatch
 from matchbox.packed.packed_batch import PackedBatch
 
+# Dimension rules (which dims, dimension 0 refused) are core's reduction_dims, which
+# reads only x.dim(): the same for both batch types.
 # data (rows, *S), the layout -> per example (B, *S)
 Segment = Callable[[torch.Tensor, Any], torch.Tensor]
 # data, data dims, keepdim -> data reduced over those dims
 Static = Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor]
-
-
-def reduction_dims(op: str, x: PackedBatch, dim: Any) -> tuple[int, ...]:
-    """Normalised example dimensions to reduce; ``None`` (or ``()``) means all but 0."""
-    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
-        return tuple(range(1, x.dim()))
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    out = tuple(sorted({normalize_dim(d, x.dim(), op) for d in dims}))
-    if 0 in out:
-        raise ValueError(
-            f"{op}: cannot reduce over dimension 0, the batch dimension of each example; "
-            "reduce each example, then across examples with matchbox.batch_sum"
-        )
-    return out
 
 
 def reduce(op: str, x: PackedBatch, dims: tuple[int, ...], keepdim: bool, static: Static,
@@ -137,13 +125,18 @@ def _arg_extreme(data: torch.Tensor, layout: Any, largest: bool) -> tuple[torch.
 # ---------------------------------------------------------------------------- handlers
 
 
+def _as_dtype(x: PackedBatch, dtype: Any) -> PackedBatch:
+    """``x`` with its rows cast to ``dtype`` (``None``: as it is), as ``dtype=`` asks."""
+    return x if dtype is None else PackedBatch._make(x.data.to(dtype), x.layout)
+
+
 @_dispatch.implements(torch.sum, torch.Tensor.sum, family="reduction")
 def sum_(func, input, dim=None, keepdim=False, *, dtype=None):
     op = _registry.op_name(func)
     dims = reduction_dims(op, input, dim)
-    x = input if dtype is None else PackedBatch._make(input.data.to(dtype), input.layout)
+    x = _as_dtype(input, dtype)
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
-        x = PackedBatch._make(x.data.to(torch.int64), x.layout)  # torch.sum promotes integers
+        x = _as_dtype(x, torch.int64)  # torch.sum promotes integers
     return reduce(op, x, dims, keepdim, lambda d, ds, k: torch.sum(d, ds, keepdim=k),
                   segment_sum)
 
@@ -152,7 +145,7 @@ def sum_(func, input, dim=None, keepdim=False, *, dtype=None):
 def mean(func, input, dim=None, keepdim=False, *, dtype=None):
     op = _registry.op_name(func)
     dims = reduction_dims(op, input, dim)
-    x = input if dtype is None else PackedBatch._make(input.data.to(dtype), input.layout)
+    x = _as_dtype(input, dtype)
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(
             f"{op}: could not infer output dtype. Input dtype must be either a floating "
@@ -230,7 +223,7 @@ def softmax(func, input, dim=None, _stacklevel=3, dtype=None):
         raise ValueError(f"{op}: dimension 0 is the batch dimension of each example (size "
                          "one); softmax over it is not defined for batches")
     log = "log_softmax" in func.__name__
-    data = input.data if dtype is None else input.data.to(dtype)
+    data = _as_dtype(input, dtype).data
     if d > 1:  # within each row
         result = torch.log_softmax(data, d - 1) if log else torch.softmax(data, d - 1)
         return PackedBatch._make(result, input.layout)
