@@ -279,7 +279,7 @@ class PackedBatch(DataAttributes):
 
     @property
     def offsets(self) -> torch.Tensor:
-        """Where each step's rows begin in ``data`` (int64, CPU; the last entry is the row count)."""
+        """Where each step's rows begin in ``data`` (int64, CPU; the last one is the row count)."""
         return self.layout.offsets
 
     @property

@@ -32,37 +32,50 @@ from matchbox.ops.pointwise import _writes_first_argument, pointwise_ops
 from matchbox.packed import _dispatch
 from matchbox.packed.packed_batch import PackedBatch
 
+# func -> whether it writes into its first argument; computed once per op (the hot path).
+_INPLACE: dict[Any, bool] = {}
+
 
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the packed rows."""
-    op = _registry.op_name(func)
     if "out" in kwargs:
-        raise NotImplementedError(f"{op}: out= is not supported for batches")
+        raise NotImplementedError(f"{name(func)}: out= is not supported for batches")
     first = _first_batch(args, kwargs)
-    values = [rows(op, a, first) for a in args]
-    named = {k: rows(op, v, first) for k, v in kwargs.items()}
-    if _writes_first_argument(func) or kwargs.get("inplace"):
+    values = [rows(func, a, first) for a in args]
+    named = {k: rows(func, v, first) for k, v in kwargs.items()}
+    inplace = _INPLACE.get(func)
+    if inplace is None:
+        inplace = _INPLACE.setdefault(func, _writes_first_argument(func))
+    if inplace or kwargs.get("inplace"):
         target = args[0] if args else kwargs.get("input")
         if not isinstance(target, PackedBatch):
             raise ValueError(
-                f"{op}: an in-place op on a plain tensor cannot take a batch argument (the "
-                "tensor would have to hold every example); use the out-of-place op"
+                f"{name(func)}: an in-place op on a plain tensor cannot take a batch argument "
+                "(the tensor would have to hold every example); use the out-of-place op"
             )
         func(*values, **named)
         return target
     return _wrap(func(*values, **named), first)
 
 
-def rows(op: str, value: Any, first: PackedBatch) -> Any:
-    """``value`` as an argument of the op on ``first.data`` (see the module docstring)."""
+def name(op: Any) -> str:
+    """The op's name for a message (ops are passed around as callables: naming costs time)."""
+    return op if isinstance(op, str) else _registry.op_name(op)
+
+
+def rows(op: Any, value: Any, first: PackedBatch) -> Any:
+    """``value`` as an argument of the op on ``first.data`` (see the module docstring).
+
+    ``op`` is the op or its name, for error messages.
+    """
     if isinstance(value, PackedBatch):
         if value is first or value.layout is first.layout:
             return value.data
         if value.dim() != first.dim():
             raise ValueError(
-                f"{op}: batch arguments have examples of rank {first.dim()} and {value.dim()}; "
-                "a PackedBatch keeps its packed dimension in position 1, so they must have "
-                "the same rank"
+                f"{name(op)}: batch arguments have examples of rank {first.dim()} and "
+                f"{value.dim()}; a PackedBatch keeps its packed dimension in position 1, so they "
+                "must have the same rank"
             )
         check_same_lengths(op, first, value)
         return relayout(value.data, value.layout, first.layout)
@@ -71,36 +84,36 @@ def rows(op: str, value: Any, first: PackedBatch) -> Any:
     return value
 
 
-def check_same_lengths(op: str, a: PackedBatch, b: PackedBatch) -> None:
+def check_same_lengths(op: Any, a: PackedBatch, b: PackedBatch) -> None:
     """Raise, as the loop would, if two batches' examples differ in length."""
     la, lb = a.layout.lengths, b.layout.lengths
     if la.numel() != lb.numel():
-        raise ValueError(f"{op}: batch arguments have different batch sizes ({la.numel()} and "
-                         f"{lb.numel()})")
+        raise ValueError(f"{name(op)}: batch arguments have different batch sizes "
+                         f"({la.numel()} and {lb.numel()})")
     differ = (la != lb).nonzero()
     if differ.numel():
         j = int(differ[0])
         raise ValueError(
-            f"{op}: example {j} has length {int(la[j])} in one argument and {int(lb[j])} in "
-            "another along the packed dimension 1; the examples would not combine in a loop "
-            "either"
+            f"{name(op)}: example {j} has length {int(la[j])} in one argument and "
+            f"{int(lb[j])} in another along the packed dimension 1; the examples would not "
+            "combine in a loop either"
         )
 
 
-def plain_rows(op: str, tensor: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
+def plain_rows(op: Any, tensor: torch.Tensor, batch: PackedBatch) -> torch.Tensor:
     """A plain tensor shared by every example, made to broadcast against ``batch.data``."""
     rank = batch.dim()
     if tensor.dim() > rank:
         raise ValueError(
-            f"{op}: a plain tensor argument has rank {tensor.dim()}, more than the examples' "
-            f"rank {rank}; it would move the packed dimension out of position 1"
+            f"{name(op)}: a plain tensor argument has rank {tensor.dim()}, more than the "
+            f"examples' rank {rank}; it would move the packed dimension out of position 1"
         )
     if tensor.dim() == rank:
         if tensor.size(0) != 1:
             raise ValueError(
-                f"{op}: a plain tensor argument has size {tensor.size(0)} in dimension 0, which "
-                "is the batch dimension of each example (size one); a tensor shared by all "
-                "examples must have size 1 there or fewer dimensions"
+                f"{name(op)}: a plain tensor argument has size {tensor.size(0)} in dimension 0, "
+                "which is the batch dimension of each example (size one); a tensor shared by "
+                "all examples must have size 1 there or fewer dimensions"
             )
         tensor = tensor[0]
     if tensor.dim() == rank - 1:  # it spans the packed dimension
@@ -110,10 +123,10 @@ def plain_rows(op: str, tensor: torch.Tensor, batch: PackedBatch) -> torch.Tenso
         longest = batch.layout.max_length
         if steps != longest:
             raise ValueError(
-                f"{op}: a plain tensor argument has size {steps} in dimension 1, the packed "
-                "dimension; a tensor shared by all examples can broadcast (size 1) along it or "
-                f"span the longest example ({longest} steps, e.g. positional encodings sliced "
-                "with x.maxsize(1))"
+                f"{name(op)}: a plain tensor argument has size {steps} in dimension 1, the "
+                "packed dimension; a tensor shared by all examples can broadcast (size 1) along "
+                f"it or span the longest example ({longest} steps, e.g. positional encodings "
+                "sliced with x.maxsize(1))"
             )
         return tensor.index_select(0, batch.layout.row_steps)
     return tensor
