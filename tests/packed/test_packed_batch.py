@@ -149,6 +149,15 @@ def test_conversions_carry_gradients_and_never_read_padding(dtype):
     mb_assert(lambda x: as_packed(as_masked(x)).tanh(), [xs], [pb], 4)
 
 
+def test_from_masked_with_dimension_one_static():
+    xs = examples_of_lengths([3, 3, 3])
+    static = MaskedBatch.fromlist(xs, (False, False))
+    assert_examples(PackedBatch.from_masked(static), xs)
+    # A static dimension 1 keeps its full length even where a mask is present.
+    masked = MaskedBatch(static.data, torch.ones(3, 1, 1, dtype=torch.bool), (False, False))
+    assert_examples(PackedBatch.from_masked(masked), xs)
+
+
 def test_to_masked_pads_with_zeros_and_omits_the_mask_without_padding():
     masked = PackedBatch.fromlist(examples_of_lengths([2, 0, 3])).to_masked()
     assert torch.equal(masked.data[~masked.mask.expand_as(masked.data)],
@@ -384,8 +393,9 @@ def test_unsupported_ops_name_the_op_and_the_way_out():
         pb.foo  # noqa: B018
 
 
-def test_top_level_name_and_lengths_type():
+def test_top_level_names():
     assert matchbox.PackedBatch is PackedBatch
+    assert matchbox.as_masked is as_masked and matchbox.as_packed is as_packed
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=6))

@@ -135,7 +135,7 @@ class PackedBatch(DataAttributes):
             )
         _check_dims(op, batch.dims)
         data = batch.data
-        if batch._mask is None:
+        if batch._mask is None or not batch.dims[0]:  # every example has the full length
             lengths = torch.full((data.size(0),), data.size(1), dtype=torch.int64)
         else:
             lengths = lengths_along(batch, 1).cpu()
