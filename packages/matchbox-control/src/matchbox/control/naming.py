@@ -36,3 +36,15 @@ def saved(variable: str, number: int) -> str:
 
 def is_reserved(identifier: str) -> bool:
     return identifier.startswith(PREFIX)
+
+
+_LABELS = {"retval": "the return value", "returned": "the 'returned' flag",
+           "break": "the 'break' flag", "continue": "the 'continue' flag"}
+
+
+def label(variable: str) -> str:
+    """How messages name a variable (generated ones by what they stand for)."""
+    if not is_reserved(variable):
+        return variable
+    kind = variable[len(PREFIX):].rsplit("_", 1)[0]
+    return _LABELS.get(kind, variable)

@@ -19,12 +19,13 @@ Each body becomes a *region* run under an execution mask::
 
 Which variables a region merges comes from liveness (assigned in the region
 and live after it: for a loop, the loop-carried state and what is read
-after the loop), not from "assigned in the body".  A region under a batch
-condition (``if``/``while``) also guards the gradients of the variables it
-reads (``mb__.guard``), so values computed for the examples that do not take
-it (maybe outside their domain) never send NaN into a real gradient.  Under a
-plain condition the region's mask is the outer mask, and merges and guards
-return at once: the code is plain Python.
+after the loop), not from "assigned in the body".  A region also guards the
+gradients of the variables it reads (``mb__.guard``): what it computes for
+the examples outside its mask is discarded, and its backward pass must not
+send them gradient either (``x.log()`` for an example that failed ``if x >
+0``, or a state combined with the NaN padding of a sequence that has ended
+would send ``0 * nan``).  Under a plain condition the region's mask is the
+outer mask, and merges and guards return at once: the code is plain Python.
 """
 
 from __future__ import annotations
@@ -75,14 +76,13 @@ class _ControlFlow:
     # ------------------------------------------------------------------ regions
 
     def region(self, mask: str, outer: str, body: list[Any], live_after: frozenset[str],
-               defined: frozenset[str], origin: Any, guard: bool,
-               prefix: list[Any] = ()) -> list[Any]:
+               defined: frozenset[str], origin: Any, prefix: list[Any] = ()) -> list[Any]:
         """``prefix + body`` run under ``mask``, with its saves, guards and merges."""
         statements = list(prefix) + list(body)
         assigned = names.block_writes(statements) & self.locals
         outputs = sorted(assigned & live_after)
-        inputs = sorted(v for v in liveness.upward_exposed(body) & self.locals
-                        if not naming.is_reserved(v)) if guard else []
+        inputs = sorted(v for v in liveness.upward_exposed(statements) & self.locals
+                        if not naming.is_reserved(v))
         kept = sorted(set(outputs) | set(inputs))
         self.undefined |= set(kept) - defined - self.parameters
         number = self.namer.number()
@@ -91,12 +91,12 @@ class _ControlFlow:
         def each(template: str, variables: list[str]) -> list[Any]:
             return [s for v in variables for s in templates.replace(
                 template, origin=origin, var=v, saved=naming.saved(v, number),
-                label=templates.constant(v), mask=mask, outer=outer)]
+                label=templates.constant(naming.label(v)), mask=mask, outer=outer)]
 
         return (each("saved = var", kept)
                 + each("var = mb__.guard(mask, outer, var)", inputs)
-                + templates.replace("with mb__.masked(mask):\n    body", origin=origin,
-                                    mask=mask, body=new_body)
+                + templates.replace("with mb__.masked(mask, outer):\n    body", origin=origin,
+                                    mask=mask, outer=outer, body=new_body)
                 + each("var = mb__.merge(mask, outer, var, saved, label)", outputs)
                 + each("var = saved", [v for v in inputs if v not in assigned]))
 
@@ -106,7 +106,7 @@ class _ControlFlow:
         then, orelse = self.namer.new("then"), self.namer.new("else")
         live = anno.get(node, liveness.LIVE_OUT)
         defined = anno.get(node, definitely.DEFINED_BEFORE)
-        then_region = self.region(then, outer, node.body, live, defined, node, guard=True)
+        then_region = self.region(then, outer, node.body, live, defined, node)
         result = templates.replace("""
             then, orelse = mb__.branch(outer, test)
             if then is not False:
@@ -114,8 +114,7 @@ class _ControlFlow:
         """, origin=node, then=then, orelse=orelse, outer=outer, test=node.test,
             then_region=then_region)
         if node.orelse:
-            else_region = self.region(orelse, outer, node.orelse, live, defined, node,
-                                      guard=True)
+            else_region = self.region(orelse, outer, node.orelse, live, defined, node)
             result += templates.replace("if orelse is not False:\n    else_region",
                                         origin=node, orelse=orelse, else_region=else_region)
         return result
@@ -124,7 +123,7 @@ class _ControlFlow:
         mask = self.namer.new("loop")
         head = anno.get(node, liveness.LIVE_HEAD)
         defined = anno.get(node, definitely.DEFINED_BEFORE)
-        body = self.region(mask, outer, node.body, head, defined, node, guard=True)
+        body = self.region(mask, outer, node.body, head, defined, node)
         result = templates.replace("""
             mask = mb__.loop_mask(outer, test)
             while mask is not False:
@@ -138,8 +137,7 @@ class _ControlFlow:
         head = anno.get(node, liveness.LIVE_HEAD)
         defined = anno.get(node, definitely.DEFINED_BEFORE)
         target = templates.replace("target = item", origin=node, target=node.target, item=item)
-        body = self.region(step, outer, node.body, head, defined, node, guard=False,
-                           prefix=target)
+        body = self.region(step, outer, node.body, head, defined, node, prefix=target)
         extra = anno.get(node, EXTRA_TEST)
         subs = dict(origin=node, step=step, item=item, outer=outer, body=body,
                     items=_iterable(node.iter), extra=extra)

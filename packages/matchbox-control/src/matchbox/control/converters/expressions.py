@@ -6,7 +6,8 @@
 | ``a or b``              | ``mb__.or_(a, lambda: b)``                             |
 | ``not a``               | ``mb__.not_(a)``                                       |
 | ``a < b <= c``          | ``mb__.compare(a, '<', lambda: b, '<=', lambda: c)``   |
-| ``a if c else b``       | ``mb__.if_exp(c, lambda: a, lambda: b)``               |
+| ``a if c else b``       | ``mb__.if_exp(c, lambda x: a, lambda x: b, x)`` (the   |
+|                         | locals both sides read are passed, to guard gradients) |
 | ``assert c, m``         | ``if __debug__: mb__.assert_(c, lambda: m)``           |
 
 Later operands are thunks, so they are evaluated when (and only as often as)
@@ -20,7 +21,8 @@ from typing import Any
 
 import gast
 
-from matchbox.control import anno, templates
+from matchbox.control import anno, naming, templates
+from matchbox.control.analysis import names
 from matchbox.control.context import Context
 
 PLAIN = "plain"  # an `if` the control-flow pass leaves as it is
@@ -33,6 +35,9 @@ _COMPARE = {
 
 
 class _Expressions(gast.NodeTransformer):
+    def __init__(self, locals_: set[str]):
+        self.locals = locals_
+
     def visit_FunctionDef(self, node: Any) -> Any:
         return node  # converted on its own
 
@@ -65,9 +70,16 @@ class _Expressions(gast.NodeTransformer):
 
     def visit_IfExp(self, node: Any) -> Any:
         self.generic_visit(node)
-        return templates.replace_expr("mb__.if_exp(test, lambda: body, lambda: orelse)",
-                                      origin=node, test=node.test, body=node.body,
-                                      orelse=node.orelse)
+        # The local variables the two sides read become the thunks' parameters,
+        # so that each side sees them with gradients guarded by its own mask
+        # (see runtime.masks.guard), as an `if` statement's regions do.
+        read = sorted(v for v in names.reads(node.body) | names.reads(node.orelse)
+                      if v in self.locals and not naming.is_reserved(v))
+        parameters = ", ".join(read)
+        arguments = "".join(f", {v}" for v in read)
+        return templates.replace_expr(
+            f"mb__.if_exp(test, lambda {parameters}: body, lambda {parameters}: orelse"
+            f"{arguments})", origin=node, test=node.test, body=node.body, orelse=node.orelse)
 
     def visit_Assert(self, node: Any) -> Any:
         self.generic_visit(node)
@@ -82,7 +94,7 @@ class _Expressions(gast.NodeTransformer):
 
 
 def transform(function: Any, ctx: Context) -> None:
-    visitor = _Expressions()
+    visitor = _Expressions(names.local_names(function))
     function.body = [s for statement in function.body
                      for s in _as_list(visitor.visit(statement))]
 

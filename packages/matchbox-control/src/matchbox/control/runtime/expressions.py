@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from matchbox.control.runtime.masks import _MASK, masked, per_example_truth
+from matchbox.control.runtime.masks import _MASK, guard, masked, per_example_truth
 from matchbox.control.runtime.select import select
 from matchbox.masked_batch import MaskedBatch
 
@@ -90,24 +90,27 @@ def compare(left: Any, *rest: Any) -> Any:
     return result
 
 
-def if_exp(test: Any, then: Thunk, orelse: Thunk) -> Any:
-    """``then() if test else orelse()``."""
+def if_exp(test: Any, then: Callable[..., Any], orelse: Callable[..., Any],
+           *variables: Any) -> Any:
+    """``then(*variables) if test else orelse(*variables)``.
+
+    ``variables`` are the local variables the two sides read; under a batch
+    condition each side gets them with gradients guarded by its own mask.
+    """
     if type(test) is not MaskedBatch:
-        return then() if test else orelse()
+        return then(*variables) if test else orelse(*variables)
     outer = _MASK.get()
     holds = per_example_truth(test)
     taken = holds if outer is None else outer & holds
     other = ~holds if outer is None else outer & ~holds
     if not taken.any():
-        with masked(other):
-            return orelse()
+        return orelse(*variables)
     if not other.any():
-        with masked(taken):
-            return then()
+        return then(*variables)
     with masked(taken):
-        a = then()
+        a = then(*[guard(taken, outer, v) for v in variables])
     with masked(other):
-        b = orelse()
+        b = orelse(*[guard(other, outer, v) for v in variables])
     return select(holds, a, b, "a conditional expression")
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from matchbox._masking import fit_mask
 from matchbox.control.runtime.masks import Mask
 from matchbox.masked_batch import MaskedBatch
 
@@ -68,8 +69,32 @@ def _lazy_steps(iterable: Iterable[Any], outer: Mask) -> Iterator[tuple[Mask, An
         present = example_real(item)
         if present is None:
             yield outer, item
-        else:
-            yield (present if outer is None else outer & present), item
+            continue
+        if type(item) is tuple:
+            item = _restrict(item, present)
+        yield (present if outer is None else outer & present), item
+
+
+def _restrict(item: tuple[Any, ...], present: torch.Tensor) -> tuple[Any, ...]:
+    """The batch components of a ``zip`` step, each real only where the step exists.
+
+    ``zip`` of sequences of different lengths: where one sequence has ended,
+    the other's step is real but not part of the loop; computing with it must
+    not send gradient to it (``0 * nan`` from the ended one's padding).
+    """
+    parts = [c for c in item if type(c) is MaskedBatch]
+    if len(parts) < 2:
+        return item
+    return tuple(_only_present(c, present) if type(c) is MaskedBatch else c for c in item)
+
+
+def _only_present(batch: MaskedBatch, present: torch.Tensor) -> MaskedBatch:
+    data = batch.data
+    view = present.view(data.size(0), *(1,) * (data.dim() - 1))
+    if data.requires_grad and torch.is_grad_enabled():
+        data = torch.where(view, data, data.detach())
+    mask = view if batch._mask is None else batch._mask & view
+    return MaskedBatch._make(data, fit_mask(mask, data, batch.dims), batch.dims)
 
 
 def _sequence_steps(items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:

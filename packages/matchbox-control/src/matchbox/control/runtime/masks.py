@@ -41,9 +41,7 @@ def current_mask() -> torch.Tensor | None:
     return _MASK.get()
 
 
-class masked:  # noqa: N801  (used like a function in generated code)
-    """``with masked(mask):`` makes ``mask`` the current execution mask."""
-
+class _Masked:
     __slots__ = ("_mask", "_token")
 
     def __init__(self, mask: Mask):
@@ -55,6 +53,28 @@ class masked:  # noqa: N801  (used like a function in generated code)
     def __exit__(self, *exc: Any) -> bool:
         _MASK.reset(self._token)
         return False
+
+
+class _Unchanged:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+_UNCHANGED = _Unchanged()
+
+
+def masked(mask: Mask, outer: Mask = False) -> Any:
+    """``with masked(mask, outer):`` makes ``mask`` the current execution mask.
+
+    A region running under its outer mask (a plain condition) leaves the
+    context variable as it is: it already holds that mask.
+    """
+    return _UNCHANGED if mask is outer else _Masked(mask)
 
 
 def per_example_truth(value: MaskedBatch, what: str = "condition") -> torch.Tensor:
