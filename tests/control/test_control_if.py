@@ -162,3 +162,29 @@ def test_condition_of_shape_one_by_one_per_example():
 
     xs = [torch.tensor([[1.0, 2.0]]), torch.tensor([[-1.0, -2.0]])]
     assert_batch_equals_loop(f, (xs, MaskedBatch.fromlist(xs, (False,))))
+
+
+@matchbox.batch
+def choose_sequence(x):
+    # a variable with a dynamic dimension, whose length depends on the branch
+    if x.sum(1).sum(-1) > 0:
+        y = x * 2
+    else:
+        y = x[:, 1:]
+    return y
+
+
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_dynamic_dimensions_in_branches(lengths):
+    assert_batch_equals_loop(choose_sequence, sequences(lengths))
+
+
+@matchbox.batch
+def drop_until_short(x):
+    while x.size_as_tensor(1) > 2:
+        x = x[:, 1:] * 1.5
+    return x
+
+
+def test_sequences_shrinking_in_a_loop(dtype):
+    assert_batch_equals_loop(drop_until_short, sequences([5, 0, 2, 3, 1], dtype=dtype))

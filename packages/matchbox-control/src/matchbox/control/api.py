@@ -187,5 +187,6 @@ def source(obj: Any) -> str:
     if not isinstance(obj, types.FunctionType):
         raise TypeError(f"source() expects a function, a method or a class, got "
                         f"{type(obj).__name__}")
-    original = obj.__wrapped__ if getattr(obj, _MARK, False) else inspect.unwrap(obj)
-    return conversion_of(original).source
+    # A rewritten function's __wrapped__ is the user's; unwrap reaches it
+    # through any decorators too.
+    return conversion_of(inspect.unwrap(obj)).source

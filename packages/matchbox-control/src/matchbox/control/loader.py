@@ -30,8 +30,12 @@ def compile_function(node: Any, fn: Any, filename: str) -> types.CodeType:
     # inspect.getsource expects.
     node.lineno = fn.__code__.co_firstlineno
     parameters = [naming.RUNTIME, *fn.__code__.co_freevars]
+    # The def must not bind its own name in the factory: a recursive call
+    # would read the factory's variable instead of the global (or, for a
+    # nested function, the enclosing function's cell, a factory parameter).
+    own = "" if node.name in parameters else f"    global {node.name}\n"
     factory = templates.replace(
-        f"def {FACTORY}({', '.join(parameters)}):\n    body\n    return {node.name}",
+        f"def {FACTORY}({', '.join(parameters)}):\n{own}    body\n    return {node.name}",
         origin=node, body=[node])[0]
     module = ast.fix_missing_locations(gast.gast_to_ast(gast.Module(body=[factory],
                                                                     type_ignores=[])))
