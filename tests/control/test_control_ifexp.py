@@ -42,3 +42,16 @@ def test_plain_condition_evaluates_one_side():
     f(True)
     f(0)
     assert calls == ["a", "b"]
+
+
+def test_a_side_that_is_not_taken_reads_nothing():
+    @matchbox.batch
+    def f(x, flag):
+        if flag:
+            offset = 1
+        return x + offset if flag else -x  # `offset` exists only when flag is true
+
+    import torch
+
+    assert f(torch.tensor(2.0), False) == -2.0
+    assert f(torch.tensor(2.0), True) == 3.0

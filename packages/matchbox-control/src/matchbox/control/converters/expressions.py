@@ -6,8 +6,8 @@
 | ``a or b``              | ``mb__.or_(a, lambda: b)``                             |
 | ``not a``               | ``mb__.not_(a)``                                       |
 | ``a < b <= c``          | ``mb__.compare(a, '<', lambda: b, '<=', lambda: c)``   |
-| ``a if c else b``       | ``mb__.if_exp(c, lambda x: a, lambda x: b, x)`` (the   |
-|                         | locals both sides read are passed, to guard gradients) |
+| ``a if c else b``       | ``mb__.if_exp(c, lambda mb__g: a, lambda mb__g: b)``,  |
+|                         | local reads ``x`` in a side written ``mb__g(x)``       |
 | ``assert c, m``         | ``if __debug__: mb__.assert_(c, lambda: m)``           |
 
 Later operands are thunks, so they are evaluated when (and only as often as)
@@ -70,16 +70,14 @@ class _Expressions(gast.NodeTransformer):
 
     def visit_IfExp(self, node: Any) -> Any:
         self.generic_visit(node)
-        # The local variables the two sides read become the thunks' parameters,
-        # so that each side sees them with gradients guarded by its own mask
-        # (see runtime.masks.guard), as an `if` statement's regions do.
-        read = sorted(v for v in names.reads(node.body) | names.reads(node.orelse)
-                      if v in self.locals and not naming.is_reserved(v))
-        parameters = ", ".join(read)
-        arguments = "".join(f", {v}" for v in read)
+        # Each side reads the function's local variables through `mb__g`, which
+        # guards their gradients with that side's mask (see runtime.masks.guard),
+        # as an `if` statement's regions do; reads stay where and when they were.
+        body = _GuardedReads(self.locals).visit(node.body)
+        orelse = _GuardedReads(self.locals).visit(node.orelse)
         return templates.replace_expr(
-            f"mb__.if_exp(test, lambda {parameters}: body, lambda {parameters}: orelse"
-            f"{arguments})", origin=node, test=node.test, body=node.body, orelse=node.orelse)
+            "mb__.if_exp(test, lambda mb__g: body, lambda mb__g: orelse)", origin=node,
+            test=node.test, body=body, orelse=orelse)
 
     def visit_Assert(self, node: Any) -> Any:
         self.generic_visit(node)
@@ -91,6 +89,24 @@ class _Expressions(gast.NodeTransformer):
                                     origin=node, test=node.test, msg=node.msg)
         anno.set_(new[0], PLAIN, True)
         return new
+
+
+class _GuardedReads(gast.NodeTransformer):
+    """Local variable reads ``x`` become ``mb__g(x)`` (not inside nested scopes)."""
+
+    def __init__(self, locals_: set[str]):
+        self.locals = locals_
+
+    def visit_Name(self, node: Any) -> Any:
+        if (isinstance(node.ctx, gast.Load) and node.id in self.locals
+                and not naming.is_reserved(node.id)):
+            return templates.replace_expr("mb__g(value)", origin=node, value=node)
+        return node
+
+    def visit_Lambda(self, node: Any) -> Any:
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
 
 
 def transform(function: Any, ctx: Context) -> None:

@@ -90,27 +90,31 @@ def compare(left: Any, *rest: Any) -> Any:
     return result
 
 
-def if_exp(test: Any, then: Callable[..., Any], orelse: Callable[..., Any],
-           *variables: Any) -> Any:
-    """``then(*variables) if test else orelse(*variables)``.
+def _unguarded(value: Any) -> Any:
+    return value
 
-    ``variables`` are the local variables the two sides read; under a batch
-    condition each side gets them with gradients guarded by its own mask.
+
+def if_exp(test: Any, then: Callable[[Any], Any], orelse: Callable[[Any], Any]) -> Any:
+    """``then(g) if test else orelse(g)``.
+
+    Each side reads the local variables through ``g``: under a batch condition
+    ``g`` guards their gradients with that side's mask (as the regions of an
+    ``if`` statement do); otherwise it returns them as they are.
     """
     if type(test) is not MaskedBatch:
-        return then(*variables) if test else orelse(*variables)
+        return then(_unguarded) if test else orelse(_unguarded)
     outer = _MASK.get()
     holds = per_example_truth(test)
     taken = holds if outer is None else outer & holds
     other = ~holds if outer is None else outer & ~holds
     if not taken.any():
-        return orelse(*variables)
+        return orelse(_unguarded)
     if not other.any():
-        return then(*variables)
+        return then(_unguarded)
     with masked(taken):
-        a = then(*[guard(taken, outer, v) for v in variables])
+        a = then(lambda value: guard(taken, outer, value))
     with masked(other):
-        b = orelse(*[guard(other, outer, v) for v in variables])
+        b = orelse(lambda value: guard(other, outer, value))
     return select(holds, a, b, "a conditional expression")
 
 
