@@ -24,7 +24,10 @@ from typing import Any
 
 import gast
 
+from matchbox.control import anno
+
 _LOCATION = ("lineno", "col_offset", "end_lineno", "end_col_offset")
+THUNK = "thunk"
 
 
 def replace(template: str, origin: Any = None, **subs: Any) -> list[Any]:
@@ -34,6 +37,10 @@ def replace(template: str, origin: Any = None, **subs: Any) -> list[Any]:
         for attribute in _LOCATION:
             if hasattr(node, attribute):
                 delattr(node, attribute)
+        if isinstance(node, gast.Lambda):
+            # A template's lambdas are thunks, called at once by the runtime
+            # helper they are passed to: not closures (see analysis.names).
+            anno.set_(node, THUNK, True)
     body = _Substitute(subs).visit(tree).body
     if origin is not None:
         for statement in body:

@@ -13,7 +13,15 @@ from typing import Any
 
 import gast
 
+from matchbox.control import anno
+from matchbox.control.templates import THUNK
+
 SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
+
+
+def is_scope(node: Any) -> bool:
+    """A nested scope; a thunk the rewriting made (a lambda called at once) is not one."""
+    return isinstance(node, SCOPES) and not anno.get(node, THUNK, False)
 
 
 def walk_scope(node: Any) -> Iterator[Any]:
@@ -27,7 +35,7 @@ def walk_scope(node: Any) -> Iterator[Any]:
     while todo:
         current = todo.pop()
         yield current
-        if isinstance(current, SCOPES):
+        if is_scope(current):
             todo.extend(_evaluated_outside(current))
             continue
         todo.extend(gast.iter_child_nodes(current))
@@ -115,7 +123,7 @@ def captured(function: Any) -> set[str]:
     """Names read inside nested functions and lambdas (a closure may read them at any time)."""
     names: set[str] = set()
     for n in walk_body(function):
-        if isinstance(n, SCOPES):
+        if is_scope(n):
             names |= {m.id for m in gast.walk(n) if isinstance(m, gast.Name)}
     return names
 
