@@ -207,3 +207,23 @@ def test_range_bound_must_be_per_example_ints():
     with pytest.raises(TypeError, match=r"range\(\): the stop must be an int or a batch of "
                                         r"per-example ints"):
         f(xb)
+
+
+@matchbox.batch
+def index_each_step(x, w):
+    h = x.batch_zeros(x.size(-1))
+    for t in range(x.size_as_tensor(1)):
+        h = (x[:, t] @ w + h).tanh()  # x[:, t] exists only for the examples running step t
+    return h
+
+
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_range_over_sizes_indexing_each_step(lengths):
+    w = torch.randn(3, 3, dtype=torch.float64)
+    assert_batch_equals_loop(index_each_step, sequences(lengths), ([w] * len(lengths), w))
+
+
+def test_range_over_sizes_indexing_each_step_dtypes(dtype):
+    w = torch.randn(3, 3, dtype=dtype)
+    assert_batch_equals_loop(index_each_step, sequences([3, 0, 1], dtype=dtype),
+                             ([w] * 3, w))

@@ -188,3 +188,18 @@ def drop_until_short(x):
 
 def test_sequences_shrinking_in_a_loop(dtype):
     assert_batch_equals_loop(drop_until_short, sequences([5, 0, 2, 3, 1], dtype=dtype))
+
+
+@matchbox.batch
+def largest_or_zero(x):
+    # the canonical guard: the loop never reduces an empty example
+    if x.size_as_tensor(1) > 0:
+        m = x.amax(1)
+    else:
+        m = x.batch_zeros(x.size(-1))
+    return m
+
+
+@given(lengths=st.lists(st.integers(0, 4), min_size=1, max_size=5))
+def test_a_branch_guarding_an_empty_example(lengths):
+    assert_batch_equals_loop(largest_or_zero, sequences(lengths))

@@ -234,3 +234,26 @@ def test_every_registered_indexing_op_has_a_case_equal_to_the_loop(name, pair):
 def test_an_index_chain_equals_the_loop(data):
     pair = data.draw(example_lists(dims=(True, False, False), min_length=0))
     assert_loop(lambda x: x[:, 1:][:, :-1][..., None][:, ::2, 0], pair)
+
+
+@pytest.mark.parametrize("index", [0, 1, -1, -2])
+def test_an_index_a_non_running_example_does_not_reach_gives_it_padding(index):
+    # Under an execution mask (matchbox-control's @batch), only running examples
+    # must reach the index; the others' results are padding (and discarded).
+    from matchbox._masking import EXECUTION_MASK
+
+    xs, xb = batch_of(3, 0, 1, 2)
+    running = torch.tensor([True, False, False, True])
+    token = EXECUTION_MASK.set(running)
+    try:
+        got = xb[:, index]
+        with pytest.raises(IndexError, match=rf"index {index} is out of range for example 1"):
+            EXECUTION_MASK.set(torch.tensor([True, True, False, True]))
+            xb[:, index]
+    finally:
+        EXECUTION_MASK.reset(token)
+    for b, x in enumerate(xs):
+        reaches = -x.size(1) <= index < x.size(1)
+        assert bool(got.mask[b].all()) == reaches
+        if reaches:
+            torch.testing.assert_close(got.data[b:b + 1], x[:, index], rtol=0, atol=0)

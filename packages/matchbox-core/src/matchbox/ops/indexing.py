@@ -93,22 +93,30 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
 
 
 def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
-    """``x[..., item]`` along dynamic dim ``d``: each example's own element ``item``."""
+    """``x[..., item]`` along dynamic dim ``d``: each example's own element ``item``.
+
+    An example that does not reach ``item`` raises, as in the loop, if it is
+    running (see ``_masking.EXECUTION_MASK``); otherwise its result is padding.
+    """
     dims = x.dims[: d - 1] + x.dims[d:]
     n = _masking.lengths_along(x, d)
     missing = (n <= item) if item >= 0 else (n < -item)
-    if missing.any():
-        j = int(missing.nonzero()[0])
+    refused = _masking.running(missing)
+    if refused.any():
+        j = int(refused.nonzero()[0])
         raise IndexError(
             f"Tensor.__getitem__: index {item} is out of range for example {j}, which has "
             f"size {int(n[j])} in dynamic dimension {d}"
         )
     if item >= 0:
+        # Past an example's end the mask is already false: padding.
         return MaskedBatch._make(x.data.select(d, item), x.mask.select(d, item), dims)
-    index = (n + item).reshape(-1, *[1] * (x.data.dim() - 1))
+    index = (n + item).clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
     index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
     data = x.data.gather(d, index).squeeze(d)
-    return MaskedBatch._make(data, _masking.fit_mask(x.mask.any(d), data, dims), dims)
+    real = x.mask.any(d)
+    real = real & ~missing.reshape(-1, *[1] * (real.dim() - 1))
+    return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
 @_registry.implements(torch.Tensor.__getitem__, family="indexing")

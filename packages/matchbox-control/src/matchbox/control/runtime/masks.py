@@ -7,7 +7,8 @@ An execution mask is one of
 - ``False``: no example runs; the region is skipped.
 
 The generated code keeps the mask of each region in a local variable, and the
-mask of the code running now in a :class:`contextvars.ContextVar`, so that a
+mask of the code running now in a :class:`contextvars.ContextVar` (core's
+``matchbox._masking.EXECUTION_MASK``), so that a
 decorated function called from a masked region starts from its caller's mask,
 and threads and async tasks never see each other's masks.
 
@@ -20,17 +21,18 @@ Python's own ``if`` would call it.
 
 from __future__ import annotations
 
-import contextvars
 from typing import Any
 
 import torch
 
+from matchbox._masking import EXECUTION_MASK
 from matchbox.masked_batch import MaskedBatch
 
 Mask = Any  # None | torch.Tensor | False
 
-_MASK: contextvars.ContextVar[Any] = contextvars.ContextVar("matchbox_execution_mask",
-                                                          default=None)
+# The context variable is core's: core's per-example checks (an index past an
+# example's end, a reduction over an empty extent) look only at running examples.
+_MASK = EXECUTION_MASK
 
 # The mask a decorated function starts from: its caller's (None at top level).
 entry_mask = _MASK.get
