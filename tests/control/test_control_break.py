@@ -102,3 +102,17 @@ def test_break_in_a_plain_loop_stops_python_iteration():
         return x, i
 
     assert f(torch.tensor(0.0)) == (torch.tensor(3.0), 3)
+
+
+@matchbox.batch
+def break_last_in_for(x):
+    total = x * 0
+    for i in range(6):
+        total = total + i
+        if total > x:
+            break  # nothing after it in the body reads the flag
+    return total
+
+
+def test_oracle_break_as_the_last_statement_of_a_for_body():
+    assert_oracle(break_last_in_for, [0, 2, 5, 100], [1, 3, 6, 15])

@@ -119,3 +119,15 @@ def test_return_of_none_for_some_examples_is_refused():
     with pytest.raises(TypeError, match=r"'the return value' is a batch for the examples on "
                                         r"one path and NoneType None for the others"):
         f(xb)
+
+
+@matchbox.batch
+def return_last_in_for(x):
+    for i in range(6):
+        if i * i > x:
+            return x * 0 + i  # nothing after it in the body reads the flag
+    return x * 0 - 1
+
+
+def test_oracle_return_as_the_last_statement_of_a_for_body():
+    assert_oracle(return_last_in_for, [0, 3, 10, 100], [1, 2, 4, -1])

@@ -6,6 +6,9 @@ from typing import Any
 
 _KEY = "_matchbox_anno"
 
+# A `for` loop's extra test (the break/return flags), checked at every step.
+EXTRA_TEST = "extra_test"
+
 
 def get(node: Any, key: str, default: Any = None) -> Any:
     return getattr(node, _KEY, {}).get(key, default)

@@ -73,7 +73,9 @@ class _Liveness:
             return head
         if isinstance(node, gast.For):
             after = self.block(node.orelse, out)
-            head = set(after)
+            # The break/return flags of the extra test are read at every step.
+            extra = anno.get(node, anno.EXTRA_TEST)
+            head = set(after) | (names.reads(extra) if extra is not None else set())
             target_writes = names.writes(node.target)
             while True:
                 body_in = self.block(node.body, head)

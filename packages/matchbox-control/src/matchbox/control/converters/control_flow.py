@@ -38,7 +38,6 @@ from matchbox.control import anno, naming, templates
 from matchbox.control.analysis import definitely, liveness, names
 from matchbox.control.context import Context
 from matchbox.control.converters.expressions import PLAIN
-from matchbox.control.converters.jumps import EXTRA_TEST
 
 UNDEFINED = "undefined"  # on the function: names to bind to Undefined at its start
 
@@ -138,7 +137,7 @@ class _ControlFlow:
         defined = anno.get(node, definitely.DEFINED_BEFORE)
         target = templates.replace("target = item", origin=node, target=node.target, item=item)
         body = self.region(step, outer, node.body, head, defined, node, prefix=target)
-        extra = anno.get(node, EXTRA_TEST)
+        extra = anno.get(node, anno.EXTRA_TEST)
         subs = dict(origin=node, step=step, item=item, outer=outer, body=body,
                     items=_iterable(node.iter), extra=extra)
         if extra is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import gast
 
-from matchbox.control import templates
+from matchbox.control import anno, templates
 from matchbox.control.analysis import names
 
 _LOOPS = (gast.For, gast.While)
@@ -89,20 +89,15 @@ def add_loop_test(loop: Any, test: Any) -> None:
     A ``while`` gets ``test and <its test>``; a ``for`` keeps the test as an
     annotation that the control-flow pass checks on every step.
     """
-    from matchbox.control import anno
-
     if isinstance(loop, gast.While):
         loop.test = templates.replace_expr("mb__.and_(extra, lambda: test)", origin=loop.test,
                                            extra=test, test=loop.test)
         return
-    existing = anno.get(loop, EXTRA_TEST)
+    existing = anno.get(loop, anno.EXTRA_TEST)
     if existing is not None:
         test = templates.replace_expr("mb__.and_(extra, lambda: existing)", origin=loop,
                                       extra=test, existing=existing)
-    anno.set_(loop, EXTRA_TEST, test)
-
-
-EXTRA_TEST = "extra_test"
+    anno.set_(loop, anno.EXTRA_TEST, test)
 
 
 class LoopVisitor(gast.NodeTransformer):
