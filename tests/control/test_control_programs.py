@@ -2,7 +2,8 @@
 
 Each program is Python source built by hypothesis from a small grammar (assignments,
 ``if``/``else``, bounded ``while``, ``for`` over ``range``, ``break``, ``continue``,
-``return``, ``and``/``or``/``not``, conditional expressions), written to a file so that
+``return``, ``and``/``or``/``not``, conditional expressions, attribute and subscript
+writes), written to a file so that
 ``@batch`` reads it like any module, and run on a batch of per-example integers.
 """
 
@@ -30,7 +31,7 @@ _counter = itertools.count()
 def block(depth: int, in_loop: bool) -> st.SearchStrategy[list[str]]:
     simple = st.sampled_from(ASSIGNMENTS).map(lambda s: [s])
     jumps = [st.just(["break"]), st.just(["continue"])] if in_loop else []
-    options = [simple, simple, st.just(["return a, b"])] + jumps
+    options = [simple, simple, st.just(["return a, b, s.v, items[0], items[1]"])] + jumps
     if depth > 0:
         options += [if_statement(depth - 1, in_loop), while_statement(depth - 1),
                     for_statement(depth - 1)]
@@ -66,8 +67,10 @@ def for_statement(draw, depth: int) -> list[str]:
 
 @st.composite
 def programs(draw) -> str:
-    body = ["a = 0", "b = 1"] + draw(block(2, False)) + ["return a, b"]
-    return "def program(x):\n" + "\n".join(indent(body)) + "\n"
+    body = (["a = 0", "b = 1", "s = State()", "items = [0, 0]"] + draw(block(2, False))
+            + ["return a, b, s.v, items[0], items[1]"])
+    return ("class State:\n    v = 2\n\n\ndef program(x):\n" + "\n".join(indent(body))
+            + "\n")
 
 
 def load(source: str, directory) -> object:
@@ -86,9 +89,6 @@ def test_random_programs_equal_the_loop(tmp_path_factory, source, values):
     batched = matchbox.batch(program)
     examples, batch = scalars(values, torch.int64)
     expected = [tuple(int(v) for v in program(x)) for x in examples]
-    a, b = batched(batch)
-    got = list(zip([int(v) for v in per_example(a)] if isinstance(a, matchbox.MaskedBatch)
-                   else [int(a)] * len(values),
-                   [int(v) for v in per_example(b)] if isinstance(b, matchbox.MaskedBatch)
-                   else [int(b)] * len(values)))
-    assert got == expected, textwrap.dedent(source)
+    outputs = [[int(v) for v in per_example(out)] if isinstance(out, matchbox.MaskedBatch)
+               else [int(out)] * len(values) for out in batched(batch)]
+    assert list(zip(*outputs)) == expected, textwrap.dedent(source)
