@@ -127,3 +127,24 @@ def test_oracle_and_of_integer_batches():
         return x
 
     assert_oracle(f, [6, 4, 9, 12], [-1, 4, 9, -1], dtype=torch.int64)
+
+
+@matchbox.batch
+def first_non_positive(x):
+    i = 0
+    # `x[:, i]` exists only where `i < n`: evaluated only for those examples,
+    # and the loop test only for examples still in the loop
+    while i < x.size_as_tensor(1) and x[:, i] > 0:
+        i = i + 1
+    return i
+
+
+def test_and_guards_an_index_per_example():
+    from matchbox import MaskedBatch
+
+    xs = [torch.tensor([v], dtype=torch.float64) for v in
+          ([1.0, 2.0, -1.0, 3.0], [], [5.0], [-2.0], [1.0, 1.0])]
+    xb = MaskedBatch.fromlist(xs, (True,))
+    loop = [int(first_non_positive(x)) for x in xs]
+    assert loop == [2, 0, 1, 0, 2]
+    assert [int(v) for v in first_non_positive(xb).data] == loop

@@ -22,8 +22,12 @@ import matchbox
 
 CONDITIONS = ["a > x", "b % 2 == 0", "x < 2", "a < b or x > 1", "not a > 3",
               "0 < b <= 4", "a == b and x != 3"]
-ASSIGNMENTS = ["a = a + x", "a = a * 2 - b", "b = b + 1", "b += x", "a = b if x > a else a + 1",
-               "a, b = b, a"]
+# In-place updates (`+=` on a tensor) only where no other variable can alias the
+# tensor: a merge under a per-example condition makes a new batch, so aliasing
+# through assignment is not kept (see the package README's limitations).
+ASSIGNMENTS = ["a = a + x", "a = a * 2 - b", "b = b + 1", "b = b + x",
+               "a = b if x > a else a + 1", "a, b = b, a", "s.v = s.v + a", "s.v += 1",
+               "items[1] = items[0] - x", "items[0] += b", "a, items[0] = items[0], a + 0"]
 
 _counter = itertools.count()
 

@@ -123,11 +123,13 @@ class _ControlFlow:
         head = anno.get(node, liveness.LIVE_HEAD)
         defined = anno.get(node, definitely.DEFINED_BEFORE)
         body = self.region(mask, outer, node.body, head, defined, node)
+        # The test of the next iteration runs only for the examples still in the loop.
         result = templates.replace("""
             mask = mb__.loop_mask(outer, test)
             while mask is not False:
                 body
-                mask = mb__.loop_mask(mask, test)
+                with mb__.masked(mask, outer):
+                    mask = mb__.loop_mask(mask, test)
         """, origin=node, mask=mask, outer=outer, test=node.test, body=body)
         return result + self.block(node.orelse, outer)
 

@@ -33,12 +33,32 @@ def _truth_batch(truth: torch.Tensor) -> MaskedBatch:
     return MaskedBatch._make(truth, None, ())
 
 
+def _for_examples_where(left: MaskedBatch, holds: torch.Tensor, right: Thunk) -> Any:
+    """``right()`` run for the examples where ``holds``; ``_SKIPPED`` if there are none.
+
+    Per example, Python evaluates the right operand of ``and``/``or`` only
+    where the left one does not decide: it runs under that mask, so that an
+    operand valid only there (``i < n and x[:, i] > 0``) is checked only there.
+    """
+    outer = _MASK.get()
+    needed = holds if outer is None else outer & holds
+    if not needed.any():
+        return _SKIPPED
+    with masked(needed, outer):
+        return right()
+
+
+_SKIPPED = object()
+
+
 def and_(left: Any, right: Thunk) -> Any:
     """``left and right()``."""
     if type(left) is not MaskedBatch:
         return left if not left else right()
     holds = per_example_truth(left)
-    value = right()
+    value = _for_examples_where(left, holds, right)
+    if value is _SKIPPED:
+        return left
     if _is_bool_like(value):
         if type(value) is not MaskedBatch:
             return _truth_batch(holds) if value else _truth_batch(holds & False)
@@ -51,7 +71,9 @@ def or_(left: Any, right: Thunk) -> Any:
     if type(left) is not MaskedBatch:
         return left if left else right()
     holds = per_example_truth(left)
-    value = right()
+    value = _for_examples_where(left, ~holds, right)
+    if value is _SKIPPED:
+        return left
     if _is_bool_like(value):
         if type(value) is not MaskedBatch:
             return _truth_batch(holds | True) if value else _truth_batch(holds)
