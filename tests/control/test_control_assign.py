@@ -104,9 +104,10 @@ def test_attribute_assignment_under_a_mask(dtype):
 
 
 @matchbox.batch
-def subscripts(x):
-    state = [x * 0, x * 0]
-    table = {"hits": x * 0}
+def subscripts(x, s):
+    # `state[i] = ...` and `table[key] += ...` on containers made before the loop
+    state = [s * 0, s * 0]
+    table = {"hits": s * 0}
     for xt in x.unbind(1):
         i = 0
         if xt.sum(-1) > 0:
@@ -119,25 +120,9 @@ def subscripts(x):
 
 def test_subscript_assignment_under_a_mask(dtype):
     xs, xb = sequences([3, 1, 0, 4], dtype=dtype)
-    summed = [x.sum(1) for x in xs]
-    assert_batch_equals_loop(
-        lambda x, s: subscripts_of_steps(x, s), (xs, xb),
-        (summed, MaskedBatch.fromlist(summed, (False,))))
-
-
-@matchbox.batch
-def subscripts_of_steps(x, s):
-    # `state[i] = ...` and `table[key] += ...` on containers made before the loop
-    state = [s * 0, s * 0]
-    table = {"hits": s * 0}
-    for xt in x.unbind(1):
-        i = 0
-        if xt.sum(-1) > 0:
-            state[i] = state[i] + xt
-            table["hits"] += 1
-        else:
-            state[1] = state[1] - xt
-    return state[0], state[1], table["hits"]
+    summed = [x.sum(1) for x in xs]  # (1, 3) rows: the state's shape
+    assert_batch_equals_loop(subscripts, (xs, xb),
+                             (summed, MaskedBatch.fromlist(summed, (False,))))
 
 
 @matchbox.batch
