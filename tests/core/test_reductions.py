@@ -386,6 +386,21 @@ def test_max_like_of_an_empty_dynamic_dim_raises_naming_op_and_example(f, op):
         f(batch)
 
 
+def test_max_of_an_empty_example_that_is_not_running_is_not_refused():
+    # Under an execution mask (matchbox-control's @batch), only running examples
+    # must be non-empty; the others' results are discarded.
+    from matchbox._masking import EXECUTION_MASK
+
+    xs, batch = batch_of([(2, 3), (0, 3), (1, 3)], (True, False))
+    token = EXECUTION_MASK.set(torch.tensor([True, False, True]))
+    try:
+        got = batch.amax(1)
+    finally:
+        EXECUTION_MASK.reset(token)
+    for b in (0, 2):
+        torch.testing.assert_close(got.data[b:b + 1], xs[b].amax(1))
+
+
 @pytest.mark.parametrize(
     "f",
     [

@@ -15,6 +15,7 @@ Two rules keep padding out of real values and gradients:
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,23 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.masked_batch import MaskedBatch
+
+#: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
+#: matchbox-control's ``@batch`` while it runs code under a per-example
+#: condition; ``None`` means every example.  A check that an example suits an
+#: op (an index within its length, a non-empty extent to reduce) looks only at
+#: the running examples: what is computed for the others is discarded, as in
+#: the loop over examples, where they do not run that code at all.
+EXECUTION_MASK: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar(
+    "matchbox_execution_mask", default=None)
+
+
+def running(failing: torch.Tensor) -> torch.Tensor:
+    """Per-example ``failing`` (``(batch,)`` bool) restricted to the running examples."""
+    mask = EXECUTION_MASK.get()
+    if mask is None or mask.shape != failing.shape:
+        return failing
+    return failing & mask
 
 
 def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
