@@ -535,6 +535,50 @@ def test_cat_refuses_mismatched_batch_sizes_and_bad_plain_tensors():
         torch.cat([xb, torch.ones(2, 1, 2)], 1)
 
 
+@pytest.mark.parametrize("join", [
+    pytest.param(lambda x, y: torch.cat([x, y], 2), id="cat-static"),
+    pytest.param(lambda x, y: torch.cat([x.unsqueeze(1), y.unsqueeze(1)], 1), id="cat-new-dim"),
+    pytest.param(lambda x, y: torch.cat([x.unsqueeze(-1), y.unsqueeze(-1)], 2), id="cat-dynamic"),
+    pytest.param(lambda x, y: torch.stack([x, y], 2), id="stack"),
+    pytest.param(lambda x, y: MF.stack([x, y], 1), id="F.stack-dynamic"),
+])
+def test_cat_and_stack_refuse_parts_of_different_lengths(join):
+    # The loop's torch.cat/stack raises for example 1; the batch must not keep the overlap.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1, 4)], (True, False))
+    yb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"example 1 has size 1 in one argument and 2 in "
+                                         r"another along dynamic dimension"):
+        join(xb, yb)
+    full = MaskedBatch.fromlist([torch.randn(1, 4, 2) for _ in range(3)], (True, False))
+    with pytest.raises(ValueError, match=r"example 0 has size 4 in one argument and 3"):
+        join(full, xb)
+
+
+@pytest.mark.parametrize("size", [1, 3, 6])
+def test_cat_refuses_a_plain_part_not_spanning_the_padded_size(size):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1, 5)], (True, False))
+    with pytest.raises(ValueError, match=rf"torch\.cat: tensor 1 of the list is the same for "
+                                         rf"every example .* has size {size} in dimension 1, "
+                                         rf"which is dynamic in the batches; it must span their "
+                                         rf"padded size 5"):
+        torch.cat([xb, torch.randn(1, size, 2)], 2)
+
+
+@given(pair=one_batch((None, 3)))
+def test_cat_and_stack_with_a_plain_part_spanning_the_padded_size(pair):
+    positions = torch.randn(1, 8, 3, dtype=pair[1].dtype)
+    assert_loop(lambda x: torch.cat([x, positions[:, : x.maxsize(1)]], 2), pair)
+    assert_loop(lambda x: torch.stack([positions[:, : x.maxsize(1)], x], 3), pair)
+
+
+@given(pair=one_batch((None, None, 2)))
+def test_f_stack_dynamic_of_steps_some_examples_have_left(pair):
+    # Unbinding the first of two dynamic dims gives steps from which an example
+    # past its end is absent (size 0 along the other dynamic dim): not a mismatch.
+    assert_loop(lambda x: _restack(x, 1), pair)
+    assert_loop(lambda x: _restack(x, 2), pair)
+
+
 @given(pairs=batches((None, 3), n=2))
 def test_shape_ops_on_a_batch_padded_past_its_longest_example(pairs):
     # x[:, :-1] keeps the padded size but every example loses one element.

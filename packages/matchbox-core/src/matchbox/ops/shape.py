@@ -9,6 +9,9 @@ values stay first) or split back out of it.  Anything that would interleave
 padding with real values raises an error naming the op and the dimension.
 ``cat`` along a dynamic dimension moves each example's parts together (a
 gather), so each example's result is exactly the concatenation of its parts.
+Along every other dynamic dimension the parts of a ``cat``/``stack`` must have
+each example's size (the loop would raise otherwise); a plain tensor part spans
+the padded size.
 """
 
 from __future__ import annotations
@@ -391,6 +394,37 @@ def _as_batches(op: str, tensors: Sequence[Any]) -> list[MaskedBatch]:
     return out
 
 
+def _check_joined_extents(op: str, tensors: Sequence[Any], parts: list[MaskedBatch],
+                          skip: int | None, dynamic_stack: bool = False) -> None:
+    """The parts of a cat/stack must have each example's size along every other dynamic dim.
+
+    The loop's ``torch.cat``/``torch.stack`` raises when an example's parts differ
+    there; the batch would silently keep only their overlap.  A plain tensor (or
+    a batch static in that dimension) is the same for every example: as in
+    pointwise ops, it must span the padded size (e.g. sliced with
+    ``x.maxsize(dim)``), each example taking its own length of it.  In a
+    ``dynamic_stack`` an example may be absent from a part (a finished step).
+    """
+    for i in range(1, parts[0].dim()):
+        if i == skip:
+            continue
+        dynamic = [p for t, p in zip(tensors, parts)
+                   if isinstance(t, MaskedBatch) and t.dims[i - 1]]
+        if not dynamic:
+            continue
+        _masking.check_lengths_agree(op, [(p, i) for p in dynamic],
+                                     absent_agrees=dynamic_stack)
+        padded = max(p.data.size(i) for p in dynamic)
+        for k, (t, p) in enumerate(zip(tensors, parts)):
+            if not (isinstance(t, MaskedBatch) and t.dims[i - 1]) and p.data.size(i) != padded:
+                raise ValueError(
+                    f"{op}: tensor {k} of the list is the same for every example (a plain "
+                    f"tensor, or static in dimension {i}) and has size {p.data.size(i)} in "
+                    f"dimension {i}, which is dynamic in the batches; it must span their "
+                    f"padded size {padded} (e.g. sliced with x.maxsize({i}))"
+                )
+
+
 def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[MaskedBatch]:
     """Pad every dynamic dimension (but ``skip``) to the largest padded size."""
     rank = batches[0].dim()
@@ -406,8 +440,10 @@ def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[Masked
 def cat(func, tensors, dim=0, **kwargs):
     op = _registry.op_name(func)
     dim = kwargs.pop("axis", dim)
+    tensors = list(tensors)
     parts = _as_batches(op, tensors)
     d = _nonbatch_dim(op, dim, parts[0].dim())
+    _check_joined_extents(op, tensors, parts, d)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = [MaskedBatch._make(p.data, p.mask, dims) if p.dims != dims and not dims[d - 1]
              else p for p in parts]
@@ -462,8 +498,10 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
     per-example results: an example whose step is not real (it had finished)
     is padding there.
     """
+    tensors = list(tensors)
     parts = _as_batches(op, tensors)
     d = _nonbatch_dim(op, dim, parts[0].dim() + 1)
+    _check_joined_extents(op, tensors, parts, None, dynamic_stack=dynamic)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)
     data = torch.stack([p.data for p in parts], d)
