@@ -206,8 +206,19 @@ def test_reshape_merging_a_static_dim_into_a_later_dynamic_one_is_refused():
 
 def test_reshape_must_keep_the_leading_one():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
-    with pytest.raises(ValueError, match=r"the new shape \(2, -1, 4\) must start with 1"):
-        xb.view(2, -1, 4)
+    with pytest.raises(ValueError, match=r"Tensor.view: the new shape \(3, -1, 4\) must start "
+                                         r"with 1 \(or -1, or the batch size 2 as x.size\(0\) "
+                                         r"gives it\)"):
+        xb.view(3, -1, 4)
+
+
+@given(pair=one_batch((None, 2, 3)))
+def test_the_x_size_0_idiom_keeps_each_examples_leading_one(pair):
+    # x.size(0) is 1 on an example and the batch size on a batch: both mean dimension 0.
+    assert_loop(lambda x: x.view(x.size(0), -1), pair)
+    assert_loop(lambda x: x.reshape(x.size(0), -1, 6), pair)
+    assert_loop(lambda x: x.sum(1).view(x.size(0), -1), pair)
+    assert_loop(lambda x: x[:, :, :1].expand(x.size(0), -1, 2, 3), pair)
 
 
 def test_splitting_a_dynamic_dim_needs_every_length_divisible():
@@ -367,8 +378,10 @@ def test_expand_must_keep_dynamic_sizes_and_the_leading_one():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 1) for n in (3, 1)], (True, False))
     with pytest.raises(ValueError, match="dimension 1 is dynamic; pass -1 to keep it"):
         xb.expand(1, 5, 2)
-    with pytest.raises(ValueError, match="the size of dimension 0 .* must stay 1, got 2"):
-        xb.expand(2, -1, 2)
+    with pytest.raises(ValueError, match=r"Tensor.expand: the size of dimension 0 .* must stay "
+                                         r"1 \(or be the batch size 2 as x.size\(0\) gives "
+                                         r"it\), got 3"):
+        xb.expand(3, -1, 2)
 
 
 @given(pair=one_batch((None, 5), min_length=2))

@@ -2,7 +2,8 @@
 
 Semantics: the same view or permutation is applied to data and mask, and the
 dims follow their dimensions.  Dimension 0 is each example's own size-one
-batch dimension and stays in place.  A reshape keeps every dynamic dimension
+batch dimension and stays in place; a new shape gives it as 1, -1 or the batch
+size (what ``x.size(0)`` returns, so ``x.view(x.size(0), -1)`` runs unchanged).  A reshape keeps every dynamic dimension
 (written -1) and may split or merge the static dimensions between them; the
 static dimensions after the last dynamic one may also be merged into it (real
 values stay first) or split back out of it.  Anything that would interleave
@@ -121,14 +122,14 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
     when every example's size divides).
     """
     shape = list(shape)
-    if not shape or shape[0] not in (1, -1):
+    batch = x.data.size(0)
+    if not shape or shape[0] not in (1, -1, batch):
         raise ValueError(
-            f"{op}: the new shape {tuple(shape)} must start with 1 (or -1), the size of "
-            "dimension 0 of each example"
+            f"{op}: the new shape {tuple(shape)} must start with 1 (or -1, or the batch size "
+            f"{batch} as x.size(0) gives it), the size of dimension 0 of each example"
         )
     shape[0] = 1
     dynamic = [i for i, d in enumerate(x.dims, start=1) if d]
-    batch = x.data.size(0)
     if not dynamic:
         data = x.data.reshape(batch, *shape[1:])
         mask = x.mask.reshape(batch, *[1] * (data.dim() - 1))
@@ -289,9 +290,10 @@ def expand(func, input, *sizes):
     if extra < 0:
         raise ValueError(f"{op}: {len(sizes)} sizes given for examples of rank {input.dim()}")
     x = _masking.raise_rank(input, len(sizes)) if extra else input
-    if sizes[0] not in (1, -1):
+    if sizes[0] not in (1, -1, x.data.size(0)):
         raise ValueError(f"{op}: the size of dimension 0 (each example's batch dimension) "
-                         f"must stay 1, got {sizes[0]}")
+                         f"must stay 1 (or be the batch size {x.data.size(0)} as x.size(0) "
+                         f"gives it), got {sizes[0]}")
     target = [x.data.size(0)]
     for i, size in enumerate(sizes[1:], start=1):
         if x.dims[i - 1] and size not in (-1, x.data.size(i)):
