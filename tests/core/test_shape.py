@@ -189,7 +189,6 @@ def test_view_with_a_dtype_is_refused_with_the_op_name():
 
 @pytest.mark.parametrize("f", [
     lambda x: x.reshape(1, 4, -1),        # the dynamic dim would be split across rows
-    lambda x: x.view(-1),                 # drops the batch dimension's 1
     lambda x: x.reshape(1, -1, 3),        # rows of 3 would mix real values and padding
 ])
 def test_reshape_that_would_interleave_padding_is_refused(f):
@@ -210,6 +209,21 @@ def test_reshape_must_keep_the_leading_one():
                                          r"with 1 \(or -1, or the batch size 2 as x.size\(0\) "
                                          r"gives it\)"):
         xb.view(3, -1, 4)
+
+
+@pytest.mark.parametrize("reshape", [
+    pytest.param(lambda x: x.view(-1, 4), id="view(-1, C)"),
+    pytest.param(lambda x: x.reshape(-1), id="reshape(-1)"),
+    pytest.param(lambda x: x.view(-1, x.maxsize(1)), id="view(-1, padded size)"),
+    pytest.param(lambda x: x.view(-1, 2, 2), id="view(-1, 2, 2)"),
+])
+def test_inferring_dimension_0_from_the_positions_is_refused_naming_the_dim(reshape):
+    # The token-flattening idiom of per-position losses: dimension 0 would be T.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match=r"the new shape \(-1.*\) would infer dimension 0 "
+                                         r"\(-1\) from each example's size, merging dynamic "
+                                         r"dimension 1 into it; .* F.cross_entropy\(logits"):
+        reshape(xb)
 
 
 @given(pair=one_batch((None, 2, 3)))

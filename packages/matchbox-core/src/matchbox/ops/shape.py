@@ -128,8 +128,18 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
             f"{op}: the new shape {tuple(shape)} must start with 1 (or -1, or the batch size "
             f"{batch} as x.size(0) gives it), the size of dimension 0 of each example"
         )
-    shape[0] = 1
     dynamic = [i for i, d in enumerate(x.dims, start=1) if d]
+    if (shape[0] == -1 and dynamic and -1 not in shape[1:]
+            and math.prod(shape[1:]) != math.prod(x.data.shape[1:])):
+        # view(-1, C): on one example -1 infers the positions into dimension 0.
+        raise ValueError(
+            f"{op}: the new shape {tuple(shape)} would infer dimension 0 (-1) from each "
+            f"example's size, merging dynamic dimension {dynamic[0]} into it; dimension 0 is "
+            "each example's batch dimension and stays 1 on a batch: keep the positions as "
+            "their own dimension, written -1 (a per-position loss takes them as they are, "
+            "e.g. F.cross_entropy(logits.transpose(1, 2), targets))"
+        )
+    shape[0] = 1
     if not dynamic:
         data = x.data.reshape(batch, *shape[1:])
         mask = x.mask.reshape(batch, *[1] * (data.dim() - 1))
