@@ -241,8 +241,14 @@ def test_time_major_view_answers_the_modules_questions():
 def test_batch_first_false_module_on_a_batch_names_the_dynamic_dimension():
     module = make_module("lstm", batch_first=False)
     xb = MaskedBatch.fromlist(examples_of_lengths([2, 5], torch.float64), (True, False))
-    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is dynamic"):
+    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is dynamic.* \(asked by an "
+                                         r"nn.RNN/LSTM/GRU built with batch_first=False, which "
+                                         r"reads dimension 1 of its input as the batch; .*"
+                                         r"batch_first=True, or call it on "
+                                         r"matchbox.nn.time_major\(x\)\)"):
         module(xb)
+    with pytest.raises(ValueError, match=r"size_as_tensor\(dim\) for each example's size$"):
+        xb.size(1)  # asked by the user: no hint about modules
 
 
 def test_batch_first_false_module_on_a_static_batch_is_refused():

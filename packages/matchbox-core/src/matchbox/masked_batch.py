@@ -20,6 +20,7 @@ mean the same thing.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -203,7 +204,7 @@ class MaskedBatch:
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
-                "for each example's size"
+                f"for each example's size{_why_size_was_asked(i)}"
             )
         return self.data.size(i)
 
@@ -357,6 +358,20 @@ class BatchShape:
         sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.data.size(i))
                  for i in range(len(self))]
         return f"BatchShape({', '.join(sizes)})  # * = dynamic"
+
+
+def _why_size_was_asked(dim: int) -> str:
+    """A hint when PyTorch's own code asked for a dynamic size, not the user's.
+
+    ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with ``batch_first=False`` ask for
+    ``size(1)`` as their batch size before the op that would explain it runs.
+    """
+    caller = sys._getframe(2).f_globals.get("__name__")
+    if dim == 1 and caller == "torch.nn.modules.rnn":
+        return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=False, which reads "
+                "dimension 1 of its input as the batch; a MaskedBatch is batch-major: build "
+                "the module with batch_first=True, or call it on matchbox.nn.time_major(x))")
+    return ""
 
 
 def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
