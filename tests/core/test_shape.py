@@ -412,6 +412,18 @@ def test_narrow_from_a_negative_start_along_a_dynamic_dim_is_refused():
         xb.narrow(1, -1, 1)
 
 
+def test_narrow_past_an_examples_end_along_a_dynamic_dim_is_refused_like_the_loop():
+    # A slice x[:, 0:2] clips to each example; narrow raises in the loop instead.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(RuntimeError, match=r"Tensor.narrow: start \(0\) \+ length \(2\) "
+                                           r"exceeds the size of example 1, 1, in dynamic "
+                                           r"dimension 1"):
+        xb.narrow(1, 0, 2)
+    with pytest.raises(RuntimeError, match=r"torch.narrow: start \(3\) \+ length \(0\) exceeds "
+                                           r"the size of example 1"):
+        torch.narrow(xb, 1, 3, 0)
+
+
 @given(pair=example_lists(dims=(True, False, False)))
 def test_contiguous_equals_the_loop(pair):
     assert_loop(lambda x: x.permute(0, 3, 1, 2).contiguous(), pair)

@@ -334,6 +334,16 @@ def narrow(func, input, dim, start, length):
     d = _nonbatch_dim(op, dim, input.dim())
     if input.dims[d - 1] and start < 0:
         raise NotImplementedError(f"{op}: a negative start along dynamic dimension {d}")
+    if input.dims[d - 1] and input._mask is not None:
+        # Unlike a slice, narrow raises (in the loop) for an example that is too short.
+        sizes = _masking.lengths_along(input, d)
+        short = (sizes < start + length).nonzero()
+        if short.numel():
+            j = int(short[0])
+            raise RuntimeError(
+                f"{op}: start ({start}) + length ({length}) exceeds the size of example {j}, "
+                f"{int(sizes[j])}, in dynamic dimension {d}"
+            )
     mask = input.mask.narrow(d, start, length) if input.dims[d - 1] else input.mask
     return MaskedBatch._make(input.data.narrow(d, start, length), mask, input.dims)
 
