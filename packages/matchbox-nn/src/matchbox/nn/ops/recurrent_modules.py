@@ -130,7 +130,10 @@ def _sorted_lengths(input: MaskedBatch) -> tuple[torch.Tensor, torch.Tensor]:
     This is PyTorch's packed layout (cuDNN's too); empty examples come last.
     """
     data = input.data
-    lengths = input.mask.reshape(data.size(0), data.size(1)).sum(1).cpu()
+    # A static length (dims (False, False)) may still carry a mask, of size one there
+    # (from a reduction, or marking examples that are not real): expand it first.
+    lengths = input.mask.expand(data.size(0), data.size(1), 1).reshape(
+        data.size(0), data.size(1)).sum(1).cpu()
     sorted_lengths, order = torch.sort(lengths, descending=True)
     return sorted_lengths, order.to(data.device)
 
