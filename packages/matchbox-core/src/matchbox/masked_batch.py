@@ -89,7 +89,7 @@ class MaskedBatch:
         dynamic (may differ between examples).  Gradients flow back to every
         example.
         """
-        dims = tuple(bool(d) for d in dims)
+        dims = _dims_argument("MaskedBatch.fromlist", dims)
         shapes = _check_examples(examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
@@ -358,6 +358,21 @@ class BatchShape:
         sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.data.size(i))
                  for i in range(len(self))]
         return f"BatchShape({', '.join(sizes)})  # * = dynamic"
+
+
+def _dims_argument(op: str, dims: Any) -> tuple[bool, ...]:
+    """``dims`` as a tuple of bools; anything but booleans (or 0 and 1) is refused.
+
+    ``bool()`` of each entry would read ``None`` as static and a string as all
+    dynamic, silently describing other examples than the user's.
+    """
+    entries = list(dims) if isinstance(dims, (tuple, list)) else None
+    if entries is None or not all(not isinstance(d, str) and d in (0, 1) for d in entries):
+        raise TypeError(
+            f"{op}: dims must be a tuple of bools, one per dimension after the first (True "
+            f"where the examples may differ in size); got {dims!r}"
+        )
+    return tuple(bool(d) for d in entries)
 
 
 def _why_size_was_asked(dim: int) -> str:
