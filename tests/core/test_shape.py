@@ -630,6 +630,21 @@ def test_shape_ops_on_a_batch_padded_past_its_longest_example(pairs):
 
 # ------------------------------------------------------------------ stack
 
+@pytest.mark.parametrize("f", [
+    pytest.param(lambda a, b: torch.stack([a, b]).sum(), id="stack"),
+    pytest.param(lambda a, b: a.unsqueeze(0), id="unsqueeze"),
+])
+def test_a_new_dim_0_in_front_of_per_example_scalars_says_how_to_combine_them(f):
+    # Losses are 0-d in the loop, where torch.stack(losses).sum() works; a batch holds
+    # them as (1,) examples, so the message says to add them instead.
+    a = MaskedBatch.fromlist([torch.rand(1), torch.rand(1)], ())
+    with pytest.raises(ValueError, match=r"dimension 0 is the batch dimension of each example "
+                                         r".*; these are per-example scalars \(a loss, say\), "
+                                         r"0-d in the loop but \(1,\) in a batch, .* combine "
+                                         r"them with \+ or sum\(\[...\]\) instead"):
+        f(a, 2 * a)
+
+
 @pytest.mark.parametrize("dim", [1, 2, 3, -1, -3])
 @given(data=st.data())
 def test_torch_stack_adds_a_static_dim_equal_to_the_loop(dim, data):

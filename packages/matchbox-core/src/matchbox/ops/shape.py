@@ -29,12 +29,17 @@ from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 
 
-def _nonbatch_dim(op: str, dim: int, rank: int) -> int:
+def _nonbatch_dim(op: str, dim: int, rank: int, scalars: bool = False) -> int:
+    """``dim`` normalised; dimension 0 raises.  ``scalars``: the batch holds per-example
+    scalars, which the loop sees as 0-d tensors (losses) with no dimension 0 to keep."""
     d = normalize_dim(dim, rank, op)
     if d == 0:
+        hint = ("; these are per-example scalars (a loss, say), 0-d in the loop but (1,) "
+                "in a batch, so a new dimension 0 cannot go in front of them: combine "
+                "them with + or sum([...]) instead" if scalars else "")
         raise ValueError(
             f"{op}: dimension 0 is the batch dimension of each example and cannot be "
-            "moved, split or removed on a batch"
+            f"moved, split or removed on a batch{hint}"
         )
     return d
 
@@ -78,7 +83,7 @@ def permute(func, input, *order):
 @_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape")
 def unsqueeze(func, input, dim):
     op = _registry.op_name(func)
-    d = _nonbatch_dim(op, dim, input.dim() + 1)
+    d = _nonbatch_dim(op, dim, input.dim() + 1, scalars=input.dims == ())
     dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
     return MaskedBatch._make(input.data.unsqueeze(d), input.mask.unsqueeze(d), dims)
 
@@ -522,7 +527,7 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
     """
     tensors = list(tensors)
     parts = _as_batches(op, tensors)
-    d = _nonbatch_dim(op, dim, parts[0].dim() + 1)
+    d = _nonbatch_dim(op, dim, parts[0].dim() + 1, scalars=parts[0].dims == ())
     _check_joined_extents(op, tensors, parts, None, dynamic_stack=dynamic)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)
