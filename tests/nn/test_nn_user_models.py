@@ -214,6 +214,57 @@ def test_gru_seq2seq_loss_with_label_smoothing(pairs, dtype):
                                         for xs in (sources, ins, outs)])
 
 
+class ShiftedLanguageModel(nn.Module):
+    """Next-token model: inputs and targets sliced from one sequence, causal conv by F.pad."""
+
+    def __init__(self, vocab=12, size=6):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, size)
+        self.conv = nn.Conv1d(size, size, 2)
+        self.lstm = nn.LSTM(size, size, batch_first=True)
+        self.out = nn.Linear(size, vocab)
+
+    def forward(self, sequence):
+        inputs, targets = sequence[:, :-1], sequence[:, 1:]
+        h = self.embed(inputs)
+        c = self.conv(F.pad(h.transpose(1, 2), (1, 0))).transpose(1, 2)   # sees no future
+        states, _ = self.lstm(c + h)
+        logits = self.out(states)
+        nll = F.cross_entropy(logits.transpose(1, 2), targets, reduction="sum")
+        accuracy = (logits.argmax(-1) == targets).to(h.dtype).mean(1)
+        return nll, accuracy, F.mse_loss(c, h, reduction="none").mean(-1)
+
+
+@pytest.mark.parametrize("lengths", [[4, 2, 7], [3, 3], [5], [2, 2]],
+                         ids=["ragged", "equal", "one-example", "one-step"])
+def test_shifted_language_model(lengths, dtype):
+    # From length 2: one input and one target token (the LSTM refuses an empty input).
+    check(ShiftedLanguageModel().to(dtype), ids(lengths, 12))
+
+
+class MultiTaskLoss(nn.Module):
+    """Two heads on a mean-pooled encoding; per-example losses added with weights."""
+
+    def __init__(self, size=4, classes=3):
+        super().__init__()
+        self.encode = nn.Linear(size, size)
+        self.classify = nn.Linear(size, classes)
+        self.regress = nn.Linear(size, 1)
+
+    def forward(self, x, label, value):
+        h = F.relu(self.encode(x)).mean(1)
+        classification = F.cross_entropy(self.classify(h), label)
+        regression = F.smooth_l1_loss(self.regress(h).squeeze(-1), value)
+        return sum([classification, 0.5 * regression]), classification - regression
+
+
+@lengths_params(LENGTHS)
+def test_multi_task_loss(lengths, dtype):
+    values = [torch.randn(1, dtype=dtype) for _ in lengths]
+    check(MultiTaskLoss().to(dtype), floats(lengths, 4, dtype), labels(len(lengths), 3),
+          (values, MaskedBatch.fromlist(values, ())))
+
+
 class EmbeddingBagClassifier(nn.Module):
     """Mean and max bags of the ids -> Linear -> per-example cross-entropy."""
 
