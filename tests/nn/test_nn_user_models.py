@@ -124,6 +124,30 @@ def test_kim_cnn_with_several_kernel_widths(lengths, dtype):
     check(KimCNN().to(dtype).eval(), ids(lengths, 20))
 
 
+class CharCNNTagger(nn.Module):
+    """Character CNN per word (a 1 x 3 Conv2d over words x characters), max over chars."""
+
+    def __init__(self, chars=15, emb=5, hidden=4, tags=2):
+        super().__init__()
+        self.embed = nn.Embedding(chars, emb, padding_idx=0)
+        self.conv = nn.Conv2d(emb, hidden, (1, 3), padding=(0, 1))
+        self.out = nn.Linear(hidden, tags)
+
+    def forward(self, chars):                                 # (1, words, characters)
+        x = self.embed(chars).permute(0, 3, 1, 2)             # (1, emb, words, characters)
+        h = torch.relu(self.conv(x)).amax(3)                  # (1, hidden, words)
+        return self.out(h.transpose(1, 2)).log_softmax(-1)   # (1, words, tags)
+
+
+@pytest.mark.parametrize("shapes", [[(3, 4), (1, 2), (5, 1)], [(2, 2), (2, 2)], [(4, 6)]],
+                         ids=["ragged", "equal", "one-example"])
+def test_char_cnn_over_two_dynamic_dims(shapes, dtype):
+    # Words and characters both vary; within an example, short words hold the pad char 0.
+    xs = [torch.randint(0, 15, (1, words, length)) for words, length in shapes]
+    check(CharCNNTagger().to(dtype), (xs, MaskedBatch.fromlist(xs, (True, True),
+                                                               padding_value=PAD_ID)))
+
+
 class BiLSTMTagger(nn.Module):
     """Embedding -> bidirectional LSTM -> Linear -> per-token cross-entropy (ignore_index)."""
 
