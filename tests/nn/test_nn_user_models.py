@@ -387,6 +387,53 @@ def test_causal_self_attention_by_hand(lengths, dtype):
     check(CausalSelfAttention().to(dtype), floats(lengths, 8, dtype))
 
 
+class SpanExtractor(nn.Module):
+    """Extractive QA head: start/end logits over the positions (a dynamic class dim)."""
+
+    def __init__(self, size=6):
+        super().__init__()
+        self.encoder = nn.GRU(size, size, batch_first=True, bidirectional=True)
+        self.start = nn.Linear(2 * size, 1)
+        self.end = nn.Linear(2 * size, 1)
+
+    def forward(self, x, start, end):
+        h, _ = self.encoder(x)
+        start_logits = self.start(h).squeeze(-1)                 # (1, T): one class per position
+        end_logits = self.end(h).squeeze(-1)
+        loss = F.cross_entropy(start_logits, start) + F.cross_entropy(end_logits, end)
+        return loss, start_logits.argmax(-1), F.log_softmax(end_logits, -1)
+
+
+@lengths_params(LENGTHS)
+def test_span_extractor_over_a_dynamic_class_dim(lengths, dtype):
+    positions = [[torch.randint(0, n, (1,)) for n in lengths] for _ in range(2)]
+    check(SpanExtractor().to(dtype).eval(), floats(lengths, 6, dtype),
+          *[(p, MaskedBatch.fromlist(p, ())) for p in positions])
+
+
+class CrossAttentionSimilarity(nn.Module):
+    """Attend from one sequence to another of its own length; cosine of each to its context."""
+
+    def __init__(self, size=5):
+        super().__init__()
+        self.query = nn.Linear(size, size)
+        self.key = nn.Linear(size, size)
+
+    def forward(self, a, b):                                  # (1, Ta, size), (1, Tb, size)
+        scores = self.query(a) @ self.key(b).transpose(1, 2) / a.size(-1) ** 0.5
+        attention = scores.softmax(-1)                        # (1, Ta, Tb)
+        context = attention @ b
+        cosine = (a * context).sum(-1) / (a.norm(dim=-1) * context.norm(dim=-1) + 1e-6)
+        return cosine.mean(1), attention.sum(1)
+
+
+@pytest.mark.parametrize("lengths", [([3, 1, 6], [2, 4, 1]), ([2, 2], [3, 3]), ([4], [1])],
+                         ids=["ragged", "equal", "one-example"])
+def test_cross_attention_between_two_sequences(lengths, dtype):
+    # No empty example: a (Ta, Tb) score matrix has two dynamic dims (a core limit).
+    check(CrossAttentionSimilarity().to(dtype), *[floats(n, 5, dtype) for n in lengths])
+
+
 # ---------------------------------------------------------------------------- images
 
 
