@@ -1,7 +1,7 @@
 """Time-major views, for recurrent modules built with ``batch_first=False``.
 
-A ``MaskedBatch`` is batch-major: dimension 0 is the batch, and each example
-is ``(1, T, F)``.  An ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with
+A ``MaskedBatch`` (or a ``PackedBatch``) is batch-major: dimension 0 is the
+batch, and each example is ``(1, T, F)``.  An ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with
 ``batch_first=False`` reads dimension 1 of its input as the batch, so per-example
 code written for it transposes first: ``lstm(x.transpose(0, 1))`` on a
 ``(T, 1, F)`` tensor.  A batch cannot move its batch dimension, so the same
@@ -27,21 +27,26 @@ from typing import Any
 import torch
 
 from matchbox import _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.masked_batch import normalize_dim
 
 __all__ = ["TimeMajorBatch", "time_major", "batch_major"]
 
 
 class TimeMajorBatch:
-    """A ``MaskedBatch`` of ``(1, T, F)`` examples seen as ``(T, batch, F)``."""
+    """A batch of ``(1, T, F)`` examples seen as ``(T, batch, F)``.
+
+    The batch is a ``MaskedBatch`` or any other registered batch type
+    (matchbox-packed's ``PackedBatch``): the recurrent ops run it through its
+    own type's handler.
+    """
 
     __slots__ = ("batch",)
 
-    def __init__(self, batch: MaskedBatch):
-        if not isinstance(batch, MaskedBatch) or batch.dim() != 3:
+    def __init__(self, batch: Any):
+        if not isinstance(batch, _registry.batch_types()) or batch.dim() != 3:
             raise TypeError(
-                "TimeMajorBatch: expected a MaskedBatch of examples (1, length, features), "
-                f"got {batch!r}"
+                "TimeMajorBatch: expected a batch (MaskedBatch, PackedBatch) of examples "
+                f"(1, length, features), got {batch!r}"
             )
         self.batch = batch
 
@@ -91,11 +96,12 @@ class TimeMajorBatch:
 
 def time_major(x: Any) -> Any:
     """``x.transpose(0, 1)`` for a tensor; a ``TimeMajorBatch`` view for a batch."""
-    if isinstance(x, MaskedBatch):
+    if isinstance(x, _registry.batch_types()):
         return TimeMajorBatch(x)
     if isinstance(x, torch.Tensor):
         return x.transpose(0, 1)
-    raise TypeError(f"time_major: expected a tensor or a MaskedBatch, got {type(x).__name__}")
+    raise TypeError(f"time_major: expected a tensor or a MaskedBatch (or another batch type), "
+                    f"got {type(x).__name__}")
 
 
 def batch_major(x: Any) -> Any:
