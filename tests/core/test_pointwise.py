@@ -174,6 +174,20 @@ def test_examples_of_different_lengths_do_not_combine_silently():
         xb * ones
 
 
+def test_a_batch_without_padding_is_checked_against_the_others_lengths():
+    # Equal lengths give a batch without a mask; its examples still have a size,
+    # the padded one, which another argument's examples must match.
+    full = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 3, 4)], (True, False))
+    shorter = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 2, 4)], (True, False))
+    ragged = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor.__add__: example 0 has size 3 in one argument "
+                                         r"and 2 in another along dynamic dimension 1"):
+        full + shorter
+    with pytest.raises(ValueError, match=r"Tensor.__mul__: example 1 has size 3 in one argument "
+                                         r"and 2 in another along dynamic dimension 1"):
+        full * ragged
+
+
 def test_plain_tensor_spanning_the_padded_size_lines_up_with_positions(dtype):
     positions = torch.randn(1, 10, 3, dtype=dtype, requires_grad=True)
     xs, xb = mb_rand(4, (True, 6), (False, 3), dtype=dtype)

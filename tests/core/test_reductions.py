@@ -268,6 +268,13 @@ def test_sum_with_dtype_matches_loop():
     check(lambda x: torch.mean(x, (1, 2), dtype=torch.float64), examples, batch)
 
 
+def test_mean_over_a_dynamic_dim_with_a_narrower_dtype_keeps_that_dtype():
+    # The per-example count had the input's dtype and promoted float32 back to float64.
+    examples, batch = batch_of([(3, 2), (1, 2), (0, 2)], (True, False), torch.float64)
+    check(lambda x: x.mean(1, dtype=torch.float32), examples, batch)
+    check(lambda x: torch.mean(x, (1, 2), keepdim=True, dtype=torch.float32), examples, batch)
+
+
 def test_nansum_skips_real_nans_and_padding_alike():
     examples = [torch.tensor([[[1.0], [NAN], [2.0]]]), torch.tensor([[[NAN]]]),
                 torch.zeros(1, 0, 1)]

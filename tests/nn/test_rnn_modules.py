@@ -76,6 +76,21 @@ def test_static_length_batch_equals_loop(dtype):
     mb_assert(lambda x: run(module, x), [xs], [xb], 3, params=list(module.parameters()))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_static_length_batch_derived_from_a_dynamic_one_equals_loop(kind, dtype):
+    # A reduction over the dynamic dim keeps a mask of size one along the now static
+    # length: a two-step sequence (mean, max) per example, which the packing must count.
+    module = make_module(kind, layers=2, bidirectional=True, dtype=dtype)
+    xs = examples_of_lengths([3, 1, 5], dtype)
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+
+    def f(x):
+        return run(module, torch.stack([x.mean(1), x.amax(1)], 1))
+
+    assert torch.stack([xb.mean(1), xb.amax(1)], 1)._mask is not None
+    mb_assert(f, [xs], [xb], 3, params=list(module.parameters()))
+
+
 def test_output_keeps_the_input_mask_and_zero_padding():
     module = make_module("lstm", bidirectional=True)
     xb = MaskedBatch.fromlist(examples_of_lengths([2, 0, 5], torch.float64), (True, False),
@@ -143,8 +158,14 @@ def test_time_major_view_answers_the_modules_questions():
 def test_batch_first_false_module_on_a_batch_names_the_dynamic_dimension():
     module = make_module("lstm", batch_first=False)
     xb = MaskedBatch.fromlist(examples_of_lengths([2, 5], torch.float64), (True, False))
-    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is dynamic"):
+    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is dynamic.* \(asked by an "
+                                         r"nn.RNN/LSTM/GRU built with batch_first=False, which "
+                                         r"reads dimension 1 of its input as the batch; .*"
+                                         r"batch_first=True, or call it on "
+                                         r"matchbox.nn.time_major\(x\)\)"):
         module(xb)
+    with pytest.raises(ValueError, match=r"size_as_tensor\(dim\) for each example's size$"):
+        xb.size(1)  # asked by the user: no hint about modules
 
 
 def test_batch_first_false_module_on_a_static_batch_is_refused():

@@ -20,6 +20,7 @@ mean the same thing.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -123,7 +124,7 @@ class MaskedBatch(DataAttributes):
         dynamic (may differ between examples).  Gradients flow back to every
         example.
         """
-        dims = tuple(bool(d) for d in dims)
+        dims = _dims_argument("MaskedBatch.fromlist", dims)
         shapes = _check_examples(examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
@@ -213,7 +214,7 @@ class MaskedBatch(DataAttributes):
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
-                "for each example's size"
+                f"for each example's size{_why_size_was_asked(i)}"
             )
         return self.data.size(i)
 
@@ -372,6 +373,35 @@ class BatchShape:
         sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.size(i))
                  for i in range(len(self))]
         return f"BatchShape({', '.join(sizes)})  # * = dynamic"
+
+
+def _dims_argument(op: str, dims: Any) -> tuple[bool, ...]:
+    """``dims`` as a tuple of bools; anything but booleans (or 0 and 1) is refused.
+
+    ``bool()`` of each entry would read ``None`` as static and a string as all
+    dynamic, silently describing other examples than the user's.
+    """
+    entries = list(dims) if isinstance(dims, (tuple, list)) else None
+    if entries is None or not all(not isinstance(d, str) and d in (0, 1) for d in entries):
+        raise TypeError(
+            f"{op}: dims must be a tuple of bools, one per dimension after the first (True "
+            f"where the examples may differ in size); got {dims!r}"
+        )
+    return tuple(bool(d) for d in entries)
+
+
+def _why_size_was_asked(dim: int) -> str:
+    """A hint when PyTorch's own code asked for a dynamic size, not the user's.
+
+    ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with ``batch_first=False`` ask for
+    ``size(1)`` as their batch size before the op that would explain it runs.
+    """
+    caller = sys._getframe(2).f_globals.get("__name__")
+    if dim == 1 and caller == "torch.nn.modules.rnn":
+        return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=False, which reads "
+                "dimension 1 of its input as the batch; a MaskedBatch is batch-major: build "
+                "the module with batch_first=True, or call it on matchbox.nn.time_major(x))")
+    return ""
 
 
 def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:

@@ -177,8 +177,11 @@ def _rebatch(xb: Any, inputs: list[Any]) -> Any:
     """The batch ``xb`` rebuilt from ``inputs`` so that gradients reach them."""
     if not isinstance(xb, MaskedBatch):
         return type(xb).fromlist(inputs, xb.dims)  # another batch type: no padding to fill
-    rebuilt = MaskedBatch.fromlist(inputs, xb.dims, padding_value=float("nan")
-                                   if xb.dtype.is_floating_point else 0)
+    if not (xb.dtype.is_floating_point or xb.dtype.is_complex):
+        # No gradient reaches an integer batch (ids, targets): keep it as given, with
+        # whatever its padding holds (an id no embedding has, a garbage class index).
+        return xb
+    rebuilt = MaskedBatch.fromlist(inputs, xb.dims, padding_value=float("nan"))
     if rebuilt.data.shape != xb.data.shape:
         rebuilt = MaskedBatch._make(rebuilt.data, rebuilt.mask, rebuilt.dims)
     return rebuilt

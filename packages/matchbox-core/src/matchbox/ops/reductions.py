@@ -165,7 +165,8 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
 
     def reducer(data, ds, k):
         total = torch.sum(data, ds, keepdim=True, dtype=dtype)
-        return _keep(total / count(input, ds), ds, k)
+        # The count has the input's dtype; the mean has dtype= when given.
+        return _keep(total / count(input, ds).to(total.dtype), ds, k)
 
     return reduce(op, input, dims, keepdim, reducer, 0)
 

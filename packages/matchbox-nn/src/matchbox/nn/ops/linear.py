@@ -26,9 +26,18 @@ def linear(func, input, weight, bias=None):
     ):
         raise NotImplementedError(f"{op}: only the input may be a batch (weight and bias are "
                                   "shared by every example)")
+    if input.dim() < 2:
+        raise ValueError(f"{op}: each example must be (1, ..., features); these examples are "
+                         "scalars (rank 1), with no feature dimension after dimension 0")
     if input.dims[-1]:
         raise ValueError(f"{op}: the feature dimension (the last) of the input is dynamic; "
                          "a linear layer needs it static")
+    if weight.dim() not in (1, 2) or input.data.size(-1) != weight.size(-1):
+        # PyTorch would name the flattened padded batch ("(15x4 and 5x2)"), not the example.
+        raise ValueError(
+            f"{op}: each example has {input.data.size(-1)} features (its last dimension) but "
+            f"the weight of shape {tuple(weight.shape)} expects {weight.size(-1)}"
+        )
     data = func(_masking.fill_padding(input, 0), weight, bias)
     return MaskedBatch._make(_masking.guard_gradient(data, input._mask), input._mask, input.dims)
 

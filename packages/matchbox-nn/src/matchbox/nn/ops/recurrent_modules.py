@@ -113,7 +113,10 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
         # dense op is the packed op.
         result = func(data, hx, *settings, True)
         return (MaskedBatch._make(result[0], None, input.dims), *result[1:])
-    lengths = input.mask.reshape(data.size(0), data.size(1)).sum(1)
+    # A static length (dims (False, False)) may still carry a mask, of size one there
+    # (from a reduction, or marking examples that are not real): expand it first.
+    lengths = input.mask.expand(data.size(0), data.size(1), 1).reshape(
+        data.size(0), data.size(1)).sum(1)
     layout = packing.Layout.from_lengths(lengths.cpu(), data.device)
     rows = packing.gather_padded(data, layout)
     out_rows, final = run_on_rows(op, func, rows, layout, hx, settings)
