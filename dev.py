@@ -25,8 +25,9 @@ PACKAGES = ["matchbox-core", "matchbox-nn", "matchbox-control", "matchbox-data",
 DEMO_VENV = ROOT / ".venv"
 TOX_VENV = ROOT / ".venv-tox"
 TOX_REQUIREMENT = "tox>=4,<5"
-# Installed beside the packages in .venv: torch warns at import without NumPy.
-DEMO_EXTRAS = ["numpy"]
+# Installed beside the packages in .venv: torch warns at import without NumPy; the demo
+# draws its loss curve with matplotlib.
+DEMO_EXTRAS = ["numpy", "matplotlib"]
 
 
 def say(message: str) -> None:

@@ -130,6 +130,15 @@ def test_normalize_over_static_and_dynamic_dims(dim, p, dtype):
     # An empty example has no norm of order inf or below 0 (the loop fails):
     # every example has at least one position here.
     xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype, min_size=1)
+    if dtype == torch.float32:
+        # x / ||x|| is ill-conditioned for entries near 0: its gradient is a
+        # difference of terms of size 1/|x| (exactly 0 for a one-element row),
+        # and the batch reduces over padded rows, whose vectorised kernel
+        # rounds differently from the loop's short rows.  In float32 that
+        # rounding shows above the comparison's tolerance for |x| ~ 1e-2, so the
+        # float32 case keeps entries away from 0 (float64 takes any value).
+        xs = [x.sign() * (x.abs() + 0.5) for x in xs]
+        xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
     mb_assert(lambda x: F.normalize(x, p=p, dim=dim), [xs], [xb], 4)
 
 
