@@ -198,10 +198,10 @@ def speed_table(model: CodeLM, batch: MaskedBatch, repeats: int) -> tuple[list, 
     return rows, "\n".join(lines)
 
 
-def write_outputs(curve: list[float], table: str, header: str) -> list[Path]:
-    OUT.mkdir(exist_ok=True)
+def write_outputs(curve: list[float], table: str, header: str, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
     written = []
-    markdown = OUT / "demo.md"
+    markdown = out / "demo.md"
     markdown.write_text(f"{header}\n\n{table}\n")
     written.append(markdown)
     try:
@@ -218,7 +218,7 @@ def write_outputs(curve: list[float], table: str, header: str) -> list[Path]:
     axes.set_ylabel("mean loss per line")
     axes.set_title("CodeLM on the standard library, trained with Matchbox")
     figure.tight_layout()
-    png = OUT / "demo-loss.png"
+    png = out / "demo-loss.png"
     figure.savefig(png, dpi=120)
     plt.close(figure)
     written.append(png)
@@ -238,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="examples in the timed batch (default: 256)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per variant")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--out", type=Path, default=OUT,
+                        help=f"where the PNG and the Markdown table go (default: {OUT})")
     args = parser.parse_args(argv)
     torch.manual_seed(0)
 
@@ -266,7 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print(header)
     print(table)
-    for path in write_outputs(curve, table, header):
+    for path in write_outputs(curve, table, header, args.out):
         print(f"wrote {path}")
 
 
