@@ -82,6 +82,14 @@ def test_conversions_and_autograd_flags():
     assert xb.double().mask is xb.mask
 
 
+def test_dtype_queries_and_is_nested():
+    # Modules ask these before choosing a path (nn.MultiheadAttention, Transformer layers).
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
+    assert torch.is_floating_point(xb) and not torch.is_complex(xb)
+    assert not torch.is_floating_point(xb > 0.5)
+    assert xb.is_nested is False
+
+
 def test_repr_shows_dims_and_sizes():
     xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
     text = repr(xb)

@@ -162,6 +162,11 @@ class MaskedBatch:
         grad = self.data.grad
         return None if grad is None else MaskedBatch._make(grad, self._mask, self.dims)
 
+    @property
+    def is_nested(self) -> bool:
+        """Always ``False``: a batch is not a ``torch.nested`` tensor (modules ask first)."""
+        return False
+
     def is_floating_point(self) -> bool:
         return self.data.is_floating_point()
 

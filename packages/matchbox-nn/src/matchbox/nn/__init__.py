@@ -24,3 +24,8 @@ from matchbox.nn.ops import (  # noqa: E402,F401
     normalization,
     softmax,
 )
+
+# isort: split
+# Attention: F.scaled_dot_product_attention and nn.MultiheadAttention (and the
+# Transformer layers built from them).
+from matchbox.nn.ops import attention, multihead_attention  # noqa: E402,F401

@@ -74,6 +74,10 @@ class TimeMajorBatch:
             return self.batch.size(1)
         return self.batch.size(0) if i == 1 else self.batch.size(2)
 
+    @property
+    def is_nested(self) -> bool:
+        return False
+
     def __repr__(self) -> str:
         return f"TimeMajorBatch({self.batch!r})"
 
@@ -87,6 +91,41 @@ class TimeMajorBatch:
                 "matchbox.nn.batch_major(x) first"
             )
         return handler(func, *args, **(kwargs or {}))
+
+
+@_registry.implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
+                      torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
+                      family="time_major", batch_type="TimeMajorBatch")
+def transpose(func, input, dim0, dim1):
+    """``transpose(0, 1)`` of the time-major view: the batch-major ``MaskedBatch`` again."""
+    op = _registry.op_name(func)
+    if {normalize_dim(dim0, 3, op), normalize_dim(dim1, 3, op)} != {0, 1}:
+        raise ValueError(
+            f"{op}({dim0}, {dim1}): a time-major view (T, batch, F) supports only "
+            "transpose(0, 1), which gives the MaskedBatch back; convert with "
+            "matchbox.nn.batch_major(x) first"
+        )
+    return input.batch
+
+
+def time_major_view(op: str, batch: MaskedBatch) -> TimeMajorBatch:
+    """``batch.transpose(0, 1)``: per example ``(1, T, F) -> (T, 1, F)``, a time-major view.
+
+    Modules built with ``batch_first=True`` write this transpose inside their
+    own forward (``nn.MultiheadAttention``) before calling a time-major
+    functional; the view carries the batch to that functional's handler.
+    """
+    if batch.dim() != 3:
+        raise ValueError(
+            f"{op}(0, 1): swapping dimension 0 (each example's batch dimension) with "
+            "dimension 1 gives a time-major view only for examples of rank 3 "
+            f"(1, length, features); these examples have rank {batch.dim()}"
+        )
+    return TimeMajorBatch(batch)
+
+
+_registry.register_host("TimeMajorBatch", TimeMajorBatch)
+_registry.provide_batch_dim_view("MaskedBatch", time_major_view)
 
 
 def time_major(x: Any) -> Any:
