@@ -208,7 +208,7 @@ def _attn_mask(op: str, mask: Any, num_heads: int, sizes: tuple[int, int]) -> An
             f"{sizes} or {(num_heads, *sizes)}: the padded query and key lengths (each example "
             "reads its top-left corner, as a loop slicing it to the example's lengths would)"
         )
-    return mask.reshape(1, -1, *sizes)
+    return mask.reshape(1, 1 if mask.dim() == 2 else num_heads, *sizes)
 
 
 def _masks(op: str, x: _Inputs, key_padding_mask: Any, attn_mask: Any, num_heads: int,
