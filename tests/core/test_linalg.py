@@ -351,3 +351,14 @@ def test_self_attention_scores_of_an_empty_sequence_equal_the_loop():
     xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
     mb_assert(lambda x: x @ x.transpose(1, 2), [xs], [xb], 3)
     mb_assert(lambda x: (x @ x.transpose(1, 2)).tanh() @ x, [xs], [xb], 3)
+
+
+def test_contraction_when_every_example_is_empty():
+    # Scores of empty sequences, every example (1, 2, 0, 0), with explicit masks: the
+    # lengths along the contracted dimension are 0, not lost to the other empty one.
+    scores = MaskedBatch(torch.zeros(2, 2, 0, 0), torch.zeros(2, 1, 0, 0, dtype=torch.bool),
+                         (False, True, True))
+    values = MaskedBatch(torch.zeros(2, 2, 0, 3), torch.zeros(2, 1, 0, 1, dtype=torch.bool),
+                         (False, True, False))
+    out = scores @ values
+    assert [tuple(y.shape) for y in out.examples()] == [(1, 2, 0, 3)] * 2

@@ -135,7 +135,7 @@ def align(
 def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
     """Each example's size along dynamic dimension ``dim``: int64 ``(batch,)``."""
     mask = batch.mask
-    others = [j for j in range(1, mask.dim()) if j != dim and mask.size(j) > 1]
+    others = [j for j in range(1, mask.dim()) if j != dim and mask.size(j) != 1]
     if others:
         mask = mask.any(dim=others, keepdim=True)
     return mask.sum(dim).reshape(-1)
