@@ -29,3 +29,6 @@ from matchbox.nn.ops import (  # noqa: E402,F401
 # Attention: F.scaled_dot_product_attention and nn.MultiheadAttention (and the
 # Transformer layers built from them).
 from matchbox.nn.ops import attention, multihead_attention  # noqa: E402,F401
+from matchbox.nn.transformer import run_decoder, run_encoder  # noqa: E402
+
+__all__ += ["run_decoder", "run_encoder"]
