@@ -1,9 +1,10 @@
 """``F.linear`` / ``nn.Linear``: a product with a shared weight and bias.
 
 Semantics: rows keep their mask (the feature dimension, the last, is static).
-The weight's and the bias's gradients sum over every row, so padding rows are
-zeroed before the product and their gradient is dropped after it: one guard
-serves product and bias together (cheaper than ``x @ W.t() + b`` in core ops).
+The weight's and the bias's gradients sum over every row, so padding must not
+take part: the product runs on the real rows only (gathered once, scattered
+back with zeros at padding, see ``matchbox._masking.real_rows``), so padding is
+never read, gets no gradient, and costs no work.
 """
 
 from __future__ import annotations
@@ -25,5 +26,7 @@ def linear(func, input, weight, bias=None):
     if input.dims[-1]:
         raise ValueError(f"{op}: the feature dimension (the last) of the input is dynamic; "
                          "a linear layer needs it static")
-    data = func(_masking.fill_padding(input, 0), weight, bias)
-    return MaskedBatch._make(_masking.guard_gradient(data, input._mask), input._mask, input.dims)
+    rows = _masking.real_rows(input)
+    data = func(_masking.pack_rows(input.data, rows), weight, bias)
+    data = _masking.unpack_rows(data, rows, input.data.shape[:-1])
+    return MaskedBatch._make(data, input._mask, input.dims)

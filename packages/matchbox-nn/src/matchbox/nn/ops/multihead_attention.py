@@ -55,22 +55,44 @@ from matchbox.nn.time_major import TimeMajorBatch
 
 @dataclasses.dataclass
 class _Inputs:
-    """Query, key and value as batch-major data ``(B, L, E)``, padding zeroed."""
+    """Query, key and value batch-major, ``(B, L, E)``: their batches and their data.
 
-    query: MaskedBatch | None  # None: a plain tensor shared by every example
-    key: MaskedBatch | None
-    q: torch.Tensor
-    k: torch.Tensor
-    v: torch.Tensor
+    A plain tensor shared by every example has no batch (``None``) and keeps
+    its ``(1, L, E)`` data until after its projection.
+    """
+
+    batches: tuple[MaskedBatch | None, MaskedBatch | None, MaskedBatch | None]
+    data: tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+    batch_size: int
 
     @property
-    def batch_size(self) -> int:
-        return self.q.size(0)
+    def query(self) -> MaskedBatch | None:
+        return self.batches[0]
+
+    @property
+    def key(self) -> MaskedBatch | None:
+        return self.batches[1]
+
+    @property
+    def embed_dim(self) -> int:
+        return self.data[0].size(-1)
+
+    def length(self, i: int) -> int:
+        return self.data[i].size(1)
 
     def key_lengths(self) -> torch.Tensor:
         if self.key is None or self.key._mask is None:
-            return torch.full((self.batch_size,), self.k.size(1), device=self.k.device)
+            return torch.full((self.batch_size,), self.length(1), device=self.data[1].device)
         return _masking.lengths_along(self.key, 1)
+
+    def project(self, i: int, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """``F.linear`` of input ``i`` on its real rows: zeros, and no gradient, at padding."""
+        batch, data = self.batches[i], self.data[i]
+        if batch is None:
+            return F.linear(data, weight, bias).expand(self.batch_size, -1, -1)
+        rows = _masking.real_rows(batch)
+        out = F.linear(_masking.pack_rows(data, rows), weight, bias)
+        return _masking.unpack_rows(out, rows, data.shape[:-1])
 
 
 def _inputs(op: str, query: Any, key: Any, value: Any) -> _Inputs:
@@ -80,26 +102,23 @@ def _inputs(op: str, query: Any, key: Any, value: Any) -> _Inputs:
         if x.batch.data.size(0) != batch_size:
             raise ValueError(f"{op}: query, key and value have different batch sizes "
                              f"({batch_size} and {x.batch.data.size(0)})")
-    batches, data = [], []
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        batch, tensor = _operand(op, name, x, batch_size)
-        batches.append(batch)
-        data.append(tensor)
-    check_same_keys(op, batches[1] if batches[1] is not None else data[1][:1],
-                    batches[2] if batches[2] is not None else data[2][:1], 1)
-    return _Inputs(batches[0], batches[1], *data)
+    pairs = [_operand(op, name, x) for name, x in (("query", query), ("key", key),
+                                                    ("value", value))]
+    (_, k), (_, v) = pairs[1], pairs[2]
+    check_same_keys(op, pairs[1][0] if pairs[1][0] is not None else k,
+                    pairs[2][0] if pairs[2][0] is not None else v, 1)
+    return _Inputs(tuple(b for b, _ in pairs), tuple(d for _, d in pairs), batch_size)
 
 
-def _operand(op: str, name: str, x: Any, batch_size: int) -> tuple[Any, torch.Tensor]:
-    """A time-major input ``(L, N, E)`` per example as batch-major data ``(B, L, E)``."""
+def _operand(op: str, name: str, x: Any) -> tuple[Any, torch.Tensor]:
+    """A time-major input ``(L, N, E)`` per example as batch-major ``(batch, data)``."""
     if isinstance(x, TimeMajorBatch):
         if x.batch.dims[1]:
             raise ValueError(f"{op}: the feature dimension (2) of {name} is dynamic; it must "
                              "be static")
-        return x.batch, _masking.fill_padding(x.batch, 0)
+        return x.batch, x.batch.data
     if isinstance(x, torch.Tensor) and x.dim() == 3 and x.size(1) == 1:
-        # The same (L, 1, E) for every example.
-        return None, x.transpose(0, 1).expand(batch_size, -1, -1)
+        return None, x.transpose(0, 1)  # the same (L, 1, E) for every example
     shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
     raise ValueError(
         f"{op}: {name} must be a time-major batch (matchbox.nn.time_major(x), which "
@@ -121,21 +140,21 @@ def _check_embedding(op: str, embed_dim: int, embed_dim_to_check: int, num_heads
 def _in_projection(query: Any, key: Any, value: Any, x: _Inputs, weight: torch.Tensor | None,
                    bias: torch.Tensor | None, separate: tuple | None) -> list[torch.Tensor]:
     """The q, k, v projections, grouped as PyTorch groups them for one example."""
-    embed_dim = x.q.size(-1)
+    embed_dim = x.embed_dim
     biases = [None] * 3 if bias is None else list(bias.chunk(3))
     if separate is not None:
         weights = list(separate)
     elif key is value and query is key:
-        proj = F.linear(x.q, weight, bias).unflatten(-1, (3, embed_dim))
+        proj = x.project(0, weight, bias).unflatten(-1, (3, embed_dim))
         return [proj[..., i, :] for i in range(3)]
     elif key is value:
         w_q, w_kv = weight.split([embed_dim, 2 * embed_dim])
         b_q, b_kv = (None, None) if bias is None else bias.split([embed_dim, 2 * embed_dim])
-        kv = F.linear(x.k, w_kv, b_kv).unflatten(-1, (2, embed_dim))
-        return [F.linear(x.q, w_q, b_q), kv[..., 0, :], kv[..., 1, :]]
+        kv = x.project(1, w_kv, b_kv).unflatten(-1, (2, embed_dim))
+        return [x.project(0, w_q, b_q), kv[..., 0, :], kv[..., 1, :]]
     else:
         weights = list(weight.chunk(3))
-    return [F.linear(t, w, b) for t, w, b in zip((x.q, x.k, x.v), weights, biases)]
+    return [x.project(i, w, b) for i, (w, b) in enumerate(zip(weights, biases))]
 
 
 def _append_at_ends(x: torch.Tensor, lengths: torch.Tensor,
@@ -221,9 +240,9 @@ def _masks(op: str, x: _Inputs, key_padding_mask: Any, attn_mask: Any, num_heads
     """
     key_valid = None
     if appended or (x.key is not None and x.key._mask is not None):
-        position = torch.arange(source, device=x.k.device)
+        position = torch.arange(source, device=lengths.device)
         key_valid = (position < (lengths + appended).unsqueeze(1)).reshape(-1, 1, 1, source)
-    user = [m for m in (_attn_mask(op, attn_mask, num_heads, (x.q.size(1), source - appended)),
+    user = [m for m in (_attn_mask(op, attn_mask, num_heads, (x.length(0), source - appended)),
                         _key_padding_mask_4d(op, key_padding_mask, x, source - appended))
             if m is not None]
     if appended:
@@ -334,7 +353,7 @@ def multi_head_attention_forward(
     if (bias_k is None) != (bias_v is None):
         raise AssertionError(f"{op}: bias_k and bias_v must be given together")
     x = _inputs(op, query, key, value)
-    _check_embedding(op, x.q.size(-1), embed_dim_to_check, num_heads)
+    _check_embedding(op, x.embed_dim, embed_dim_to_check, num_heads)
     separate = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else None
     q, k, v = _in_projection(query, key, value, x, in_proj_weight, in_proj_bias, separate)
 
@@ -350,10 +369,12 @@ def multi_head_attention_forward(
     attn, weights = _attend(q, k, v, num_heads, mask, visible,
                             dropout_p if training else 0.0, need_weights)
 
-    out = F.linear(attn, out_proj_weight, out_proj_bias)
-    rows = x.query._mask if x.query is not None else None
-    dims = x.query.dims if x.query is not None else (False, False)
-    out = MaskedBatch._make(_masking.guard_gradient(out, rows), rows, dims)
+    # The output projection on real rows only: padding gets zeros and no gradient.
+    query_rows = None if x.query is None else _masking.real_rows(x.query)
+    out = F.linear(_masking.pack_rows(attn, query_rows), out_proj_weight, out_proj_bias)
+    out = _masking.unpack_rows(out, query_rows, attn.shape[:-1])
+    out = MaskedBatch._make(out, None if x.query is None else x.query._mask,
+                            (False, False) if x.query is None else x.query.dims)
     if weights is not None:
         weights = _weights_batch(op, weights, x, key_valid, average_attn_weights)
     return TimeMajorBatch(out), weights
