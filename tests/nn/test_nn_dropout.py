@@ -21,6 +21,8 @@ import torch.nn.functional as F
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert, mb_rand
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
 ELEMENTWISE = ((True, 6), (False, 3))
 CHANNELS_1D = ((False, 3), (True, 6))  # (1, C, L)
 CHANNELS_2D = ((False, 3), (True, 4), (False, 5))  # (1, C, H, W)
@@ -175,3 +177,13 @@ def test_a_plain_input_with_a_batch_elsewhere_is_refused():
     with pytest.raises(TypeError, match=r"torch.nn.functional.dropout: the input must be the "
                                         r"MaskedBatch; got Tensor"):
         _registry.lookup(F.dropout)(F.dropout, torch.ones(2), xb)
+
+
+@needs_cuda
+def test_on_cuda():
+    xs, xb = mb_rand(4, *ELEMENTWISE, device="cuda")
+    mb_assert(lambda x: F.dropout(x, 0.5, training=False), [xs], [xb], 4)
+    ones = ones_batch(ELEMENTWISE, 2000).cuda()
+    units, _ = dropped_units("torch.nn.functional.dropout", F.dropout(ones, 0.3, True))
+    rate = float(units.double().mean())
+    assert abs(rate - 0.3) < 5 * (0.3 * 0.7 / units.numel()) ** 0.5

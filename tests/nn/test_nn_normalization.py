@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert, mb_rand
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
 HAS_RMS_NORM = hasattr(F, "rms_norm")
 needs_rms_norm = pytest.mark.skipif(not HAS_RMS_NORM, reason="F.rms_norm needs torch >= 2.4")
 
@@ -139,3 +141,11 @@ def test_a_batched_weight_is_refused():
     with pytest.raises(NotImplementedError, match=r"torch.nn.functional.layer_norm: weight must "
                                                   r"be a plain tensor shared by every example"):
         F.layer_norm(xb, [2], wb)
+
+
+@needs_cuda
+def test_on_cuda():
+    xs, xb = mb_rand(4, (True, 5), (False, 3), device="cuda")
+    mb_assert(torch.nn.LayerNorm(3).double().cuda(), [xs], [xb], 4)
+    if HAS_RMS_NORM:
+        mb_assert(torch.nn.RMSNorm(3).double().cuda(), [xs], [xb], 4)

@@ -20,6 +20,8 @@ import matchbox.functional as MF
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert, mb_rand
 
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+
 RANDOM = {F.gumbel_softmax}
 DETERMINISTIC = [e.func for e in _registry.entries() if e.family == "softmax"
                  and e.func not in RANDOM]
@@ -137,6 +139,15 @@ def test_implicit_dim_is_refused():
         F.softmax(xb)
 
 
+@pytest.mark.parametrize("entry", [e for e in _registry.entries() if e.family == "softmax"],
+                         ids=lambda e: e.name)
+def test_a_plain_input_reaching_the_handler_is_refused(entry):
+    # Only reachable when a batch is passed as another argument (e.g. dtype=).
+    with pytest.raises(TypeError, match=rf"{entry.name}: the input must be the MaskedBatch; got "
+                                        r"Tensor"):
+        entry.handler(entry.func, torch.ones(2, 2), 1)
+
+
 def test_out_of_range_dim_names_the_op():
     xs, xb = mb_rand(2, (True, 3), (False, 2))
     with pytest.raises(IndexError, match=r"torch.softmax: dimension 3 is out of range"):
@@ -178,3 +189,12 @@ def test_gumbel_softmax_samples_follow_the_softmax_per_example():
     assert frequency[2, 2] == 0
     agree = (draws[:, 0].argmax(-1) == draws[:, 1].argmax(-1)).double().mean()
     assert abs(float(agree) - float((p3 ** 2).sum())) < 0.03
+
+
+@needs_cuda
+@pytest.mark.parametrize("func", DETERMINISTIC, ids=ids)
+def test_on_cuda(func):
+    for spec, dim in ((((True, 5), (False, 3)), 1), (((True, 4), (True, 5)), 2)):
+        min_size = 1 if dim == 2 else 0
+        xs, xb = mb_rand(4, *spec, device="cuda", min_size=min_size)
+        mb_assert(lambda x, dim=dim: call(func, x, dim), [xs], [xb], 4)

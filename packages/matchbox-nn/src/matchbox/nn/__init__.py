@@ -20,7 +20,10 @@ __all__: list[str] = ["TimeMajorBatch", "batch_major", "time_major"]
 
 # The basic nn families (softmax, normalisation, dropout, embedding, activations, losses).
 from matchbox.nn.ops import (  # noqa: E402,F401
+    activations,
     dropout,
+    embedding,
+    losses,
     normalization,
     softmax,
 )

@@ -3,6 +3,7 @@
 | family            | module               | what happens to the mask                                 |
 |-------------------|----------------------|----------------------------------------------------------|
 | linear            | linear.py            | rows keep their mask; padding zeroed for the weight grad |
+|                   |                      | (bilinear: real where both inputs are real)              |
 | recurrent         | recurrent_cells.py   | a step is real where input and state are real            |
 | recurrent_modules | recurrent_modules.py | output keeps the input's mask (only real rows are run);  |
 |                   |                      | final states are plain (L*D, B, H) tensors               |
@@ -12,4 +13,10 @@
 |                   |                      | when weight/bias need a gradient; dynamic dims refused   |
 | dropout           | dropout.py           | kept; one draw for the batch (independent per example);  |
 |                   |                      | eval mode / p=0 return the input exactly                 |
+| embedding         | embedding.py         | ids' mask + a static feature dim; padding ids replaced   |
+|                   |                      | by 0 before the lookup; a bag per example: all real      |
+| activation        | activations.py       | glu/prelu/normalize keep the mask (the pointwise ones    |
+|                   |                      | are core's pointwise family); see the module's table     |
+| loss              | losses.py            | 'none': the per-position layout (real where input and    |
+|                   |                      | target are); 'sum'/'mean': per-example scalars, dims ()  |
 """

@@ -1,14 +1,19 @@
-"""``F.linear`` / ``nn.Linear``: a product with a shared weight and bias.
+"""``F.linear`` / ``nn.Linear`` and ``F.bilinear`` / ``nn.Bilinear``: products with a
+shared weight and bias.
 
 Semantics: rows keep their mask (the feature dimension, the last, is static).
 The weight's and the bias's gradients sum over every row, so padding must not
-take part: the product runs on the real rows only (gathered once, scattered
+take part: ``linear`` runs on the real rows only (gathered once, scattered
 back with zeros at padding, see ``matchbox._masking.real_rows``), so padding is
-never read, gets no gradient, and costs no work.
+never read, gets no gradient, and costs no work.  ``bilinear`` takes two
+batches of the same layout (up to the feature sizes); a row is real where it
+is real in both; padding rows are zeroed before the product and their
+gradient is dropped after it.
 """
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 
 from matchbox import _masking, _registry
@@ -30,3 +35,32 @@ def linear(func, input, weight, bias=None):
     data = func(_masking.pack_rows(input.data, rows), weight, bias)
     data = _masking.unpack_rows(data, rows, input.data.shape[:-1])
     return MaskedBatch._make(data, input._mask, input.dims)
+
+
+@_registry.implements(F.bilinear, torch.bilinear, family="linear")
+def bilinear(func, input1, input2, weight, bias=None, *args):
+    op = _registry.op_name(func)
+    if not isinstance(input1, MaskedBatch) or not isinstance(input2, MaskedBatch):
+        raise NotImplementedError(f"{op}: input1 and input2 must both be batches (of the same "
+                                  "examples); weight and bias are shared by every example")
+    if isinstance(weight, MaskedBatch) or isinstance(bias, MaskedBatch):
+        raise NotImplementedError(f"{op}: weight and bias must be plain tensors shared by every "
+                                  "example")
+    if input1.dims != input2.dims:
+        raise ValueError(f"{op}: input1 has dims {input1.dims} but input2 has {input2.dims}; "
+                         "the examples' shapes must agree except in the last dimension")
+    if input1.dims[-1]:
+        raise ValueError(f"{op}: the feature dimension (the last) of the inputs is dynamic; a "
+                         "bilinear layer needs it static")
+    for i, dynamic in enumerate(input1.dims[:-1], start=1):
+        if dynamic:
+            size = max(input1.data.size(i), input2.data.size(i))
+            input1, input2 = _masking.pad_to(input1, i, size), _masking.pad_to(input2, i, size)
+            _masking.check_lengths_agree(op, [(input1, i), (input2, i)])
+    mask = _masking.combine_masks([input1._mask, input2._mask])
+    zero = torch.zeros((), dtype=input1.dtype, device=input1.device)
+    first, second = input1.data, input2.data
+    if mask is not None:
+        first, second = torch.where(mask, first, zero), torch.where(mask, second, zero)
+    data = func(first, second, weight, bias, *args)
+    return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, input1.dims)

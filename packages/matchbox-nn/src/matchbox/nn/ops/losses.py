@@ -1,0 +1,305 @@
+"""Losses per example: ``cross_entropy``, ``nll_loss`` and the elementwise losses
+(``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
+``binary_cross_entropy``, ``binary_cross_entropy_with_logits``, ``kl_div``,
+``poisson_nll_loss``, ``soft_margin_loss``), and their ``nn`` modules.
+
+Semantics: the result is the batch of the per-example results, each what the
+unbatched call on that example gives with the same ``reduction=``:
+
+- ``'none'``: a batch with the layout of the per-position loss (the target's
+  layout for class indices, the input's otherwise), real where the input and
+  target are;
+- ``'sum'``: a batch of per-example scalars (``dims == ()``), the sum over each
+  example's real positions;
+- ``'mean'``: the sum divided by what PyTorch divides by, counted per example
+  over its real positions: the number of elements (the number of positions
+  for class-probability targets), the summed ``weight[target]`` of the
+  non-ignored targets for ``cross_entropy``/``nll_loss``, the summed
+  ``weight`` for ``mse_loss``/``l1_loss`` with ``weight=`` (torch >= 2.6);
+  ``kl_div``'s ``'batchmean'`` divides by each example's size in dimension 0,
+  which is 1: it is the per-example sum.
+
+So ``loss.backward()`` on the batch (core's ``MaskedBatch.backward`` sums the
+examples' scalars) equals the loop's accumulated gradients.  An example whose
+targets are all ignored has ``'mean'`` NaN (0/0) and zero gradients, exactly
+as PyTorch gives it per example.
+
+How: the loss runs once on the whole batch with ``reduction='none'`` (padding
+first replaced by harmless values: class targets by ``ignore_index``, inputs
+and targets by values every loss accepts, so no padding can fail PyTorch's
+value checks or make a NaN), its padding gradient is dropped (core's mixing
+rule, which protects shared ``weight``/``pos_weight`` arguments), and core's
+masked reductions (``sum``/``mean`` over a batch) reduce each example.
+
+A dynamic class dimension (a different number of classes per example, e.g.
+a pointer network's candidates) works for class-index targets: padding
+classes get logit ``-inf`` (probability 0) and every real target is checked
+against its own example's number of classes.  ``weight``, ``label_smoothing``
+and class-probability targets need one number of classes and are refused
+there, naming the argument.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import sys
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.nn import _reduction
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch
+from matchbox.nn.ops._per_example import only_input_batched
+
+REDUCTIONS = ("none", "mean", "sum")
+
+
+@dataclasses.dataclass(frozen=True)
+class Elementwise:
+    """How an elementwise loss is batched: safe padding values and its 'mean'."""
+
+    input_fill: float = 0.0
+    target_fill: float = 0.0
+    # 'mean' divides by the summed weight= (mse/l1 in torch >= 2.6), not the count.
+    mean_by_weight: bool = False
+
+
+ELEMENTWISE = {
+    F.mse_loss: Elementwise(mean_by_weight=True),
+    F.l1_loss: Elementwise(mean_by_weight=True),
+    F.smooth_l1_loss: Elementwise(),
+    F.huber_loss: Elementwise(),
+    # Probabilities: PyTorch checks that the input is in [0, 1].
+    F.binary_cross_entropy: Elementwise(input_fill=0.5, target_fill=0.5),
+    F.binary_cross_entropy_with_logits: Elementwise(),
+    # target 1: 1 * (log 1 - 0) = 0 with finite gradients (log_target: exp(0) = 1).
+    F.kl_div: Elementwise(target_fill=1.0),
+    F.poisson_nll_loss: Elementwise(),
+    F.soft_margin_loss: Elementwise(),
+}
+# Tensor arguments that may be batches (per-example weights) or shared tensors.
+TENSOR_ARGUMENTS = ("input", "target", "weight", "pos_weight")
+
+_SIGNATURES: dict[Any, inspect.Signature] = {}
+
+
+def _arguments(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Every argument of ``func`` by name, defaults filled in (signatures differ by torch)."""
+    signature = _SIGNATURES.get(func)
+    if signature is None:
+        signature = _SIGNATURES.setdefault(func, inspect.signature(func))
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _recover_dropped_weight(func: Any, arguments: dict[str, Any]) -> None:
+    """Read ``weight=`` that ``F.l1_loss`` does not pass on to ``__torch_function__``.
+
+    PyTorch's ``F.l1_loss`` (torch >= 2.6) calls ``handle_torch_function``
+    without ``weight=weight``, so the handler would silently compute an
+    unweighted loss.  Its frame is on the stack (it is our caller's caller):
+    the weight is read from there, nothing in torch is changed.
+    """
+    if func is not F.l1_loss or "weight" not in arguments or arguments["weight"] is not None:
+        return
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is F.l1_loss.__code__:
+            arguments["weight"] = frame.f_locals.get("weight")
+            return
+        frame = frame.f_back
+
+
+def _reduction_of(op: str, arguments: dict[str, Any], allowed=REDUCTIONS) -> str:
+    """``reduction=``, or what the deprecated ``size_average``/``reduce`` say; checked."""
+    size_average = arguments.pop("size_average", None)
+    reduce = arguments.pop("reduce", None)
+    reduction = arguments["reduction"]
+    if size_average is not None or reduce is not None:
+        reduction = _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
+    if reduction not in allowed:
+        raise ValueError(f"{op}: reduction={reduction!r} is not one of {list(allowed)}")
+    return reduction
+
+
+def reduce_per_example(none: MaskedBatch, reduction: str,
+                       denominator: MaskedBatch | None = None) -> MaskedBatch:
+    """Each example's loss from its per-position losses (core's masked reductions)."""
+    if reduction == "none":
+        return none
+    total = torch.sum(none)
+    if reduction != "mean":
+        return total
+    return torch.mean(none) if denominator is None else total / torch.sum(denominator)
+
+
+def _per_position(data: torch.Tensor, mask: torch.Tensor | None,
+                  dims: tuple[bool, ...]) -> MaskedBatch:
+    """Per-position losses as a batch; the gradient padding would receive is dropped."""
+    mask = _masking.fit_mask(mask, data, dims)
+    return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, dims)
+
+
+# ---------------------------------------------------------------------------- elementwise
+
+
+@_registry.implements(*ELEMENTWISE, family="loss")
+def elementwise_loss(func, *args, **kwargs):
+    op = _registry.op_name(func)
+    spec = ELEMENTWISE[func]
+    arguments = _arguments(func, args, kwargs)
+    _recover_dropped_weight(func, arguments)
+    reduction = _reduction_of(op, arguments, REDUCTIONS + (("batchmean",) if func is F.kl_div
+                                                            else ()))
+    names = [n for n in TENSOR_ARGUMENTS if arguments.get(n) is not None]
+    given = [arguments[n] for n in names]
+    if not isinstance(arguments["input"], MaskedBatch) and not isinstance(
+            arguments["target"], MaskedBatch):
+        raise TypeError(f"{op}: the input or the target must be a MaskedBatch")
+    values, mask, dims = _masking.align(op, given)
+    fills = {"input": spec.input_fill, "target": spec.target_fill, "weight": 0.0,
+             "pos_weight": 0.0}
+    if func is F.kl_div and arguments.get("log_target"):
+        fills["target"] = 0.0  # log 1
+    for name, original, value in zip(names, given, values):
+        if isinstance(original, MaskedBatch) and mask is not None:
+            value = torch.where(mask, value, torch.full((), fills[name], dtype=value.dtype,
+                                                         device=value.device))
+        arguments[name] = value
+    arguments["reduction"] = "none"
+    none = _per_position(func(**arguments), mask, dims)
+    denominator = None
+    if spec.mean_by_weight and arguments.get("weight") is not None:
+        denominator = _per_position(arguments["weight"].expand_as(none.data), mask, dims)
+    return reduce_per_example(none, "sum" if reduction == "batchmean" else reduction,
+                              denominator)
+
+
+# ---------------------------------------------------------------------------- classes
+
+
+@_registry.implements(F.cross_entropy, F.nll_loss, family="loss")
+def class_loss(func, *args, **kwargs):
+    op = _registry.op_name(func)
+    arguments = _arguments(func, args, kwargs)
+    reduction = _reduction_of(op, arguments)
+    input, target, weight = arguments["input"], arguments["target"], arguments["weight"]
+    only_input_batched(op, input, weight=weight)
+    if not isinstance(target, MaskedBatch):
+        raise TypeError(f"{op}: the target must be a MaskedBatch (one target per example) when "
+                        f"the input is one; got {type(target).__name__}")
+    if input.dim() < 2:
+        raise ValueError(f"{op}: each example's input must have a class dimension (dimension "
+                         f"1 of (1, C, ...)); these examples are scalars")
+    if target.is_floating_point():
+        return _probability_targets(op, func, arguments, reduction)
+    return _index_targets(op, func, arguments, reduction)
+
+
+def _align_positions(op: str, input: MaskedBatch, target: MaskedBatch,
+                     offset: int) -> tuple[MaskedBatch, MaskedBatch]:
+    """Pad the two to one size along each dynamic position dim; check lengths agree.
+
+    Position dimension ``j`` of the target is dimension ``j + offset`` of the
+    input (offset 1: the class dimension is left out of class-index targets).
+    """
+    for j in range(1, target.dim()):
+        i = j + offset
+        if not target.dims[j - 1]:
+            continue
+        size = max(input.data.size(i), target.data.size(j))
+        input, target = _masking.pad_to(input, i, size), _masking.pad_to(target, j, size)
+        _masking.check_lengths_agree(op, [(input, i), (target, j)])
+    return input, target
+
+
+def _index_targets(op: str, func: Any, arguments: dict[str, Any], reduction: str):
+    input, target, weight = arguments["input"], arguments["target"], arguments["weight"]
+    ignore_index = arguments["ignore_index"]
+    expected = input.dims[1:]
+    if target.dims != expected:
+        raise ValueError(
+            f"{op}: class-index targets must have the input's layout without the class "
+            f"dimension (dims {expected}); got dims {target.dims}")
+    dynamic_classes = input.dims[0]
+    if dynamic_classes:
+        _refuse_for_dynamic_classes(op, weight=weight is not None,
+                                    label_smoothing=arguments.get("label_smoothing", 0.0) > 0)
+    input, target = _align_positions(op, input, target, offset=1)
+    position_mask = _masking.combine_masks([
+        target._mask,
+        None if input._mask is None else input._mask.any(1),
+    ])
+    t = target.data
+    if position_mask is not None:
+        t = torch.where(position_mask, t, ignore_index)
+    if dynamic_classes:
+        _check_targets_per_example(op, input, t, ignore_index)
+        # Padding classes get probability 0 (cross_entropy's logits); nll_loss only
+        # reads the target's class, which is real.
+        fill = -math.inf if func is F.cross_entropy else 0.0
+        x = _masking.fill_padding(input, fill)
+    else:
+        x = _masking.fill_padding(input, 0.0)
+    arguments.update(input=x, target=t, reduction="none")
+    none = _per_position(func(**arguments), position_mask, target.dims)
+    denominator = None
+    if reduction == "mean":
+        valid = t != ignore_index
+        counted = (valid.to(none.dtype) if weight is None else
+                   torch.where(valid, weight.detach()[torch.where(valid, t, 0)], 0.0))
+        denominator = _per_position(counted, position_mask, target.dims)
+    return reduce_per_example(none, reduction, denominator)
+
+
+def _probability_targets(op: str, func: Any, arguments: dict[str, Any], reduction: str):
+    input, target = arguments["input"], arguments["target"]
+    if func is not F.cross_entropy:
+        raise TypeError(f"{op}: the target must hold class indices (an integer batch); got "
+                        f"{target.dtype}")
+    if target.dims != input.dims:
+        raise ValueError(f"{op}: class-probability targets must have the input's layout (dims "
+                         f"{input.dims}); got dims {target.dims}")
+    if input.dims[0]:
+        raise NotImplementedError(
+            f"{op}: class-probability targets over a dynamic class dimension (dimension 1) are "
+            "not supported; use class-index targets")
+    input, target = _align_positions(op, input, target, offset=0)
+    mask = _masking.combine_masks([input._mask, target._mask])
+    zero = torch.zeros((), dtype=input.dtype, device=input.device)
+    x, t = input.data, target.data
+    if mask is not None:
+        x, t = torch.where(mask, x, zero), torch.where(mask, t, zero)
+    arguments.update(input=x, target=t, reduction="none")
+    dims = input.dims[1:]
+    position_mask = None if mask is None else mask.all(1)
+    none = _per_position(func(**arguments), position_mask, dims)
+    # PyTorch's 'mean' divides by the number of positions (numel / classes).
+    return reduce_per_example(none, reduction)
+
+
+def _refuse_for_dynamic_classes(op: str, **given: bool) -> None:
+    for name, present in given.items():
+        if present:
+            raise NotImplementedError(
+                f"{op}: {name} is not supported with a dynamic class dimension (dimension 1): "
+                "it needs the same number of classes in every example (make the dimension "
+                "static)")
+
+
+def _check_targets_per_example(op: str, input: MaskedBatch, t: torch.Tensor,
+                               ignore_index: int) -> None:
+    """Each real target below its own example's number of classes (one device sync)."""
+    classes = _masking.lengths_along(input, 1).reshape(-1, *[1] * (t.dim() - 1))
+    bad = (t != ignore_index) & (t >= classes)
+    if bad.any():
+        where = bad.nonzero()[0]
+        example = int(where[0])
+        raise IndexError(
+            f"{op}: target {int(t[tuple(where)])} is out of bounds for example {example}, "
+            f"which has {int(classes.reshape(-1)[example])} classes (dynamic dimension 1)")
