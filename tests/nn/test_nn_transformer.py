@@ -1,8 +1,9 @@
 """nn.TransformerEncoderLayer / DecoderLayer and the stacks on batches equal the loop.
 
-The layers (``batch_first=True``) run on a batch unchanged: post- and pre-norm,
-relu and gelu, in eval mode and in training with dropout 0 (other dropout rates
-draw other random numbers than the loop).  Values, input gradients and every
+The layers run on a batch unchanged: post- and pre-norm, relu and gelu, in eval
+mode and in training with dropout 0 (other dropout rates draw other random numbers
+than the loop).  A ``batch_first=False`` layer is called by per-example code on
+``x.transpose(0, 1)``, which for a batch is ``time_major(x)`` (the same view).  Values, input gradients and every
 parameter gradient are compared with the same layer on each example alone.
 
 The stacks (``nn.TransformerEncoder`` / ``nn.TransformerDecoder``) ask their input
@@ -24,9 +25,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matchbox import MaskedBatch
+from matchbox import MaskedBatch, _registry
 from matchbox.functional import maxsize
-from matchbox.nn import run_decoder, run_encoder
+from matchbox.nn import TimeMajorBatch, batch_major, run_decoder, run_encoder, time_major
+from matchbox.nn.time_major import pointwise_on_view, rowwise_on_view
+from matchbox.nn.time_major import transpose as time_major_transpose
 from matchbox.testing import mb_assert
 
 NAN = float("nan")
@@ -42,19 +45,28 @@ def batch(xs):
 
 
 def encoder_layer(norm_first=False, activation="relu", train=False, dtype=torch.float64,
-                  dropout=0.0):
+                  dropout=0.0, batch_first=True):
     layer = torch.nn.TransformerEncoderLayer(D, HEADS, FF, dropout=dropout,
                                              activation=activation, norm_first=norm_first,
-                                             batch_first=True)
+                                             batch_first=batch_first)
     return layer.to(dtype).train(train)
 
 
 def decoder_layer(norm_first=False, activation="relu", train=False, dtype=torch.float64,
-                  dropout=0.0):
+                  dropout=0.0, batch_first=True):
     layer = torch.nn.TransformerDecoderLayer(D, HEADS, FF, dropout=dropout,
                                              activation=activation, norm_first=norm_first,
-                                             batch_first=True)
+                                             batch_first=batch_first)
     return layer.to(dtype).train(train)
+
+
+def to_time_major(x):
+    """What per-example code writes for a batch_first=False module."""
+    return time_major(x) if isinstance(x, MaskedBatch) else x.transpose(0, 1)
+
+
+def to_batch_major(x):
+    return batch_major(x) if isinstance(x, TimeMajorBatch) else x.transpose(0, 1)
 
 
 def causal(size, dtype=torch.float64):
@@ -134,6 +146,71 @@ def test_decoder_layer_equals_loop(tgt_lengths, data, with_masks, norm_first, ac
                MaskedBatch.fromlist(mem_pads, (True,))], n)
 
 
+@given(lengths=lengths, data=st.data(), **configs)
+def test_time_major_layers_equal_loop(lengths, data, norm_first, activation, train, double):
+    # batch_first=False layers: per example (L, 1, E) in and out.
+    dtype = torch.float64 if double else torch.float32
+    n = len(lengths)
+    xs = seqs(lengths, dtype)
+    encoder = encoder_layer(norm_first, activation, train, dtype, batch_first=False)
+    mb_assert(lambda x: to_batch_major(encoder(to_time_major(x))), [xs], [batch(xs)], n)
+    ms = seqs(data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)), dtype)
+    decoder = decoder_layer(norm_first, activation, train, dtype, batch_first=False)
+    mb_assert(lambda x, m: to_batch_major(decoder(to_time_major(x), to_time_major(m))),
+              [xs, ms], [batch(xs), batch(ms)], n)
+
+
+def test_every_time_major_op_delegates_to_a_batch_handler():
+    # The view runs position-wise ops (pointwise, linear, layer_norm, dropout) on its
+    # batch, whose handlers core and matchbox-nn test op by op; each registered op
+    # must have one.  transpose(0, 1) is the view's own op.
+    for entry in _registry.entries("TimeMajorBatch"):
+        if entry.family != "time_major" or entry.handler is time_major_transpose:
+            continue
+        assert entry.handler in (pointwise_on_view, rowwise_on_view)
+        assert _registry.lookup(entry.func, "MaskedBatch") is not None, entry.name
+
+
+POSITION_WISE = {
+    "add two views": lambda x, y: x + y,
+    "in-place": lambda x, y: x.mul(2).add_(y),
+    "a time-major plain tensor": lambda x, y: x * torch.arange(1.0, 5.0,
+                                                                dtype=x.dtype).reshape(4, 1, 1),
+    "a feature vector": lambda x, y: torch.where(y > 0, x, torch.ones(D, dtype=x.dtype)),
+    "activations": lambda x, y: torch.nn.functional.gelu(x).tanh() - y.relu(),
+    "linear": lambda x, y: torch.nn.functional.linear(x, torch.ones(3, D, dtype=x.dtype)),
+    "layer_norm": lambda x, y: torch.nn.functional.layer_norm(x, (D,)),
+    "dropout in eval": lambda x, y: torch.nn.functional.dropout(x, 0.5, training=False),
+}
+
+
+@pytest.mark.parametrize("name", list(POSITION_WISE))
+def test_position_wise_ops_on_the_view_equal_loop(name, dtype):
+    f = POSITION_WISE[name]
+    xs, ys = seqs([4, 0, 2, 3], dtype), seqs([4, 0, 2, 3], dtype)
+    if name == "a time-major plain tensor":
+        xs = ys = seqs([4, 4], dtype)  # spans the padded length, as positions line up
+    mb_assert(lambda x, y: to_batch_major(f(to_time_major(x), to_time_major(y))), [xs, ys],
+              [batch(xs), batch(ys)], len(xs))
+
+
+def test_view_refuses_other_ops_and_mixed_layouts():
+    xb = batch(seqs([2, 3]))
+    view = time_major(xb)
+    with pytest.raises(NotImplementedError, match=r"torch.nn.functional.softmax is not "
+                                                  r"implemented for TimeMajorBatch \(a "
+                                                  r"time-major view, for batch_first=False "
+                                                  r"modules\); convert back with "
+                                                  r"matchbox.nn.batch_major"):
+        torch.nn.functional.softmax(view, -1)
+    with pytest.raises(TypeError, match=r"Tensor.__add__: cannot combine a time-major view "
+                                        r"with a batch-major MaskedBatch"):
+        view + xb
+    with pytest.raises(ValueError, match=r"Tensor.__mul__: a plain tensor of shape \(3, 8\) "
+                                         r"would broadcast its first dimension"):
+        view * torch.ones(3, D)
+
+
 def test_batch_size_one(dtype):
     xs = seqs([3], dtype)
     mb_assert(encoder_layer(dtype=dtype), [xs], [batch(xs)], 1)
@@ -201,6 +278,14 @@ def test_run_encoder_with_key_padding_mask(dtype):
     xs, masks = seqs([3, 1, 4], dtype), hidden_keys([3, 1, 4], True)
     mb_assert(lambda x, m: run_encoder(encoder, x, src_key_padding_mask=m), [xs, masks],
               [batch(xs), MaskedBatch.fromlist(masks, (True,))], 3)
+
+
+def test_run_encoder_with_time_major_layers(dtype):
+    layer = encoder_layer(dtype=dtype, batch_first=False)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+    xs = seqs([3, 0, 4], dtype)
+    mb_assert(lambda x: to_batch_major(run_encoder(encoder, to_time_major(x))), [xs],
+              [batch(xs)], 3)
 
 
 def test_run_encoder_on_a_tensor_is_the_module():

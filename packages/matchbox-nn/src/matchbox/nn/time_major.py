@@ -18,6 +18,17 @@ A ``TimeMajorBatch`` answers what the module asks before its ``_VF`` call
 ``"TimeMajorBatch"``); anything else says to convert back with ``batch_major``.
 The module's output comes back as a ``TimeMajorBatch`` of the output batch, and
 its final states are plain ``(L*D, B, H)`` tensors, as with ``batch_first=True``.
+
+Modules built with ``batch_first=False`` for attention take the same view:
+``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer`` /
+``nn.TransformerDecoderLayer`` (``layer(time_major(x))``).  Besides attention,
+those layers use ops that act on each position alone (pointwise ops,
+``linear``, ``layer_norm``, ``dropout``): they commute with swapping the time
+and batch dimensions, so on a view they run on its batch and give a view
+back.  A plain tensor argument of such an op is time-major too, ``(T, 1, F)``,
+and is transposed with the view.  Every other op asks to convert back with
+``batch_major``.  ``batch.transpose(0, 1)`` gives the view too (that is what
+``batch_first=True`` modules write inside their forward).
 """
 
 from __future__ import annotations
@@ -25,9 +36,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.ops.pointwise import pointwise_ops
 
 __all__ = ["TimeMajorBatch", "time_major", "batch_major"]
 
@@ -86,8 +99,8 @@ class TimeMajorBatch:
         handler = _registry.lookup(func, "TimeMajorBatch")
         if handler is None:
             raise NotImplementedError(
-                f"{_registry.op_name(func)} is not implemented for TimeMajorBatch (a view "
-                "for batch_first=False recurrent modules); convert back with "
+                f"{_registry.op_name(func)} is not implemented for TimeMajorBatch (a "
+                "time-major view, for batch_first=False modules); convert back with "
                 "matchbox.nn.batch_major(x) first"
             )
         return handler(func, *args, **(kwargs or {}))
@@ -124,6 +137,56 @@ def time_major_view(op: str, batch: MaskedBatch) -> TimeMajorBatch:
     return TimeMajorBatch(batch)
 
 
+def _batch_major_argument(op: str, x: Any) -> Any:
+    if isinstance(x, TimeMajorBatch):
+        return x.batch
+    if isinstance(x, MaskedBatch):
+        raise TypeError(f"{op}: cannot combine a time-major view with a batch-major "
+                        "MaskedBatch; convert one of them (time_major / batch_major)")
+    if isinstance(x, torch.Tensor) and x.dim() == 3:
+        return x.transpose(0, 1)  # time-major (T, 1, F), like the view
+    if isinstance(x, torch.Tensor) and x.dim() == 2 and x.size(0) != 1:
+        raise ValueError(
+            f"{op}: a plain tensor of shape {tuple(x.shape)} would broadcast its first "
+            "dimension against the batch dimension of a time-major example (size 1)"
+        )
+    return x
+
+
+def _time_major_result(result: Any) -> Any:
+    if isinstance(result, MaskedBatch):
+        return TimeMajorBatch(result)
+    if isinstance(result, tuple):
+        return type(result)(_time_major_result(r) for r in result)
+    return result
+
+
+def _on_batches(func: Any, *args: Any, **kwargs: Any) -> Any:
+    # The op's MaskedBatch handler (a Tensor method cannot be called on a batch).
+    handler = _registry.lookup(func, "MaskedBatch")
+    if handler is None:
+        raise _registry.unsupported(func, "MaskedBatch")
+    return _time_major_result(handler(func, *args, **kwargs))
+
+
+def pointwise_on_view(func, *args, **kwargs):
+    """A pointwise op on views: the same op on their batches (arguments transposed alike)."""
+    op = _registry.op_name(func)
+    args = tuple(_batch_major_argument(op, a) for a in args)
+    kwargs = {k: _batch_major_argument(op, v) for k, v in kwargs.items()}
+    return _on_batches(func, *args, **kwargs)
+
+
+def rowwise_on_view(func, input, *args, **kwargs):
+    """An op on each feature row with shared parameters (linear, layer_norm, dropout)."""
+    return _on_batches(func, input.batch, *args, **kwargs)
+
+
+_registry.register(pointwise_ops(), pointwise_on_view, family="time_major",
+                   batch_type="TimeMajorBatch")
+_registry.register([F.linear, F.layer_norm, torch.layer_norm, getattr(F, "rms_norm", None),
+                    F.dropout, torch.dropout], rowwise_on_view, family="time_major",
+                   batch_type="TimeMajorBatch")
 _registry.register_host("TimeMajorBatch", TimeMajorBatch)
 _registry.provide_batch_dim_view("MaskedBatch", time_major_view)
 

@@ -1,9 +1,10 @@
 """Transformer stacks on batches: :func:`run_encoder` and :func:`run_decoder`.
 
-``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` built with
-``batch_first=True`` take batches directly: their parts are
-``nn.MultiheadAttention``, linear layers, ``layer_norm``, dropout and
-activations, each of which has a batch handler.
+``nn.TransformerEncoderLayer`` and ``nn.TransformerDecoderLayer`` take batches
+directly (``batch_first=True``; a ``batch_first=False`` layer takes
+``matchbox.nn.time_major(x)``): their parts are ``nn.MultiheadAttention``,
+linear layers, ``layer_norm``, dropout and activations, each of which has a
+batch handler.
 
 The stacks ``nn.TransformerEncoder`` and ``nn.TransformerDecoder`` (and
 ``nn.Transformer``, which holds them) cannot: before running their layers
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from matchbox.masked_batch import MaskedBatch
+from matchbox.nn.time_major import TimeMajorBatch
 
 __all__ = ["run_encoder", "run_decoder"]
 
@@ -36,11 +38,12 @@ def run_encoder(encoder: nn.TransformerEncoder, src: Any, mask: Any = None,
                 src_key_padding_mask: Any = None, is_causal: bool | None = None) -> Any:
     """``encoder(src, mask, src_key_padding_mask, is_causal)``, for tensors and batches.
 
-    On a batch, ``mask`` is a plain tensor of the padded sizes (each example
-    reads its top-left corner) and ``src_key_padding_mask`` a batch of
-    per-example ``(1, length)`` masks.
+    On a batch (or its time-major view, for ``batch_first=False`` layers),
+    ``mask`` is a plain tensor of the padded sizes (each example reads its
+    top-left corner) and ``src_key_padding_mask`` a batch of per-example
+    ``(1, length)`` masks.
     """
-    if not isinstance(src, MaskedBatch):
+    if not isinstance(src, (MaskedBatch, TimeMajorBatch)):
         return encoder(src, mask=mask, src_key_padding_mask=src_key_padding_mask,
                        is_causal=is_causal)
     is_causal = _causal_hint(mask, is_causal)
@@ -56,7 +59,7 @@ def run_decoder(decoder: nn.TransformerDecoder, tgt: Any, memory: Any, tgt_mask:
                 memory_key_padding_mask: Any = None, tgt_is_causal: bool | None = None,
                 memory_is_causal: bool = False) -> Any:
     """``decoder(tgt, memory, ...)``, for tensors and batches (masks as in :func:`run_encoder`)."""
-    if not isinstance(tgt, MaskedBatch):
+    if not isinstance(tgt, (MaskedBatch, TimeMajorBatch)):
         return decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
                        tgt_key_padding_mask=tgt_key_padding_mask,
                        memory_key_padding_mask=memory_key_padding_mask,
