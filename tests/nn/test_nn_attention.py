@@ -268,3 +268,14 @@ def test_refuses_per_example_masks_of_other_lengths():
     with pytest.raises(ValueError, match=r"example 1 has size 3 in one argument and 4 in "
                                          r"another"):
         F.scaled_dot_product_attention(*xb, attn_mask=masks)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_on_cuda(dtype):
+    # The fused CUDA kernels (flash / memory-efficient) take the batch's bool mask.
+    xs, xb = qkv([3, 0, 5, 1], [2, 4, 0, 3], heads=2, dtype=dtype)
+    xs = [[x.cuda() for x in group] for group in xs]
+    xb = [b.cuda() for b in xb]
+    mb_assert(attention(is_causal=True), xs, xb, 4)
+    mb_assert(attention(), xs, xb, 4)

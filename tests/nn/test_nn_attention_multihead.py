@@ -80,11 +80,10 @@ def separate_attention(module, **kwargs):
     return lambda x, k, v: call(module, x, k, v, **kwargs)
 
 
-@pytest.mark.parametrize("batch_type", ["MaskedBatch", "TimeMajorBatch"])
-def test_every_registered_multihead_op_is_tested_here(batch_type):
-    registered = {e.name for e in _registry.entries(batch_type)
-                  if e.family == "multihead_attention"}
-    assert registered == {"torch.nn.functional.multi_head_attention_forward"}
+def test_every_registered_multihead_op_is_tested_here():
+    registered = {(e.batch_type, e.name) for batch_type in ("MaskedBatch", "TimeMajorBatch")
+                  for e in _registry.entries(batch_type) if e.family == "multihead_attention"}
+    assert registered == {("TimeMajorBatch", "torch.nn.functional.multi_head_attention_forward")}
 
 
 lengths = st.lists(st.integers(0, 5), min_size=1, max_size=4)
@@ -203,6 +202,19 @@ def test_attn_mask_of_padded_sizes_equals_loop_slicing_it(q_lengths, as_bool, pe
     mb_assert(f, [xs, pads], [batch(xs), MaskedBatch.fromlist(pads, (True,))], len(xs))
 
 
+def test_padding_mask_with_an_example_without_keys():
+    # PyTorch cannot run one example with no keys and a key_padding_mask (a reshape of
+    # the empty mask fails); the batch can.  The masks hide nothing, so each example
+    # equals the module without a mask, which PyTorch does run.
+    module = make(batch_first=True)
+    xs, ks = seqs([2, 3, 1]), seqs([0, 2, 4])
+    masks = [torch.zeros(1, k.size(1), dtype=torch.bool) for k in ks]
+    out, _ = module(batch(xs), batch(ks), batch(ks), need_weights=False,
+                    key_padding_mask=MaskedBatch.fromlist(masks, (True,)))
+    for got, x, k in zip(out.examples(), xs, ks):
+        torch.testing.assert_close(got, module(x, k, k, need_weights=False)[0])
+
+
 def test_causal_hint_with_a_causal_mask(dtype):
     module = make(dtype=dtype, batch_first=True)
     xs = seqs([3, 1, 0, 5], dtype=dtype)
@@ -286,12 +298,14 @@ def test_time_major_view_errors():
         view.transpose(0, 2)
 
 
-def test_refuses_a_batch_major_batch_in_the_functional():
+def test_a_batch_major_batch_in_the_functional_is_not_implemented():
+    # The functional reads (L, N, E); nn.MultiheadAttention(batch_first=True) hands it a
+    # time-major view.  A MaskedBatch of (1, L, E) examples given directly would mean a
+    # batch of L one-step sequences per example, which is not implemented.
     module = make()
     xb = batch(seqs([2, 3]))
-    with pytest.raises(ValueError, match=r"multi_head_attention_forward: reads its inputs "
-                                         r"time-major .* nn.MultiheadAttention\(batch_first="
-                                         r"True\)"):
+    with pytest.raises(NotImplementedError, match=r"multi_head_attention_forward is not "
+                                                  r"implemented for MaskedBatch"):
         module(xb, xb, xb)
 
 
@@ -360,3 +374,14 @@ def test_refuses_different_batch_sizes():
     with pytest.raises(ValueError, match=r"query, key and value have different batch sizes "
                                          r"\(2 and 3\)"):
         module(xb, kb, kb)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_on_cuda(need_weights):
+    module = make(batch_first=True).cuda()
+    xs = [x.cuda() for x in seqs([3, 1, 5, 2])]
+    ks = [x.cuda() for x in seqs([2, 4, 1, 3])]
+    mb_assert(cross_attention(module, need_weights=need_weights), [xs, ks],
+              [batch(xs), batch(ks)], 4)
+    mb_assert(self_attention(module, need_weights=need_weights), [xs], [batch(xs)], 4)

@@ -318,3 +318,13 @@ def test_the_stack_itself_refuses_a_batch():
                                         match="_nested_tensor_from_mask_left_aligned is not "
                                               "implemented for MaskedBatch"):
         torch.nn.TransformerEncoder(encoder_layer(), 2).eval()(xb, src_key_padding_mask=kpm)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_on_cuda(norm_first):
+    encoder = encoder_layer(norm_first=norm_first, train=True).cuda()
+    decoder = decoder_layer(norm_first=norm_first, train=True).cuda()
+    xs, ms = [x.cuda() for x in seqs([3, 0, 5, 2])], [x.cuda() for x in seqs([2, 4, 1, 3])]
+    mb_assert(encoder, [xs], [batch(xs)], 4)
+    mb_assert(decoder, [xs, ms], [batch(xs), batch(ms)], 4)

@@ -238,3 +238,11 @@ def test_empty_target_with_nonempty_memory_is_refused():
     with pytest.raises(ValueError, match=r"example 0 is empty in dynamic dimension 2 but not "
                                          r"in the others"):
         layer(batch(seqs([0, 2])), batch(seqs([3, 1])))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_on_cuda():
+    model = Transformer(SIZE, HEADS, HIDDEN).double().cuda()
+    sources, targets = seqs([3, 1, 4]), seqs([2, 5, 1])
+    sources, targets = [x.cuda() for x in sources], [x.cuda() for x in targets]
+    mb_assert(model, [sources, targets], [batch(sources), batch(targets)], 3)

@@ -378,12 +378,3 @@ def multi_head_attention_forward(
     if weights is not None:
         weights = _weights_batch(op, weights, x, key_valid, average_attn_weights)
     return TimeMajorBatch(out), weights
-
-
-@_registry.implements(F.multi_head_attention_forward, family="multihead_attention")
-def multi_head_attention_forward_batch_major(func, *args, **kwargs):
-    raise ValueError(
-        f"{_registry.op_name(func)}: reads its inputs time-major (L, N, E), but a MaskedBatch "
-        "holds batch-major examples (1, L, E); call nn.MultiheadAttention(batch_first=True), "
-        "or pass matchbox.nn.time_major(x) (what that module does itself)"
-    )
