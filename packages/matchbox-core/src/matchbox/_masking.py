@@ -92,7 +92,8 @@ def unpack_rows(values: torch.Tensor, rows: torch.Tensor | None,
         total = 1
         for size in lead:
             total *= size
-        values = values.new_zeros(total, values.size(-1)).index_copy(0, rows, values)
+        # In place into fresh zeros: the out-of-place form would copy them once more.
+        values = values.new_zeros(total, values.size(-1)).index_copy_(0, rows, values)
     return values.reshape(*lead, values.size(-1))
 
 
