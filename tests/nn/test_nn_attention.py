@@ -279,3 +279,41 @@ def test_on_cuda(dtype):
     xb = [b.cuda() for b in xb]
     mb_assert(attention(is_causal=True), xs, xb, 4)
     mb_assert(attention(), xs, xb, 4)
+
+
+def test_refuses_mismatched_operands():
+    _, (q, k, v) = qkv([2, 3], [2, 3])
+    three = batch(examples([1, 2, 3], E))
+    with pytest.raises(ValueError, match=r"query, key and value have different batch sizes "
+                                         r"\[2, 3\]"):
+        F.scaled_dot_product_attention(q, three, three)
+    with pytest.raises(ValueError, match=r"key is a plain tensor of shape \(2, 4, 4\); a tensor "
+                                         r"shared by every example must have at most rank 3 "
+                                         r"and size 1 in dimension 0"):
+        F.scaled_dot_product_attention(q, torch.randn(2, 4, E, dtype=torch.float64), v)
+    static = MaskedBatch.fromlist(examples([3, 3], EV), (False, False))
+    with pytest.raises(ValueError, match=r"the sequence dimension 1 is dynamic in one of key "
+                                         r"and value and static in the other"):
+        F.scaled_dot_product_attention(q, k, static)
+    with pytest.raises(ValueError, match=r"one of key and value is a batch with a dynamic "
+                                         r"sequence dimension and the other a plain tensor"):
+        F.scaled_dot_product_attention(q, k, torch.randn(1, 3, EV, dtype=torch.float64))
+
+
+def test_refuses_masks_of_the_wrong_rank_or_layout():
+    _, xb = qkv([2, 3], [2, 3])
+    with pytest.raises(ValueError, match=r"attn_mask is a plain tensor of shape \(2, 3, 3\); a "
+                                         r"mask shared by every example must have at most rank 3"
+                                         r" and size 1 in dimension 0"):
+        F.scaled_dot_product_attention(*xb, attn_mask=torch.ones(2, 3, 3, dtype=torch.bool))
+    deep = MaskedBatch.fromlist([torch.ones(1, 1, n, n, dtype=torch.bool) for n in (2, 3)],
+                                (False, True, True))
+    with pytest.raises(ValueError, match=r"attn_mask has examples of rank 4, more than the "
+                                         r"query's 3"):
+        F.scaled_dot_product_attention(*xb, attn_mask=deep)
+    static_q = MaskedBatch.fromlist(examples([3, 3], E), (False, False))
+    masks = MaskedBatch.fromlist([torch.ones(1, n, 3, dtype=torch.bool) for n in (2, 3)],
+                                 (True, True))
+    with pytest.raises(ValueError, match=r"attn_mask is dynamic in dimension 1 but the query "
+                                         r"sequence is not"):
+        F.scaled_dot_product_attention(static_q, xb[1], xb[2], attn_mask=masks)

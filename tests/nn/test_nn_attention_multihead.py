@@ -385,3 +385,61 @@ def test_on_cuda(need_weights):
     mb_assert(cross_attention(module, need_weights=need_weights), [xs, ks],
               [batch(xs), batch(ks)], 4)
     mb_assert(self_attention(module, need_weights=need_weights), [xs], [batch(xs)], 4)
+
+
+def functional(module, query, key, value, **kwargs):
+    """F.multi_head_attention_forward with the module's parameters (time-major inputs)."""
+    args = dict(embed_dim_to_check=E, num_heads=module.num_heads,
+                in_proj_weight=module.in_proj_weight, in_proj_bias=module.in_proj_bias,
+                bias_k=None, bias_v=None, add_zero_attn=False, dropout_p=0.0,
+                out_proj_weight=module.out_proj.weight, out_proj_bias=module.out_proj.bias)
+    args.update(kwargs)
+    return F.multi_head_attention_forward(query, key, value, **args)
+
+
+def test_refuses_bad_inputs_in_the_functional():
+    module = make()
+    view = time_major(batch(seqs([2, 3])))
+    with pytest.raises(ValueError, match=r"key must be a time-major batch .* or a plain "
+                                         r"\(L, 1, E\) tensor shared by every example; got "
+                                         r"\(3, 2, 8\)"):
+        functional(module, view, torch.zeros(3, 2, E), torch.zeros(3, 2, E))
+    with pytest.raises(AssertionError, match=r"was expecting embedding dimension of 16, but got "
+                                             r"8"):
+        functional(module, view, view, view, embed_dim_to_check=16)
+    with pytest.raises(AssertionError, match=r"embed_dim 8 not divisible by num_heads 3"):
+        functional(module, view, view, view, num_heads=3)
+    with pytest.raises(AssertionError, match=r"bias_k and bias_v must be given together"):
+        functional(module, view, view, view, bias_k=torch.zeros(1, 1, E, dtype=torch.float64))
+    dynamic_features = time_major(MaskedBatch.fromlist(
+        [torch.randn(1, 2, n, dtype=torch.float64) for n in (8, 7)], (True, True)))
+    with pytest.raises(ValueError, match=r"the feature dimension \(2\) of query is dynamic"):
+        functional(module, dynamic_features, view, view)
+
+
+def test_refuses_bad_key_padding_masks():
+    module = make(batch_first=True)
+    xb = batch(seqs([2, 3]))
+    deep = MaskedBatch.fromlist([torch.zeros(1, 1, n, dtype=torch.bool) for n in (2, 3)],
+                                (False, True))
+    with pytest.raises(ValueError, match=r"key_padding_mask must have examples of shape \(1, "
+                                         r"key length\); got examples of rank 3"):
+        module(xb, xb, xb, key_padding_mask=deep, need_weights=False)
+    static = MaskedBatch.fromlist(seqs([3, 3]), (False, False))
+    dynamic = MaskedBatch.fromlist([torch.zeros(1, n, dtype=torch.bool) for n in (2, 3)],
+                                   (True,))
+    with pytest.raises(ValueError, match=r"key_padding_mask is dynamic in dimension 1 but the "
+                                         r"key length is the same for every example"):
+        module(xb, static, static, key_padding_mask=dynamic, need_weights=False)
+    with pytest.raises(ValueError, match=r"key_padding_mask is a plain tensor of shape \(2, 3\); "
+                                         r"shared by every example it must be \(1, 3\)"):
+        module(xb, xb, xb, key_padding_mask=torch.zeros(2, 3, dtype=torch.bool),
+               need_weights=False)
+    with pytest.raises(ValueError, match=r"key_padding_mask has 5 key positions; the batch's "
+                                         r"keys have padded length 3"):
+        module(xb, xb, xb, key_padding_mask=torch.zeros(1, 5, dtype=torch.bool),
+               need_weights=False)
+    view = time_major(xb)
+    with pytest.raises(TypeError, match=r"key_padding_mask must be a tensor or a batch, got "
+                                        r"list"):
+        functional(make(), view, view, view, key_padding_mask=[[False] * 3] * 2)
