@@ -101,32 +101,53 @@ def run(config: str, lstm: torch.nn.LSTM, examples: list[torch.Tensor], repeats:
              f"{both[name] / both[BASELINE]:.3f}"] for name in fns]
 
 
-def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def skewed_arguments(description: str, **widths: int) -> argparse.ArgumentParser:
+    """A parser for a batch of skewed lengths (shared by the sequence benchmarks).
+
+    ``widths`` are extra integer options (``hidden=256`` gives ``--hidden``).
+    """
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=256)
+    for name, default in widths.items():
+        parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--short", type=int, nargs=2, default=[5, 20])
     parser.add_argument("--long", type=int, nargs=2, default=[100, 200])
     parser.add_argument("--long-fraction", type=float, default=0.1)
     parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def lengths_of(args: argparse.Namespace) -> list[int]:
+    """The skewed lengths the parsed ``skewed_arguments`` describe."""
+    return skewed_lengths(args.batch, tuple(args.short), tuple(args.long), args.long_fraction)
+
+
+def lengths_title(args: argparse.Namespace) -> str:
+    return (f"batch {args.batch}, lengths {args.short[0]}-{args.short[1]} with "
+            f"{args.long_fraction:.0%} in {args.long[0]}-{args.long[1]}")
+
+
+def lstm_configs(size: int, device: str):
+    """The LSTMs the sequence benchmarks time: (name, module), one layer and two bidirectional."""
+    for layers, bidirectional in ((1, False), (2, True)):
+        lstm = torch.nn.LSTM(size, size, num_layers=layers, batch_first=True,
+                             bidirectional=bidirectional).to(device)
+        yield f"{layers} layer{'s' if layers > 1 else ''}" + (", bidir." if bidirectional
+                                                              else ""), lstm
+
+
+def main(argv: list[str] | None = None) -> str:
+    args = skewed_arguments(__doc__.splitlines()[0], hidden=256).parse_args(argv)
     torch.manual_seed(0)
-    lengths = skewed_lengths(args.batch, tuple(args.short), tuple(args.long),
-                             args.long_fraction)
+    lengths = lengths_of(args)
     examples = [torch.randn(1, n, args.hidden, device=args.device) for n in lengths]
     rows = []
-    for layers, bidirectional in ((1, False), (2, True)):
-        lstm = torch.nn.LSTM(args.hidden, args.hidden, num_layers=layers, batch_first=True,
-                             bidirectional=bidirectional).to(args.device)
-        config = f"{layers} layer{'s' if layers > 1 else ''}" + (", bidir." if bidirectional
-                                                                  else "")
+    for config, lstm in lstm_configs(args.hidden, args.device):
         rows += run(config, lstm, examples, args.repeats, args.device)
     real, padded = sum(lengths), len(lengths) * max(lengths)
-    text = (f"### nn.LSTM module: batch {args.batch}, hidden {args.hidden}, lengths "
-            f"{args.short[0]}-{args.short[1]} with {args.long_fraction:.0%} in "
-            f"{args.long[0]}-{args.long[1]} ({real} real rows of {padded} padded), "
-            f"{args.device}\n\n{machine()}\n\n"
+    text = (f"### nn.LSTM module: {lengths_title(args)}, hidden {args.hidden} ({real} real rows "
+            f"of {padded} padded), {args.device}\n\n{machine()}\n\n"
             + table(["config", "variant", "forward ms", f"× {BASELINE}", "fwd+bwd ms",
                      f"× {BASELINE}"], rows))
     print(text)

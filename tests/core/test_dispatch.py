@@ -71,6 +71,7 @@ def test_convenience_methods_are_new_tensor_names_only():
 @pytest.mark.parametrize(
     ("name", "distribution"),
     [("batch", "matchbox-control"), ("PackedBatch", "matchbox-packed"),
+     ("as_masked", "matchbox-packed"), ("as_packed", "matchbox-packed"),
      ("data", "matchbox-data")],
 )
 def test_lazy_names_resolve_or_name_their_distribution(name, distribution, monkeypatch):

@@ -191,6 +191,31 @@ def test_a_batch_as_an_index_is_refused():
     _, xb = batch_of(3, 1)
     with pytest.raises(NotImplementedError, match="tensor, list and bool indices"):
         xb[:, xb]
+    with pytest.raises(NotImplementedError, match="batches of per-example ints"):
+        xb[:, MaskedBatch(torch.tensor([0.0, 1.0]), None, ())]  # not ints
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+@given(data=st.data())
+def test_an_index_of_per_example_ints_equals_the_loop(dynamic, data):
+    # x[:, i] with i one int per example (each example's own index)
+    lengths = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    if not dynamic:
+        lengths = [lengths[0]] * len(lengths)
+    xs = [torch.randn(1, n, 2, dtype=torch.float64) for n in lengths]
+    xb = MaskedBatch.fromlist(xs, (dynamic, False), padding_value=float("nan"))
+    indices = [torch.tensor([data.draw(st.integers(-n, n - 1))]) for n in lengths]
+    ib = MaskedBatch.fromlist(indices, ())
+    mb_assert(lambda x, i: x[:, int(i)] if isinstance(i, torch.Tensor) else x[:, i],
+              [xs, indices], [xb, ib], len(xs))
+
+
+def test_an_index_of_per_example_ints_past_an_examples_end_raises_like_the_loop():
+    _, xb = batch_of(3, 1, 2)
+    index = MaskedBatch(torch.tensor([2, 1, 0]), None, ())
+    with pytest.raises(IndexError, match=r"Tensor.__getitem__: index 1 is out of range for "
+                                         r"example 1, which has size 1 in dimension 1"):
+        xb[:, index]
 
 
 def test_malformed_indices_are_refused_with_the_op_name():
@@ -234,3 +259,26 @@ def test_every_registered_indexing_op_has_a_case_equal_to_the_loop(name, pair):
 def test_an_index_chain_equals_the_loop(data):
     pair = data.draw(example_lists(dims=(True, False, False), min_length=0))
     assert_loop(lambda x: x[:, 1:][:, :-1][..., None][:, ::2, 0], pair)
+
+
+@pytest.mark.parametrize("index", [0, 1, -1, -2])
+def test_an_index_a_non_running_example_does_not_reach_gives_it_padding(index):
+    # Under an execution mask (matchbox-control's @batch), only running examples
+    # must reach the index; the others' results are padding (and discarded).
+    from matchbox._masking import EXECUTION_MASK
+
+    xs, xb = batch_of(3, 0, 1, 2)
+    running = torch.tensor([True, False, False, True])
+    token = EXECUTION_MASK.set(running)
+    try:
+        got = xb[:, index]
+        with pytest.raises(IndexError, match=rf"index {index} is out of range for example 1"):
+            EXECUTION_MASK.set(torch.tensor([True, True, False, True]))
+            xb[:, index]
+    finally:
+        EXECUTION_MASK.reset(token)
+    for b, x in enumerate(xs):
+        reaches = -x.size(1) <= index < x.size(1)
+        assert bool(got.mask[b].all()) == reaches
+        if reaches:
+            torch.testing.assert_close(got.data[b:b + 1], x[:, index], rtol=0, atol=0)

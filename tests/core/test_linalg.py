@@ -241,6 +241,16 @@ def test_einsum_list_of_operands_form_matches_loop(dtype):
     check(lambda x: torch.einsum("bij,jk->bik", (x, w)), args, [w])
 
 
+def test_einsum_of_examples_of_equal_lengths_matches_loop(dtype):
+    # Equal lengths (and batch size one) give batches without a mask.
+    w = weight(4, dtype=dtype)
+    for shapes in ([(3, 4), (3, 4)], [(5, 4)], [(1, 4)]):
+        args = [batch_of(shapes, (True, False), dtype)]
+        check(lambda x: torch.einsum("btd,d->bt", x, w), args, [w])
+        check(lambda x: torch.einsum("bt,btd->bd", torch.einsum("btd,d->bt", x, w).softmax(-1),
+                                     x), args, [w])
+
+
 def test_einsum_weight_gradient_ignores_nan_gradients_at_padding(dtype):
     w = weight(4, 5, dtype=dtype)
     check(lambda x: torch.einsum("bij,jk->bik", x, w) * x.sum(2, keepdim=True),
@@ -333,6 +343,14 @@ def test_contraction_over_examples_of_different_lengths_is_refused():
     with pytest.raises(ValueError, match=r"Tensor.__matmul__: example 0 has size 3 in one "
                                          r"argument and 2 in another along dynamic dimension"):
         a.transpose(1, 2) @ b
+
+
+def test_contraction_with_a_batch_without_padding_checks_its_lengths():
+    full = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 3, 4)], (True, False))
+    shorter = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor.__matmul__: example 0 has size 3 in one "
+                                         r"argument and 2 in another along dynamic dimension"):
+        full.transpose(1, 2) @ shorter
 
 
 def test_scores_onto_an_empty_key_sequence_are_refused_not_wrong():

@@ -165,6 +165,23 @@ def test_fromlist_errors():
         MaskedBatch.fromlist([torch.rand(1, 2, 2), torch.rand(1, 2, 0)], (True, True))
 
 
+@pytest.mark.parametrize("dims", [None, True, "DS", (True, None), (2, 0), ("T", "F")],
+                         ids=["None", "bool", "string", "None-entry", "two", "strings"])
+def test_fromlist_refuses_dims_that_are_not_bools(dims):
+    # bool() of each entry read None as static and a string as dynamic, silently.
+    examples = [torch.rand(1, n, 2) for n in (3, 1)]
+    with pytest.raises(TypeError, match=r"MaskedBatch.fromlist: dims must be a tuple of bools, "
+                                        r"one per dimension after the first \(True where the "
+                                        r"examples may differ in size\); got "):
+        MaskedBatch.fromlist(examples, dims)
+
+
+def test_fromlist_takes_dims_as_a_list_or_as_zeros_and_ones():
+    examples = [torch.rand(1, n, 2) for n in (3, 1)]
+    assert MaskedBatch.fromlist(examples, [True, False]).dims == (True, False)
+    assert MaskedBatch.fromlist(examples, (1, 0)).dims == (True, False)
+
+
 def test_batch_of_one_and_zero_length_examples():
     xb = MaskedBatch.fromlist([torch.rand(1, 0, 3)], (True, False))
     assert xb.data.shape == (1, 0, 3)

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given
+from pointwise_patterns import check_op_against_loop
 from strategies import example_lists
 
 import matchbox
@@ -19,117 +20,29 @@ from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert, mb_rand
 
 POINTWISE = [e.func for e in _registry.entries() if e.family == "pointwise"]
-# Ops that draw random numbers: their values cannot equal the loop's.
-# Ops that PyTorch cannot differentiate: values are compared, not gradients.
-NO_DERIVATIVE = {"heaviside", "heaviside_", "acosh_", "asinh_", "atanh_", "floor_divide", "floor_divide_", "__floordiv__", "__rfloordiv__",
-                 "__ifloordiv__", "igamma", "igammac", "igamma_", "igammac_", "nextafter",
-                 "nextafter_"}
-RANDOM = {"bernoulli", "bernoulli_", "uniform_", "normal_", "exponential_", "cauchy_",
-          "geometric_", "log_normal_", "random_", "rrelu", "rrelu_"}
 
 
 def _name(func) -> str:
     return _registry.op_name(func)
 
 
-def _inputs(kind: str, shapes_from: list[torch.Tensor], dims):
-    """Examples of one kind (float, unit interval, int or bool) with the given shapes."""
-    xs = [torch.randn_like(x) for x in shapes_from]
-    if kind == "unit":
-        xs = [x.sigmoid() for x in xs]
-    elif kind == "int":
-        xs = [(x * 5).round().to(torch.int64) for x in xs]
-    elif kind == "bool":
-        xs = [x > 0 for x in xs]
-    padding = float("nan") if xs[0].is_floating_point() else 0
-    return xs, MaskedBatch.fromlist(xs, dims, padding_value=padding)
-
-
-# Argument patterns: (kinds of the example arguments, extra plain arguments).
-PATTERNS = [
-    (("float",), ()),
-    (("float", "float"), ()),
-    (("float", "float", "float"), ()),
-    (("unit",), ()),
-    (("unit", "unit"), ()),
-    (("float",), (0.5,)),
-    (("float",), (-0.5, 0.5)),
-    (("unit",), (1,)),
-    (("int",), ()),
-    (("int", "int"), ()),
-    (("bool",), ()),
-    (("bool", "bool"), ()),
-    (("bool", "float", "float"), ()),
-    (("float", "bool"), (0.5,)),
-    (("float", "int"), ()),
-]
-
-
-def _plain(kind: str, dtype=torch.float64):
-    t = torch.randn(1, 3, 2, dtype=dtype)
-    return {"float": t, "unit": t.sigmoid(), "int": (t * 5).round().long(), "bool": t > 0}[kind]
-
-
-def _apply(func, args, extra):
-    name = getattr(func, "__name__", "")
-    if "polygamma" in name and _registry.tensor_method_name(func) is None:
-        return func(1, *args, *extra)  # torch.polygamma(n, input)
-    if "polygamma" in name:
-        return getattr(args[0], name)(1, *args[1:], *extra)
-    if _registry.tensor_method_name(func) is not None:
-        # A Tensor method is called as a method (or operator), as users do.
-        return getattr(args[0], name)(*args[1:], *extra)
-    return func(*args, *extra)
-
-
-def find_pattern(func):
-    """The first argument pattern the op accepts on plain tensors."""
-    patterns = PATTERNS
-    if func.__name__ in RANDOM:  # probabilities for bernoulli and friends
-        patterns = [(("unit",) * len(k), e) for k, e in PATTERNS]
-    for kinds, extra in patterns:
-        try:
-            with torch.no_grad():
-                result = _apply(func, [_plain(k) for k in kinds], extra)
-        except Exception:  # noqa: BLE001 - probing which signature the op takes
-            continue
-        if isinstance(result, torch.Tensor):
-            return kinds, extra
-    return None
-
-
-def _is_inplace(func) -> bool:
-    name = func.__name__
-    return (name.endswith("_") and not name.startswith("__")) or (
-        name.startswith("__i") and name not in ("__invert__",))
+def _masked_random(batched, first):
+    assert isinstance(batched, MaskedBatch)
+    assert batched.data.shape == first.data.shape
+    assert torch.equal(batched.mask, first.mask)
 
 
 @pytest.mark.parametrize("func", POINTWISE, ids=[_name(f) for f in POINTWISE])
 @pytest.mark.parametrize("dims", [((True, 5), (False, 3)), ((False, 2),)],
                          ids=["dynamic", "static"])
 def test_pointwise_op_equals_loop(func, dims):
-    pattern = find_pattern(func)
-    assert pattern is not None, f"no argument pattern fits {_name(func)}"
-    kinds, extra = pattern
-    batch_size = 4
-    shapes, base = mb_rand(batch_size, *dims, dtype=torch.float64)
-    args = [_inputs(kind, shapes, base.dims) for kind in kinds]
-    inplace = _is_inplace(func)
+    shapes, base = mb_rand(4, *dims, dtype=torch.float64)
 
-    def f(*xs):
-        if inplace:  # write into a copy: the inputs are leaves that require grad
-            xs = (xs[0] * 1 if xs[0].is_floating_point() else xs[0].clone(),) + xs[1:]
-        return _apply(func, xs, extra)
+    def make_batch(xs):
+        padding = float("nan") if xs[0].is_floating_point() else 0
+        return MaskedBatch.fromlist(xs, base.dims, padding_value=padding)
 
-    if func.__name__ in RANDOM:
-        batched = f(*[xb for _, xb in args])
-        assert isinstance(batched, MaskedBatch)
-        first = args[0][1]
-        assert batched.data.shape == first.data.shape
-        assert torch.equal(batched.mask, first.mask)
-        return
-    mb_assert(f, [xs for xs, _ in args], [xb for _, xb in args], batch_size,
-              check_grad=func.__name__ not in NO_DERIVATIVE)
+    check_op_against_loop(func, shapes, make_batch, _masked_random)
 
 
 @pytest.mark.parametrize("name", ["add_", "mul_", "clamp_", "relu_", "__iadd__"])
@@ -259,6 +172,20 @@ def test_examples_of_different_lengths_do_not_combine_silently():
     with pytest.raises(ValueError, match=r"broadcasting one example's size-one extent against "
                                          r"another's longer one"):
         xb * ones
+
+
+def test_a_batch_without_padding_is_checked_against_the_others_lengths():
+    # Equal lengths give a batch without a mask; its examples still have a size,
+    # the padded one, which another argument's examples must match.
+    full = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 3, 4)], (True, False))
+    shorter = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 2, 4)], (True, False))
+    ragged = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor.__add__: example 0 has size 3 in one argument "
+                                         r"and 2 in another along dynamic dimension 1"):
+        full + shorter
+    with pytest.raises(ValueError, match=r"Tensor.__mul__: example 1 has size 3 in one argument "
+                                         r"and 2 in another along dynamic dimension 1"):
+        full * ragged
 
 
 def test_plain_tensor_spanning_the_padded_size_lines_up_with_positions(dtype):

@@ -268,6 +268,13 @@ def test_sum_with_dtype_matches_loop():
     check(lambda x: torch.mean(x, (1, 2), dtype=torch.float64), examples, batch)
 
 
+def test_mean_over_a_dynamic_dim_with_a_narrower_dtype_keeps_that_dtype():
+    # The per-example count had the input's dtype and promoted float32 back to float64.
+    examples, batch = batch_of([(3, 2), (1, 2), (0, 2)], (True, False), torch.float64)
+    check(lambda x: x.mean(1, dtype=torch.float32), examples, batch)
+    check(lambda x: torch.mean(x, (1, 2), keepdim=True, dtype=torch.float32), examples, batch)
+
+
 def test_nansum_skips_real_nans_and_padding_alike():
     examples = [torch.tensor([[[1.0], [NAN], [2.0]]]), torch.tensor([[[NAN]]]),
                 torch.zeros(1, 0, 1)]
@@ -384,6 +391,21 @@ def test_max_like_of_an_empty_dynamic_dim_raises_naming_op_and_example(f, op):
     with pytest.raises(IndexError, match=rf"^{op}: example 1 has size 0 in dynamic dimension 1, "
                                          rf"and {op} of an empty dimension is undefined$"):
         f(batch)
+
+
+def test_max_of_an_empty_example_that_is_not_running_is_not_refused():
+    # Under an execution mask (matchbox-control's @batch), only running examples
+    # must be non-empty; the others' results are discarded.
+    from matchbox._masking import EXECUTION_MASK
+
+    xs, batch = batch_of([(2, 3), (0, 3), (1, 3)], (True, False))
+    token = EXECUTION_MASK.set(torch.tensor([True, False, True]))
+    try:
+        got = batch.amax(1)
+    finally:
+        EXECUTION_MASK.reset(token)
+    for b in (0, 2):
+        torch.testing.assert_close(got.data[b:b + 1], xs[b].amax(1))
 
 
 @pytest.mark.parametrize(

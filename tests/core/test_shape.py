@@ -189,7 +189,6 @@ def test_view_with_a_dtype_is_refused_with_the_op_name():
 
 @pytest.mark.parametrize("f", [
     lambda x: x.reshape(1, 4, -1),        # the dynamic dim would be split across rows
-    lambda x: x.view(-1),                 # drops the batch dimension's 1
     lambda x: x.reshape(1, -1, 3),        # rows of 3 would mix real values and padding
 ])
 def test_reshape_that_would_interleave_padding_is_refused(f):
@@ -206,8 +205,34 @@ def test_reshape_merging_a_static_dim_into_a_later_dynamic_one_is_refused():
 
 def test_reshape_must_keep_the_leading_one():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
-    with pytest.raises(ValueError, match=r"the new shape \(2, -1, 4\) must start with 1"):
-        xb.view(2, -1, 4)
+    with pytest.raises(ValueError, match=r"Tensor.view: the new shape \(3, -1, 4\) must start "
+                                         r"with 1 \(or -1, or the batch size 2 as x.size\(0\) "
+                                         r"gives it\)"):
+        xb.view(3, -1, 4)
+
+
+@pytest.mark.parametrize("reshape", [
+    pytest.param(lambda x: x.view(-1, 4), id="view(-1, C)"),
+    pytest.param(lambda x: x.reshape(-1), id="reshape(-1)"),
+    pytest.param(lambda x: x.view(-1, x.maxsize(1)), id="view(-1, padded size)"),
+    pytest.param(lambda x: x.view(-1, 2, 2), id="view(-1, 2, 2)"),
+])
+def test_inferring_dimension_0_from_the_positions_is_refused_naming_the_dim(reshape):
+    # The token-flattening idiom of per-position losses: dimension 0 would be T.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match=r"the new shape \(-1.*\) would infer dimension 0 "
+                                         r"\(-1\) from each example's size, merging dynamic "
+                                         r"dimension 1 into it; .* F.cross_entropy\(logits"):
+        reshape(xb)
+
+
+@given(pair=one_batch((None, 2, 3)))
+def test_the_x_size_0_idiom_keeps_each_examples_leading_one(pair):
+    # x.size(0) is 1 on an example and the batch size on a batch: both mean dimension 0.
+    assert_loop(lambda x: x.view(x.size(0), -1), pair)
+    assert_loop(lambda x: x.reshape(x.size(0), -1, 6), pair)
+    assert_loop(lambda x: x.sum(1).view(x.size(0), -1), pair)
+    assert_loop(lambda x: x[:, :, :1].expand(x.size(0), -1, 2, 3), pair)
 
 
 def test_splitting_a_dynamic_dim_needs_every_length_divisible():
@@ -379,8 +404,10 @@ def test_expand_must_keep_dynamic_sizes_and_the_leading_one():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 1) for n in (3, 1)], (True, False))
     with pytest.raises(ValueError, match="dimension 1 is dynamic; pass -1 to keep it"):
         xb.expand(1, 5, 2)
-    with pytest.raises(ValueError, match="the size of dimension 0 .* must stay 1, got 2"):
-        xb.expand(2, -1, 2)
+    with pytest.raises(ValueError, match=r"Tensor.expand: the size of dimension 0 .* must stay "
+                                         r"1 \(or be the batch size 2 as x.size\(0\) gives "
+                                         r"it\), got 3"):
+        xb.expand(3, -1, 2)
 
 
 @given(pair=one_batch((None, 5), min_length=2))
@@ -395,6 +422,18 @@ def test_narrow_from_a_negative_start_along_a_dynamic_dim_is_refused():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
     with pytest.raises(NotImplementedError, match="a negative start along dynamic dimension 1"):
         xb.narrow(1, -1, 1)
+
+
+def test_narrow_past_an_examples_end_along_a_dynamic_dim_is_refused_like_the_loop():
+    # A slice x[:, 0:2] clips to each example; narrow raises in the loop instead.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(RuntimeError, match=r"Tensor.narrow: start \(0\) \+ length \(2\) "
+                                           r"exceeds the size of example 1, 1, in dynamic "
+                                           r"dimension 1"):
+        xb.narrow(1, 0, 2)
+    with pytest.raises(RuntimeError, match=r"torch.narrow: start \(3\) \+ length \(0\) exceeds "
+                                           r"the size of example 1"):
+        torch.narrow(xb, 1, 3, 0)
 
 
 @given(pair=example_lists(dims=(True, False, False)))
@@ -547,6 +586,50 @@ def test_cat_refuses_mismatched_batch_sizes_and_bad_plain_tensors():
         torch.cat([xb, torch.ones(2, 1, 2)], 1)
 
 
+@pytest.mark.parametrize("join", [
+    pytest.param(lambda x, y: torch.cat([x, y], 2), id="cat-static"),
+    pytest.param(lambda x, y: torch.cat([x.unsqueeze(1), y.unsqueeze(1)], 1), id="cat-new-dim"),
+    pytest.param(lambda x, y: torch.cat([x.unsqueeze(-1), y.unsqueeze(-1)], 2), id="cat-dynamic"),
+    pytest.param(lambda x, y: torch.stack([x, y], 2), id="stack"),
+    pytest.param(lambda x, y: MF.stack([x, y], 1), id="F.stack-dynamic"),
+])
+def test_cat_and_stack_refuse_parts_of_different_lengths(join):
+    # The loop's torch.cat/stack raises for example 1; the batch must not keep the overlap.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1, 4)], (True, False))
+    yb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"example 1 has size 1 in one argument and 2 in "
+                                         r"another along dynamic dimension"):
+        join(xb, yb)
+    full = MaskedBatch.fromlist([torch.randn(1, 4, 2) for _ in range(3)], (True, False))
+    with pytest.raises(ValueError, match=r"example 0 has size 4 in one argument and 3"):
+        join(full, xb)
+
+
+@pytest.mark.parametrize("size", [1, 3, 6])
+def test_cat_refuses_a_plain_part_not_spanning_the_padded_size(size):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1, 5)], (True, False))
+    with pytest.raises(ValueError, match=rf"torch\.cat: tensor 1 of the list is the same for "
+                                         rf"every example .* has size {size} in dimension 1, "
+                                         rf"which is dynamic in the batches; it must span their "
+                                         rf"padded size 5"):
+        torch.cat([xb, torch.randn(1, size, 2)], 2)
+
+
+@given(pair=one_batch((None, 3)))
+def test_cat_and_stack_with_a_plain_part_spanning_the_padded_size(pair):
+    positions = torch.randn(1, 8, 3, dtype=pair[1].dtype)
+    assert_loop(lambda x: torch.cat([x, positions[:, : x.maxsize(1)]], 2), pair)
+    assert_loop(lambda x: torch.stack([positions[:, : x.maxsize(1)], x], 3), pair)
+
+
+@given(pair=one_batch((None, None, 2)))
+def test_f_stack_dynamic_of_steps_some_examples_have_left(pair):
+    # Unbinding the first of two dynamic dims gives steps from which an example
+    # past its end is absent (size 0 along the other dynamic dim): not a mismatch.
+    assert_loop(lambda x: _restack(x, 1), pair)
+    assert_loop(lambda x: _restack(x, 2), pair)
+
+
 @given(pairs=batches((None, 3), n=2))
 def test_shape_ops_on_a_batch_padded_past_its_longest_example(pairs):
     # x[:, :-1] keeps the padded size but every example loses one element.
@@ -558,6 +641,21 @@ def test_shape_ops_on_a_batch_padded_past_its_longest_example(pairs):
 
 
 # ------------------------------------------------------------------ stack
+
+@pytest.mark.parametrize("f", [
+    pytest.param(lambda a, b: torch.stack([a, b]).sum(), id="stack"),
+    pytest.param(lambda a, b: a.unsqueeze(0), id="unsqueeze"),
+])
+def test_a_new_dim_0_in_front_of_per_example_scalars_says_how_to_combine_them(f):
+    # Losses are 0-d in the loop, where torch.stack(losses).sum() works; a batch holds
+    # them as (1,) examples, so the message says to add them instead.
+    a = MaskedBatch.fromlist([torch.rand(1), torch.rand(1)], ())
+    with pytest.raises(ValueError, match=r"dimension 0 is the batch dimension of each example "
+                                         r".*; these are per-example scalars \(a loss, say\), "
+                                         r"0-d in the loop but \(1,\) in a batch, .* combine "
+                                         r"them with \+ or sum\(\[...\]\) instead"):
+        f(a, 2 * a)
+
 
 @pytest.mark.parametrize("dim", [1, 2, 3, -1, -3])
 @given(data=st.data())

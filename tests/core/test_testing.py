@@ -76,3 +76,21 @@ def test_output_count_mismatch_is_reported():
     xs, xb = mb_rand(2, (False, 2))
     with pytest.raises(AssertionError, match=r"the batch gave 2 outputs but an example gave"):
         mb_assert(extra, [xs], [xb], 2)
+
+
+def test_integer_batches_keep_their_own_padding():
+    # Float inputs are rebuilt (fresh leaves, NaN padding); an integer batch (ids,
+    # targets) gets no gradient and is passed as given, so padding the user chose to
+    # be out of range (an id no embedding has) really reaches the batched call.
+    xs = [torch.tensor([[1, 2, 3]]), torch.tensor([[4]])]
+    xb = MaskedBatch.fromlist(xs, (True,), padding_value=10**6)
+    seen = []
+
+    def f(ids):
+        seen.append(ids)
+        return ids * 2
+
+    mb_assert(f, [xs], [xb], 2)
+    batched = seen[-1]
+    assert isinstance(batched, MaskedBatch)
+    assert batched.data[1, 1:].tolist() == [10**6, 10**6]

@@ -91,3 +91,20 @@ def test_on_cuda():
     xs, ys, xb, yb = pair([0, 1, 4], torch.float64)
     xs, ys, xb, yb = [x.cuda() for x in xs], [y.cuda() for y in ys], xb.cuda(), yb.cuda()
     mb_assert(torch.nn.Bilinear(3, 2, 4).double().cuda(), [xs, ys], [xb, yb], 3)
+
+
+def test_linear_errors_name_the_example_not_the_flattened_batch():
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 4) for n in (3, 1, 5)], (True, False))
+    # PyTorch's own message would say "(15x4 and 5x2)": the padded batch, flattened.
+    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: each example has 4 "
+                                         r"features \(its last dimension\) but the weight of "
+                                         r"shape \(2, 5\) expects 5"):
+        torch.nn.Linear(5, 2)(xb)
+    scalars = MaskedBatch.fromlist([torch.rand(1), torch.rand(1)], ())
+    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: each example must be "
+                                         r"\(1, ..., features\); these examples are scalars"):
+        F.linear(scalars, torch.randn(2, 1))
+    dynamic = MaskedBatch.fromlist([torch.rand(1, 3), torch.rand(1, 2)], (True,))
+    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension "
+                                         r"\(the last\) of the input is dynamic"):
+        F.linear(dynamic, torch.randn(2, 3))

@@ -390,6 +390,17 @@ def test_errors():
         _registry.lookup(F.mse_loss)(F.mse_loss, torch.ones(2), torch.ones(2))
 
 
+def test_a_plain_input_with_a_batch_target_says_why_it_is_plain():
+    # Logits from an LSTM's final states (plain (layers*directions, B, H) tensors)
+    # are a plain (B, C) tensor: the message says so and what to use instead.
+    labels = batch([torch.tensor([1]), torch.tensor([2])], ())
+    with pytest.raises(TypeError, match=r"torch.nn.functional.cross_entropy: the input must be the "
+                                        r"MaskedBatch; got Tensor of shape \(2, 4\): a plain "
+                                        r"tensor is the same for every example \(values computed "
+                                        r"from the final states of nn.RNN/LSTM/GRU .* out\[:, -1\]"):
+        F.cross_entropy(torch.randn(2, C), labels)
+
+
 def test_dynamic_class_dimension_errors():
     xs = [torch.randn(1, n) for n in (2, 4)]
     xb = batch(xs, (True,))

@@ -92,3 +92,12 @@ def test_linear_computes_real_rows_only():
     shapes = [e.input_shapes[1] for e in prof.events() if e.name == "aten::addmm"]
     assert shapes == [[5, 3]]
     assert torch.isfinite(out.data).all()
+
+
+def test_linear_with_a_weight_vector_drops_the_feature_dimension(dtype):
+    # F.linear(x, w) with w of shape (features,): one output per row, the last dim summed away.
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    w, b = torch.randn(3, dtype=dtype), torch.randn((), dtype=dtype)
+    mb_assert(lambda x, w, b: torch.nn.functional.linear(x, w, b), [xs, [w] * 4, [b] * 4],
+              [xb, w, b], 4)
+    mb_assert(lambda x, w: torch.nn.functional.linear(x, w), [xs, [w] * 4], [xb, w], 4)

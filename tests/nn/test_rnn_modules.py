@@ -1,14 +1,7 @@
 """Whole nn.RNN / nn.LSTM / nn.GRU modules on a MaskedBatch equal the loop over examples.
 
-The per-example oracle calls the same module on each example ``(1, T, F)``.
-PyTorch refuses ``T == 0``; Matchbox's documented semantics for such an example
-(empty output, final state = initial state) are written out in ``per_example``.
-
-PyTorch's batched states are ``(L*D, B, H)``; the loop's are ``(L*D, 1, H)``
-per example.  The tests hand the loop's states around as ``(1, L*D, H)``
-examples (batch first) and the batch's as a MaskedBatch of them, and transpose
-at the module boundary, so mb_assert compares "the batch's states" with
-"torch.cat of the loop's states along dimension 1", values and gradients.
+The per-example oracle (and its semantics for a zero-length example) is shared
+with the other batch types' tests: see tests/rnn_oracle.py.
 """
 
 from __future__ import annotations
@@ -17,104 +10,23 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from rnn_oracle import FEATURES, HIDDEN, KINDS, examples_of_lengths, make_module, run
+from rnn_oracle import check as check_batch
 
 from matchbox import MaskedBatch, _registry
-from matchbox.nn import TimeMajorBatch, batch_major, time_major
+from matchbox.nn import batch_major, time_major
 from matchbox.testing import mb_assert
 
 # PyTorch warns that oneDNN has no projection LSTM (it falls back to its own).
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
 
-FEATURES, HIDDEN, PROJ = 3, 4, 2
-KINDS = ["rnn_tanh", "rnn_relu", "lstm", "lstm_proj", "gru"]
+
+def masked(xs):
+    return MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
 
 
-def make_module(kind, layers=1, bidirectional=False, batch_first=True, dtype=torch.float64,
-                dropout=0.0):
-    common = dict(num_layers=layers, bidirectional=bidirectional, batch_first=batch_first,
-                  dropout=dropout)
-    if kind.startswith("rnn"):
-        module = torch.nn.RNN(FEATURES, HIDDEN, nonlinearity=kind[4:], **common)
-    elif kind == "lstm":
-        module = torch.nn.LSTM(FEATURES, HIDDEN, **common)
-    elif kind == "lstm_proj":
-        module = torch.nn.LSTM(FEATURES, HIDDEN, proj_size=PROJ, **common)
-    else:
-        module = torch.nn.GRU(FEATURES, HIDDEN, **common)
-    return module.to(dtype)
-
-
-def state_sizes(module):
-    """(size of h, size of c or None) per layer and direction."""
-    rows = module.num_layers * (2 if module.bidirectional else 1)
-    h = module.proj_size or module.hidden_size
-    c = module.hidden_size if isinstance(module, torch.nn.LSTM) else None
-    return rows, h, c
-
-
-def to_module_states(states):
-    """Batch-first state examples (1, L*D, H) / their batch -> PyTorch's (L*D, B, H)."""
-    if states is None:
-        return None
-    out = [s.data.transpose(0, 1) if isinstance(s, MaskedBatch) else s.transpose(0, 1)
-           for s in states]
-    return out[0] if len(out) == 1 else tuple(out)
-
-
-def from_module_states(states, batched):
-    """PyTorch's (L*D, B, H) -> a batch of (1, L*D, H) state examples, or one example."""
-    states = list(states) if isinstance(states, tuple) else [states]
-    if batched:
-        return [MaskedBatch._make(s.transpose(0, 1), None, (False, False)) for s in states]
-    return [s.transpose(0, 1) for s in states]
-
-
-def per_example(module, x, states):
-    """One example through the module: the loop's side of the oracle."""
-    rows, h, c = state_sizes(module)
-    if x.size(1) == 0:
-        # PyTorch refuses an empty sequence; Matchbox's semantics: no step taken.
-        width = (2 if module.bidirectional else 1) * h
-        if states is None:
-            states = [x.new_zeros(1, rows, h)] + ([x.new_zeros(1, rows, c)] if c else [])
-        return x.new_zeros(1, 0, width), list(states)
-    hx = to_module_states(states)
-    if module.batch_first:
-        out, final = module(x, hx)
-    else:
-        out, final = module(x.transpose(0, 1), hx)
-        out = out.transpose(0, 1)
-    return out, from_module_states(final, batched=False)
-
-
-def on_batch(module, xb, states):
-    """The batch through the module, as a per-example model would call it."""
-    hx = to_module_states(states)
-    if module.batch_first:
-        out, final = module(xb, hx)
-    else:
-        out, final = module(time_major(xb), hx)
-        assert isinstance(out, TimeMajorBatch)
-        out = batch_major(out)
-    return out, from_module_states(final, batched=True)
-
-
-def run(module, x, *states):
-    states = list(states) or None
-    if isinstance(x, MaskedBatch):
-        return on_batch(module, x, states)
-    return per_example(module, x, states)
-
-
-def examples_of_lengths(lengths, dtype, width=FEATURES):
-    return [torch.randn(1, n, width, dtype=dtype) for n in lengths]
-
-
-def state_examples(module, batch_size, dtype):
-    rows, h, c = state_sizes(module)
-    sizes = [h] + ([c] if c else [])
-    return [[torch.randn(1, rows, size, dtype=dtype) for _ in range(batch_size)]
-            for size in sizes]
+def check(module, lengths, dtype, with_states):
+    check_batch(module, lengths, dtype, with_states, masked)
 
 
 @pytest.mark.parametrize("batch_type", ["MaskedBatch", "TimeMajorBatch"])
@@ -124,18 +36,6 @@ def test_every_registered_recurrent_module_op_is_tested_here(batch_type):
     registered = {e.name for e in _registry.entries(batch_type)
                   if e.family == "recurrent_modules"}
     assert registered == {"torch.rnn_tanh", "torch.rnn_relu", "torch.lstm", "torch.gru"}
-
-
-def check(module, lengths, dtype, with_states):
-    xs = examples_of_lengths(lengths, dtype)
-    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
-    xs_args, xb_args = [xs], [xb]
-    if with_states:
-        for examples in state_examples(module, len(lengths), dtype):
-            xs_args.append(examples)
-            xb_args.append(MaskedBatch.fromlist(examples, (False, False)))
-    mb_assert(lambda x, *s: run(module, x, *s), xs_args, xb_args, len(lengths),
-              params=list(module.parameters()))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -174,6 +74,21 @@ def test_static_length_batch_equals_loop(dtype):
     xs = examples_of_lengths([3, 3, 3], dtype)
     xb = MaskedBatch.fromlist(xs, (False, False))
     mb_assert(lambda x: run(module, x), [xs], [xb], 3, params=list(module.parameters()))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_static_length_batch_derived_from_a_dynamic_one_equals_loop(kind, dtype):
+    # A reduction over the dynamic dim keeps a mask of size one along the now static
+    # length: a two-step sequence (mean, max) per example, which the packing must count.
+    module = make_module(kind, layers=2, bidirectional=True, dtype=dtype)
+    xs = examples_of_lengths([3, 1, 5], dtype)
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+
+    def f(x):
+        return run(module, torch.stack([x.mean(1), x.amax(1)], 1))
+
+    assert torch.stack([xb.mean(1), xb.amax(1)], 1)._mask is not None
+    mb_assert(f, [xs], [xb], 3, params=list(module.parameters()))
 
 
 def test_output_keeps_the_input_mask_and_zero_padding():
@@ -221,8 +136,10 @@ def test_one_packed_call_for_the_whole_batch(kind, op):
     module = make_module(kind, layers=2, bidirectional=True)
     xb = MaskedBatch.fromlist(examples_of_lengths([5, 1, 0, 3, 2, 4], torch.float64),
                               (True, False))
+    # The real rows are gathered with one index_select into the packed layout
+    # (matchbox.nn.packing), not packed step by step.
     calls = _aten_calls(lambda: module(xb), [op, "aten::_pack_padded_sequence"])
-    assert calls == {op: 1, "aten::_pack_padded_sequence": 1}
+    assert calls[op] == 1 and calls["aten::_pack_padded_sequence"] == 0
 
 
 def test_time_major_view_answers_the_modules_questions():
@@ -241,8 +158,14 @@ def test_time_major_view_answers_the_modules_questions():
 def test_batch_first_false_module_on_a_batch_names_the_dynamic_dimension():
     module = make_module("lstm", batch_first=False)
     xb = MaskedBatch.fromlist(examples_of_lengths([2, 5], torch.float64), (True, False))
-    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is dynamic"):
+    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is dynamic.* \(asked by an "
+                                         r"nn.RNN/LSTM/GRU built with batch_first=False, which "
+                                         r"reads dimension 1 of its input as the batch; .*"
+                                         r"batch_first=True, or call it on "
+                                         r"matchbox.nn.time_major\(x\)\)"):
         module(xb)
+    with pytest.raises(ValueError, match=r"size_as_tensor\(dim\) for each example's size$"):
+        xb.size(1)  # asked by the user: no hint about modules
 
 
 def test_batch_first_false_module_on_a_static_batch_is_refused():

@@ -27,6 +27,8 @@ _install_convenience()
 _LAZY = {
     "batch": ("matchbox.control", "batch", "matchbox-control"),
     "PackedBatch": ("matchbox.packed", "PackedBatch", "matchbox-packed"),
+    "as_masked": ("matchbox.packed", "as_masked", "matchbox-packed"),
+    "as_packed": ("matchbox.packed", "as_packed", "matchbox-packed"),
     "data": ("matchbox.data", None, "matchbox-data"),
     "nn": ("matchbox.nn", None, "matchbox-nn"),
     "control": ("matchbox.control", None, "matchbox-control"),
@@ -78,4 +80,5 @@ def _load_op_providers() -> None:
 
 _load_op_providers()
 
-__all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "PackedBatch", "data"]
+__all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "PackedBatch", "as_masked",
+           "as_packed", "data"]

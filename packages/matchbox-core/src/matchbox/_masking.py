@@ -20,6 +20,7 @@ no gradient reaches it, and no work is spent on padding.
 
 from __future__ import annotations
 
+import contextvars
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -29,6 +30,23 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.masked_batch import MaskedBatch
+
+#: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
+#: matchbox-control's ``@batch`` while it runs code under a per-example
+#: condition; ``None`` means every example.  A check that an example suits an
+#: op (an index within its length, a non-empty extent to reduce) looks only at
+#: the running examples: what is computed for the others is discarded, as in
+#: the loop over examples, where they do not run that code at all.
+EXECUTION_MASK: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar(
+    "matchbox_execution_mask", default=None)
+
+
+def running(failing: torch.Tensor) -> torch.Tensor:
+    """Per-example ``failing`` (``(batch,)`` bool) restricted to the running examples."""
+    mask = EXECUTION_MASK.get()
+    if mask is None or mask.shape != failing.shape:
+        return failing
+    return failing & mask
 
 
 def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
@@ -199,24 +217,37 @@ def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
     return mask.sum(dim).reshape(-1)
 
 
-def check_lengths_agree(op: Any, pairs: Sequence[tuple[MaskedBatch, int]]) -> None:
+def check_lengths_agree(
+    op: Any, pairs: Sequence[tuple[MaskedBatch, int]], *, absent_agrees: bool = False
+) -> None:
     """Raise, as the loop over examples would, if examples differ in size along a dim.
 
     ``pairs`` are (batch, dimension) that must hold the same per-example
     sizes: two arguments of an elementwise op along a dynamic dimension, or
-    the two sides of a contraction.  Batches that share a mask agree by
-    construction; the others cost one comparison (and a device sync).
+    the two sides of a contraction.  A batch without a mask (every example
+    real) has its padded size in every example.  Batches that share a mask
+    agree by construction; the others cost one comparison (and a device sync).
+    ``absent_agrees``: a size 0 (an example absent from that argument, as a
+    finished step stacked by ``F.stack(dynamic=True)``) agrees with any size.
     """
-    masked = [(b, d) for b, d in pairs if b._mask is not None]
-    if len(masked) < 2 or all(b._mask is masked[0][0]._mask for b, _ in masked):
+    if len(pairs) < 2:
         return
-    reference, ref_dim = masked[0]
-    expected = lengths_along(reference, ref_dim)
-    for other, dim in masked[1:]:
-        if other._mask is reference._mask:
+    reference, ref_dim = pairs[0]
+    if reference._mask is not None and all(b._mask is reference._mask for b, _ in pairs):
+        return
+    if all(b._mask is None for b, _ in pairs):
+        if len({b.data.size(d) for b, d in pairs}) == 1:
+            return
+    expected = _example_sizes(reference, ref_dim)
+    for other, dim in pairs[1:]:
+        if other._mask is not None and other._mask is reference._mask:
             continue
-        sizes = lengths_along(other, dim)
-        differ = (sizes != expected).nonzero()
+        sizes = _example_sizes(other, dim)
+        differ = sizes != expected
+        if absent_agrees:
+            differ &= (sizes != 0) & (expected != 0)
+            expected = torch.where(expected == 0, sizes, expected)
+        differ = differ.nonzero()
         if differ.numel():
             j = int(differ[0])
             a, b = int(expected[j]), int(sizes[j])
@@ -228,6 +259,13 @@ def check_lengths_agree(op: Any, pairs: Sequence[tuple[MaskedBatch, int]]) -> No
                 f"{name}: example {j} has size {a} in one argument and {b} in another "
                 f"along dynamic dimension {dim}; {why}"
             )
+
+
+def _example_sizes(batch: MaskedBatch, dim: int) -> torch.Tensor:
+    """Each example's size along ``dim``; without a mask, the padded size for all."""
+    if batch._mask is None:
+        return torch.full((batch.data.size(0),), batch.data.size(dim), device=batch.device)
+    return lengths_along(batch, dim)
 
 
 def _op_name(func: Any) -> str:

@@ -44,6 +44,8 @@ _HOSTS: dict[str, type] = {}
 
 # Ops that another distribution implements: a helpful error names it.
 _PROVIDERS: list[tuple[Callable[[Any], bool], str]] = []
+# batch type name -> {class of a foreign argument: its conversion to that batch type}.
+_CONVERSIONS: dict[str, dict[type, Callable[[Any], Any]]] = {}
 
 
 def op_name(func: Any) -> str:
@@ -109,7 +111,7 @@ def register(
         _TABLE[(batch_type, func)] = OpEntry(func, handler, family, batch_type)
         host = _HOSTS.get(batch_type)
         if host is not None:
-            _install_method(host, func, handler)
+            _install_method(batch_type, host, func, handler)
 
 
 def lookup(func: Any, batch_type: str = "MaskedBatch") -> Handler | None:
@@ -128,17 +130,22 @@ def register_host(batch_type: str, cls: type) -> None:
     _HOSTS[batch_type] = cls
     for (bt, func), entry in list(_TABLE.items()):
         if bt == batch_type:
-            _install_method(cls, func, entry.handler)
+            _install_method(batch_type, cls, func, entry.handler)
 
 
-def _install_method(cls: type, func: Any, handler: Handler) -> None:
+def batch_types() -> tuple[type, ...]:
+    """Every class registered as a batch type (``MaskedBatch``, ``PackedBatch``, ...)."""
+    return tuple(_HOSTS.values())
+
+
+def _install_method(batch_type: str, cls: type, func: Any, handler: Handler) -> None:
     for name in tensor_method_names(func):
         if name in cls.__dict__ and not getattr(cls.__dict__[name], "_matchbox_generated", False):
             continue  # methods written by hand on the class win over generated ones
-        _install_one(cls, name, func, handler)
+        _install_one(batch_type, cls, name, func, handler)
 
 
-def _install_one(cls: type, name: str, func: Any, handler: Handler) -> None:
+def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Handler) -> None:
     # A handler may build a faster method for its op (the pointwise family
     # does: methods are the hot path of model code); otherwise call through.
     factory = getattr(handler, "method_factory", None)
@@ -146,6 +153,7 @@ def _install_one(cls: type, name: str, func: Any, handler: Handler) -> None:
     if method is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            args, kwargs = adopt(batch_type, args, kwargs)
             return handler(func, self, *args, **kwargs)
 
     method.__name__ = name
@@ -183,6 +191,52 @@ def declare_convenience(names: list[str]) -> None:
 
 def convenience_methods() -> list[str]:
     return list(_CONVENIENCE)
+
+
+def register_conversion(cls: type, batch_type: str, convert: Callable[[Any], Any]) -> None:
+    """Let an argument of class ``cls`` join an op of ``batch_type`` as ``convert(argument)``.
+
+    This is how two batch types meet in one op.  PyTorch hands an op to the
+    ``__torch_function__`` of the first batch argument's type (and ``x.add(y)``
+    to ``x``'s method), so an op between, say, a ``MaskedBatch`` and a
+    ``PackedBatch`` reaches either type's dispatch depending on the argument
+    order.  The package that adds a batch type registers its conversion to the
+    type that results when the two meet (matchbox-packed: ``PackedBatch`` ->
+    ``MaskedBatch``); that type's dispatch converts such arguments
+    (:func:`adopt`) before it looks up its handler, and the new type's own
+    dispatch hands mixed calls over to it, so the result does not depend on
+    the order of the arguments.
+    """
+    _CONVERSIONS.setdefault(batch_type, {})[cls] = convert
+
+
+def adopt(batch_type: str, args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` with every argument that converts to ``batch_type`` converted.
+
+    Looks one level into lists and tuples (``torch.cat([x, y])``), as PyTorch
+    does when it looks for overloaded arguments; returns the same objects when
+    nothing converts.
+    """
+    conversions = _CONVERSIONS.get(batch_type)
+    if not conversions:
+        return args, kwargs
+
+    def converts(value: Any) -> bool:
+        return type(value) in conversions or (
+            isinstance(value, (list, tuple)) and any(type(v) in conversions for v in value))
+
+    def convert(value: Any) -> Any:
+        to = conversions.get(type(value))
+        if to is not None:
+            return to(value)
+        if converts(value):
+            return type(value)(convert(v) for v in value)
+        return value
+
+    if not any(converts(v) for v in args) and not any(converts(v) for v in kwargs.values()):
+        return args, kwargs
+    return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
 
 
 def declare_provider(predicate: Callable[[Any], bool], distribution: str) -> None:

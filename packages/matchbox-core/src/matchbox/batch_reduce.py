@@ -16,15 +16,23 @@ def batch_sum(x: Any) -> torch.Tensor:
     For a batch of per-example losses, ``batch_sum(loss).backward()`` equals
     calling ``backward()`` on each example's loss in a loop.
     """
-    if not isinstance(x, MaskedBatch):
+    if isinstance(x, torch.Tensor):
         return x.sum()
+    if not isinstance(x, MaskedBatch):
+        # Another batch type (PackedBatch): each example's sum is a MaskedBatch of scalars.
+        x = x.sum()
     return fill_padding(x, 0).sum()
 
 
 def batch_mean(x: Any) -> torch.Tensor:
     """The mean over examples of a batch of per-example scalars: a plain tensor."""
-    if not isinstance(x, MaskedBatch):
+    if isinstance(x, torch.Tensor):
         return x.mean()
+    if not isinstance(x, MaskedBatch):
+        raise ValueError(
+            "batch_mean: expected a batch of per-example scalars (dims == ()), got a "
+            f"{type(x).__name__}; reduce each example first"
+        )
     if x.dims:
         raise ValueError(
             "batch_mean: expected a batch of per-example scalars (dims == ()), got dims "

@@ -20,6 +20,7 @@ mean the same thing.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -28,7 +29,42 @@ import torch
 from matchbox import _registry
 
 
-class MaskedBatch:
+class DataAttributes:
+    """What a batch type answers from its ``data`` tensor alone (dtype, device, ...).
+
+    Shared by ``MaskedBatch`` and matchbox-packed's ``PackedBatch``.
+    """
+
+    __slots__ = ()
+    data: torch.Tensor
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.data.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.data.device
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.data.is_cuda
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.data.requires_grad
+
+    def is_floating_point(self) -> bool:
+        return self.data.is_floating_point()
+
+    def is_complex(self) -> bool:
+        return self.data.is_complex()
+
+    def get_device(self) -> int:
+        return self.data.get_device()
+
+
+class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("data", "_mask", "dims")
@@ -88,7 +124,7 @@ class MaskedBatch:
         dynamic (may differ between examples).  Gradients flow back to every
         example.
         """
-        dims = tuple(bool(d) for d in dims)
+        dims = _dims_argument("MaskedBatch.fromlist", dims)
         shapes = _check_examples(examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
@@ -142,22 +178,6 @@ class MaskedBatch:
         return self.data.size(0)
 
     @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.data.device
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.data.is_cuda
-
-    @property
-    def requires_grad(self) -> bool:
-        return self.data.requires_grad
-
-    @property
     def grad(self) -> MaskedBatch | None:
         grad = self.data.grad
         return None if grad is None else MaskedBatch._make(grad, self._mask, self.dims)
@@ -166,15 +186,6 @@ class MaskedBatch:
     def is_nested(self) -> bool:
         """Always ``False``: a batch is not a ``torch.nested`` tensor (modules ask first)."""
         return False
-
-    def is_floating_point(self) -> bool:
-        return self.data.is_floating_point()
-
-    def is_complex(self) -> bool:
-        return self.data.is_complex()
-
-    def get_device(self) -> int:
-        return self.data.get_device()
 
     @property
     def ndim(self) -> int:
@@ -208,7 +219,7 @@ class MaskedBatch:
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
-                "for each example's size"
+                f"for each example's size{_why_size_was_asked(i)}"
             )
         return self.data.size(i)
 
@@ -311,10 +322,15 @@ class MaskedBatch:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        if len(types) > 1:
+            # Another batch type among the arguments (PackedBatch, ...): the ones
+            # registered to become MaskedBatch here are converted (_registry.adopt).
+            args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
         handler = _registry.lookup(func, "MaskedBatch")
         if handler is None:
             raise _registry.unsupported(func, "MaskedBatch")
-        return handler(func, *args, **(kwargs or {}))
+        return handler(func, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the class does not define.
@@ -359,9 +375,38 @@ class BatchShape:
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.data.size(i))
+        sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.size(i))
                  for i in range(len(self))]
         return f"BatchShape({', '.join(sizes)})  # * = dynamic"
+
+
+def _dims_argument(op: str, dims: Any) -> tuple[bool, ...]:
+    """``dims`` as a tuple of bools; anything but booleans (or 0 and 1) is refused.
+
+    ``bool()`` of each entry would read ``None`` as static and a string as all
+    dynamic, silently describing other examples than the user's.
+    """
+    entries = list(dims) if isinstance(dims, (tuple, list)) else None
+    if entries is None or not all(not isinstance(d, str) and d in (0, 1) for d in entries):
+        raise TypeError(
+            f"{op}: dims must be a tuple of bools, one per dimension after the first (True "
+            f"where the examples may differ in size); got {dims!r}"
+        )
+    return tuple(bool(d) for d in entries)
+
+
+def _why_size_was_asked(dim: int) -> str:
+    """A hint when PyTorch's own code asked for a dynamic size, not the user's.
+
+    ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with ``batch_first=False`` ask for
+    ``size(1)`` as their batch size before the op that would explain it runs.
+    """
+    caller = sys._getframe(2).f_globals.get("__name__")
+    if dim == 1 and caller == "torch.nn.modules.rnn":
+        return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=False, which reads "
+                "dimension 1 of its input as the batch; a MaskedBatch is batch-major: build "
+                "the module with batch_first=True, or call it on matchbox.nn.time_major(x))")
+    return ""
 
 
 def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
@@ -486,44 +531,46 @@ def _refuse_empty_extent(shapes: list[torch.Size], dims: tuple[bool, ...]) -> No
                 )
 
 
-def _check_examples(examples: Sequence[Any], dims: tuple[bool, ...]) -> list[torch.Size]:
+def _check_examples(
+    examples: Sequence[Any], dims: tuple[bool, ...], op: str = "MaskedBatch.fromlist"
+) -> list[torch.Size]:
     if isinstance(examples, torch.Tensor) or not isinstance(examples, Sequence):
         raise TypeError(
-            f"MaskedBatch.fromlist: examples must be a list of tensors, got "
+            f"{op}: examples must be a list of tensors, got "
             f"{type(examples).__name__}"
         )
     if len(examples) == 0:
-        raise ValueError("MaskedBatch.fromlist: the list of examples is empty")
+        raise ValueError(f"{op}: the list of examples is empty")
     first = examples[0]
     for b, example in enumerate(examples):
         if not isinstance(example, torch.Tensor):
             raise TypeError(
-                f"MaskedBatch.fromlist: example {b} is a {type(example).__name__}, not a tensor"
+                f"{op}: example {b} is a {type(example).__name__}, not a tensor"
             )
         if example.dim() != len(dims) + 1:
             raise ValueError(
-                f"MaskedBatch.fromlist: example {b} has rank {example.dim()} but dims "
+                f"{op}: example {b} has rank {example.dim()} but dims "
                 f"{dims} describes examples of rank {len(dims) + 1}"
             )
         if example.size(0) != 1:
             raise ValueError(
-                f"MaskedBatch.fromlist: example {b} has size {example.size(0)} in "
+                f"{op}: example {b} has size {example.size(0)} in "
                 "dimension 0; every example needs a leading dimension of size one"
             )
         if example.dtype != first.dtype:
             raise ValueError(
-                f"MaskedBatch.fromlist: example {b} has dtype {example.dtype} but example 0 "
+                f"{op}: example {b} has dtype {example.dtype} but example 0 "
                 f"has {first.dtype}"
             )
         if example.device != first.device:
             raise ValueError(
-                f"MaskedBatch.fromlist: example {b} is on {example.device} but example 0 "
+                f"{op}: example {b} is on {example.device} but example 0 "
                 f"is on {first.device}"
             )
         for i, dynamic in enumerate(dims, start=1):
             if not dynamic and example.size(i) != first.size(i):
                 raise ValueError(
-                    f"MaskedBatch.fromlist: dimension {i} is static but the examples differ "
+                    f"{op}: dimension {i} is static but the examples differ "
                     f"in size there: example 0 has {first.size(i)}, example {b} has "
                     f"{example.size(i)} (mark it dynamic in dims)"
                 )

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch
 
 DimSpec = tuple[bool, int]
@@ -89,7 +90,7 @@ def mb_assert(
     """Assert that ``f`` on the batch equals ``f`` on each example, values and gradients.
 
     ``xs_args[i][j]`` is argument ``i`` of example ``j``; ``xb_args[i]`` is
-    argument ``i`` of the batched call (a ``MaskedBatch`` built from the same
+    argument ``i`` of the batched call (a batch built from the same
     examples, or the same plain value).  Gradients are compared with respect to
     every floating-point example tensor and to ``params`` (by default the
     parameters of ``f`` if it is an ``nn.Module``); ``check_grad=False``
@@ -103,13 +104,13 @@ def mb_assert(
     # one leaf serves the whole loop, one the batch.
     loop_inputs, batch_inputs = [], []
     for xs, xb in zip(xs_args, xb_args):
-        if isinstance(xb, MaskedBatch):
+        if _is_batch(xb):
             loop_inputs.append([_leaf(x, check_grad) for x in xs])
             batch_inputs.append([_leaf(x, check_grad) for x in xs])
         else:
             loop_inputs.append([_leaf(xb, check_grad)] * len(xs))
             batch_inputs.append([_leaf(xb, check_grad)] * len(xs))
-    batched = [_rebatch(xb, inputs) if isinstance(xb, MaskedBatch) else inputs[0]
+    batched = [_rebatch(xb, inputs) if _is_batch(xb) else inputs[0]
                for xb, inputs in zip(xb_args, batch_inputs)]
 
     loop_outputs = [f(*[inputs[j] for inputs in loop_inputs]) for j in range(batch_size)]
@@ -143,10 +144,10 @@ def mb_assert(
                       for j in range(batch_size) for k in range(len(batch_flat))),
                      torch.zeros(()))
     batch_grads = _gradients(batch_loss, _distinct_leaves(batch_inputs, xb_args) + params)
-    names = [f"argument {i} of example {j}" if isinstance(xb, MaskedBatch)
+    names = [f"argument {i} of example {j}" if _is_batch(xb)
              else f"argument {i} (shared by all examples)"
              for i, (xs, xb) in enumerate(zip(loop_inputs, xb_args))
-             for j in range(len(xs) if isinstance(xb, MaskedBatch) else 1)]
+             for j in range(len(xs) if _is_batch(xb) else 1)]
     names += [f"parameter {n}" for n in range(len(params))]
     for name, gl, gb in zip(names, loop_grads, batch_grads):
         if gl is None and gb is None:
@@ -158,7 +159,7 @@ def mb_assert(
 
 def _distinct_leaves(inputs: list[list[Any]], xb_args: Sequence[Any]) -> list[Any]:
     return [x for xs, xb in zip(inputs, xb_args)
-            for x in (xs if isinstance(xb, MaskedBatch) else xs[:1])]
+            for x in (xs if _is_batch(xb) else xs[:1])]
 
 
 def _leaf(x: Any, requires_grad: bool) -> Any:
@@ -167,12 +168,20 @@ def _leaf(x: Any, requires_grad: bool) -> Any:
     return x
 
 
+def _is_batch(x: Any) -> bool:
+    """Whether ``x`` is a batch of any registered batch type (``MaskedBatch``, ``PackedBatch``)."""
+    return isinstance(x, _registry.batch_types())
+
+
 def _rebatch(xb: Any, inputs: list[Any]) -> Any:
     """The batch ``xb`` rebuilt from ``inputs`` so that gradients reach them."""
     if not isinstance(xb, MaskedBatch):
+        return type(xb).fromlist(inputs, xb.dims)  # another batch type: no padding to fill
+    if not (xb.dtype.is_floating_point or xb.dtype.is_complex):
+        # No gradient reaches an integer batch (ids, targets): keep it as given, with
+        # whatever its padding holds (an id no embedding has, a garbage class index).
         return xb
-    rebuilt = MaskedBatch.fromlist(inputs, xb.dims, padding_value=float("nan")
-                                   if xb.dtype.is_floating_point else 0)
+    rebuilt = MaskedBatch.fromlist(inputs, xb.dims, padding_value=float("nan"))
     if rebuilt.data.shape != xb.data.shape:
         rebuilt = MaskedBatch._make(rebuilt.data, rebuilt.mask, rebuilt.dims)
     return rebuilt
@@ -183,13 +192,13 @@ def _flatten(y: Any) -> list[Any]:
         return [leaf for item in y for leaf in _flatten(item)]
     if isinstance(y, dict):
         return [leaf for key in sorted(y) for leaf in _flatten(y[key])]
-    if isinstance(y, (torch.Tensor, MaskedBatch)):
+    if isinstance(y, torch.Tensor) or _is_batch(y):
         return [y]
     return [y]
 
 
 def _examples_of(y: Any, batch_size: int) -> list[Any]:
-    if isinstance(y, MaskedBatch):
+    if _is_batch(y):
         examples = list(y.examples())
         if len(examples) != batch_size:
             raise AssertionError(f"the batch output has {len(examples)} examples, "

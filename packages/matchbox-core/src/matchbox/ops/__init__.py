@@ -10,6 +10,7 @@
 | shape         | shape.py        | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
+|               |                 | (a batch of per-example ints: each example's own index) |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """

@@ -8,7 +8,12 @@ example's first and last.  An int index that some example does not reach
 raises ``IndexError`` naming the example, as the loop would; a slice gives
 each example what it has (possibly nothing).  With several dynamic dimensions, a slice that
 leaves an example empty is refused (its mask could not keep its other sizes).
-Tensor (advanced) indices are not supported.
+A batch of per-example ints (``dims == ()``, an integer dtype: a counter that
+examples advance at their own pace in a ``@batch`` loop) is each example's own
+int index.  Tensor (advanced) indices are not supported.
+
+Only running examples (see ``_masking.EXECUTION_MASK``) must reach an int
+index; for the others the result is padding.
 """
 
 from __future__ import annotations
@@ -24,12 +29,14 @@ from matchbox.masked_batch import MaskedBatch
 def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
     for item in items:
+        if _is_per_example_int(item):
+            continue
         if isinstance(item, (torch.Tensor, MaskedBatch, list)) or (
             isinstance(item, bool)
         ):
             raise NotImplementedError(
                 f"{op}: tensor, list and bool indices are not supported for batches; "
-                "use ints, slices, None and ..."
+                "use ints, slices, None, ... and batches of per-example ints"
             )
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
     if items.count(Ellipsis) > 1:
@@ -93,22 +100,70 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
 
 
 def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
-    """``x[..., item]`` along dynamic dim ``d``: each example's own element ``item``."""
+    """``x[..., item]`` along dynamic dim ``d``: each example's own element ``item``.
+
+    An example that does not reach ``item`` raises, as in the loop, if it is
+    running (see ``_masking.EXECUTION_MASK``); otherwise its result is padding.
+    """
     dims = x.dims[: d - 1] + x.dims[d:]
     n = _masking.lengths_along(x, d)
     missing = (n <= item) if item >= 0 else (n < -item)
-    if missing.any():
-        j = int(missing.nonzero()[0])
+    refused = _masking.running(missing)
+    if refused.any():
+        j = int(refused.nonzero()[0])
         raise IndexError(
             f"Tensor.__getitem__: index {item} is out of range for example {j}, which has "
             f"size {int(n[j])} in dynamic dimension {d}"
         )
     if item >= 0:
+        # Past an example's end the mask is already false: padding.
         return MaskedBatch._make(x.data.select(d, item), x.mask.select(d, item), dims)
-    index = (n + item).reshape(-1, *[1] * (x.data.dim() - 1))
+    index = (n + item).clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
     index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
     data = x.data.gather(d, index).squeeze(d)
-    return MaskedBatch._make(data, _masking.fit_mask(x.mask.any(d), data, dims), dims)
+    real = x.mask.any(d)
+    real = real & ~missing.reshape(-1, *[1] * (real.dim() - 1))
+    return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
+
+
+def _is_per_example_int(item: Any) -> bool:
+    return (isinstance(item, MaskedBatch) and item.dims == ()
+            and not item.dtype.is_floating_point and not item.dtype.is_complex
+            and item.dtype != torch.bool)
+
+
+def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatch:
+    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints."""
+    if index.data.size(0) != x.data.size(0):
+        raise ValueError(
+            f"Tensor.__getitem__: the index holds {index.data.size(0)} examples but the batch "
+            f"has {x.data.size(0)}"
+        )
+    dims = x.dims[: d - 1] + x.dims[d:]
+    size = x.data.size(d)
+    n = (_masking.lengths_along(x, d) if x.dims[d - 1]
+         else torch.full_like(index.data, size, dtype=torch.long))
+    i = index.data.long()
+    i = torch.where(i < 0, i + n, i)
+    missing = (i < 0) | (i >= n)
+    if index._mask is not None:  # an index that is padding selects padding
+        missing = missing | ~index._mask
+    refused = _masking.running(missing)
+    if refused.any():
+        j = int(refused.nonzero()[0])
+        raise IndexError(
+            f"Tensor.__getitem__: index {int(index.data[j])} is out of range for example "
+            f"{j}, which has size {int(n[j])} in dimension {d}"
+        )
+    shape = [-1] + [1] * (x.data.dim() - 1)
+    where = i.clamp(0, max(size - 1, 0)).reshape(shape)
+    data = x.data.gather(d, where.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:]))
+    data = data.squeeze(d)
+    mask = x.mask
+    if x.dims[d - 1]:
+        mask = mask.gather(d, where.expand(*mask.shape[:d], 1, *mask.shape[d + 1:]))
+    real = mask.squeeze(d) & ~missing.reshape([-1] + [1] * (data.dim() - 1))
+    return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
 @_registry.implements(torch.Tensor.__getitem__, family="indexing")
@@ -127,6 +182,8 @@ def getitem(func, input, index):
             else:
                 x = MaskedBatch._make(x.data[(slice(None),) * d + (item,)], x.mask, x.dims)
             d += 1
+        elif _is_per_example_int(item):
+            x = _select_per_example(x, d, item)
         elif isinstance(item, int):
             if not -x.data.size(d) <= item < x.data.size(d) and not x.dims[d - 1]:
                 raise IndexError(

@@ -229,7 +229,8 @@ def einsum(func, equation, *operands):
     mask = _masking.combine_masks(masks)
     if output:
         result = _drop_example_dim(op, result)
-        mask = mask.squeeze(1)
+        # No mask at all when every batch operand is all real (equal lengths).
+        mask = None if mask is None else mask.squeeze(1)
     dims = tuple(dynamic.get(letter, False) for letter in output[1:])
     mask = _masking.fit_mask(mask, result, dims)
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)

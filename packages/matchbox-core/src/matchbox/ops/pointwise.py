@@ -248,6 +248,8 @@ def _method(func: Any) -> Any:
                     return _run_same_layout(func, (self, other))
                 mask = _masking.combine_masks((self._mask, other._mask))
                 return _wrap(func(self.data, other.data), mask, self.dims)
+        # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
+        args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
         return pointwise(func, self, *args, **kwargs)
 
     return method

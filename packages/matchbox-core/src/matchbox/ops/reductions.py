@@ -103,13 +103,17 @@ def count(x: MaskedBatch, dims: tuple[int, ...]) -> torch.Tensor:
 
 
 def refuse_empty(op: str, x: MaskedBatch, dims: tuple[int, ...]) -> None:
-    """Raise, as the loop would, when an example is empty along reduced dims."""
+    """Raise, as the loop would, when a running example is empty along reduced dims.
+
+    An example that is not running (``_masking.EXECUTION_MASK``) gets the
+    reduction's identity instead; its result is discarded.
+    """
     dynamic = [i for i in dims if x.dims[i - 1]]
     if not dynamic:
         return
     lengths = x.lengths()
     columns = [sum(x.dims[: i - 1]) for i in dynamic]
-    empty = (lengths[:, columns] == 0).any(1).nonzero()
+    empty = _masking.running((lengths[:, columns] == 0).any(1)).nonzero()
     if empty.numel():
         raise IndexError(
             f"{op}: example {int(empty[0])} has size 0 in dynamic dimension "
@@ -161,7 +165,8 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
 
     def reducer(data, ds, k):
         total = torch.sum(data, ds, keepdim=True, dtype=dtype)
-        return _keep(total / count(input, ds), ds, k)
+        # The count has the input's dtype; the mean has dtype= when given.
+        return _keep(total / count(input, ds).to(total.dtype), ds, k)
 
     return reduce(op, input, dims, keepdim, reducer, 0)
 

@@ -2,13 +2,17 @@
 
 Semantics: the same view or permutation is applied to data and mask, and the
 dims follow their dimensions.  Dimension 0 is each example's own size-one
-batch dimension and stays in place.  A reshape keeps every dynamic dimension
+batch dimension and stays in place; a new shape gives it as 1, -1 or the batch
+size (what ``x.size(0)`` returns, so ``x.view(x.size(0), -1)`` runs unchanged).  A reshape keeps every dynamic dimension
 (written -1) and may split or merge the static dimensions between them; the
 static dimensions after the last dynamic one may also be merged into it (real
 values stay first) or split back out of it.  Anything that would interleave
 padding with real values raises an error naming the op and the dimension.
 ``cat`` along a dynamic dimension moves each example's parts together (a
 gather), so each example's result is exactly the concatenation of its parts.
+Along every other dynamic dimension the parts of a ``cat``/``stack`` must have
+each example's size (the loop would raise otherwise); a plain tensor part spans
+the padded size.
 """
 
 from __future__ import annotations
@@ -25,12 +29,17 @@ from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 
 
-def _nonbatch_dim(op: str, dim: int, rank: int) -> int:
+def _nonbatch_dim(op: str, dim: int, rank: int, scalars: bool = False) -> int:
+    """``dim`` normalised; dimension 0 raises.  ``scalars``: the batch holds per-example
+    scalars, which the loop sees as 0-d tensors (losses) with no dimension 0 to keep."""
     d = normalize_dim(dim, rank, op)
     if d == 0:
+        hint = ("; these are per-example scalars (a loss, say), 0-d in the loop but (1,) "
+                "in a batch, so a new dimension 0 cannot go in front of them: combine "
+                "them with + or sum([...]) instead" if scalars else "")
         raise ValueError(
             f"{op}: dimension 0 is the batch dimension of each example and cannot be "
-            "moved, split or removed on a batch"
+            f"moved, split or removed on a batch{hint}"
         )
     return d
 
@@ -79,7 +88,7 @@ def permute(func, input, *order):
 @_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape")
 def unsqueeze(func, input, dim):
     op = _registry.op_name(func)
-    d = _nonbatch_dim(op, dim, input.dim() + 1)
+    d = _nonbatch_dim(op, dim, input.dim() + 1, scalars=input.dims == ())
     dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
     return MaskedBatch._make(input.data.unsqueeze(d), input.mask.unsqueeze(d), dims)
 
@@ -123,14 +132,24 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
     when every example's size divides).
     """
     shape = list(shape)
-    if not shape or shape[0] not in (1, -1):
+    batch = x.data.size(0)
+    if not shape or shape[0] not in (1, -1, batch):
         raise ValueError(
-            f"{op}: the new shape {tuple(shape)} must start with 1 (or -1), the size of "
-            "dimension 0 of each example"
+            f"{op}: the new shape {tuple(shape)} must start with 1 (or -1, or the batch size "
+            f"{batch} as x.size(0) gives it), the size of dimension 0 of each example"
+        )
+    dynamic = [i for i, d in enumerate(x.dims, start=1) if d]
+    if (shape[0] == -1 and dynamic and -1 not in shape[1:]
+            and math.prod(shape[1:]) != math.prod(x.data.shape[1:])):
+        # view(-1, C): on one example -1 infers the positions into dimension 0.
+        raise ValueError(
+            f"{op}: the new shape {tuple(shape)} would infer dimension 0 (-1) from each "
+            f"example's size, merging dynamic dimension {dynamic[0]} into it; dimension 0 is "
+            "each example's batch dimension and stays 1 on a batch: keep the positions as "
+            "their own dimension, written -1 (a per-position loss takes them as they are, "
+            "e.g. F.cross_entropy(logits.transpose(1, 2), targets))"
         )
     shape[0] = 1
-    dynamic = [i for i, d in enumerate(x.dims, start=1) if d]
-    batch = x.data.size(0)
     if not dynamic:
         data = x.data.reshape(batch, *shape[1:])
         mask = x.mask.reshape(batch, *[1] * (data.dim() - 1))
@@ -291,9 +310,10 @@ def expand(func, input, *sizes):
     if extra < 0:
         raise ValueError(f"{op}: {len(sizes)} sizes given for examples of rank {input.dim()}")
     x = _masking.raise_rank(input, len(sizes)) if extra else input
-    if sizes[0] not in (1, -1):
+    if sizes[0] not in (1, -1, x.data.size(0)):
         raise ValueError(f"{op}: the size of dimension 0 (each example's batch dimension) "
-                         f"must stay 1, got {sizes[0]}")
+                         f"must stay 1 (or be the batch size {x.data.size(0)} as x.size(0) "
+                         f"gives it), got {sizes[0]}")
     target = [x.data.size(0)]
     for i, size in enumerate(sizes[1:], start=1):
         if x.dims[i - 1] and size not in (-1, x.data.size(i)):
@@ -324,6 +344,16 @@ def narrow(func, input, dim, start, length):
     d = _nonbatch_dim(op, dim, input.dim())
     if input.dims[d - 1] and start < 0:
         raise NotImplementedError(f"{op}: a negative start along dynamic dimension {d}")
+    if input.dims[d - 1] and input._mask is not None:
+        # Unlike a slice, narrow raises (in the loop) for an example that is too short.
+        sizes = _masking.lengths_along(input, d)
+        short = (sizes < start + length).nonzero()
+        if short.numel():
+            j = int(short[0])
+            raise RuntimeError(
+                f"{op}: start ({start}) + length ({length}) exceeds the size of example {j}, "
+                f"{int(sizes[j])}, in dynamic dimension {d}"
+            )
     mask = input.mask.narrow(d, start, length) if input.dims[d - 1] else input.mask
     return MaskedBatch._make(input.data.narrow(d, start, length), mask, input.dims)
 
@@ -396,6 +426,37 @@ def _as_batches(op: str, tensors: Sequence[Any]) -> list[MaskedBatch]:
     return out
 
 
+def _check_joined_extents(op: str, tensors: Sequence[Any], parts: list[MaskedBatch],
+                          skip: int | None, dynamic_stack: bool = False) -> None:
+    """The parts of a cat/stack must have each example's size along every other dynamic dim.
+
+    The loop's ``torch.cat``/``torch.stack`` raises when an example's parts differ
+    there; the batch would silently keep only their overlap.  A plain tensor (or
+    a batch static in that dimension) is the same for every example: as in
+    pointwise ops, it must span the padded size (e.g. sliced with
+    ``x.maxsize(dim)``), each example taking its own length of it.  In a
+    ``dynamic_stack`` an example may be absent from a part (a finished step).
+    """
+    for i in range(1, parts[0].dim()):
+        if i == skip:
+            continue
+        dynamic = [p for t, p in zip(tensors, parts)
+                   if isinstance(t, MaskedBatch) and t.dims[i - 1]]
+        if not dynamic:
+            continue
+        _masking.check_lengths_agree(op, [(p, i) for p in dynamic],
+                                     absent_agrees=dynamic_stack)
+        padded = max(p.data.size(i) for p in dynamic)
+        for k, (t, p) in enumerate(zip(tensors, parts)):
+            if not (isinstance(t, MaskedBatch) and t.dims[i - 1]) and p.data.size(i) != padded:
+                raise ValueError(
+                    f"{op}: tensor {k} of the list is the same for every example (a plain "
+                    f"tensor, or static in dimension {i}) and has size {p.data.size(i)} in "
+                    f"dimension {i}, which is dynamic in the batches; it must span their "
+                    f"padded size {padded} (e.g. sliced with x.maxsize({i}))"
+                )
+
+
 def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[MaskedBatch]:
     """Pad every dynamic dimension (but ``skip``) to the largest padded size."""
     rank = batches[0].dim()
@@ -411,8 +472,10 @@ def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[Masked
 def cat(func, tensors, dim=0, **kwargs):
     op = _registry.op_name(func)
     dim = kwargs.pop("axis", dim)
+    tensors = list(tensors)
     parts = _as_batches(op, tensors)
     d = _nonbatch_dim(op, dim, parts[0].dim())
+    _check_joined_extents(op, tensors, parts, d)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = [MaskedBatch._make(p.data, p.mask, dims) if p.dims != dims and not dims[d - 1]
              else p for p in parts]
@@ -467,8 +530,10 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
     per-example results: an example whose step is not real (it had finished)
     is padding there.
     """
+    tensors = list(tensors)
     parts = _as_batches(op, tensors)
-    d = _nonbatch_dim(op, dim, parts[0].dim() + 1)
+    d = _nonbatch_dim(op, dim, parts[0].dim() + 1, scalars=parts[0].dims == ())
+    _check_joined_extents(op, tensors, parts, None, dynamic_stack=dynamic)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)
     data = torch.stack([p.data for p in parts], d)

@@ -402,11 +402,6 @@ def _packed_batch_class() -> Any:
             "PackedBatchField needs the matchbox-packed distribution, which is not "
             "installed: pip install matchbox-packed"
         ) from None
-    if not hasattr(module, "PackedBatch"):
-        raise ImportError(
-            "PackedBatchField needs matchbox.packed.PackedBatch, which the installed "
-            "matchbox-packed distribution does not provide yet"
-        )
     return module.PackedBatch
 
 

@@ -3,35 +3,38 @@
 Importing this package (which ``import matchbox`` does when it is installed)
 registers its op families into matchbox-core's one registry, so ``torch.nn``
 modules and ``torch.nn.functional`` calls accept ``MaskedBatch`` arguments.
+One module per family under ``matchbox/nn/ops/``; the table in its
+``__init__`` says what each family does with the mask, and ``docs/ops.md``
+lists every supported op.
 
-Implemented so far: ``linear``, the recurrent cells (``nn.RNNCell``,
-``nn.LSTMCell``, ``nn.GRUCell``) and whole recurrent modules (``nn.RNN``,
-``nn.LSTM``, ``nn.GRU``, through PyTorch's packed path; ``time_major`` /
-``batch_major`` for modules built with ``batch_first=False``).  The rest of
-the nn contract (softmax over dynamic dimensions, normalisation, losses,
-convolutions, attention) is the matchbox-nn issue's work and raises
-``NotImplementedError`` naming the op until then.
+Families: ``linear``/``bilinear``; ``embedding``; softmax and friends (over
+dynamic dimensions too); ``layer_norm``/``rms_norm``; dropout; activations;
+per-example losses; convolutions, pooling and ``F.pad`` over dynamic spatial
+dimensions; ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``
+(so the Transformer layers; ``run_encoder`` / ``run_decoder`` for the stacks);
+recurrent cells and whole ``nn.RNN``/``nn.LSTM``/``nn.GRU`` modules (PyTorch's
+packed path; ``time_major`` / ``batch_major`` for modules built with
+``batch_first=False``).
 """
 
-from matchbox.nn.ops import linear, recurrent_cells, recurrent_modules  # noqa: F401
-from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
-
-__all__: list[str] = ["TimeMajorBatch", "batch_major", "time_major"]
-
-# The basic nn families (softmax, normalisation, dropout, embedding, activations, losses).
-from matchbox.nn.ops import (  # noqa: E402,F401
+from matchbox.nn.ops import (  # noqa: F401
     activations,
+    attention,
+    convolution,
     dropout,
     embedding,
+    linear,
     losses,
+    multihead_attention,
     normalization,
+    padding,
+    pooling,
+    recurrent_cells,
+    recurrent_modules,
     softmax,
 )
+from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
+from matchbox.nn.transformer import run_decoder, run_encoder
 
-# isort: split
-# Attention: F.scaled_dot_product_attention and nn.MultiheadAttention (and the
-# Transformer layers built from them).
-from matchbox.nn.ops import attention, multihead_attention  # noqa: E402,F401
-from matchbox.nn.transformer import run_decoder, run_encoder  # noqa: E402
-
-__all__ += ["run_decoder", "run_encoder"]
+__all__: list[str] = ["TimeMajorBatch", "batch_major", "run_decoder", "run_encoder",
+                      "time_major"]

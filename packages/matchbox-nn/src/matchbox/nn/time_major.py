@@ -1,7 +1,7 @@
 """Time-major views, for recurrent modules built with ``batch_first=False``.
 
-A ``MaskedBatch`` is batch-major: dimension 0 is the batch, and each example
-is ``(1, T, F)``.  An ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with
+A ``MaskedBatch`` (or a ``PackedBatch``) is batch-major: dimension 0 is the
+batch, and each example is ``(1, T, F)``.  An ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with
 ``batch_first=False`` reads dimension 1 of its input as the batch, so per-example
 code written for it transposes first: ``lstm(x.transpose(0, 1))`` on a
 ``(T, 1, F)`` tensor.  A batch cannot move its batch dimension, so the same
@@ -46,15 +46,20 @@ __all__ = ["TimeMajorBatch", "time_major", "batch_major"]
 
 
 class TimeMajorBatch:
-    """A ``MaskedBatch`` of ``(1, T, F)`` examples seen as ``(T, batch, F)``."""
+    """A batch of ``(1, T, F)`` examples seen as ``(T, batch, F)``.
+
+    The batch is a ``MaskedBatch`` or any other registered batch type
+    (matchbox-packed's ``PackedBatch``): the recurrent ops run it through its
+    own type's handler.
+    """
 
     __slots__ = ("batch",)
 
-    def __init__(self, batch: MaskedBatch):
-        if not isinstance(batch, MaskedBatch) or batch.dim() != 3:
+    def __init__(self, batch: Any):
+        if not isinstance(batch, _registry.batch_types()) or batch.dim() != 3:
             raise TypeError(
-                "TimeMajorBatch: expected a MaskedBatch of examples (1, length, features), "
-                f"got {batch!r}"
+                "TimeMajorBatch: expected a batch (MaskedBatch, PackedBatch) of examples "
+                f"(1, length, features), got {batch!r}"
             )
         self.batch = batch
 
@@ -140,9 +145,9 @@ def time_major_view(op: str, batch: MaskedBatch) -> TimeMajorBatch:
 def _batch_major_argument(op: str, x: Any) -> Any:
     if isinstance(x, TimeMajorBatch):
         return x.batch
-    if isinstance(x, MaskedBatch):
+    if isinstance(x, _registry.batch_types()):
         raise TypeError(f"{op}: cannot combine a time-major view with a batch-major "
-                        "MaskedBatch; convert one of them (time_major / batch_major)")
+                        f"{type(x).__name__}; convert one of them (time_major / batch_major)")
     if isinstance(x, torch.Tensor) and x.dim() == 3:
         return x.transpose(0, 1)  # time-major (T, 1, F), like the view
     if isinstance(x, torch.Tensor) and x.dim() == 2 and x.size(0) != 1:
@@ -154,7 +159,7 @@ def _batch_major_argument(op: str, x: Any) -> Any:
 
 
 def _time_major_result(result: Any) -> Any:
-    if isinstance(result, MaskedBatch):
+    if isinstance(result, _registry.batch_types()):
         return TimeMajorBatch(result)
     if isinstance(result, tuple):
         return type(result)(_time_major_result(r) for r in result)
@@ -162,10 +167,13 @@ def _time_major_result(result: Any) -> Any:
 
 
 def _on_batches(func: Any, *args: Any, **kwargs: Any) -> Any:
-    # The op's MaskedBatch handler (a Tensor method cannot be called on a batch).
-    handler = _registry.lookup(func, "MaskedBatch")
+    # The op's handler for the views' batch type (a Tensor method cannot be called on
+    # a batch directly).
+    batch_type = next(type(a).__name__ for a in (*args, *kwargs.values())
+                      if isinstance(a, _registry.batch_types()))
+    handler = _registry.lookup(func, batch_type)
     if handler is None:
-        raise _registry.unsupported(func, "MaskedBatch")
+        raise _registry.unsupported(func, batch_type)
     return _time_major_result(handler(func, *args, **kwargs))
 
 
@@ -187,17 +195,41 @@ _registry.register(pointwise_ops(), pointwise_on_view, family="time_major",
 _registry.register([F.linear, F.layer_norm, torch.layer_norm, getattr(F, "rms_norm", None),
                     F.dropout, torch.dropout], rowwise_on_view, family="time_major",
                    batch_type="TimeMajorBatch")
-_registry.register_host("TimeMajorBatch", TimeMajorBatch)
+
+
+def _install_methods() -> None:
+    """Tensor methods for the view's ops (``x + y``, ``x.transpose(0, 1)``).
+
+    The view is not a batch type (it is not registered as a host, so code that
+    looks for batches does not take it for one); its methods are installed here.
+    """
+    for entry in _registry.entries("TimeMajorBatch"):
+        for name in _registry.tensor_method_names(entry.func):
+            if name not in TimeMajorBatch.__dict__:
+                setattr(TimeMajorBatch, name, _method(entry.func, entry.handler, name))
+
+
+def _method(func: Any, handler: Any, name: str) -> Any:
+    def method(self: TimeMajorBatch, *args: Any, **kwargs: Any) -> Any:
+        return handler(func, self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = f"TimeMajorBatch.{name}"
+    return method
+
+
+_install_methods()
 _registry.provide_batch_dim_view("MaskedBatch", time_major_view)
 
 
 def time_major(x: Any) -> Any:
     """``x.transpose(0, 1)`` for a tensor; a ``TimeMajorBatch`` view for a batch."""
-    if isinstance(x, MaskedBatch):
+    if isinstance(x, _registry.batch_types()):
         return TimeMajorBatch(x)
     if isinstance(x, torch.Tensor):
         return x.transpose(0, 1)
-    raise TypeError(f"time_major: expected a tensor or a MaskedBatch, got {type(x).__name__}")
+    raise TypeError(f"time_major: expected a tensor or a MaskedBatch (or another batch type), "
+                    f"got {type(x).__name__}")
 
 
 def batch_major(x: Any) -> Any:

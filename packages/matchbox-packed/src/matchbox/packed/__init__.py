@@ -1,8 +1,16 @@
 """Packed batches for Matchbox (distribution ``matchbox-packed``).
 
-This subpackage will hold ``PackedBatch``: examples packed along the batch
-dimension and one dynamic dimension, with offsets instead of padding, and the
-cuDNN path for recurrent networks.
+``PackedBatch`` holds examples ``(1, T_e, *S)`` packed along the batch and the
+dynamic dimension 1, without padding, in the layout cuDNN's recurrent networks
+read (``PackedSequence``'s).  Importing this package registers its ops into
+matchbox-core's one registry (batch type ``"PackedBatch"``) and the
+conversion that lets it meet a ``MaskedBatch`` in one op (see
+``matchbox.packed.mixing`` for the table).
 """
 
-__all__: list[str] = []
+from matchbox.packed import ops  # noqa: F401  (importing the families registers them)
+from matchbox.packed.memory import MemoryReport, memory_report, nbytes
+from matchbox.packed.mixing import as_masked, as_packed
+from matchbox.packed.packed_batch import PackedBatch
+
+__all__ = ["MemoryReport", "PackedBatch", "as_masked", "as_packed", "memory_report", "nbytes"]

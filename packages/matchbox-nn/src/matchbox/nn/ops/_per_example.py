@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 
 
@@ -32,12 +34,22 @@ def example_dim(op: str, dim: Any, rank: int, argument: str = "dim") -> int:
 def only_input_batched(op: str, input: Any, **shared: Any) -> None:
     """Raise unless ``input`` is the batch and every named argument is a plain value."""
     if not isinstance(input, MaskedBatch):
-        raise TypeError(
-            f"{op}: the input must be the MaskedBatch; got {type(input).__name__}"
-        )
+        raise TypeError(f"{op}: the input must be the MaskedBatch; got {_plain(input)}")
     for name, value in shared.items():
         if isinstance(value, MaskedBatch):
             raise NotImplementedError(
                 f"{op}: {name} must be a plain tensor shared by every example, not a "
                 "MaskedBatch"
             )
+
+
+def _plain(value: Any) -> str:
+    """What a plain argument is, and the likeliest reason it is not a batch."""
+    if not isinstance(value, torch.Tensor):
+        return type(value).__name__
+    return (
+        f"Tensor of shape {tuple(value.shape)}: a plain tensor is the same for every example "
+        "(values computed from the final states of nn.RNN/LSTM/GRU are plain tensors in "
+        "the (layers * directions, batch, hidden) layout; take per-example features from "
+        "the output batch instead, e.g. out[:, -1])"
+    )

@@ -28,12 +28,29 @@ def linear(func, input, weight, bias=None):
     ):
         raise NotImplementedError(f"{op}: only the input may be a batch (weight and bias are "
                                   "shared by every example)")
+    if input.dim() < 2:
+        raise ValueError(f"{op}: each example must be (1, ..., features); these examples are "
+                         "scalars (rank 1), with no feature dimension after dimension 0")
     if input.dims[-1]:
         raise ValueError(f"{op}: the feature dimension (the last) of the input is dynamic; "
                          "a linear layer needs it static")
+    if weight.dim() not in (1, 2) or input.data.size(-1) != weight.size(-1):
+        # PyTorch would name the flattened padded batch ("(15x4 and 5x2)"), not the example.
+        raise ValueError(
+            f"{op}: each example has {input.data.size(-1)} features (its last dimension) but "
+            f"the weight of shape {tuple(weight.shape)} expects {weight.size(-1)}"
+        )
+    # A weight vector (features,) sums the last dimension away: one output feature, dropped.
+    vector = weight.dim() == 1
+    if vector:
+        weight = weight.unsqueeze(0)
+        bias = None if bias is None else bias.reshape(1)
     rows = _masking.real_rows(input)
     data = func(_masking.pack_rows(input.data, rows), weight, bias)
     data = _masking.unpack_rows(data, rows, input.data.shape[:-1])
+    if vector:
+        mask = None if input._mask is None else input._mask.squeeze(-1)
+        return MaskedBatch._make(data.squeeze(-1), mask, input.dims[:-1])
     return MaskedBatch._make(data, input._mask, input.dims)
 
 

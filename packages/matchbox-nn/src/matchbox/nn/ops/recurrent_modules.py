@@ -26,14 +26,16 @@ States stay plain tensors in PyTorch's batched layout (what a
 in position 1, which a ``MaskedBatch`` (batch in dimension 0) cannot hold, and
 states never differ in size between examples, so a mask would say nothing.
 
-Only real rows are computed: the examples are sorted by length and packed
-(``_pack_padded_sequence``, one call for the batch), the module's own flat
-weights run through the packed variant of the op (cuDNN on CUDA), and the
-result is unpacked into the input's padded layout.  Padding is never read, so
-NaN there reaches neither outputs nor gradients.  PyTorch cannot pack an
-empty sequence, so zero-length examples are sorted last and left out of the
-packed call; their output is empty and their final state is their initial
-state (the natural continuation: no step was taken).
+Only real rows are computed: the real rows are gathered into PyTorch's
+packed layout (``matchbox.nn.packing``: one ``index_select`` for the batch),
+the module's own flat weights run through the packed variant of the op
+(cuDNN on CUDA), and the result is scattered back into the input's padded
+layout.  Padding is never read, so NaN there reaches neither outputs nor
+gradients.  PyTorch cannot pack an empty sequence, so zero-length examples
+are sorted last and left out of the packed call; their output is empty and
+their final state is their initial state (the natural continuation: no step
+was taken).  ``run_on_rows`` is that packed call; matchbox-packed's
+``PackedBatch``, whose data is already in the packed layout, calls it directly.
 
 ``batch_first``: a ``MaskedBatch`` is always batch-major, so it goes to a
 module built with ``batch_first=True``.  A ``batch_first=False`` module reads
@@ -51,10 +53,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import _VF
 
 from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch
+from matchbox.nn import packing
 from matchbox.nn.time_major import TimeMajorBatch
 
 RECURRENT_MODULE_OPS = (torch.rnn_tanh, torch.rnn_relu, torch.lstm, torch.gru)
@@ -64,13 +66,7 @@ RECURRENT_MODULE_OPS = (torch.rnn_tanh, torch.rnn_relu, torch.lstm, torch.gru)
 def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, train,
                      bidirectional, batch_first):
     op = _registry.op_name(func)
-    if not batch_first:
-        raise ValueError(
-            f"{op}: the module has batch_first=False, so it reads dimension 1 of its "
-            "input as the batch, but a MaskedBatch is batch-major (examples of shape "
-            "(1, length, features)); build the module with batch_first=True, or call it "
-            "on matchbox.nn.time_major(x)"
-        )
+    check_batch_first(op, batch_first, input)
     return run_packed(op, func, input, hx, (params, has_biases, num_layers, dropout, train,
                                             bidirectional))
 
@@ -83,12 +79,25 @@ def recurrent_module_time_major(func, input, hx, params, has_biases, num_layers,
     if batch_first:
         raise ValueError(
             f"{op}: the module has batch_first=True but its input is a time-major view; "
-            "pass the MaskedBatch itself (time_major(x) is for batch_first=False modules)"
+            "pass the batch itself (time_major(x) is for batch_first=False modules)"
         )
+    # The view's batch runs as a batch_first module would run it (its own batch
+    # type's handler: MaskedBatch here, PackedBatch in matchbox-packed).
     batch = input.batch if isinstance(input, TimeMajorBatch) else input
-    output, *states = run_packed(op, func, batch, hx, (params, has_biases, num_layers,
-                                                       dropout, train, bidirectional))
+    output, *states = func(batch, hx, params, has_biases, num_layers, dropout, train,
+                           bidirectional, True)
     return (TimeMajorBatch(output), *states)
+
+
+def check_batch_first(op: str, batch_first: bool, input: Any) -> None:
+    """A batch (not a time-major view) goes to a ``batch_first=True`` module only."""
+    if not batch_first:
+        raise ValueError(
+            f"{op}: the module has batch_first=False, so it reads dimension 1 of its "
+            f"input as the batch, but a {type(input).__name__} is batch-major (examples of "
+            "shape (1, length, features)); build the module with batch_first=True, or call "
+            "it on matchbox.nn.time_major(x)"
+        )
 
 
 def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tuple:
@@ -96,70 +105,54 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
 
     ``settings`` are the op's arguments after the states, up to ``bidirectional``.
     """
-    states = _state_list(op, hx)
+    _state_list(op, hx)
     _check_input(op, input)
-    if input._mask is None or input.data.size(1) == 0:
-        return _run_unpadded(func, input, states, settings)
-    sorted_lengths, order = _sorted_lengths(input)
-    n_real = int(torch.count_nonzero(sorted_lengths))
-    if n_real == 0:
-        return _all_empty(input, states, settings)
-
-    # One packing call for the batch, on the non-empty examples only.
     data = input.data
-    packed, batch_sizes = _VF._pack_padded_sequence(
-        data.index_select(0, order[:n_real]), sorted_lengths[:n_real], True)
-    sorted_states = [s.index_select(1, order) for s in states]
-    result = func(packed, batch_sizes, _as_hx(hx, [s[:, :n_real] for s in sorted_states]),
-                  *settings)
-    out, _ = _VF._pad_packed_sequence(result[0], batch_sizes, True, 0.0, data.size(1))
-    final = list(result[1:])
-    if n_real < data.size(0):
-        # The empty examples (sorted last): empty outputs, initial states kept.
-        out = torch.cat([out, out.new_zeros(data.size(0) - n_real, *out.shape[1:])], 0)
-        final = [torch.cat([s, s0[:, n_real:]], 1) for s, s0 in zip(final, sorted_states)]
+    if input._mask is None and data.size(1) > 0:
+        # Every example has the padded length: there is no padding to skip, so the
+        # dense op is the packed op.
+        result = func(data, hx, *settings, True)
+        return (MaskedBatch._make(result[0], None, input.dims), *result[1:])
+    # A static length (dims (False, False)) may still carry a mask, of size one there
+    # (from a reduction, or marking examples that are not real): expand it first.
+    lengths = input.mask.expand(data.size(0), data.size(1), 1).reshape(
+        data.size(0), data.size(1)).sum(1)
+    layout = packing.Layout.from_lengths(lengths.cpu(), data.device)
+    rows = packing.gather_padded(data, layout)
+    out_rows, final = run_on_rows(op, func, rows, layout, hx, settings)
+    out = packing.scatter_padded(out_rows, layout, data.size(1))
+    return (MaskedBatch._make(out, input._mask, input.dims), *final)
 
-    restore = _inverse(order)
-    output = MaskedBatch._make(out.index_select(0, restore), input._mask, input.dims)
-    return (output, *[s.index_select(1, restore) for s in final])
 
+def run_on_rows(op: str, func: Any, rows: torch.Tensor, layout: packing.Layout, hx: Any,
+                settings: tuple) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The packed variant of ``func`` on rows in the packed layout (one call, cuDNN on CUDA).
 
-def _sorted_lengths(input: MaskedBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Lengths sorted decreasingly (on the CPU, as packing reads them) and the order.
-
-    This is PyTorch's packed layout (cuDNN's too); empty examples come last.
+    ``hx`` holds plain ``(L*D, B, H)`` states in the caller's order; returns the
+    output rows (same layout) and the final states in the caller's order.
+    Examples of length zero take the last slots and no row: they are left out
+    of the call and keep their initial states (no step was taken).
     """
-    data = input.data
-    lengths = input.mask.reshape(data.size(0), data.size(1)).sum(1).cpu()
-    sorted_lengths, order = torch.sort(lengths, descending=True)
-    return sorted_lengths, order.to(data.device)
+    states = _state_list(op, hx)
+    running = layout.n_running
+    if running == 0:
+        return _no_rows(rows, settings), states
+    sorted_states = [s.index_select(1, layout.sorted_indices) for s in states]
+    result = func(rows, layout.batch_sizes, _as_hx(hx, [s[:, :running] for s in sorted_states]),
+                  *settings)
+    final = list(result[1:])
+    if running < layout.batch_size:
+        final = [torch.cat([s, s0[:, running:]], 1) for s, s0 in zip(final, sorted_states)]
+    return result[0], [s.index_select(1, layout.unsorted_indices) for s in final]
 
 
-def _inverse(order: torch.Tensor) -> torch.Tensor:
-    """The permutation that puts sorted rows back in the caller's order."""
-    positions = torch.arange(order.numel(), device=order.device)
-    return torch.empty_like(order).scatter_(0, order, positions)
-
-
-def _run_unpadded(func: Any, input: MaskedBatch, states: list[torch.Tensor],
-                  settings: tuple) -> tuple:
-    # Every example has the padded length: there is no padding to skip, so the
-    # dense op is the packed op.
-    if input.data.size(1) == 0:
-        return _all_empty(input, states, settings)
-    hx = states[0] if len(states) == 1 else tuple(states)
-    result = func(input.data, hx, *settings, True)
-    return (MaskedBatch._make(result[0], input._mask, input.dims), *result[1:])
-
-
-def _all_empty(input: MaskedBatch, states: list[torch.Tensor], settings: tuple) -> tuple:
-    # No example takes a step: empty outputs, the initial states pass through.
+def _no_rows(rows: torch.Tensor, settings: tuple) -> torch.Tensor:
+    # No example takes a step: no output rows.
     params, bidirectional = settings[0], settings[-1]
     # Every layer's first hidden-to-hidden weight is (gates * H, H_out), with
     # H_out the projection size when there is one: the output's width per direction.
     width = (2 if bidirectional else 1) * params[1].size(1)
-    out = input.data.new_zeros(input.data.size(0), input.data.size(1), width)
-    return (MaskedBatch._make(out, input._mask, input.dims), *states)
+    return rows.new_zeros(0, width)
 
 
 def _as_hx(hx: Any, states: list[torch.Tensor]) -> Any:

@@ -1,0 +1,1 @@
+"""Static analysis of a function for the rewriting: names, liveness, definite assignment."""

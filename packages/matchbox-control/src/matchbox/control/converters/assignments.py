@@ -1,0 +1,185 @@
+"""Pass 6: writes that must be masked where they happen.
+
+Local variables are merged when their region ends (pass 5).  Writes to
+objects that outlive the region are masked at once, with the mask of the
+innermost region around them (the ``with mb__.masked(mask):`` blocks pass 5
+left; the function's entry mask outside them):
+
+| written                    | becomes                                              |
+|----------------------------|------------------------------------------------------|
+| ``obj.attr = v``           | ``mb__.set_attr(mask, obj, 'attr', v)``              |
+| ``obj[i] = v``             | ``mb__.set_item(mask, obj, i, v)``                   |
+| ``a, obj.attr = v``        | ``mb__value_n = v; a, mb__value_m = mb__value_n; ...``|
+| ``x += v``                 | ``x = mb__.aug_assign(mask, '+=', x, v, 'x')``       |
+| ``obj.attr += v``          | ``mb__.aug_attr(mask, '+=', obj, 'attr', v)``        |
+| ``obj[i] += v``            | ``mb__.aug_item(mask, '+=', obj, i, v)``             |
+| ``obj.append(v)``,         | ``mb__.call_method(mask, obj, 'append', v)``         |
+| ``obj.add_(v)`` (statements)|                                                     |
+
+See ``runtime.effects`` for what each does under a mask (with no mask, each
+is the Python statement itself).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gast
+
+from matchbox.control import naming, templates
+from matchbox.control.context import Context
+
+_AUGMENTED = {
+    gast.Add: "+=", gast.Sub: "-=", gast.Mult: "*=", gast.Div: "/=", gast.FloorDiv: "//=",
+    gast.Mod: "%=", gast.Pow: "**=", gast.MatMult: "@=", gast.BitAnd: "&=",
+    gast.BitOr: "|=", gast.BitXor: "^=", gast.LShift: "<<=", gast.RShift: ">>=",
+}
+
+
+def _is_mask_block(node: Any) -> str | None:
+    """The mask name of a ``with mb__.masked(mask):`` block, else None."""
+    if len(node.items) != 1:
+        return None
+    call = node.items[0].context_expr
+    if (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute)
+            and isinstance(call.func.value, gast.Name) and call.func.value.id == naming.RUNTIME
+            and call.func.attr == "masked" and isinstance(call.args[0], gast.Name)):
+        return call.args[0].id
+    return None
+
+
+def _changes_in_place(call: Any) -> bool:
+    if not (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute)):
+        return False
+    owner, attr = call.func.value, call.func.attr
+    if isinstance(owner, gast.Name) and owner.id == naming.RUNTIME:
+        return False
+    return attr == "append" or (attr.endswith("_") and not attr.startswith("_"))
+
+
+def _writes_object(target: Any) -> bool:
+    """Whether an assignment target stores into an attribute or an item."""
+    return any(isinstance(n, (gast.Attribute, gast.Subscript)) and isinstance(n.ctx, gast.Store)
+               for n in gast.walk(target))
+
+
+def _index(node: Any) -> Any:
+    """A subscript's index as an expression (``a:b`` becomes ``slice(a, b)``)."""
+    if isinstance(node, gast.Slice):
+        parts = [p if p is not None else templates.constant(None)
+                 for p in (node.lower, node.upper, node.step)]
+        return templates.replace_expr("mb__.slice_(a, b, c)", origin=node, a=parts[0],
+                                      b=parts[1], c=parts[2])
+    if isinstance(node, gast.Tuple):
+        return gast.Tuple(elts=[_index(e) for e in node.elts], ctx=gast.Load())
+    return node
+
+
+class _Assignments(gast.NodeTransformer):
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.masks = [naming.ENTRY_MASK]
+
+    def visit_FunctionDef(self, node: Any) -> Any:
+        return node  # converted on its own
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def visit_With(self, node: Any) -> Any:
+        mask = _is_mask_block(node)
+        if mask is None:
+            return self.generic_visit(node)
+        self.masks.append(mask)
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.masks.pop()
+
+    @property
+    def mask(self) -> str:
+        return self.masks[-1]
+
+    def visit_Assign(self, node: Any) -> Any:
+        if not any(_writes_object(t) for t in node.targets):
+            return node
+        if len(node.targets) == 1 and isinstance(node.targets[0], (gast.Attribute, gast.Subscript)):
+            return self.store(node.targets[0], node.value, node)
+        value = self.ctx.namer.new("value")
+        result = templates.replace("value = v", origin=node, value=value, v=node.value)
+        for target in node.targets:
+            result += self.unpack(target, templates.name(value), node)
+        return result
+
+    def visit_AnnAssign(self, node: Any) -> Any:
+        if node.value is None or isinstance(node.target, gast.Name):
+            return node
+        return self.store(node.target, node.value, node)
+
+    def unpack(self, target: Any, value: Any, origin: Any) -> list[Any]:
+        if isinstance(target, gast.Name):
+            return templates.replace("target = value", origin=origin, target=target, value=value)
+        if isinstance(target, (gast.Attribute, gast.Subscript)):
+            return self.store(target, value, origin)
+        # A tuple/list target: stand-ins for the attribute and subscript parts.
+        later: list[Any] = []
+
+        def stand_in(element: Any) -> Any:
+            if isinstance(element, gast.Starred):
+                return gast.Starred(value=stand_in(element.value), ctx=gast.Store())
+            if isinstance(element, (gast.Tuple, gast.List)):
+                return type(element)(elts=[stand_in(e) for e in element.elts], ctx=gast.Store())
+            if isinstance(element, (gast.Attribute, gast.Subscript)):
+                temporary = self.ctx.namer.new("value")
+                later.append((element, temporary))
+                return templates.name(temporary, gast.Store())
+            return element
+
+        simple = stand_in(target)
+        result = templates.replace("target = value", origin=origin, target=simple, value=value)
+        for element, temporary in later:
+            result += self.store(element, templates.name(temporary), origin)
+        return result
+
+    def store(self, target: Any, value: Any, origin: Any) -> list[Any]:
+        if isinstance(target, gast.Attribute):
+            return templates.replace("mb__.set_attr(mask, obj, attr, value)", origin=origin,
+                                     mask=self.mask, obj=target.value,
+                                     attr=templates.constant(target.attr), value=value)
+        return templates.replace("mb__.set_item(mask, obj, index, value)", origin=origin,
+                                 mask=self.mask, obj=target.value, index=_index(target.slice),
+                                 value=value)
+
+    def visit_AugAssign(self, node: Any) -> Any:
+        op = templates.constant(_AUGMENTED[type(node.op)])
+        target = node.target
+        if isinstance(target, gast.Name):
+            return templates.replace("var = mb__.aug_assign(mask, op, var, value, label)",
+                                     origin=node, var=target.id, mask=self.mask, op=op,
+                                     value=node.value, label=templates.constant(target.id))
+        if isinstance(target, gast.Attribute):
+            return templates.replace("mb__.aug_attr(mask, op, obj, attr, value)", origin=node,
+                                     mask=self.mask, op=op, obj=target.value,
+                                     attr=templates.constant(target.attr), value=node.value)
+        return templates.replace("mb__.aug_item(mask, op, obj, index, value)", origin=node,
+                                 mask=self.mask, op=op, obj=target.value,
+                                 index=_index(target.slice), value=node.value)
+
+    def visit_Expr(self, node: Any) -> Any:
+        call = node.value
+        if not _changes_in_place(call):
+            return node
+        new = templates.replace("mb__.call_method(mask, obj, attr)", origin=node,
+                                mask=self.mask, obj=call.func.value,
+                                attr=templates.constant(call.func.attr))
+        new[0].value.args.extend(call.args)
+        new[0].value.keywords.extend(call.keywords)
+        return new
+
+
+def transform(function: Any, ctx: Context) -> None:
+    visitor = _Assignments(ctx)
+    body: list[Any] = []
+    for statement in function.body:
+        result = visitor.visit(statement)
+        body.extend(result if isinstance(result, list) else [result])
+    function.body = body

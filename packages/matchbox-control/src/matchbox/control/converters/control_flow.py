@@ -1,0 +1,178 @@
+"""Pass 5: ``if``, ``while`` and ``for`` in SIMT form.
+
+Each body becomes a *region* run under an execution mask::
+
+    mb__old_h_4 = h                      # save what the region merges
+    with mb__.masked(mb__then_4):        # the region's mask is the current one
+        h = f(h)                         # the body, with plain assignments
+    h = mb__.merge(mb__then_4, mb__mask, h, mb__old_h_4, 'h')
+
+- ``if test:``: ``mb__.branch(outer, test)`` splits the outer mask; a side no
+  example takes is skipped; the then-side's merges are in place before the
+  else-side runs, so each example sees exactly its own branch.
+- ``while test:``: the loop runs while ``mb__.loop_mask`` says some example
+  is still in it; an example that has left never comes back.
+- ``for target in items:``: ``mb__.for_steps`` gives each step's mask (the
+  examples that have the step, see ``runtime.iteration``); ``range`` and
+  ``enumerate`` go through ``mb__.iter_range``/``iter_enumerate`` so that a
+  range bound may be a batch of per-example sizes.
+
+Which variables a region merges comes from liveness (assigned in the region
+and live after it: for a loop, the loop-carried state and what is read
+after the loop), not from "assigned in the body".  A region also guards the
+gradients of the variables it reads (``mb__.guard``): what it computes for
+the examples outside its mask is discarded, and its backward pass must not
+send them gradient either (``x.log()`` for an example that failed ``if x >
+0``, or a state combined with the NaN padding of a sequence that has ended
+would send ``0 * nan``).  Under a plain condition the region's mask is the
+outer mask, and merges and guards return at once: the code is plain Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gast
+
+from matchbox.control import anno, naming, templates
+from matchbox.control.analysis import definitely, liveness, names
+from matchbox.control.context import Context
+from matchbox.control.converters.expressions import PLAIN
+
+UNDEFINED = "undefined"  # on the function: names to bind to Undefined at its start
+
+_ITERATORS = {"range": "iter_range", "enumerate": "iter_enumerate"}
+
+
+class _ControlFlow:
+    def __init__(self, function: Any, ctx: Context):
+        liveness.analyze(function)
+        definitely.analyze(function)
+        self.locals = names.local_names(function)
+        self.parameters = set(names.parameters(function))
+        self.namer = ctx.namer
+        self.undefined: set[str] = set()
+
+    def block(self, statements: list[Any], outer: str) -> list[Any]:
+        out: list[Any] = []
+        for statement in statements:
+            out.extend(self.statement(statement, outer))
+        return out
+
+    def statement(self, node: Any, outer: str) -> list[Any]:
+        if isinstance(node, gast.If) and not anno.get(node, PLAIN):
+            return self.if_statement(node, outer)
+        if isinstance(node, gast.While):
+            return self.while_statement(node, outer)
+        if isinstance(node, gast.For):
+            return self.for_statement(node, outer)
+        if isinstance(node, (gast.With, gast.If)):  # a user's `with`, a plain `if`
+            node.body = self.block(node.body, outer)
+            if isinstance(node, gast.If):
+                node.orelse = self.block(node.orelse, outer)
+        return [node]
+
+    # ------------------------------------------------------------------ regions
+
+    def region(self, mask: str, outer: str, body: list[Any], live_after: frozenset[str],
+               defined: frozenset[str], origin: Any, prefix: list[Any] = ()) -> list[Any]:
+        """``prefix + body`` run under ``mask``, with its saves, guards and merges."""
+        statements = list(prefix) + list(body)
+        assigned = names.block_writes(statements) & self.locals
+        outputs = sorted(assigned & live_after)
+        inputs = sorted(v for v in liveness.upward_exposed(statements) & self.locals
+                        if not naming.is_reserved(v))
+        kept = sorted(set(outputs) | set(inputs))
+        self.undefined |= set(kept) - defined - self.parameters
+        number = self.namer.number()
+        new_body = self.block(statements, mask)
+
+        def each(template: str, variables: list[str]) -> list[Any]:
+            return [s for v in variables for s in templates.replace(
+                template, origin=origin, var=v, saved=naming.saved(v, number),
+                label=templates.constant(naming.label(v)), mask=mask, outer=outer)]
+
+        return (each("saved = var", kept)
+                + each("var = mb__.guard(mask, outer, var)", inputs)
+                + templates.replace("with mb__.masked(mask, outer):\n    body", origin=origin,
+                                    mask=mask, outer=outer, body=new_body)
+                + each("var = mb__.merge(mask, outer, var, saved, label)", outputs)
+                + each("var = saved", [v for v in inputs if v not in assigned]))
+
+    # ------------------------------------------------------------------ statements
+
+    def if_statement(self, node: Any, outer: str) -> list[Any]:
+        then, orelse = self.namer.new("then"), self.namer.new("else")
+        live = anno.get(node, liveness.LIVE_OUT)
+        defined = anno.get(node, definitely.DEFINED_BEFORE)
+        then_region = self.region(then, outer, node.body, live, defined, node)
+        result = templates.replace("""
+            then, orelse = mb__.branch(outer, test)
+            if then is not False:
+                then_region
+        """, origin=node, then=then, orelse=orelse, outer=outer, test=node.test,
+            then_region=then_region)
+        if node.orelse:
+            else_region = self.region(orelse, outer, node.orelse, live, defined, node)
+            result += templates.replace("if orelse is not False:\n    else_region",
+                                        origin=node, orelse=orelse, else_region=else_region)
+        return result
+
+    def while_statement(self, node: Any, outer: str) -> list[Any]:
+        mask = self.namer.new("loop")
+        head = anno.get(node, liveness.LIVE_HEAD)
+        defined = anno.get(node, definitely.DEFINED_BEFORE)
+        body = self.region(mask, outer, node.body, head, defined, node)
+        # The test of the next iteration runs only for the examples still in the loop.
+        result = templates.replace("""
+            mask = mb__.loop_mask(outer, test)
+            while mask is not False:
+                body
+                with mb__.masked(mask, outer):
+                    mask = mb__.loop_mask(mask, test)
+        """, origin=node, mask=mask, outer=outer, test=node.test, body=body)
+        return result + self.block(node.orelse, outer)
+
+    def for_statement(self, node: Any, outer: str) -> list[Any]:
+        step, item = self.namer.new("step"), self.namer.new("item")
+        head = anno.get(node, liveness.LIVE_HEAD)
+        defined = anno.get(node, definitely.DEFINED_BEFORE)
+        target = templates.replace("target = item", origin=node, target=node.target, item=item)
+        body = self.region(step, outer, node.body, head, defined, node, prefix=target)
+        extra = anno.get(node, anno.EXTRA_TEST)
+        subs = dict(origin=node, step=step, item=item, outer=outer, body=body,
+                    items=_iterable(node.iter), extra=extra)
+        if extra is None:
+            result = templates.replace("""
+                for step, item in mb__.for_steps(items, outer):
+                    body
+            """, **subs)
+        else:
+            # Examples that broke out (or returned) leave the loop; it ends when
+            # none of the running examples is left.
+            result = templates.replace("""
+                for step, item in mb__.for_steps(items, outer):
+                    step = mb__.narrow(step, extra)
+                    if step is not False:
+                        body
+                    if not mb__.still_running(outer, extra):
+                        break
+            """, **subs)
+        return result + self.block(node.orelse, outer)
+
+
+def _iterable(node: Any) -> Any:
+    """``range(...)``/``enumerate(...)`` through the runtime (batch bounds, own counts)."""
+    if (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+            and node.func.id in _ITERATORS):
+        helper = gast.Attribute(value=templates.name(naming.RUNTIME),
+                                attr=_ITERATORS[node.func.id], ctx=gast.Load())
+        return gast.Call(func=helper, args=[templates.name(node.func.id)] + list(node.args),
+                         keywords=list(node.keywords))
+    return node
+
+
+def transform(function: Any, ctx: Context) -> None:
+    flow = _ControlFlow(function, ctx)
+    function.body = flow.block(function.body, naming.ENTRY_MASK)
+    anno.set_(function, UNDEFINED, flow.undefined)

@@ -1,0 +1,119 @@
+"""Pass 4: expressions whose value may differ between examples.
+
+| written                 | becomes                                                |
+|-------------------------|--------------------------------------------------------|
+| ``a and b and c``       | ``mb__.and_(a, lambda: mb__.and_(b, lambda: c))``      |
+| ``a or b``              | ``mb__.or_(a, lambda: b)``                             |
+| ``not a``               | ``mb__.not_(a)``                                       |
+| ``a < b <= c``          | ``mb__.compare(a, '<', lambda: b, '<=', lambda: c)``   |
+| ``a if c else b``       | ``mb__.if_exp(c, lambda mb__g: a, lambda mb__g: b)``,  |
+|                         | local reads ``x`` in a side written ``mb__g(x)``       |
+| ``assert c, m``         | ``if __debug__: mb__.assert_(c, lambda: m)``           |
+
+Later operands are thunks, so they are evaluated when (and only as often as)
+Python would evaluate them; the runtime helpers are plain Python for plain
+operands (see ``runtime.expressions``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gast
+
+from matchbox.control import anno, naming, templates
+from matchbox.control.analysis import names
+from matchbox.control.context import Context
+
+PLAIN = "plain"  # an `if` the control-flow pass leaves as it is
+
+_COMPARE = {
+    gast.Lt: "<", gast.LtE: "<=", gast.Gt: ">", gast.GtE: ">=", gast.Eq: "==",
+    gast.NotEq: "!=", gast.Is: "is", gast.IsNot: "is not", gast.In: "in",
+    gast.NotIn: "not in",
+}
+
+
+class _Expressions(gast.NodeTransformer):
+    def __init__(self, locals_: set[str]):
+        self.locals = locals_
+
+    def visit_FunctionDef(self, node: Any) -> Any:
+        return node  # converted on its own
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_BoolOp(self, node: Any) -> Any:
+        self.generic_visit(node)
+        helper = "and_" if isinstance(node.op, gast.And) else "or_"
+        result = node.values[-1]
+        for value in reversed(node.values[:-1]):
+            result = templates.replace_expr(f"mb__.{helper}(left, lambda: right)",
+                                            origin=node, left=value, right=result)
+        return result
+
+    def visit_UnaryOp(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if not isinstance(node.op, gast.Not):
+            return node
+        return templates.replace_expr("mb__.not_(value)", origin=node, value=node.operand)
+
+    def visit_Compare(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if len(node.ops) < 2:
+            return node
+        parts = ", ".join(f"'{_COMPARE[type(op)]}', lambda: right_{i}"
+                          for i, op in enumerate(node.ops))
+        rights = {f"right_{i}": c for i, c in enumerate(node.comparators)}
+        return templates.replace_expr(f"mb__.compare(left, {parts})", origin=node,
+                                      left=node.left, **rights)
+
+    def visit_IfExp(self, node: Any) -> Any:
+        self.generic_visit(node)
+        # Each side reads the function's local variables through `mb__g`, which
+        # guards their gradients with that side's mask (see runtime.masks.guard),
+        # as an `if` statement's regions do; reads stay where and when they were.
+        body = _GuardedReads(self.locals).visit(node.body)
+        orelse = _GuardedReads(self.locals).visit(node.orelse)
+        return templates.replace_expr(
+            "mb__.if_exp(test, lambda mb__g: body, lambda mb__g: orelse)", origin=node,
+            test=node.test, body=body, orelse=orelse)
+
+    def visit_Assert(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if node.msg is None:
+            new = templates.replace("if __debug__:\n    mb__.assert_(test)", origin=node,
+                                    test=node.test)
+        else:
+            new = templates.replace("if __debug__:\n    mb__.assert_(test, lambda: msg)",
+                                    origin=node, test=node.test, msg=node.msg)
+        anno.set_(new[0], PLAIN, True)
+        return new
+
+
+class _GuardedReads(gast.NodeTransformer):
+    """Local variable reads ``x`` become ``mb__g(x)`` (not inside nested scopes)."""
+
+    def __init__(self, locals_: set[str]):
+        self.locals = locals_
+
+    def visit_Name(self, node: Any) -> Any:
+        if (isinstance(node.ctx, gast.Load) and node.id in self.locals
+                and not naming.is_reserved(node.id)):
+            return templates.replace_expr("mb__g(value)", origin=node, value=node)
+        return node
+
+    def visit_Lambda(self, node: Any) -> Any:
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+
+
+def transform(function: Any, ctx: Context) -> None:
+    visitor = _Expressions(names.local_names(function))
+    function.body = [s for statement in function.body
+                     for s in _as_list(visitor.visit(statement))]
+
+
+def _as_list(result: Any) -> list[Any]:
+    return result if isinstance(result, list) else [result]

@@ -1,0 +1,40 @@
+"""Pass 7: the function's prologue, then the functions nested in it.
+
+Every converted function starts by reading the execution mask it was called
+under (``mb__mask = mb__.entry_mask()``) and binding to ``Undefined`` the
+variables a region may save before the user's code assigned them.  A
+function defined inside it is converted the same way, on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gast
+
+from matchbox.control import anno, naming, templates
+from matchbox.control.analysis import names
+from matchbox.control.context import Context
+from matchbox.control.converters.control_flow import UNDEFINED
+
+
+def add_prologue(function: Any) -> None:
+    prologue = templates.replace(f"{naming.ENTRY_MASK} = mb__.entry_mask()", origin=function)
+    for variable in sorted(anno.get(function, UNDEFINED, ())):
+        prologue += templates.replace("var = mb__.Undefined(label)", origin=function,
+                                      var=variable, label=templates.constant(variable))
+    body = function.body
+    first = body[0] if body else None
+    docstring = (isinstance(first, gast.Expr) and isinstance(first.value, gast.Constant)
+                 and isinstance(first.value.value, str))
+    function.body = body[:1] + prologue + body[1:] if docstring else prologue + body
+
+
+def nested_functions(function: Any) -> list[Any]:
+    """The functions defined directly in ``function``'s scope (not in nested ones)."""
+    return [n for n in names.walk_body(function)
+            if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))]
+
+
+def nested_context(ctx: Context, function: Any) -> Context:
+    return ctx.nested(function.name)

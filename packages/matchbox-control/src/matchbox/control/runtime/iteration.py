@@ -1,0 +1,232 @@
+"""``for`` loops: which examples have each step.
+
+In a loop over examples, each example iterates over its own items: along a
+dynamic dimension (``x.unbind(1)``) an example of length ``n`` has ``n``
+steps, and ``range(n)`` with ``n`` a batch of per-example sizes gives each
+example its own count.  The batched loop runs every step that some example
+has; a step's execution mask says which examples have it.
+
+- An item (or a component of a ``zip``/``enumerate`` tuple) that is a batch
+  exists for the examples where it is real: a step of an ``unbind`` along a
+  dynamic dimension is padding for the examples that have ended, and so is
+  an item that a masked loop appended for the examples that did not run.
+  A tuple item exists where all of its batch components do.
+- Items that are not batches exist for every example (a Python list has the
+  same length for every example).
+
+``for_steps`` yields ``(mask, item)``; the mask is ``None``/the outer mask
+when every running example has the step (plain Python then), a bool tensor
+otherwise.  Steps that no example has are skipped when that is known without
+a per-step device sync (materialised sequences, ranges).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+
+from matchbox._masking import fit_mask
+from matchbox.control.runtime.masks import Mask
+from matchbox.masked_batch import MaskedBatch
+
+
+def for_steps(iterable: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
+    """Each item of ``iterable`` with the mask of the examples that have it."""
+    if isinstance(iterable, _Stepped):
+        return _masked_steps(iterable.present, iterable.items, outer)
+    if (isinstance(iterable, (tuple, list)) and iterable
+            and all(type(item) is MaskedBatch for item in iterable)):
+        return _sequence_steps(iterable, outer)
+    return _lazy_steps(iterable, outer)
+
+
+def example_real(item: Any) -> torch.Tensor | None:
+    """Which examples have ``item`` (a ``(batch,)`` bool tensor), ``None`` for all."""
+    if type(item) is MaskedBatch:
+        mask = item._mask
+        if mask is None:
+            return None
+        batch = mask.size(0)
+        flat = mask.reshape(batch, -1)
+        return flat[:, 0] if flat.size(1) == 1 else flat.any(1)
+    if type(item) is tuple:
+        present = None
+        for component in item:
+            real = example_real(component)
+            if real is not None:
+                present = real if present is None else present & real
+        return present
+    return None
+
+
+def _lazy_steps(iterable: Iterable[Any], outer: Mask) -> Iterator[tuple[Mask, Any]]:
+    # Items are produced one at a time (a generator keeps its laziness); a
+    # step that no example has still runs, fully masked, to spare a sync.
+    for item in iterable:
+        present = example_real(item)
+        if present is None:
+            yield outer, item
+            continue
+        if type(item) is tuple:
+            item = _restrict(item, present)
+        yield (present if outer is None else outer & present), item
+
+
+def _restrict(item: tuple[Any, ...], present: torch.Tensor) -> tuple[Any, ...]:
+    """The batch components of a ``zip`` step, each real only where the step exists.
+
+    ``zip`` of sequences of different lengths: where one sequence has ended,
+    the other's step is real but not part of the loop; computing with it must
+    not send gradient to it (``0 * nan`` from the ended one's padding).
+    """
+    parts = [c for c in item if type(c) is MaskedBatch]
+    if len(parts) < 2:
+        return item
+    return tuple(_only_present(c, present) if type(c) is MaskedBatch else c for c in item)
+
+
+def _only_present(batch: MaskedBatch, present: torch.Tensor) -> MaskedBatch:
+    data = batch.data
+    view = present.view(data.size(0), *(1,) * (data.dim() - 1))
+    if data.requires_grad and torch.is_grad_enabled():
+        data = torch.where(view, data, data.detach())
+    mask = view if batch._mask is None else batch._mask & view
+    return MaskedBatch._make(data, fit_mask(mask, data, batch.dims), batch.dims)
+
+
+def _sequence_steps(items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
+    masks = [item._mask for item in items]
+    if all(m is None for m in masks):
+        return ((outer, item) for item in items)
+    batch = items[0].data.size(0)
+    if all(m is not None and m.shape == masks[0].shape for m in masks):
+        present = torch.stack(masks).reshape(len(items), batch, -1).any(-1)
+    else:
+        ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
+        present = torch.stack([ones if r is None else r
+                               for r in (example_real(item) for item in items)])
+    return _masked_steps(present, items, outer)
+
+
+def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
+    """Steps of a sequence whose per-step masks are known in advance (``(steps, batch)``)."""
+    if outer is not None:
+        present = present & outer
+    # One sync for the whole loop: how many running examples have each step.
+    counts = present.sum(1).tolist()
+    running = present.size(1) if outer is None else int(outer.sum())
+    for step, item in enumerate(items):
+        count = counts[step]
+        if count == 0:
+            continue
+        if count == running:
+            # Every running example has this step: no masking needed, and an
+            # item's all-true mask is dropped so the step runs as fast as a
+            # batch without padding.
+            yield outer, _without_mask(item)
+        else:
+            yield present[step], item
+
+
+def _without_mask(item: Any) -> Any:
+    if type(item) is MaskedBatch and item._mask is not None and not any(item.dims):
+        return MaskedBatch._make(item.data, None, item.dims)
+    return item
+
+
+class _Stepped:
+    """Items with their per-step masks known in advance (a batch range, an enumerate)."""
+
+    __slots__ = ("items", "present")
+
+    def __init__(self, items: Any, present: torch.Tensor):
+        self.items = items
+        self.present = present
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.items)
+
+
+def iter_range(range_fn: Any, *args: Any) -> Any:
+    """``range(*args)``; with batch bounds, each example's own range.
+
+    The steps run to the largest example's count; step ``k`` has ``start +
+    k * step`` as a plain int when ``start`` and ``step`` are the same for
+    every example, as a batch of per-example ints otherwise.
+    """
+    if range_fn is not builtins.range or not any(type(a) is MaskedBatch for a in args):
+        return range_fn(*args)
+    if not 1 <= len(args) <= 3:
+        raise TypeError(f"range expected 1 to 3 arguments, got {len(args)}")
+    start, stop, step = (0, args[0], 1) if len(args) == 1 else (
+        (args[0], args[1], 1) if len(args) == 2 else args)
+    batch = next(a for a in args if type(a) is MaskedBatch)
+    size, device = batch.data.size(0), batch.data.device
+    values = [_per_example_int(v, size, device, name)
+              for v, name in ((start, "start"), (stop, "stop"), (step, "step"))]
+    (first, real_start), (last, real_stop), (stride, real_step) = values
+    if bool((stride == 0).any()):
+        raise ValueError("range() arg 3 must not be zero")
+    count = torch.where(stride > 0, (last - first + stride - 1).div(stride, rounding_mode="floor"),
+                        (last - first + stride + 1).div(stride, rounding_mode="floor"))
+    count = count.clamp(min=0) * (real_start & real_stop & real_step)
+    steps = int(count.max()) if size else 0
+    present = torch.arange(steps, device=device).unsqueeze(1) < count.unsqueeze(0)
+    if type(start) is not MaskedBatch and type(step) is not MaskedBatch:
+        items: list[Any] = list(builtins.range(int(start), int(start) + steps * int(step),
+                                               int(step)))
+    else:
+        items = [MaskedBatch._make(first + k * stride, None, ()) for k in builtins.range(steps)]
+    return _Stepped(items, present)
+
+
+def _per_example_int(value: Any, size: int, device: Any, name: str):
+    if type(value) is MaskedBatch:
+        if value.dims or value.data.dtype.is_floating_point or value.data.dtype.is_complex:
+            raise TypeError(
+                f"range(): the {name} must be an int or a batch of per-example ints "
+                f"(dims == ()), got a batch with dims {value.dims} and dtype {value.dtype}"
+            )
+        real = value._mask.reshape(size) if value._mask is not None else torch.ones(
+            size, dtype=torch.bool, device=device)
+        return value.data.to(torch.int64), real
+    if isinstance(value, torch.Tensor):
+        value = int(value)
+    if not isinstance(value, int):
+        raise TypeError(f"range(): the {name} must be an int, got {type(value).__name__}")
+    return (torch.full((size,), value, dtype=torch.int64, device=device),
+            torch.ones(size, dtype=torch.bool, device=device))
+
+
+def iter_enumerate(enumerate_fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``enumerate(...)``; the count is each example's own.
+
+    Along a dynamic dimension an example's steps come first, so the count of
+    a step is the same for every example that has it, and stays a plain int.
+    When examples have steps after a missing one (``reversed``), each example
+    counts its own steps: the index is then a batch of per-example ints.
+    """
+    if enumerate_fn is not builtins.enumerate or len(args) != 1 or set(kwargs) - {"start"}:
+        return enumerate_fn(*args, **kwargs)
+    start = kwargs.get("start", 0)
+    items = args[0]
+    if type(items) is builtins.reversed:
+        items = list(items)  # a view of a sequence: reading it has no side effects
+    if not (isinstance(items, (tuple, list)) and items
+            and all(type(item) is MaskedBatch for item in items)):
+        return enumerate_fn(items, start)
+    masks = [example_real(item) for item in items]
+    if all(m is None for m in masks):
+        return enumerate_fn(items, start)
+    batch = items[0].data.size(0)
+    ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
+    present = torch.stack([ones if m is None else m for m in masks])
+    # Prefix-shaped (no example has a step after one it lacks): plain counts.
+    if not bool((present[1:] & ~present[:-1]).any()):
+        return _Stepped(list(enumerate_fn(items, start)), present)
+    counts = present.long().cumsum(0) - 1 + start
+    indexed = [(MaskedBatch._make(counts[k], None, ()), item) for k, item in enumerate(items)]
+    return _Stepped(indexed, present)

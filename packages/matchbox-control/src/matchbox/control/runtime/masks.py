@@ -1,0 +1,187 @@
+"""Execution masks: which examples run the code at hand.
+
+An execution mask is one of
+
+- ``None``: every example runs (plain Python, or no batch condition met yet);
+- a bool tensor of shape ``(batch,)``: the examples that run;
+- ``False``: no example runs; the region is skipped.
+
+The generated code keeps the mask of each region in a local variable, and the
+mask of the code running now in a :class:`contextvars.ContextVar` (core's
+``matchbox._masking.EXECUTION_MASK``), so that a
+decorated function called from a masked region starts from its caller's mask,
+and threads and async tasks never see each other's masks.
+
+A condition is a *batch condition* when it is a ``MaskedBatch`` holding one
+value per example (``dims == ()``, or static dimensions of size one); its
+truth per example is ``value != 0`` where the example is real, ``False`` where
+it is padding.  Any other condition is plain Python: ``bool(test)``, once, as
+Python's own ``if`` would call it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from matchbox._masking import EXECUTION_MASK
+from matchbox.masked_batch import MaskedBatch
+
+Mask = Any  # None | torch.Tensor | False
+
+# The context variable is core's: core's per-example checks (an index past an
+# example's end, a reduction over an empty extent) look only at running examples.
+_MASK = EXECUTION_MASK
+
+# The mask a decorated function starts from: its caller's (None at top level).
+entry_mask = _MASK.get
+
+
+def current_mask() -> torch.Tensor | None:
+    """The execution mask of the code running now (``None``: every example)."""
+    return _MASK.get()
+
+
+class _Masked:
+    __slots__ = ("_mask", "_token")
+
+    def __init__(self, mask: Mask):
+        self._mask = mask
+
+    def __enter__(self) -> None:
+        self._token = _MASK.set(self._mask)
+
+    def __exit__(self, *exc: Any) -> bool:
+        _MASK.reset(self._token)
+        return False
+
+
+class _Unchanged:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
+
+
+_UNCHANGED = _Unchanged()
+
+
+def masked(mask: Mask, outer: Mask = False) -> Any:
+    """``with masked(mask, outer):`` makes ``mask`` the current execution mask.
+
+    A region running under its outer mask (a plain condition) leaves the
+    context variable as it is: it already holds that mask.
+    """
+    return _UNCHANGED if mask is outer else _Masked(mask)
+
+
+def per_example_truth(value: MaskedBatch, what: str = "condition") -> torch.Tensor:
+    """A batch of per-example truth values as a ``(batch,)`` bool tensor."""
+    data = value.data
+    batch = data.size(0)
+    if value.dims:
+        if any(value.dims) or data.numel() != batch:
+            shape = (1, *("*" if d else s for d, s in zip(value.dims, data.shape[1:])))
+            raise ValueError(
+                f"@batch: a {what} must hold one truth value per example, but its "
+                f"examples have shape {shape} (dims {value.dims}); reduce each example "
+                "first, e.g. with .any() or .all()"
+            )
+        data = data.reshape(batch)
+    truth = data if data.dtype == torch.bool else data != 0
+    if value._mask is not None:
+        truth = truth & value._mask.reshape(batch)
+    return truth
+
+
+def condition(test: Any) -> Any:
+    """``test`` as a plain bool, or per example as a ``(batch,)`` bool tensor."""
+    if isinstance(test, MaskedBatch):
+        return per_example_truth(test)
+    return bool(test)
+
+
+def _and(outer: Mask, truth: torch.Tensor) -> torch.Tensor:
+    if outer is None:
+        return truth
+    if outer.size(0) != truth.size(0):
+        raise ValueError(
+            f"@batch: a condition holds {truth.size(0)} examples but the code runs on a "
+            f"batch of {outer.size(0)}"
+        )
+    return outer & truth
+
+
+def branch(outer: Mask, test: Any) -> tuple[Mask, Mask]:
+    """The masks of the two sides of ``if test:`` run under ``outer``.
+
+    A plain condition picks one side with the outer mask; a batch condition
+    splits the examples.  A side no example takes is ``False`` (skipped).
+    """
+    truth = condition(test)
+    if truth is True:
+        return outer, False
+    if truth is False:
+        return False, outer
+    then = _and(outer, truth)
+    orelse = _and(outer, ~truth)
+    return (then if then.any() else False), (orelse if orelse.any() else False)
+
+
+def loop_mask(active: Mask, test: Any) -> Mask:
+    """The examples that run the next iteration of ``while test:``.
+
+    ``active`` is the mask of the previous iteration (the outer mask before the
+    first); an example that has left the loop never comes back.  ``False``
+    when no example runs another iteration.
+    """
+    truth = condition(test)
+    if truth is True:
+        return active
+    if truth is False:
+        return False
+    running = _and(active, truth)
+    return running if running.any() else False
+
+
+def still_running(outer: Mask, test: Any) -> bool:
+    """Whether some example of ``outer`` still satisfies ``test`` (a loop's exit test)."""
+    truth = condition(test)
+    if truth is True or truth is False:
+        return truth
+    return bool(_and(outer, truth).any())
+
+
+def narrow(mask: Mask, test: Any) -> Mask:
+    """``mask`` restricted to the examples where ``test`` holds (may be all false)."""
+    if mask is False:
+        return False
+    truth = condition(test)
+    if truth is True:
+        return mask
+    if truth is False:
+        return False
+    return _and(mask, truth)
+
+
+def guard(mask: Mask, outer: Mask, value: Any) -> Any:
+    """``value`` whose gradient is dropped for the examples outside ``mask``.
+
+    A branch computes on every example, also on those that do not take it,
+    where the values may be outside the branch's domain (``x.log()`` under
+    ``if x > 0``): the result is discarded, but its backward pass could send
+    ``0 * inf = nan`` into the inputs.  Seen through ``where(mask, v,
+    v.detach())`` an input gets gradient only from the examples that take the
+    branch, as in the loop over examples.
+    """
+    if mask is outer or type(value) is not MaskedBatch:
+        return value
+    data = value.data
+    if not data.requires_grad or not torch.is_grad_enabled():
+        return value
+    view = mask.view(data.size(0), *(1,) * (data.dim() - 1))
+    return MaskedBatch._make(torch.where(view, data, data.detach()), value._mask, value.dims)

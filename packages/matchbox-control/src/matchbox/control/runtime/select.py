@@ -1,0 +1,260 @@
+"""Masked assignment: ``where(mask, new, old)`` for every kind of value.
+
+At the end of a masked region (a branch, one iteration of a loop) each
+variable the region assigned and the code after it reads is *merged*: the
+examples that ran the region take the new value, the others keep the old one.
+
+| new / old                      | result                                            |
+|--------------------------------|---------------------------------------------------|
+| the same object                | that object (nothing changed, or changed in place) |
+| two batches, static dims       | per position ``where(mask & new real, new, old)`` |
+|                                | (an example whose new value is padding keeps its  |
+|                                | old one, as ``matchbox.functional.update``)        |
+| two batches, dynamic dims      | per example; padded sizes are aligned first       |
+| a batch and a plain tensor or  | the plain value is the same for every example:    |
+| number                         | broadcast, then as two batches                    |
+| two plain tensors / numbers    | a new batch (one value per example)               |
+| two equal plain values         | the new one                                       |
+| tuples, lists, dicts           | element by element                                |
+| ``Undefined`` old              | the new value, padding for the other examples     |
+| anything else                  | ``TypeError`` naming the variable                 |
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import torch
+
+from matchbox import _masking
+from matchbox.masked_batch import MaskedBatch
+
+
+class Undefined:
+    """The value of a local variable before its first assignment.
+
+    Generated code binds it where a variable may be read by a merge before the
+    user's code assigned it.  Any use raises, as reading an unassigned local
+    would in Python.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _unbound(self, *args: Any, **kwargs: Any) -> Any:
+        raise UnboundLocalError(
+            f"cannot access local variable '{self.name}' where it is not associated "
+            "with a value (in a @batch function: it is assigned only on a path this "
+            "example did not take)"
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        self._unbound()
+
+    def __repr__(self) -> str:
+        return f"<undefined local variable '{self.name}'>"
+
+
+for _dunder in ("__str__", "__format__", "__bool__", "__call__", "__iter__", "__len__", "__getitem__", "__setitem__",
+                "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+                "__truediv__", "__rtruediv__", "__matmul__", "__rmatmul__", "__neg__",
+                "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__int__", "__index__"):
+    setattr(Undefined, _dunder, Undefined._unbound)
+
+
+def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
+    """The value of ``name`` after a region run under ``mask`` inside ``outer``.
+
+    A region that runs under its enclosing mask (a plain condition) needs no
+    merge: its assignments are those of plain Python.
+    """
+    if mask is outer or new is old:
+        return new
+    return select(mask, new, old, name)
+
+
+def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
+    """``new`` for the examples in ``mask``, ``old`` for the others."""
+    if new is old:
+        return new
+    if type(new) is MaskedBatch and type(old) is MaskedBatch:
+        return _select_batches(mask, new, old, name)
+    if isinstance(old, Undefined):
+        return only_active(mask, new, name, strict=False)
+    if isinstance(new, Undefined):
+        return only_active(~mask, old, name, strict=False)
+    if isinstance(new, MaskedBatch):
+        return _select_batches(mask, new, _lift(old, new, name), name)
+    if isinstance(old, MaskedBatch):
+        return _select_batches(mask, _lift(new, old, name), old, name)
+    if isinstance(new, torch.Tensor) and isinstance(old, torch.Tensor):
+        return _select_batches(mask, _broadcast(new, mask, name), _broadcast(old, mask, name),
+                               name)
+    if isinstance(new, bool) and isinstance(old, bool):
+        # A flag (break, continue, return) set in the region: the mask itself.
+        return MaskedBatch._make(mask if new else ~mask, None, ())
+    if _is_number(new) and _is_number(old):
+        if type(new) is type(old) and new == old:
+            return new
+        return _select_batches(mask, _broadcast(_scalar(new, mask), mask, name),
+                               _broadcast(_scalar(old, mask), mask, name), name)
+    if isinstance(new, tuple) and type(new) is type(old) and len(new) == len(old):
+        items = [select(mask, n, o, f"{name}[{i}]") for i, (n, o) in enumerate(zip(new, old))]
+        return type(new)(*items) if hasattr(new, "_fields") else type(new)(items)
+    if isinstance(new, list) and type(new) is type(old) and len(new) == len(old):
+        return [select(mask, n, o, f"{name}[{i}]") for i, (n, o) in enumerate(zip(new, old))]
+    if isinstance(new, dict) and type(new) is type(old) and new.keys() == old.keys():
+        return type(new)((k, select(mask, new[k], old[k], f"{name}[{k!r}]")) for k in new)
+    if type(new) is type(old) and _plain_equal(new, old):
+        return new
+    raise TypeError(
+        f"@batch: '{name}' is {_describe(new)} for the examples that ran this code and "
+        f"{_describe(old)} for the others; a value that differs between examples must "
+        "be a tensor, a number, or a tuple/list/dict of them (of the same length)"
+    )
+
+
+def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) -> Any:
+    """``value`` for the examples in ``mask``, padding for the others.
+
+    ``strict``: a value that cannot hold padding (not a tensor or number) is an
+    error; otherwise it is returned as it is.
+    """
+    if isinstance(value, MaskedBatch):
+        view = mask.view(mask.size(0), *(1,) * (value.data.dim() - 1))
+        real = view if value._mask is None else value._mask & view
+        return MaskedBatch._make(value.data, _masking.fit_mask(real, value.data, value.dims),
+                                 value.dims)
+    if isinstance(value, torch.Tensor):
+        return only_active(mask, _broadcast(value, mask, name), name)
+    if _is_number(value):
+        return only_active(mask, _broadcast(_scalar(value, mask), mask, name), name)
+    if isinstance(value, tuple):
+        items = [only_active(mask, v, f"{name}[{i}]", strict) for i, v in enumerate(value)]
+        return type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+    if strict:
+        raise TypeError(
+            f"@batch: '{name}' is {_describe(value)}, which cannot be given to only some "
+            "examples; under a per-example condition use a tensor or a number"
+        )
+    return value
+
+
+def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
+                    name: str) -> MaskedBatch:
+    if new.dims != old.dims:
+        raise ValueError(
+            f"@batch: '{name}' has examples with dims {new.dims} for the examples that ran "
+            f"this code and dims {old.dims} for the others; a variable must keep its "
+            "rank and which dimensions are dynamic"
+        )
+    if new.data.shape != old.data.shape:
+        new, old = _align_padding(new, old, name)
+    data_new = new.data
+    batch = data_new.size(0)
+    if mask.size(0) != batch:
+        raise ValueError(f"@batch: '{name}' holds {batch} examples but the code runs on "
+                         f"a batch of {mask.size(0)}")
+    view = mask.view(batch, *(1,) * (data_new.dim() - 1))
+    if not any(new.dims):
+        # One mask entry per example: an example whose new value is padding
+        # keeps its old value (matchbox.functional.update's rule).
+        chosen = view if new._mask is None else view & new._mask
+        data = torch.where(chosen, data_new, old.data)
+        real = None if old._mask is None else chosen | old._mask
+        return MaskedBatch._make(data, real, new.dims)
+    data = torch.where(view, data_new, old.data)
+    if new._mask is None and old._mask is None:
+        return MaskedBatch._make(data, None, new.dims)
+    return MaskedBatch._make(data, torch.where(view, new.mask, old.mask), new.dims)
+
+
+def _align_padding(new: MaskedBatch, old: MaskedBatch, name: str):
+    for i, dynamic in enumerate(new.dims, start=1):
+        a, b = new.data.size(i), old.data.size(i)
+        if a == b:
+            continue
+        if not dynamic:
+            raise ValueError(
+                f"@batch: '{name}' has size {a} in static dimension {i} for the examples "
+                f"that ran this code and {b} for the others"
+            )
+        size = max(a, b)
+        new, old = _masking.pad_to(new, i, size), _masking.pad_to(old, i, size)
+    return new, old
+
+
+def _lift(value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
+    """A plain value (the same for every example) as a batch laid out like ``like``."""
+    if _is_number(value):
+        dtype = torch.result_type(like.data, value)
+        data = torch.full(like.data.shape, value, dtype=dtype, device=like.device)
+        return MaskedBatch._make(data, None, like.dims)
+    if isinstance(value, torch.Tensor):
+        shape = like.data.shape
+        if value.dim() > len(shape) or (value.dim() == len(shape) and value.size(0) != 1):
+            raise ValueError(
+                f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} on one "
+                f"path and a batch of examples of rank {len(shape)} on another"
+            )
+        try:
+            data = value.expand(shape)
+        except RuntimeError:
+            raise ValueError(
+                f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} on one "
+                f"path and a batch with padded example shape (1, *{tuple(shape[1:])}) on "
+                "another; the shapes must agree"
+            ) from None
+        return MaskedBatch._make(data, None, like.dims)
+    raise TypeError(
+        f"@batch: '{name}' is a batch for the examples on one path and {_describe(value)} "
+        "for the others"
+    )
+
+
+def _broadcast(value: torch.Tensor, mask: torch.Tensor, name: str) -> MaskedBatch:
+    """A plain tensor of one example (leading size one, or 0-d) as a batch."""
+    batch = mask.size(0)
+    if value.dim() == 0:
+        return MaskedBatch._make(value.to(mask.device).expand(batch), None, ())
+    if value.size(0) != 1:
+        raise ValueError(
+            f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} that differs "
+            "between examples; to batch it, each example's tensor needs a leading "
+            "dimension of size one"
+        )
+    return MaskedBatch._make(value.expand(batch, *value.shape[1:]), None,
+                             (False,) * (value.dim() - 1))
+
+
+def _scalar(value: Any, mask: torch.Tensor) -> torch.Tensor:
+    if isinstance(value, bool):
+        return torch.tensor(value, device=mask.device)
+    if isinstance(value, numbers.Integral):
+        return torch.tensor(int(value), dtype=torch.int64, device=mask.device)
+    return torch.tensor(value, dtype=torch.get_default_dtype(), device=mask.device)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Number) and not isinstance(value, torch.Tensor)
+
+
+def _plain_equal(new: Any, old: Any) -> bool:
+    if new is None or isinstance(new, (str, bytes, type)):
+        return new == old
+    return False
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, MaskedBatch):
+        return f"a batch with dims {value.dims}"
+    if isinstance(value, torch.Tensor):
+        return f"a plain tensor of shape {tuple(value.shape)}"
+    if isinstance(value, Undefined):
+        return "not defined"
+    return f"{type(value).__name__} {value!r}"[:80]

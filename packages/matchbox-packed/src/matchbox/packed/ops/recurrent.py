@@ -1,0 +1,50 @@
+"""``nn.RNN`` / ``nn.LSTM`` / ``nn.GRU`` on a ``PackedBatch``: cuDNN's packed path, no copy.
+
+A module called on a ``PackedBatch`` asks it for ``dim()``, ``size(0)`` (the
+batch size), ``size(-1)``, ``dtype`` and ``device``, builds zero initial
+states of that batch size when none are given, then calls ``torch.lstm``
+(``torch.gru``, ``torch.rnn_tanh``, ``torch.rnn_relu``), which reaches this
+handler through ``PackedBatch.__torch_function__``.  The batch's ``data`` and
+``batch_sizes`` are handed to the packed variant of the op as they are: they
+already are the packed layout cuDNN reads, so nothing is copied or padded.
+The shared packed call is matchbox-nn's ``run_on_rows`` (the ``MaskedBatch``
+path gathers its rows first, this one does not need to).
+
+| argument / result | per example                 | on the batch                                   |
+|-------------------|-----------------------------|------------------------------------------------|
+| input             | ``(1, T, F)``               | ``PackedBatch``                                |
+| initial states    | ``(L*D, 1, H)``             | plain ``(L*D, B, H)``, caller order            |
+| output            | ``(1, T, D*H)``             | ``PackedBatch`` of the input's layout          |
+| final states      | ``(L*D, 1, H)``             | plain ``(L*D, B, H)``: the loop's, cat on dim 1 |
+| ``T == 0``        | PyTorch refuses             | no output rows; final state = initial state    |
+
+``batch_first=False`` modules take ``matchbox.nn.time_major(x)``, as for a
+``MaskedBatch``.  Dropout between layers (training) draws its own numbers.
+"""
+
+from __future__ import annotations
+
+from matchbox import _registry
+from matchbox.nn.ops.recurrent_modules import (
+    RECURRENT_MODULE_OPS,
+    check_batch_first,
+    run_on_rows,
+)
+from matchbox.packed import _dispatch
+from matchbox.packed.packed_batch import PackedBatch
+
+
+@_dispatch.implements(*RECURRENT_MODULE_OPS, family="recurrent_modules")
+def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, train,
+                     bidirectional, batch_first):
+    op = _registry.op_name(func)
+    check_batch_first(op, batch_first, input)
+    if not isinstance(input, PackedBatch):
+        raise TypeError(f"{op}: the input must be the PackedBatch (the states are plain "
+                        f"tensors); got {type(input).__name__}")
+    if input.dim() != 3:
+        raise ValueError(f"{op}: each example must be (1, length, features); got examples of "
+                         f"rank {input.dim()}")
+    settings = (params, has_biases, num_layers, dropout, train, bidirectional)
+    rows, final = run_on_rows(op, func, input.data, input.layout, hx, settings)
+    return (PackedBatch._make(rows, input.layout), *final)

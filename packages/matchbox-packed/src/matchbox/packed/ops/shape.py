@@ -1,0 +1,81 @@
+"""Shape ops on a ``PackedBatch``: ``cat``.
+
+Semantics (dimension numbers of one example ``(1, T_e, *S)``):
+
+- along a static dimension (2 or later): the batches must hold examples of the
+  same lengths; their rows are concatenated (``torch.cat`` on ``data``) in the
+  first batch's order, and the layout is kept;
+- along the packed dimension 1: each example's steps are concatenated, so
+  example ``e`` of the result has the summed length; one ``index_select``
+  builds the new packed layout from the parts' rows;
+- dimension 0 is each example's own batch dimension: refused.
+
+Every argument must be a batch (with a ``MaskedBatch`` among them the mixing
+rule gives a ``MaskedBatch`` cat).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from matchbox import _registry
+from matchbox.masked_batch import normalize_dim
+from matchbox.nn.packing import Layout
+from matchbox.packed import _dispatch
+from matchbox.packed.ops.pointwise import check_same_lengths, rows
+from matchbox.packed.packed_batch import PackedBatch
+
+
+@_dispatch.implements(torch.cat, torch.concat, torch.concatenate, family="shape")
+def cat(func, tensors, dim=0, *, axis=None, out=None):
+    op = _registry.op_name(func)
+    if out is not None:
+        raise NotImplementedError(f"{op}: out= is not supported for batches")
+    dim = dim if axis is None else axis
+    parts = list(tensors)
+    for i, part in enumerate(parts):
+        if not isinstance(part, PackedBatch):
+            raise TypeError(f"{op}: argument {i} is a {type(part).__name__}; every argument of "
+                            "a PackedBatch cat must be a batch")
+    first = parts[0]
+    for part in parts[1:]:
+        if part.dim() != first.dim():
+            raise ValueError(f"{op}: the batches have examples of rank {first.dim()} and "
+                             f"{part.dim()}")
+        if part.batch_size != first.batch_size:
+            raise ValueError(f"{op}: the batches have different batch sizes "
+                             f"({first.batch_size} and {part.batch_size})")
+    d = normalize_dim(dim, first.dim(), op)
+    if d == 0:
+        raise ValueError(f"{op}: dimension 0 is the batch dimension of each example (size "
+                         "one); concatenating along it is not defined for batches")
+    if d > 1:
+        data = torch.cat([rows(op, p, first) for p in parts], d - 1)
+        return PackedBatch._make(data, first.layout)
+    return _cat_packed(parts)
+
+
+def _cat_packed(parts: list[PackedBatch]) -> PackedBatch:
+    """Concatenate each example's steps: example ``e`` takes the parts' rows in turn."""
+    device = parts[0].device
+    lengths = torch.stack([p.layout.lengths for p in parts]).sum(0)
+    layout = Layout.from_lengths(lengths, device)
+    examples, steps = layout.row_examples, layout.row_steps
+    source = torch.zeros_like(steps)
+    start = torch.zeros_like(examples)  # where part k's steps begin in each result row's example
+    base = 0  # where part k's rows begin in the concatenated data
+    for part in parts:
+        length = part.layout.device_lengths().index_select(0, examples)
+        local = steps - start
+        inside = (local >= 0) & (local < length)
+        offsets = part.layout.device_offsets()
+        row = base + offsets.index_select(0, local.clamp(0, offsets.numel() - 1)) + (
+            part.layout.unsorted_indices.index_select(0, examples))
+        source = torch.where(inside, row, source)
+        start = start + length
+        base += part.layout.n_rows
+    data = torch.cat([p.data for p in parts], 0).index_select(0, source)
+    return PackedBatch._make(data, layout)
+
+
+_ = check_same_lengths  # rows() checks lengths through it

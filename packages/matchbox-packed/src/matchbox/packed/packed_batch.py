@@ -1,0 +1,436 @@
+"""``PackedBatch``: a batch packed along the batch dimension and one dynamic dimension.
+
+Each example is a tensor ``(1, T_e, *S)``: dimension 1 is the packed (dynamic)
+dimension, whose size ``T_e`` may differ between examples (zero included),
+and the dimensions ``S`` after it are static.  The batch holds
+
+- ``data``: ``(sum(T_e), *S)``, exactly the real rows, in PyTorch's packed
+  layout (``PackedSequence``, what cuDNN reads): time-major, and within each
+  step the examples still running ordered by decreasing length (ties keep the
+  caller's order);
+- ``layout`` (a :class:`matchbox.nn.packing.Layout`): ``batch_sizes`` (rows per
+  step, on the CPU), ``offsets`` (where each step's rows begin),
+  ``sorted_indices`` / ``unsorted_indices`` (the permutations between the
+  caller's order and the sorted one) and the lengths.
+
+Examples of length zero are held (they take the last slots and no row); a
+``PackedSequence`` cannot hold them, so :meth:`to_packed_sequence` refuses
+such a batch with a clear error.  Every conversion between layouts is in
+``matchbox.nn.packing``; this class calls it.
+
+Dimension numbers are those of one example, as for ``MaskedBatch``: ``x.sum(1)``
+sums over the packed dimension, ``x.size(2)`` is the first static size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.nn.utils.rnn import PackedSequence
+
+from matchbox import _registry
+from matchbox._masking import lengths_along
+from matchbox.masked_batch import (
+    BatchShape,
+    DataAttributes,
+    MaskedBatch,
+    _check_examples,
+    normalize_dim,
+)
+from matchbox.nn.packing import (
+    Layout,
+    gather_jagged,
+    gather_padded,
+    relayout,
+    scatter_jagged,
+    scatter_padded,
+)
+from matchbox.packed import _dispatch
+
+
+class PackedBatch(DataAttributes):
+    """Examples ``(1, T_e, *S)`` packed without padding, in cuDNN's (PackedSequence's) layout."""
+
+    __slots__ = ("data", "layout", "dims")
+
+    data: torch.Tensor
+    layout: Layout
+    dims: tuple[bool, ...]
+
+    def __init__(self, data: torch.Tensor, batch_sizes: torch.Tensor,
+                 sorted_indices: torch.Tensor | None = None,
+                 unsorted_indices: torch.Tensor | None = None, *,
+                 batch_size: int | None = None):
+        """Wrap packed rows, validated (what a ``PackedSequence`` holds).
+
+        ``batch_size`` larger than ``batch_sizes[0]`` (or ``sorted_indices``
+        longer than it) adds examples of length zero in the last slots.
+        """
+        op = "PackedBatch"
+        if not isinstance(data, torch.Tensor) or data.dim() == 0:
+            raise ValueError(f"{op}: data must be a tensor of packed rows (rows, *static), "
+                             f"got {_describe(data)}")
+        layout = Layout.from_packed(op, batch_sizes, sorted_indices, unsorted_indices,
+                                    batch_size, data.device)
+        if data.size(0) != layout.n_rows:
+            raise ValueError(f"{op}: data has {data.size(0)} rows but batch_sizes sums to "
+                             f"{layout.n_rows}")
+        self.data = data
+        self.layout = layout
+        self.dims = _dims(data)
+
+    @classmethod
+    def _make(cls, data: torch.Tensor, layout: Layout) -> PackedBatch:
+        """Build without validation: for ops, whose results are valid by construction."""
+        batch = object.__new__(cls)
+        batch.data = data
+        batch.layout = layout
+        batch.dims = _dims(data)
+        return batch
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def fromlist(cls, examples: Sequence[torch.Tensor],
+                 dims: Sequence[bool] | None = None) -> PackedBatch:
+        """Pack a non-empty list of tensors ``(1, T_e, *S)``; gradients flow back to each.
+
+        ``dims`` (optional, as for ``MaskedBatch.fromlist``) must mark
+        dimension 1 dynamic (or static, when every length agrees) and every
+        later dimension static.
+        """
+        op = "PackedBatch.fromlist"
+        if dims is None:
+            first = examples[0] if isinstance(examples, Sequence) and len(examples) else None
+            rank = first.dim() if isinstance(first, torch.Tensor) else 2
+            dims = (True,) + (False,) * (rank - 2) if rank >= 2 else ()
+        dims = _check_dims(op, tuple(bool(d) for d in dims))
+        shapes = _check_examples(examples, dims, op)
+        device = examples[0].device
+        layout = Layout.from_lengths(torch.tensor([s[1] for s in shapes]), device)
+        # One cat gives the jagged layout (each example's rows together); one
+        # index_select puts the rows in the packed order.
+        values = torch.cat(list(examples), 1)[0]
+        return cls._make(gather_jagged(values, layout.jagged_starts(), layout), layout)
+
+    @classmethod
+    def from_masked(cls, batch: MaskedBatch, dim: int = 1) -> PackedBatch:
+        """Pack a ``MaskedBatch`` whose examples have dimension ``dim`` (which must be 1)
+        dynamic and the others static; padding is never read."""
+        op = "PackedBatch.from_masked"
+        if not isinstance(batch, MaskedBatch):
+            raise TypeError(f"{op}: expected a MaskedBatch, got {type(batch).__name__}")
+        if batch.dim() < 2:
+            raise ValueError(f"{op}: examples of rank {batch.dim()} have no dimension 1 to pack")
+        d = normalize_dim(dim, batch.dim(), op)
+        if d != 1:
+            raise ValueError(
+                f"{op}: a PackedBatch packs dimension 1 of each example (examples (1, length, "
+                f"...)), got dim={dim}; move that dimension to position 1 first "
+                f"(x.transpose(1, {d}))" if d else
+                f"{op}: dimension 0 is the batch dimension of each example; a PackedBatch "
+                "packs dimension 1"
+            )
+        _check_dims(op, batch.dims)
+        data = batch.data
+        if batch._mask is None or not batch.dims[0]:  # every example has the full length
+            lengths = torch.full((data.size(0),), data.size(1), dtype=torch.int64)
+        else:
+            lengths = lengths_along(batch, 1).cpu()
+        layout = Layout.from_lengths(lengths, data.device)
+        return cls._make(gather_padded(data, layout), layout)
+
+    @classmethod
+    def from_packed_sequence(cls, sequence: PackedSequence) -> PackedBatch:
+        """The batch a ``PackedSequence`` holds, sharing its data (no copy)."""
+        op = "PackedBatch.from_packed_sequence"
+        if not isinstance(sequence, PackedSequence):
+            raise TypeError(f"{op}: expected a PackedSequence, got {type(sequence).__name__}")
+        data = sequence.data
+        layout = Layout.from_packed(op, sequence.batch_sizes, sequence.sorted_indices,
+                                    sequence.unsorted_indices, None, data.device)
+        if data.size(0) != layout.n_rows:
+            raise ValueError(f"{op}: data has {data.size(0)} rows but batch_sizes sums to "
+                             f"{layout.n_rows}")
+        return cls._make(data, layout)
+
+    @classmethod
+    def from_nested(cls, nested: torch.Tensor) -> PackedBatch:
+        """The batch a jagged ``torch.nested`` tensor ``(B, j, *S)`` holds: example ``e`` is
+        ``nested[e].unsqueeze(0)``.  Its values are gathered into the packed order."""
+        op = "PackedBatch.from_nested"
+        if not isinstance(nested, torch.Tensor) or not nested.is_nested or (
+                nested.layout != torch.jagged):
+            raise TypeError(f"{op}: expected a nested tensor with layout=torch.jagged, got "
+                            f"{_describe(nested)}")
+        ragged = getattr(nested, "_ragged_idx", 1)
+        if ragged != 1:
+            raise ValueError(f"{op}: the nested tensor is ragged in dimension {ragged}; a "
+                             "PackedBatch packs dimension 1 (a (B, j, ...) nested tensor)")
+        offsets = nested.offsets()
+        lengths = nested.lengths()
+        starts = offsets[:-1]
+        if lengths is None:
+            lengths = offsets[1:] - starts
+        layout = Layout.from_lengths(lengths.cpu(), nested.device)
+        values = nested.values()
+        return cls._make(gather_jagged(values, starts.to(values.device, torch.int64), layout),
+                         layout)
+
+    # ------------------------------------------------------------------ conversions
+
+    def to_masked(self) -> MaskedBatch:
+        """The same examples as a ``MaskedBatch``, padded to the longest with zeros.
+
+        Batches converted from one layout share their mask tensor, so masked
+        ops between them skip the length comparison.
+        """
+        layout = self.layout
+        total = layout.max_length
+        data = scatter_padded(self.data, layout, total)
+        lengths = layout.lengths
+        if lengths.numel() == 0 or bool((lengths == total).all()):
+            return MaskedBatch._make(data, None, self.dims)
+        return MaskedBatch._make(data, layout.padding_mask(total, self.dim()), self.dims)
+
+    def to_packed_sequence(self) -> PackedSequence:
+        """The ``PackedSequence`` of these examples, sharing ``data`` (no copy).
+
+        A ``PackedSequence`` cannot hold an example of length zero: such a batch
+        is refused with a ``ValueError`` naming the example.
+        """
+        layout = self.layout
+        if layout.n_running < layout.batch_size:
+            empty = int((layout.lengths == 0).nonzero()[0])
+            raise ValueError(
+                f"PackedBatch.to_packed_sequence: example {empty} has length 0, which a "
+                "PackedSequence cannot hold (PyTorch packs only non-empty sequences); use "
+                "to_masked() or leave the empty examples out"
+            )
+        return PackedSequence(self.data, layout.batch_sizes, layout.sorted_indices,
+                              layout.unsorted_indices)
+
+    def to_nested(self) -> torch.Tensor:
+        """A jagged ``torch.nested`` tensor ``(B, j, *S)``; component ``e`` is example ``e``
+        without its leading dimension.  The rows are copied into the caller's order."""
+        factory = getattr(torch.nested, "nested_tensor_from_jagged", None)
+        if factory is None:  # pragma: no cover - torch < 2.3
+            raise NotImplementedError("PackedBatch.to_nested needs torch.nested."
+                                      "nested_tensor_from_jagged (torch >= 2.3)")
+        layout = self.layout
+        values = scatter_jagged(self.data, layout)
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64),
+                             layout.lengths.cumsum(0)]).to(self.device)
+        return factory(values, offsets)
+
+    def examples(self) -> Iterator[torch.Tensor]:
+        """Each example ``(1, T_e, *S)`` in the caller's order (views of one gathered tensor;
+        gradients flow back to the batch)."""
+        values = scatter_jagged(self.data, self.layout)
+        for example in values.split(self.layout.lengths.tolist()):
+            yield example.unsqueeze(0)
+
+    def to(self, *args: Any, **kwargs: Any) -> PackedBatch:
+        """``Tensor.to`` on the data; the layout's device tensors follow (batch_sizes stays on
+        the CPU, as PyTorch's packed ops want it)."""
+        args = tuple(a.data if isinstance(a, (PackedBatch, MaskedBatch)) else a for a in args)
+        data = self.data.to(*args, **kwargs)
+        return PackedBatch._make(data, self.layout.to(data.device))
+
+    def cuda(self, device: Any = None, non_blocking: bool = False) -> PackedBatch:
+        return self.to(torch.device("cuda") if device is None else device,
+                       non_blocking=non_blocking)
+
+    def cpu(self) -> PackedBatch:
+        return self.to("cpu")
+
+    def detach(self) -> PackedBatch:
+        return PackedBatch._make(self.data.detach(), self.layout)
+
+    def detach_(self) -> PackedBatch:
+        self.data.detach_()
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> PackedBatch:
+        self.data.requires_grad_(requires_grad)
+        return self
+
+    def backward(self, gradient: Any = None, **kwargs: Any) -> None:
+        """Backward with an explicit ``gradient`` (a ``PackedBatch`` of the same layout or a
+        tensor like ``data``)."""
+        if gradient is None:
+            raise RuntimeError(
+                "backward(): grad can be implicitly created only for per-example scalars, but "
+                "a PackedBatch's examples have a packed dimension; reduce each example first "
+                "(for example x.sum(), which gives a MaskedBatch of scalars) or pass gradient="
+            )
+        if isinstance(gradient, PackedBatch):
+            gradient = relayout(gradient.data, gradient.layout, self.layout)
+        self.data.backward(gradient, **kwargs)
+
+    # ------------------------------------------------------------------ inspection
+
+    @property
+    def batch_sizes(self) -> torch.Tensor:
+        """Rows per step (int64, CPU), as in a ``PackedSequence``."""
+        return self.layout.batch_sizes
+
+    @property
+    def offsets(self) -> torch.Tensor:
+        """Where each step's rows begin in ``data`` (int64, CPU; the last one is the row count)."""
+        return self.layout.offsets
+
+    @property
+    def sorted_indices(self) -> torch.Tensor:
+        """``sorted_indices[slot]``: the caller's index of the example in each slot."""
+        return self.layout.sorted_indices
+
+    @property
+    def unsorted_indices(self) -> torch.Tensor:
+        """``unsorted_indices[e]``: the slot of the caller's example ``e``."""
+        return self.layout.unsorted_indices
+
+    def lengths(self) -> torch.Tensor:
+        """Per-example lengths as ``MaskedBatch.lengths`` gives them: int64 ``(batch, 1)``."""
+        return self.layout.device_lengths().unsqueeze(1)
+
+    @property
+    def batch_size(self) -> int:
+        return self.layout.batch_size
+
+    @property
+    def grad(self) -> PackedBatch | None:
+        grad = self.data.grad
+        return None if grad is None else PackedBatch._make(grad, self.layout)
+
+    @property
+    def ndim(self) -> int:
+        return self.dim()
+
+    @property
+    def shape(self) -> BatchShape:
+        return BatchShape(self)  # type: ignore[arg-type]
+
+    def dim(self) -> int:
+        """The rank of every example (its batch dimension and the packed one included)."""
+        return self.data.dim() + 1
+
+    def size(self, dim: int | None = None) -> Any:
+        """The size of a static dimension; ``size(0)`` is the batch size.
+
+        Dimension 1 (the packed one) has no single size: that raises ``ValueError``
+        (use ``maxsize(1)`` for the longest example or ``lengths()``).
+        """
+        if dim is None:
+            raise ValueError(
+                "size(): dimension 1 is the packed dimension, whose size differs between "
+                "examples; use maxsize(1) for the longest example or lengths()"
+            )
+        i = normalize_dim(dim, self.dim(), "size")
+        if i == 1:
+            raise ValueError(
+                f"size({dim}): dimension 1 is the packed dimension, whose size differs "
+                "between examples; use maxsize(1) for the longest example or lengths()"
+            )
+        return self.batch_size if i == 0 else self.data.size(i - 1)
+
+    def maxsize(self, dim: int) -> int:
+        """The longest example's size along ``dim`` (for a static dimension, its size)."""
+        i = normalize_dim(dim, self.dim(), "maxsize")
+        if i == 1:
+            return self.layout.max_length
+        return self.batch_size if i == 0 else self.data.size(i - 1)
+
+    def __bool__(self) -> bool:
+        raise ValueError(
+            "the truth value of a PackedBatch is ambiguous (it may differ between examples): "
+            "use .any() or .all() on a reduction, or decorate the function with @matchbox.batch"
+        )
+
+    def _no_single_value(self, *args: Any) -> Any:
+        raise TypeError(
+            "a PackedBatch holds one value per example, not a single value; use examples() "
+            "or reduce each example first"
+        )
+
+    __float__ = __int__ = __index__ = __complex__ = item = tolist = _no_single_value
+
+    def __len__(self) -> int:
+        raise TypeError("len() of a PackedBatch is ambiguous: use size(0) for the batch size")
+
+    def __iter__(self) -> Iterator[Any]:
+        raise TypeError(
+            "iterating over a PackedBatch would iterate over dimension 0, the batch; use "
+            "examples() for the examples"
+        )
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        layout = self.layout
+        static = tuple(self.data.shape[1:])
+        shown = ", ".join(str((1, n, *static)) for n in layout.lengths[:8].tolist())
+        more = f", ... ({layout.batch_size} examples)" if layout.batch_size > 8 else ""
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        device = "" if self.device.type == "cpu" else f", device='{self.device}'"
+        padded = layout.batch_size * layout.max_length
+        return (f"PackedBatch(batch_size={layout.batch_size}, dtype={self.dtype}{device}{grad}, "
+                f"rows={layout.n_rows} (padded: {padded}), examples=[{shown}{more}])")
+
+    # ------------------------------------------------------------------ dispatch
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        handler = _registry.lookup(func, _dispatch.BATCH_TYPE)
+        if handler is not None:
+            return handler(func, *args, **kwargs)  # the mixing rule is in the handler
+        if _dispatch.meets_masked(args, kwargs):
+            return _dispatch.hand_to_masked(func, args, kwargs)
+        raise _dispatch.unsupported(func)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the class does not define.
+        attribute = getattr(torch.Tensor, name, None)
+        if callable(attribute) and not name.startswith("_"):
+
+            def unsupported_method(*args: Any, **kwargs: Any) -> Any:
+                if _dispatch.meets_masked(args, kwargs):
+                    return _dispatch.hand_to_masked(attribute, (self, *args), kwargs)
+                raise _dispatch.unsupported(attribute)
+
+            return unsupported_method
+        raise AttributeError(
+            f"'PackedBatch' object has no attribute '{name}'"
+            + (" (Tensor attribute not supported for batches)" if attribute is not None else "")
+        )
+
+
+def _dims(data: torch.Tensor) -> tuple[bool, ...]:
+    """Dims of examples whose rows are ``data``: the packed dimension, then static ones."""
+    return (True,) + (False,) * (data.dim() - 1)
+
+
+def _check_dims(op: str, dims: tuple[bool, ...]) -> tuple[bool, ...]:
+    if not dims:
+        raise ValueError(f"{op}: examples need a dimension 1 to pack (dims is empty: "
+                         "examples of shape (1,))")
+    dynamic = [i for i, d in enumerate(dims[1:], start=2) if d]
+    if dynamic:
+        raise ValueError(
+            f"{op}: dimension {dynamic[0]} is dynamic too; a PackedBatch packs one dynamic "
+            "dimension (dimension 1) and keeps the others static (use a MaskedBatch)"
+        )
+    return dims
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        kind = "nested " if x.is_nested else ""
+        return f"a {kind}{x.dim()}-D {x.dtype} tensor (layout {x.layout})"
+    return type(x).__name__
+
+
+_registry.register_host(_dispatch.BATCH_TYPE, PackedBatch)

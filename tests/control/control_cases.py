@@ -1,0 +1,50 @@
+"""Shared helpers of the matchbox-control tests: batches of per-example scalars and
+the one-line oracles (in the spirit of JAX's batched ``while_loop`` test)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from matchbox import MaskedBatch
+from matchbox.testing import mb_assert
+
+
+def scalars(values: Sequence[float], dtype: torch.dtype = torch.float64
+            ) -> tuple[list[torch.Tensor], MaskedBatch]:
+    """Per-example scalars (each example a tensor of shape ``(1,)``) and their batch."""
+    examples = [torch.tensor([v], dtype=dtype) for v in values]
+    return examples, MaskedBatch.fromlist(examples, ())
+
+
+def per_example(result: Any) -> list[Any]:
+    """The per-example values of a batch of scalars, as Python numbers."""
+    if isinstance(result, MaskedBatch):
+        return [e.item() for e in result.examples()]
+    return [result.item() if isinstance(result, torch.Tensor) else result]
+
+
+def assert_oracle(f: Callable[[Any], Any], values: Sequence[float], expected: Sequence[float],
+                  dtype: torch.dtype = torch.float64) -> None:
+    """``f`` on the batch of ``values`` gives ``expected``, which is also the loop's answer."""
+    examples, batch = scalars(values, dtype)
+    loop = [per_example(f(x))[0] for x in examples]
+    assert loop == list(expected), f"the loop itself gives {loop}"
+    assert per_example(f(batch)) == list(expected)
+
+
+def assert_batch_equals_loop(f: Callable[..., Any], *args: tuple[list[Any], Any],
+                             **kwargs: Any) -> None:
+    """``mb_assert`` with ``(examples, batch)`` pairs: values and gradients equal the loop."""
+    xs_args = [a[0] for a in args]
+    xb_args = [a[1] for a in args]
+    mb_assert(f, xs_args, xb_args, len(xs_args[0]), **kwargs)
+
+
+def sequences(lengths: Sequence[int], size: int = 3, dtype: torch.dtype = torch.float64
+              ) -> tuple[list[torch.Tensor], MaskedBatch]:
+    """Random sequences ``(1, length, size)`` and their batch (padding is NaN)."""
+    examples = [torch.randn(1, n, size, dtype=dtype) for n in lengths]
+    return examples, MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))

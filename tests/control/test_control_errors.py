@@ -1,0 +1,171 @@
+"""Constructs ``@batch`` cannot run per example are refused when the function is
+decorated, with an error naming the construct, the file and the line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import matchbox
+from matchbox.control import UnsupportedConstructError
+
+FILE = re.escape(__file__)
+
+
+def line_of(fn, text):
+    """The line number in this file of the first line of ``fn`` containing ``text``."""
+    import inspect
+
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_yield_is_refused():
+    def gen(x):
+        if x > 0:
+            yield x
+
+    line = line_of(gen, "yield x")
+    with pytest.raises(UnsupportedConstructError,
+                       match=rf"@batch does not support yield \(a generator function\) "
+                             rf"\({FILE}, line {line}, in .*gen\)"):
+        matchbox.batch(gen)
+
+
+def test_try_around_control_flow_is_refused():
+    def f(x):
+        try:
+            if x > 0:
+                x = x + 1
+        except ValueError:
+            pass
+        return x
+
+    line = line_of(f, "try:")
+    with pytest.raises(UnsupportedConstructError,
+                       match=rf"does not support a try statement around "
+                             rf"if/while/for/break/continue/return \({FILE}, line {line}, "
+                             r"in .*\): an exception raised for one example"):
+        matchbox.batch(f)
+
+
+def test_try_without_control_flow_is_allowed():
+    @matchbox.batch
+    def f(x):
+        try:
+            y = int(x)
+        except ValueError:
+            y = -1
+        return y
+
+    assert f("3") == 3 and f("no") == -1
+
+
+def test_global_write_under_control_flow_is_refused():
+    def f(x):
+        global COUNTER
+        if x > 0:
+            COUNTER = 1
+        return x
+
+    line = line_of(f, "COUNTER = 1")
+    with pytest.raises(UnsupportedConstructError,
+                       match=rf"does not support a write to the global/nonlocal variable "
+                             rf"'COUNTER' inside if/while/for \({FILE}, line {line}"):
+        matchbox.batch(f)
+
+
+def test_nonlocal_write_under_control_flow_is_refused():
+    total = 0
+
+    def f(x):
+        nonlocal total
+        while x > 0:
+            total = total + 1
+            x = x - 1
+        return x
+
+    line = line_of(f, "total = total + 1")
+    with pytest.raises(UnsupportedConstructError, match=rf"'total' inside if/while/for "
+                                                        rf"\({FILE}, line {line}"):
+        matchbox.batch(f)
+
+
+def test_del_under_control_flow_is_refused():
+    def f(x):
+        y = x
+        if x > 0:
+            del y
+        return x
+
+    line = line_of(f, "del y")
+    with pytest.raises(UnsupportedConstructError,
+                       match=rf"does not support del of a local variable inside if/while/for "
+                             rf"\({FILE}, line {line}"):
+        matchbox.batch(f)
+
+
+def test_async_function_is_refused():
+    async def f(x):
+        return x
+
+    with pytest.raises(UnsupportedConstructError, match=r"does not support an async function"):
+        matchbox.batch(f)
+
+
+def test_match_statement_is_refused():
+    def f(x):
+        match x:
+            case 0:
+                return 1
+        return x
+
+    line = line_of(f, "match x:")
+    with pytest.raises(UnsupportedConstructError,
+                       match=rf"does not support the match statement \({FILE}, line {line}"):
+        matchbox.batch(f)
+
+
+def test_walrus_in_a_lazy_operand_is_refused():
+    def f(x):
+        if x > 0 and (y := x * 2) > 1:
+            x = y
+        return x
+
+    line = line_of(f, "(y := x * 2)")
+    with pytest.raises(UnsupportedConstructError,
+                       match=rf"an assignment expression \(:=\) in a later operand of and/or "
+                             rf"\({FILE}, line {line}"):
+        matchbox.batch(f)
+
+
+def test_reserved_names_are_refused():
+    def f(mb__x):
+        return mb__x
+
+    with pytest.raises(UnsupportedConstructError, match=r"the name 'mb__x'.*reserved"):
+        matchbox.batch(f)
+
+
+def test_lambda_is_refused():
+    with pytest.raises(TypeError, match=r"@batch cannot rewrite a lambda .*write it with def"):
+        matchbox.batch(lambda x: x)
+
+
+def test_non_function_is_refused():
+    with pytest.raises(TypeError, match=r"@batch expects a function, a method or a class, "
+                                        r"got int"):
+        matchbox.batch(3)
+
+
+def test_wrapped_function_without_its_decorator_in_the_source_is_refused():
+    import functools
+
+    def f(x):
+        return x
+
+    wrapped = functools.lru_cache(f)
+    with pytest.raises(TypeError, match=r"is wrapped by a decorator that is not written on its "
+                                        r"def.*put @batch closest to the def"):
+        matchbox.batch(wrapped)

@@ -1,0 +1,229 @@
+"""``for`` over ``unbind``, ``reversed``, ``range``, ``zip`` and ``enumerate``: each
+example iterates over its own items (its own length along a dynamic dimension,
+its own count for a range with a per-example bound)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from control_cases import assert_batch_equals_loop, assert_oracle, scalars, sequences
+from hypothesis import given
+from hypothesis import strategies as st
+
+import matchbox
+import matchbox.functional as F
+
+
+@matchbox.batch
+def count_up(n):
+    total = 0
+    for i in range(n):
+        total = total + i
+    return total
+
+
+def test_oracle_range_with_per_example_bound():
+    assert_oracle(count_up, [0, 1, 3, 4], [0, 0, 3, 6], dtype=torch.int64)
+
+
+@matchbox.batch
+def running_sum(x, w):
+    h = x.batch_zeros(x.size(-1))
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+    return h
+
+
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_unbind_over_a_dynamic_dimension(lengths):
+    w = torch.randn(3, 3, dtype=torch.float64)
+    assert_batch_equals_loop(running_sum, sequences(lengths), ([w] * len(lengths), w))
+
+
+@pytest.mark.parametrize("lengths", [[0, 0], [1], [0, 1, 2], [3, 1, 0, 2]])
+def test_unbind_zero_and_one_length_examples(lengths, dtype):
+    w = torch.randn(3, 3, dtype=dtype)
+    assert_batch_equals_loop(running_sum, sequences(lengths, dtype=dtype),
+                             ([w] * len(lengths), w))
+
+
+@matchbox.batch
+def backwards(x, w):
+    h = x.batch_zeros(x.size(-1))
+    for xt in reversed(x.unbind(1)):
+        h = (xt @ w + h).tanh()
+    return h
+
+
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_reversed_unbind(lengths):
+    w = torch.randn(3, 3, dtype=torch.float64)
+    assert_batch_equals_loop(backwards, sequences(lengths), ([w] * len(lengths), w))
+
+
+@matchbox.batch
+def zipped(x, y):
+    h = x.batch_zeros(x.size(-1))
+    for xt, yt in zip(x.unbind(1), y.unbind(1)):
+        h = h + xt * yt
+    return h
+
+
+def test_zip_stops_at_each_examples_shorter_sequence(dtype):
+    xs, xb = sequences([3, 1, 4, 0], dtype=dtype)
+    ys, yb = sequences([2, 2, 4, 1], dtype=dtype)
+    assert_batch_equals_loop(zipped, (xs, xb), (ys, yb))
+
+
+@matchbox.batch
+def weighted_by_position(x):
+    h = x.batch_zeros(x.size(-1))
+    for i, xt in enumerate(x.unbind(1)):
+        h = h + xt * (i + 1)
+    return h
+
+
+@matchbox.batch
+def weighted_from_the_end(x):
+    h = x.batch_zeros(x.size(-1))
+    for i, xt in enumerate(reversed(x.unbind(1))):
+        h = h + xt * (i + 1)  # each example counts its own steps
+    return h
+
+
+@pytest.mark.parametrize("f", [weighted_by_position, weighted_from_the_end])
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_enumerate(f, lengths):
+    assert_batch_equals_loop(f, sequences(lengths))
+
+
+@matchbox.batch
+def indexed_steps(x):
+    h = x.batch_zeros(x.size(-1))
+    for t in range(x.size_as_tensor(1)):
+        h = h * 0.5 + x.sum(1) * t
+    return h
+
+
+def test_range_over_per_example_sizes(dtype):
+    assert_batch_equals_loop(indexed_steps, sequences([2, 0, 3, 1], dtype=dtype))
+
+
+@matchbox.batch
+def start_stop_step(n):
+    total = 0
+    for i in range(1, n, 2):
+        total = total + i
+    return total
+
+
+def test_oracle_range_with_start_and_step():
+    assert_oracle(start_stop_step, [0, 2, 6, 7], [0, 1, 9, 9], dtype=torch.int64)
+
+
+@matchbox.batch
+def per_example_start(a):
+    total = 0
+    for i in range(a, 4):
+        total = total + i
+    return total
+
+
+def test_oracle_range_with_per_example_start():
+    assert_oracle(per_example_start, [0, 2, 5], [6, 5, 0], dtype=torch.int64)
+
+
+@matchbox.batch
+def nested_loops(x):
+    total = x.batch_zeros(x.size(-1))
+    for xt in x.unbind(1):
+        for k in range(2):
+            total = total + xt * (k + 1)
+    return total
+
+
+def test_nested_loops(dtype):
+    assert_batch_equals_loop(nested_loops, sequences([2, 0, 3, 1], dtype=dtype))
+
+
+@matchbox.batch
+def stacked_outputs(x, w):
+    h = x.batch_zeros(x.size(-1))
+    outputs = []
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+        outputs.append(h)
+    return F.stack(outputs, 1, dynamic=True)
+
+
+def test_list_appended_in_a_loop_then_stacked(dtype):
+    w = torch.randn(3, 3, dtype=dtype)
+    lengths = [3, 1, 2]
+    assert_batch_equals_loop(stacked_outputs, sequences(lengths, dtype=dtype),
+                             ([w] * len(lengths), w))
+
+
+def test_plain_python_loop_keeps_its_semantics():
+    @matchbox.batch
+    def f(xs):
+        out = []
+        for i, x in enumerate(xs):
+            if i % 2:
+                out.append(x)
+        else:
+            out.append("done")
+        return out
+
+    assert f(["a", "b", "c", "d"]) == ["b", "d", "done"]
+
+
+def test_for_over_a_generator_is_lazy():
+    seen = []
+
+    def items():
+        for i in range(5):
+            seen.append(i)
+            yield i
+
+    @matchbox.batch
+    def f():
+        for i in items():
+            if i == 2:
+                break
+        return i
+
+    assert f() == 2
+    assert seen == [0, 1, 2]  # a break stops the generator exactly where Python does
+
+
+def test_range_bound_must_be_per_example_ints():
+    @matchbox.batch
+    def f(n):
+        for _i in range(n):
+            pass
+        return n
+
+    _, xb = scalars([1.5, 2.0])
+    with pytest.raises(TypeError, match=r"range\(\): the stop must be an int or a batch of "
+                                        r"per-example ints"):
+        f(xb)
+
+
+@matchbox.batch
+def index_each_step(x, w):
+    h = x.batch_zeros(x.size(-1))
+    for t in range(x.size_as_tensor(1)):
+        h = (x[:, t] @ w + h).tanh()  # x[:, t] exists only for the examples running step t
+    return h
+
+
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_range_over_sizes_indexing_each_step(lengths):
+    w = torch.randn(3, 3, dtype=torch.float64)
+    assert_batch_equals_loop(index_each_step, sequences(lengths), ([w] * len(lengths), w))
+
+
+def test_range_over_sizes_indexing_each_step_dtypes(dtype):
+    w = torch.randn(3, 3, dtype=dtype)
+    assert_batch_equals_loop(index_each_step, sequences([3, 0, 1], dtype=dtype),
+                             ([w] * 3, w))

@@ -1,0 +1,205 @@
+"""``if``/``elif``/``else`` with per-example conditions: each example takes its own branch."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from control_cases import assert_batch_equals_loop, assert_oracle, scalars, sequences
+from hypothesis import given
+from hypothesis import strategies as st
+
+import matchbox
+from matchbox import MaskedBatch
+
+
+@matchbox.batch
+def step(x):
+    if x > 1:
+        x = x * 2
+    elif x > 0:
+        x = x - 10
+    else:
+        x = x + 100
+    return x
+
+
+def test_oracle_if_elif_else():
+    # x > 1 doubles, 0 < x <= 1 subtracts 10, x <= 0 adds 100
+    assert_oracle(step, [0, 1, 2, 3], [100, -9, 4, 6])
+
+
+def test_if_elif_else_values_and_gradients(dtype):
+    assert_batch_equals_loop(step, scalars([-1.5, 0.5, 2.0, 0.0, 3.0], dtype))
+
+
+@matchbox.batch
+def safe_log(x):
+    # The examples that do not take the branch compute log of a negative
+    # number (NaN): it must reach neither their value nor their gradient.
+    if x > 0:
+        y = x.log()
+    else:
+        y = -x
+    return y * 3
+
+
+def test_a_branch_outside_an_examples_domain_leaks_no_nan(dtype):
+    assert_batch_equals_loop(safe_log, scalars([-2.0, 0.5, 3.0, -0.0], dtype))
+
+
+@matchbox.batch
+def defined_in_branches(x):
+    s = x.sum(-1)
+    if s > 0:
+        label = s * 2
+        extra = x.exp()
+    else:
+        label = -s
+        extra = x.sin()
+    return label, extra
+
+
+def test_variables_first_defined_in_both_branches(dtype):
+    xs, xb = sequences([2, 2, 2, 2], dtype=dtype)
+    static = [x.sum(1) for x in xs]  # (1, 3): static per-example rows
+    assert_batch_equals_loop(defined_in_branches,
+                             (static, MaskedBatch.fromlist(static, (False,))))
+
+
+@matchbox.batch
+def if_without_else(x):
+    y = x * 1
+    if x.sum() < 0:
+        y = y * -1
+    return y
+
+
+@given(values=st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=6))
+def test_if_without_else_hypothesis(values):
+    assert_batch_equals_loop(if_without_else, scalars(values))
+
+
+@matchbox.batch
+def branch_on_a_sequence(x, w):
+    # the condition is a reduction over a dynamic dimension: one truth per example
+    if x.sum(1).sum(-1) > 0:
+        h = (x @ w).tanh().sum(1)
+    else:
+        h = x.mean(1) * 2
+    return h
+
+
+@given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=5))
+def test_branch_on_sequences_of_different_lengths(lengths):
+    w = torch.randn(3, 3, dtype=torch.float64)
+    xs, xb = sequences(lengths)
+    assert_batch_equals_loop(branch_on_a_sequence, (xs, xb), ([w] * len(xs), w))
+
+
+@matchbox.batch
+def nested(x):
+    if x > 0:
+        if x > 2:
+            x = x * 3
+        else:
+            x = x + 1
+    else:
+        if x < -2:
+            x = x * 0 - 1
+    return x
+
+
+def test_oracle_nested_branches():
+    assert_oracle(nested, [-3, -1, 1, 3], [-1, -1, 2, 9])
+
+
+def test_a_branch_no_example_takes_is_not_run():
+    calls = []
+
+    @matchbox.batch
+    def f(x):
+        if x > 100:
+            calls.append("then")
+            x = x + 1
+        return x
+
+    _, xb = scalars([1.0, 2.0])
+    f(xb)
+    assert calls == []
+
+
+def test_plain_condition_runs_as_plain_python():
+    @matchbox.batch
+    def f(x, flag):
+        if flag:
+            x = x * 2
+        return x
+
+    xs, xb = scalars([1.0, 2.0])
+    assert torch.equal(f(xb, True).data, xb.data * 2)
+    assert f(xb, False) is xb
+
+
+def test_condition_that_is_not_one_value_per_example_is_refused():
+    @matchbox.batch
+    def f(x):
+        if x > 0:
+            x = x + 1
+        return x
+
+    xb = MaskedBatch(torch.rand(2, 3), None, (False,))
+    with pytest.raises(ValueError, match=r"a condition must hold one truth value per example, "
+                                         r"but its examples have shape \(1, 3\)"):
+        f(xb)
+
+
+def test_condition_of_shape_one_by_one_per_example():
+    @matchbox.batch
+    def f(x):
+        if x.sum(-1, keepdim=True) > 0:  # (1, 1) per example
+            x = x * 2
+        return x
+
+    xs = [torch.tensor([[1.0, 2.0]]), torch.tensor([[-1.0, -2.0]])]
+    assert_batch_equals_loop(f, (xs, MaskedBatch.fromlist(xs, (False,))))
+
+
+@matchbox.batch
+def choose_sequence(x):
+    # a variable with a dynamic dimension, whose length depends on the branch
+    if x.sum(1).sum(-1) > 0:
+        y = x * 2
+    else:
+        y = x[:, 1:]
+    return y
+
+
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_dynamic_dimensions_in_branches(lengths):
+    assert_batch_equals_loop(choose_sequence, sequences(lengths))
+
+
+@matchbox.batch
+def drop_until_short(x):
+    while x.size_as_tensor(1) > 2:
+        x = x[:, 1:] * 1.5
+    return x
+
+
+def test_sequences_shrinking_in_a_loop(dtype):
+    assert_batch_equals_loop(drop_until_short, sequences([5, 0, 2, 3, 1], dtype=dtype))
+
+
+@matchbox.batch
+def largest_or_zero(x):
+    # the canonical guard: the loop never reduces an empty example
+    if x.size_as_tensor(1) > 0:
+        m = x.amax(1)
+    else:
+        m = x.batch_zeros(x.size(-1))
+    return m
+
+
+@given(lengths=st.lists(st.integers(0, 4), min_size=1, max_size=5))
+def test_a_branch_guarding_an_empty_example(lengths):
+    assert_batch_equals_loop(largest_or_zero, sequences(lengths))

@@ -1,0 +1,150 @@
+"""``and``/``or``/``not`` and chained comparisons on per-example conditions."""
+
+from __future__ import annotations
+
+import torch
+from control_cases import assert_batch_equals_loop, assert_oracle, scalars
+from hypothesis import given
+from hypothesis import strategies as st
+
+import matchbox
+
+
+@matchbox.batch
+def in_band(x):
+    if x > 0 and x < 3:
+        x = x * 10
+    return x
+
+
+def test_oracle_and():
+    assert_oracle(in_band, [-1, 1, 2, 3], [-1, 10, 20, 3])
+
+
+@matchbox.batch
+def out_of_band(x):
+    if x < 0 or x > 2:
+        x = x * 10
+    return x
+
+
+def test_oracle_or():
+    assert_oracle(out_of_band, [-1, 1, 2, 3], [-10, 1, 2, 30])
+
+
+@matchbox.batch
+def negated(x):
+    if not x > 1:
+        x = x - 5
+    return x
+
+
+def test_oracle_not():
+    assert_oracle(negated, [0, 1, 2, 3], [-5, -4, 2, 3])
+
+
+@matchbox.batch
+def chained(x):
+    if 0 < x <= 2:
+        x = x + 100
+    return x
+
+
+def test_oracle_chained_comparison():
+    assert_oracle(chained, [0, 1, 2, 3], [0, 101, 102, 3])
+
+
+@matchbox.batch
+def mixed(x, flag):
+    # a plain operand short-circuits as in Python; a batch one works per example
+    if flag and (x > 1 or not x < -1) and -5 < x < 5:
+        x = x * 2
+    return x
+
+
+@given(values=st.lists(st.floats(-8, 8, allow_nan=False), min_size=1, max_size=6),
+       flag=st.booleans())
+def test_mixed_plain_and_batch_operands(values, flag):
+    xs, xb = scalars(values)
+    assert_batch_equals_loop(mixed, (xs, xb), ([flag] * len(xs), flag))
+
+
+def test_and_or_not_values_and_gradients(dtype):
+    assert_batch_equals_loop(mixed, scalars([-6.0, -2.0, -0.5, 1.5, 4.0], dtype),
+                             ([True] * 5, True))
+
+
+def test_plain_operands_keep_python_values_and_short_circuit():
+    calls = []
+
+    def seen(value):
+        calls.append(value)
+        return value
+
+    @matchbox.batch
+    def f(a, b):
+        return (a and seen(b)), (a or seen(b)), (not a), (1 < seen(a) < seen(3))
+
+    assert f(0, "b") == (0, "b", True, False)
+    assert calls == ["b", 0]  # `a and b` skipped b; the chain stopped after 1 < 0
+    calls.clear()
+    assert f(2, "b") == ("b", 2, False, True)
+    assert calls == ["b", 2, 3]
+
+
+def test_chained_comparison_evaluates_each_operand_once():
+    calls = []
+
+    @matchbox.batch
+    def f(x):
+        def middle():
+            calls.append(1)
+            return x * 0 + 1
+        return 0 < middle() < x
+
+    _, xb = scalars([0.0, 2.0])
+    result = f(xb)
+    assert [e.item() for e in result.examples()] == [False, True]
+    assert calls == [1]
+
+
+@matchbox.batch
+def logical_values(a, b):
+    # `and`/`or` on non-boolean values give one of the operands, per example
+    return (a and b), (a or b)
+
+
+def test_and_or_return_operands_per_example(dtype):
+    assert_batch_equals_loop(logical_values, scalars([0.0, 2.0, 0.0, -1.0], dtype),
+                             scalars([5.0, 3.0, 0.0, 0.0], dtype))
+
+
+def test_oracle_and_of_integer_batches():
+    @matchbox.batch
+    def f(x):
+        if x % 2 == 0 and x % 3 == 0:
+            x = x * 0 - 1
+        return x
+
+    assert_oracle(f, [6, 4, 9, 12], [-1, 4, 9, -1], dtype=torch.int64)
+
+
+@matchbox.batch
+def first_non_positive(x):
+    i = 0
+    # `x[:, i]` exists only where `i < n`: evaluated only for those examples,
+    # and the loop test only for examples still in the loop
+    while i < x.size_as_tensor(1) and x[:, i] > 0:
+        i = i + 1
+    return i
+
+
+def test_and_guards_an_index_per_example():
+    from matchbox import MaskedBatch
+
+    xs = [torch.tensor([v], dtype=torch.float64) for v in
+          ([1.0, 2.0, -1.0, 3.0], [], [5.0], [-2.0], [1.0, 1.0])]
+    xb = MaskedBatch.fromlist(xs, (True,))
+    loop = [int(first_non_positive(x)) for x in xs]
+    assert loop == [2, 0, 1, 0, 2]
+    assert [int(v) for v in first_non_positive(xb).data] == loop

@@ -1,0 +1,118 @@
+"""Layers on the packed rows (linear, embedding, dropout, layer_norm, rms_norm, activations)
+against the per-example loop, values and gradients (inputs and module parameters)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given
+from packed_strategies import examples_of_lengths, packed_examples
+from torch import nn
+
+from matchbox import _registry
+from matchbox.packed import PackedBatch
+from matchbox.testing import mb_assert
+
+LAYERS = {e.name for e in _registry.entries("PackedBatch") if e.family == "layers"}
+
+
+def test_every_registered_layer_is_tested_here():
+    expected = {"torch.nn.functional.linear", "torch.nn.functional.embedding",
+                "torch.nn.functional.dropout", "torch.nn.functional.alpha_dropout",
+                "torch.dropout", "torch.alpha_dropout", "torch.nn.functional.layer_norm"}
+    if hasattr(F, "rms_norm"):
+        expected.add("torch.nn.functional.rms_norm")
+    assert LAYERS == expected
+
+
+@given(packed_examples(static=(4,)))
+def test_linear_activation_layer_norm_stack_equals_loop(pair):
+    xs, pb = pair
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 5), nn.GELU(), nn.LayerNorm(5), nn.Linear(5, 3),
+                          nn.SiLU()).to(xs[0].dtype)
+    mb_assert(model, [xs], [pb], len(xs))
+
+
+@pytest.mark.parametrize("activation", [F.relu, F.gelu, F.silu, F.elu, torch.tanh, F.softplus,
+                                        F.leaky_relu, F.mish, F.hardtanh, torch.sigmoid])
+def test_activations_equal_loop(activation, dtype):
+    xs = examples_of_lengths([3, 0, 5, 1], dtype=dtype)
+    mb_assert(activation, [xs], [PackedBatch.fromlist(xs)], 4)
+
+
+def test_linear_over_several_static_dims(dtype):
+    xs = examples_of_lengths([2, 4, 0], static=(2, 3), dtype=dtype)
+    layer = nn.Linear(3, 4).to(dtype)
+    mb_assert(layer, [xs], [PackedBatch.fromlist(xs)], 3)
+
+
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_embedding_equals_loop(padding_idx, dtype):
+    ids = [torch.randint(0, 7, (1, n)) for n in (3, 0, 5, 1)]
+    table = nn.Embedding(7, 4, padding_idx=padding_idx).to(dtype)
+    pb = PackedBatch.fromlist(ids)
+    mb_assert(table, [ids], [pb], 4)
+    assert table(pb).dims == (True, False)
+
+
+def test_embedding_with_max_norm_equals_loop():
+    ids = [torch.randint(0, 7, (1, n)) for n in (3, 0, 5)]
+    table = nn.Embedding(7, 4, max_norm=1.0).double()
+    mb_assert(table, [ids], [PackedBatch.fromlist(ids)], 3)
+
+
+def test_layer_norm_over_two_static_dims_and_rms_norm(dtype):
+    xs = examples_of_lengths([2, 0, 3], static=(2, 3), dtype=dtype)
+    pb = PackedBatch.fromlist(xs)
+    mb_assert(nn.LayerNorm((2, 3)).to(dtype), [xs], [pb], 3)
+    if hasattr(nn, "RMSNorm"):
+        mb_assert(nn.RMSNorm(3).to(dtype), [xs], [pb], 3)
+
+
+def test_dropout_in_eval_is_the_identity_and_in_training_scales_kept_rows():
+    xs = examples_of_lengths([3, 0, 5])
+    pb = PackedBatch.fromlist(xs)
+    layer = nn.Dropout(0.5)
+    mb_assert(layer.eval(), [xs], [pb], 3)
+    torch.manual_seed(3)
+    out = layer.train()(pb)
+    assert out.layout is pb.layout
+    kept = out.data != 0
+    assert torch.allclose(out.data[kept], pb.data[kept] * 2)
+    assert 0 < kept.float().mean() < 1
+    alpha = F.alpha_dropout(pb, 0.5, training=False)
+    assert torch.equal(alpha.data, pb.data)
+    assert torch.dropout(pb, 0.0, True).layout is pb.layout
+    inplace = pb * 1
+    assert F.dropout(inplace, 0.5, True, inplace=True) is inplace
+
+
+def test_one_call_for_the_whole_batch():
+    pb = PackedBatch.fromlist(examples_of_lengths([5, 1, 0, 3], static=(4,)))
+    model = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+    with torch.autograd.profiler.profile() as prof:
+        model.double()(pb)
+    names = [e.name for e in prof.function_events]
+    assert names.count("aten::linear") == 1 and names.count("aten::layer_norm") == 1
+
+
+def test_errors_name_the_op_and_argument():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 3], static=(4,)))
+    with pytest.raises(NotImplementedError, match=r"torch.nn.functional.linear: only the input "
+                                                  r"may be a batch; weight is shared"):
+        F.linear(pb, pb)
+    tokens = PackedBatch.fromlist([torch.randn(1, 2), torch.randn(1, 3)])
+    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension is "
+                                         r"the last dimension of each example, which is "
+                                         r"dimension 1, the packed dimension"):
+        F.linear(tokens, torch.randn(2, 2))
+    with pytest.raises(ValueError, match=r"torch.nn.functional.layer_norm: normalized_shape "
+                                         r"\(3, 4\) covers dimension 1 of examples of rank 3, "
+                                         r"the packed dimension"):
+        F.layer_norm(pb, (3, 4))
+    ids = PackedBatch.fromlist([torch.tensor([[1, 2]]), torch.tensor([[3]])])
+    with pytest.raises(NotImplementedError, match=r"torch.nn.functional.embedding: "
+                                                  r"scale_grad_by_freq=True"):
+        F.embedding(ids, torch.randn(5, 2), scale_grad_by_freq=True)

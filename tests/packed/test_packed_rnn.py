@@ -1,0 +1,170 @@
+"""nn.RNN / nn.LSTM / nn.GRU on a PackedBatch equal the loop over examples.
+
+The per-example oracle (and its semantics for a zero-length example) is shared
+with the MaskedBatch tests: see tests/rnn_oracle.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from packed_strategies import examples_of_lengths
+from rnn_oracle import FEATURES, HIDDEN, KINDS, make_module
+from rnn_oracle import check as check_batch
+
+from matchbox import MaskedBatch, _registry
+from matchbox.nn import time_major
+from matchbox.packed import PackedBatch
+from matchbox.testing import mb_assert
+
+pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
+
+
+def check(module, lengths, dtype, with_states):
+    check_batch(module, lengths, dtype, with_states, PackedBatch.fromlist)
+
+
+def test_every_registered_recurrent_module_op_is_tested_here():
+    registered = {e.name for e in _registry.entries("PackedBatch")
+                  if e.family == "recurrent_modules"}
+    assert registered == {"torch.rnn_tanh", "torch.rnn_relu", "torch.lstm", "torch.gru"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
+       layers=st.integers(1, 2), bidirectional=st.booleans(), batch_first=st.booleans(),
+       with_states=st.booleans(), double=st.booleans(), seed=st.integers(0, 2**16))
+def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, with_states,
+                            double, seed):
+    torch.manual_seed(seed)
+    dtype = torch.float64 if double else torch.float32
+    check(make_module(kind, layers, bidirectional, batch_first, dtype), lengths, dtype,
+          with_states)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("lengths", [[0], [0, 0, 0], [1], [5], [3, 3, 3], [0, 4, 0, 1]],
+                         ids=["one-empty", "all-empty", "one-step", "batch-of-one",
+                              "no-padding", "empties-between"])
+@pytest.mark.parametrize("with_states", [False, True], ids=["zero-state", "given-state"])
+def test_edge_lengths(kind, lengths, with_states, dtype):
+    check(make_module(kind, layers=2, bidirectional=True, dtype=dtype), lengths, dtype,
+          with_states)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_output_keeps_the_input_layout(batch_first):
+    pb = PackedBatch.fromlist(examples_of_lengths([3, 0, 5]))
+    module = make_module("lstm", bidirectional=True, batch_first=batch_first)
+    out, (h, c) = module(pb if batch_first else time_major(pb))
+    out = out if batch_first else out.batch
+    assert isinstance(out, PackedBatch) and out.layout is pb.layout
+    assert out.data.shape == (8, 2 * HIDDEN) and h.shape == c.shape == (2, 3, HIDDEN)
+
+
+def test_dropout_in_eval_equals_loop(dtype):
+    module = make_module("lstm", layers=2, dtype=dtype, dropout=0.5).eval()
+    check(module, [3, 0, 5, 1], dtype, with_states=True)
+
+
+def test_the_packed_call_gets_the_batchs_rows_as_they_are():
+    # One packed call whose input is the batch's N real rows; nothing is packed,
+    # padded or gathered on the way (only the small states are permuted).
+    pb = PackedBatch.fromlist(examples_of_lengths([5, 1, 0, 3, 2, 4], static=(FEATURES,)))
+    module = make_module("lstm", layers=2, bidirectional=True)
+    with torch.autograd.profiler.profile(record_shapes=True) as prof:
+        module(pb)
+    events = prof.function_events
+    lstm = [e for e in events if e.name == "aten::lstm"]
+    assert len(lstm) == 1 and list(lstm[0].input_shapes[0]) == [15, FEATURES]
+    forbidden = {"aten::_pack_padded_sequence", "aten::_pad_packed_sequence",
+                 "aten::index_copy", "aten::constant_pad_nd", "aten::index"}
+    assert not forbidden & {e.name for e in events}
+    # Outside the RNN's own work, no op reads the rows (a copy would).
+    touched = [e.name for e in events if not _inside(e, lstm[0]) and e is not lstm[0]
+               and e.input_shapes and list(e.input_shapes[0]) == [15, FEATURES]]
+    assert not touched
+
+
+def _inside(event, ancestor):
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.cpu_parent
+    return False
+
+
+def test_output_feeds_the_next_layer_without_conversion():
+    xs = examples_of_lengths([3, 1, 5], static=(FEATURES,))  # the loop refuses length 0
+    encoder = make_module("gru", layers=1, bidirectional=True)
+    head = torch.nn.Linear(2 * HIDDEN, 2).double()
+
+    def model(x):
+        out, _ = encoder(x)
+        return head(out).tanh()
+
+    mb_assert(model, [xs], [PackedBatch.fromlist(xs)], 3,
+              params=list(encoder.parameters()) + list(head.parameters()))
+
+
+def test_dropout_in_training_runs_on_real_rows_only():
+    torch.manual_seed(1)
+    module = make_module("gru", layers=2, dropout=0.5).train()
+    xs = [x.requires_grad_() for x in examples_of_lengths([3, 0, 5])]
+    out, h = module(PackedBatch.fromlist(xs))
+    assert h.shape == (2, 3, HIDDEN) and torch.isfinite(out.data).all()
+    (out.data.sum() + h.sum()).backward()
+    assert all(torch.isfinite(x.grad).all() for x in xs)
+
+
+# ---------------------------------------------------------------------------- errors
+
+
+def test_batch_first_false_module_on_a_batch_names_the_packed_dimension():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 5]))
+    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is the packed dimension"):
+        make_module("lstm", batch_first=False)(pb)
+    module = make_module("gru", batch_first=False)
+    with pytest.raises(ValueError, match=r"torch.gru: the module has batch_first=False, so it "
+                                         r"reads dimension 1 of its input as the batch, but a "
+                                         r"PackedBatch is batch-major"):
+        torch.gru(pb, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
+                  False, False)
+
+
+def test_time_major_view_to_a_batch_first_module_is_refused():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 5]))
+    with pytest.raises(ValueError, match=r"TimeMajorBatch.size\(0\): dimension 0 is the time"):
+        make_module("lstm")(time_major(pb))
+
+
+def test_examples_without_static_features_are_refused():
+    module = make_module("gru")
+    tokens = PackedBatch.fromlist([torch.randn(1, 2, dtype=torch.float64)] * 2)
+    with pytest.raises(ValueError, match=r"torch.gru: each example must be \(1, length, "
+                                         r"features\); got examples of rank 2"):
+        torch.gru(tokens, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
+                  False, True)
+
+
+def test_masked_batch_initial_state_is_refused():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 5]))
+    h0 = MaskedBatch.fromlist([torch.randn(1, 1, HIDDEN, dtype=torch.float64)] * 2,
+                              (False, False))
+    module = make_module("rnn_tanh")
+    # The mixing rule hands a call that holds a MaskedBatch to MaskedBatch's dispatch,
+    # whose recurrent handler refuses batch states.
+    with pytest.raises(TypeError, match=r"torch.rnn_tanh: initial states must be plain tensors"):
+        torch.rnn_tanh(pb, h0, module._flat_weights, True, 1, 0.0, False, False, True)
+
+
+def test_torchs_own_checks_run_on_the_batch():
+    pb = PackedBatch.fromlist([torch.randn(1, 2, 3), torch.randn(1, 4, 3)])
+    with pytest.raises(ValueError, match=r"RNN input dtype \(torch\.float32\) does not match "
+                                         r"weight dtype \(torch\.float64\)"):
+        make_module("lstm")(pb)
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"):
+        torch.nn.GRU(FEATURES, HIDDEN, batch_first=True)(pb, torch.zeros(1, 3, HIDDEN))
