@@ -250,6 +250,9 @@ CONVERSIONS = {
     "torch.detach": lambda x: torch.detach(x) + x,
     "Tensor.detach_": lambda x: (x * 3).detach_(),
     "Tensor.requires_grad_": lambda x: x.detach().requires_grad_() * x,
+    "torch.is_floating_point": lambda x: (torch.is_floating_point(x),
+                                          torch.is_floating_point(x > 0)),
+    "torch.is_complex": lambda x: torch.is_complex(x),
 }
 CONVERSION_OPS = [e.name for e in _registry.entries() if e.family == "conversion"]
 

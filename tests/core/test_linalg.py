@@ -356,6 +356,27 @@ def test_contraction_with_a_batch_without_padding_checks_its_lengths():
 def test_scores_onto_an_empty_key_sequence_are_refused_not_wrong():
     q = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 1, 4)], (True, False))
     k = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 0, 4)], (True, False))
-    with pytest.raises(ValueError, match=r"example 1 is empty in dynamic dimension 2, and a "
-                                         r"result with several dynamic dimensions cannot hold"):
+    with pytest.raises(ValueError, match=r"example 1 is empty in dynamic dimension 2 but not "
+                                         r"in the others, and a result with several dynamic "
+                                         r"dimensions cannot hold"):
         q @ k.transpose(1, 2)
+
+
+def test_self_attention_scores_of_an_empty_sequence_equal_the_loop():
+    # Empty in every dynamic dimension: the scores (1, 0, 0) are held by an all-false mask,
+    # and attention over them gives the loop's empty result.
+    xs = [torch.randn(1, n, 4, dtype=torch.float64) for n in (2, 0, 3)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    mb_assert(lambda x: x @ x.transpose(1, 2), [xs], [xb], 3)
+    mb_assert(lambda x: (x @ x.transpose(1, 2)).tanh() @ x, [xs], [xb], 3)
+
+
+def test_contraction_when_every_example_is_empty():
+    # Scores of empty sequences, every example (1, 2, 0, 0), with explicit masks: the
+    # lengths along the contracted dimension are 0, not lost to the other empty one.
+    scores = MaskedBatch(torch.zeros(2, 2, 0, 0), torch.zeros(2, 1, 0, 0, dtype=torch.bool),
+                         (False, True, True))
+    values = MaskedBatch(torch.zeros(2, 2, 0, 3), torch.zeros(2, 1, 0, 1, dtype=torch.bool),
+                         (False, True, False))
+    out = scores @ values
+    assert [tuple(y.shape) for y in out.examples()] == [(1, 2, 0, 3)] * 2

@@ -82,6 +82,14 @@ def test_conversions_and_autograd_flags():
     assert xb.double().mask is xb.mask
 
 
+def test_dtype_queries_and_is_nested():
+    # Modules ask these before choosing a path (nn.MultiheadAttention, Transformer layers).
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
+    assert torch.is_floating_point(xb) and not torch.is_complex(xb)
+    assert not torch.is_floating_point(xb > 0.5)
+    assert xb.is_nested is False
+
+
 def test_repr_shows_dims_and_sizes():
     xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
     text = repr(xb)
@@ -243,3 +251,23 @@ def test_backward_with_a_gradient_batch_ignores_its_padding():
     (xb * 3).backward(gb)
     for x, g in zip(xs, gs):
         torch.testing.assert_close(x.grad, 3 * g)
+
+
+def test_real_rows_are_the_mask_rows_computed_once_per_mask():
+    # Row-wise ops (a linear layer) run on these rows only; a layer's ops share one mask,
+    # so the index is computed once for it.
+    from matchbox import _masking
+
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 3) for n in (2, 0, 3)], (True, False))
+    rows = _masking.real_rows(xb)
+    assert rows.tolist() == [0, 1, 6, 7, 8]
+    assert _masking.real_rows(MaskedBatch._make(xb.data * 2, xb._mask, xb.dims)) is rows
+    packed = _masking.pack_rows(xb.data, rows)
+    assert torch.equal(packed, torch.cat([x[0] for x in xb.examples()]))
+    back = _masking.unpack_rows(packed, rows, xb.data.shape[:-1])
+    assert torch.equal(back[xb.mask.expand_as(back)], xb.data[xb.mask.expand_as(back)])
+    assert not back[~xb.mask.expand_as(back)].any()
+    # A mask of size one along a static dimension covers every row there.
+    heads = MaskedBatch._make(torch.rand(3, 2, 3, 4), xb._mask.unsqueeze(1), (False, True, False))
+    assert _masking.real_rows(heads).tolist() == [0, 1, 3, 4, 12, 13, 14, 15, 16, 17]
+    assert _masking.real_rows(MaskedBatch.fromlist([torch.rand(1, 2)], (False,))) is None

@@ -265,7 +265,7 @@ def test_transpose_of_two_dynamic_dims_swaps_their_lengths(pair):
 
 
 @pytest.mark.parametrize("f", [
-    lambda x: x.transpose(0, 1), lambda x: x.transpose(-3, 2), lambda x: x.swapaxes(1, 0),
+    lambda x: x.transpose(0, 2), lambda x: x.transpose(-3, 2), lambda x: x.swapaxes(2, 0),
     lambda x: x.squeeze(0), lambda x: x.unsqueeze(0), lambda x: x.unbind(0),
     lambda x: x.unbind(), lambda x: x.narrow(0, 0, 1), lambda x: x.split(1),
     lambda x: x.chunk(2, 0), lambda x: torch.cat([x, x]), lambda x: torch.stack([x, x], 0),
@@ -275,6 +275,18 @@ def test_moving_or_removing_dim_0_is_refused(f):
     xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
     with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):
         f(xb)
+
+
+def test_swapping_dims_0_and_1_is_refused_without_a_view_provider(monkeypatch):
+    # matchbox-nn, when installed, provides a time-major view for this swap
+    # (tests/nn/test_nn_attention.py); core alone refuses it.
+    from matchbox import _registry
+
+    monkeypatch.setattr(_registry, "_BATCH_DIM_VIEWS", {})
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
+    for f in (lambda x: x.transpose(0, 1), lambda x: x.swapaxes(1, 0)):
+        with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):
+            f(xb)
 
 
 def test_permute_must_keep_dim_0_first():

@@ -80,3 +80,24 @@ def test_linear_with_example_level_masks_keeps_them(dtype):
         return F.stack([layer(xt) for xt in x.unbind(1)], 1)
 
     mb_assert(steps, [xs], [xb], 4, params=list(layer.parameters()))
+
+
+def test_linear_computes_real_rows_only():
+    # 5 real rows of 9 padded: the product sees 5 rows, padding is never read.
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 3) for n in (2, 0, 3)], (True, False),
+                              padding_value=float("nan"))
+    layer = torch.nn.Linear(3, 4)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        out = layer(xb)
+    shapes = [e.input_shapes[1] for e in prof.events() if e.name == "aten::addmm"]
+    assert shapes == [[5, 3]]
+    assert torch.isfinite(out.data).all()
+
+
+def test_linear_with_a_weight_vector_drops_the_feature_dimension(dtype):
+    # F.linear(x, w) with w of shape (features,): one output per row, the last dim summed away.
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    w, b = torch.randn(3, dtype=dtype), torch.randn((), dtype=dtype)
+    mb_assert(lambda x, w, b: torch.nn.functional.linear(x, w, b), [xs, [w] * 4, [b] * 4],
+              [xb, w, b], 4)
+    mb_assert(lambda x, w: torch.nn.functional.linear(x, w), [xs, [w] * 4], [xb, w], 4)

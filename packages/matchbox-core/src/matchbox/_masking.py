@@ -11,11 +11,18 @@ Two rules keep padding out of real values and gradients:
   and, when gradients are needed, masks its output (:func:`guard_gradient`), so
   that a NaN gradient arriving at a padding position is dropped instead of
   being multiplied into a real one.
+
+Ops that act on each row of a static last dimension alone (a linear layer)
+can instead run on the real rows only (:func:`real_rows`, :func:`pack_rows`,
+:func:`unpack_rows`): padding is never read, the result's padding is zero and
+no gradient reaches it, and no work is spent on padding.
 """
 
 from __future__ import annotations
 
 import contextvars
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -55,6 +62,57 @@ def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
     if mask is None or not data.requires_grad:
         return data
     return torch.where(mask, data, data.new_zeros(()))
+
+
+# (id of a mask, leading shape) -> (weak reference to the mask, flat indices of its
+# real rows).  The ops of a layer share their input's mask object, so the index
+# (a device sync on CUDA) is computed once and reused; the weak reference tells
+# a live entry from a recycled id.
+_ROWS: OrderedDict[tuple[int, tuple[int, ...]], tuple[Any, torch.Tensor]] = OrderedDict()
+_ROWS_KEPT = 32
+
+
+def real_rows(batch: MaskedBatch) -> torch.Tensor | None:
+    """Indices of the real rows of ``batch.data.reshape(-1, features)``; ``None`` if all are.
+
+    A row is one position of every dimension but the last, which must be
+    static (its mask has size one there).
+    """
+    mask = batch._mask
+    if mask is None:
+        return None
+    lead = tuple(batch.data.shape[:-1])
+    key = (id(mask), lead)
+    entry = _ROWS.get(key)
+    if entry is not None and entry[0]() is mask:
+        _ROWS.move_to_end(key)
+        return entry[1]
+    rows = mask.expand(*lead, 1).reshape(-1).nonzero().squeeze(1)
+    _ROWS[key] = (weakref.ref(mask), rows)
+    if len(_ROWS) > _ROWS_KEPT:
+        _ROWS.popitem(last=False)
+    return rows
+
+
+def pack_rows(data: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """The real rows of ``data``, ``(n_real, features)`` (every row when ``rows`` is None)."""
+    flat = data.reshape(-1, data.size(-1))
+    return flat if rows is None else flat.index_select(0, rows)
+
+
+def unpack_rows(values: torch.Tensor, rows: torch.Tensor | None,
+                lead: Sequence[int]) -> torch.Tensor:
+    """Rows back in the padded layout ``(*lead, features)``, zeros at padding.
+
+    Padding gets no gradient: ``index_copy`` sends the gradient of real rows only.
+    """
+    if rows is not None:
+        total = 1
+        for size in lead:
+            total *= size
+        # In place into fresh zeros: the out-of-place form would copy them once more.
+        values = values.new_zeros(total, values.size(-1)).index_copy_(0, rows, values)
+    return values.reshape(*lead, values.size(-1))
 
 
 def example_rank(*args: Any) -> int:
@@ -153,7 +211,7 @@ def align(
 def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
     """Each example's size along dynamic dimension ``dim``: int64 ``(batch,)``."""
     mask = batch.mask
-    others = [j for j in range(1, mask.dim()) if j != dim and mask.size(j) > 1]
+    others = [j for j in range(1, mask.dim()) if j != dim and mask.size(j) != 1]
     if others:
         mask = mask.any(dim=others, keepdim=True)
     return mask.sum(dim).reshape(-1)

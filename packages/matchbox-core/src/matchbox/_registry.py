@@ -163,6 +163,24 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
     setattr(cls, name, method)
 
 
+# Views that move dimension 0 of a batch (each example's own size-one
+# dimension), which the batch type itself cannot hold.  matchbox-nn provides the
+# time-major view: ``x.transpose(0, 1)`` of ``(1, T, F)`` examples, which
+# modules such as ``nn.MultiheadAttention(batch_first=True)`` write inside
+# their own forward.  Without a provider such a transpose is refused.
+_BATCH_DIM_VIEWS: dict[str, Handler] = {}
+
+
+def provide_batch_dim_view(batch_type: str, factory: Handler) -> None:
+    """Let ``factory(op, batch)`` answer ``transpose(0, 1)`` of a ``batch_type`` batch."""
+    _BATCH_DIM_VIEWS[batch_type] = factory
+
+
+def batch_dim_view(batch_type: str) -> Handler | None:
+    """The provider of ``transpose(0, 1)`` views for ``batch_type``, if one is installed."""
+    return _BATCH_DIM_VIEWS.get(batch_type)
+
+
 _CONVENIENCE: list[str] = []
 
 

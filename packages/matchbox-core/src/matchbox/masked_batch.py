@@ -183,6 +183,11 @@ class MaskedBatch(DataAttributes):
         return None if grad is None else MaskedBatch._make(grad, self._mask, self.dims)
 
     @property
+    def is_nested(self) -> bool:
+        """Always ``False``: a batch is not a ``torch.nested`` tensor (modules ask first)."""
+        return False
+
+    @property
     def ndim(self) -> int:
         return self.data.dim()
 

@@ -1,4 +1,7 @@
-"""Conversions: dtype casts keep the mask; device moves take the mask along."""
+"""Conversions: dtype casts keep the mask; device moves take the mask along.
+
+Dtype queries (``torch.is_floating_point``) answer for the data, as the methods do.
+"""
 
 from __future__ import annotations
 
@@ -28,3 +31,10 @@ def method(func, input, *args, **kwargs):
     if not isinstance(input, MaskedBatch):
         return func(input, *args, **kwargs)
     return getattr(MaskedBatch, func.__name__)(input, *args, **kwargs)
+
+
+@_registry.implements(torch.is_floating_point, torch.is_complex, family="conversion")
+def dtype_query(func, input):
+    # Modules ask this of their mask arguments (nn.MultiheadAttention's
+    # key_padding_mask): the answer is the data's, the same for every example.
+    return func(input.data)

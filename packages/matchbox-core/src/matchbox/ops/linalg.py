@@ -134,23 +134,28 @@ def _check_contraction(op: str, a: Any, b: Any) -> None:
 
 
 def _refuse_empty_extents(op: str, operands: list[tuple[MaskedBatch, tuple[bool, ...]]]) -> None:
-    """A result with several dynamic dims cannot hold an example empty in one of them.
+    """A result with several dynamic dims cannot hold an example empty in only some of them.
 
     Its mask would be all false and lose the example's other sizes (see
-    ``MaskedBatch.fromlist``): refuse rather than give a wrong shape.
+    ``MaskedBatch.fromlist``): refuse rather than give a wrong shape.  An
+    example empty in every dynamic dimension of every operand (self-attention
+    scores of an empty sequence, ``(1, 0, 0)``) is empty in every dimension of
+    the result too, which an all-false mask says exactly.
     """
-    for x, dims in operands:
-        if x._mask is None:
-            continue
-        for i, dynamic in enumerate(dims, start=1):
-            if dynamic:
-                empty = (_masking.lengths_along(x, i) == 0).nonzero()
-                if empty.numel():
-                    raise ValueError(
-                        f"{op}: example {int(empty[0])} is empty in dynamic dimension {i}, and "
-                        "a result with several dynamic dimensions cannot hold an example that "
-                        "is empty in one of them (a known limitation)"
-                    )
+    empty = [(i, _masking.lengths_along(x, i) == 0)
+             for x, dims in operands for i, dynamic in enumerate(dims, start=1) if dynamic]
+    if not empty:
+        return
+    flags = torch.stack([e for _, e in empty])
+    partly = (flags.any(0) & ~flags.all(0)).nonzero()
+    if partly.numel():
+        j = int(partly[0])
+        i = next(i for i, e in empty if bool(e[j]))
+        raise ValueError(
+            f"{op}: example {j} is empty in dynamic dimension {i} but not in the others, and a "
+            "result with several dynamic dimensions cannot hold an example that is empty in "
+            "only some of them (a known limitation)"
+        )
 
 
 @_registry.implements(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,

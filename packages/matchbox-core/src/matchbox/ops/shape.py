@@ -58,6 +58,11 @@ def _sizes(args: tuple[Any, ...]) -> list[int]:
                       family="shape")
 def transpose(func, input, dim0, dim1):
     op = _registry.op_name(func)
+    swapped = {normalize_dim(dim0, input.dim(), op), normalize_dim(dim1, input.dim(), op)}
+    view = _registry.batch_dim_view("MaskedBatch") if swapped == {0, 1} else None
+    if view is not None:
+        # Per example (1, T, F) -> (T, 1, F): a time-major view (see _registry).
+        return view(op, input)
     a = _nonbatch_dim(op, dim0, input.dim())
     b = _nonbatch_dim(op, dim1, input.dim())
     dims = list(input.dims)

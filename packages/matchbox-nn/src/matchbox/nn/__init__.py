@@ -10,18 +10,22 @@ lists every supported op.
 Families: ``linear``/``bilinear``; ``embedding``; softmax and friends (over
 dynamic dimensions too); ``layer_norm``/``rms_norm``; dropout; activations;
 per-example losses; convolutions, pooling and ``F.pad`` over dynamic spatial
-dimensions; recurrent cells and whole ``nn.RNN``/``nn.LSTM``/``nn.GRU``
-modules (PyTorch's packed path; ``time_major`` / ``batch_major`` for modules
-built with ``batch_first=False``).
+dimensions; ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``
+(so the Transformer layers; ``run_encoder`` / ``run_decoder`` for the stacks);
+recurrent cells and whole ``nn.RNN``/``nn.LSTM``/``nn.GRU`` modules (PyTorch's
+packed path; ``time_major`` / ``batch_major`` for modules built with
+``batch_first=False``).
 """
 
 from matchbox.nn.ops import (  # noqa: F401
     activations,
+    attention,
     convolution,
     dropout,
     embedding,
     linear,
     losses,
+    multihead_attention,
     normalization,
     padding,
     pooling,
@@ -30,5 +34,7 @@ from matchbox.nn.ops import (  # noqa: F401
     softmax,
 )
 from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
+from matchbox.nn.transformer import run_decoder, run_encoder
 
-__all__: list[str] = ["TimeMajorBatch", "batch_major", "time_major"]
+__all__: list[str] = ["TimeMajorBatch", "batch_major", "run_decoder", "run_encoder",
+                      "time_major"]

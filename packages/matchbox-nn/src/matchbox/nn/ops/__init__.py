@@ -2,7 +2,7 @@
 
 | family            | module               | what happens to the mask                                 |
 |-------------------|----------------------|----------------------------------------------------------|
-| linear            | linear.py            | rows keep their mask; padding zeroed for the weight grad |
+| linear            | linear.py            | rows keep their mask; linear runs on the real rows only  |
 |                   |                      | (bilinear: real where both inputs are real)              |
 | recurrent         | recurrent_cells.py   | a step is real where input and state are real            |
 | recurrent_modules | recurrent_modules.py | output keeps the input's mask (only real rows are run);  |
@@ -29,4 +29,10 @@ the empty-output rule for examples shorter than the window).
 |                   |                      | are core's pointwise family); see the module's table     |
 | loss              | losses.py            | 'none': the per-position layout (real where input and    |
 |                   |                      | target are); 'sum'/'mean': per-example scalars, dims ()  |
+| attention         | attention.py         | the query's mask; padded keys masked, padding zeroed; a  |
+|                   |                      | query that sees no key gives 0 (value and gradient)      |
+| multihead_attention | multihead_attention.py | the same, on time-major views (TimeMajorBatch);     |
+|                   |                      | projections on real rows; weights: dynamic Lq and Lk     |
+| time_major        | ../time_major.py     | TimeMajorBatch: transpose(0, 1) back to the batch;       |
+|                   |                      | position-wise ops run on the view's batch                |
 """

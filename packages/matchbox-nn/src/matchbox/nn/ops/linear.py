@@ -2,11 +2,13 @@
 shared weight and bias.
 
 Semantics: rows keep their mask (the feature dimension, the last, is static).
-The weight's and the bias's gradients sum over every row, so padding rows are
-zeroed before the product and their gradient is dropped after it: one guard
-serves product and bias together (cheaper than ``x @ W.t() + b`` in core ops).
-``bilinear`` takes two batches of the same layout (up to the feature sizes);
-a row is real where it is real in both.
+The weight's and the bias's gradients sum over every row, so padding must not
+take part: ``linear`` runs on the real rows only (gathered once, scattered
+back with zeros at padding, see ``matchbox._masking.real_rows``), so padding is
+never read, gets no gradient, and costs no work.  ``bilinear`` takes two
+batches of the same layout (up to the feature sizes); a row is real where it
+is real in both; padding rows are zeroed before the product and their
+gradient is dropped after it.
 """
 
 from __future__ import annotations
@@ -38,8 +40,18 @@ def linear(func, input, weight, bias=None):
             f"{op}: each example has {input.data.size(-1)} features (its last dimension) but "
             f"the weight of shape {tuple(weight.shape)} expects {weight.size(-1)}"
         )
-    data = func(_masking.fill_padding(input, 0), weight, bias)
-    return MaskedBatch._make(_masking.guard_gradient(data, input._mask), input._mask, input.dims)
+    # A weight vector (features,) sums the last dimension away: one output feature, dropped.
+    vector = weight.dim() == 1
+    if vector:
+        weight = weight.unsqueeze(0)
+        bias = None if bias is None else bias.reshape(1)
+    rows = _masking.real_rows(input)
+    data = func(_masking.pack_rows(input.data, rows), weight, bias)
+    data = _masking.unpack_rows(data, rows, input.data.shape[:-1])
+    if vector:
+        mask = None if input._mask is None else input._mask.squeeze(-1)
+        return MaskedBatch._make(data.squeeze(-1), mask, input.dims[:-1])
+    return MaskedBatch._make(data, input._mask, input.dims)
 
 
 @_registry.implements(F.bilinear, torch.bilinear, family="linear")
