@@ -106,8 +106,8 @@ class MultiHead(nn.Module):
 def positional_encodings_like(x):
     """Sinusoids over the padded length: positions line up with every example's."""
     length, size = F.maxsize(x, 1), F.maxsize(x, -1)
-    positions = torch.arange(length, dtype=x.dtype).unsqueeze(1)
-    rates = 1 / 10000 ** (torch.arange(0, size, 2, dtype=x.dtype) / size)
+    positions = torch.arange(length, dtype=x.dtype, device=x.device).unsqueeze(1)
+    rates = 1 / 10000 ** (torch.arange(0, size, 2, dtype=x.dtype, device=x.device) / size)
     angles = positions * rates
     return torch.stack((angles.sin(), angles.cos()), -1).reshape(1, length, size)
 

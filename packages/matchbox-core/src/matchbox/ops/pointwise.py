@@ -34,10 +34,14 @@ DUNDER_OPS = {
 # Names that are pointwise under some overload but not as a whole.
 NOT_POINTWISE = {"max", "min", "equal", "frexp"}
 # Elementwise functions whose ATen op is untagged or that PyTorch composes in Python.
+# The activations are listed because PyTorch tagged them only in later releases
+# (torch 2.3 tags none of them, 2.11 not leaky_relu), and torch>=2.3 is supported.
 ELEMENTWISE_UNTAGGED = {
     "floor_divide", "log_sigmoid", "logsigmoid", "hardswish", "softsign", "tanhshrink",
     "fill", "fill_", "zero_", "bernoulli", "bernoulli_", "uniform_", "normal_",
     "exponential_", "cauchy_", "geometric_", "log_normal_", "random_",
+    "relu6", "mish", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardsigmoid",
+    "softplus", "softshrink", "hardshrink", "threshold", "rrelu",
 }
 # Ops that check their input values: padding is replaced by a valid value first.
 VALUE_CHECKED = {"bernoulli": 0.0, "bernoulli_": 0.0}
