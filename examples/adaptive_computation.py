@@ -26,6 +26,7 @@ in our run).
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 
 import torch
@@ -34,6 +35,11 @@ from torch import nn
 import matchbox
 import matchbox.functional as F
 from matchbox import MaskedBatch
+
+try:
+    from examples import _training
+except ImportError:  # run as ``python examples/<name>.py``: this folder is on sys.path
+    import _training
 
 
 class ACT(nn.Module):
@@ -114,23 +120,13 @@ def make_batch(batch_size: int, max_len: int, bits: int = 3, *, rng: random.Rand
     return xs, ys, MaskedBatch.fromlist(xs, (True, False)), MaskedBatch.fromlist(ys, ())
 
 
-def recent_mean(values: list[float], count: int) -> float:
-    return sum(values[-count:]) / len(values[-count:])
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1500, help="training steps")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser = _training.parser(__doc__, steps=1500, batch_size=64, lr=3e-3, log_every=250)
     parser.add_argument("--max-len", type=int, default=5, help="longest sequence")
     parser.add_argument("--bits", type=int, default=3, help="entries of each input vector")
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--max-ponder", type=int, default=6, help="most iterations per input")
     parser.add_argument("--ponder-weight", type=float, default=1e-3)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--log-every", type=int, default=250)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return parser.parse_args(argv)
 
 
@@ -140,24 +136,23 @@ def main(argv: list[str] | None = None) -> dict:
     rng = random.Random(args.seed)
     model = ACT(args.bits, args.hidden, 2, max_ponder=args.max_ponder,
                 ponder_weight=args.ponder_weight).to(args.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    losses, accuracies, ponders = [], [], []
-    for step in range(1, args.steps + 1):
-        _, _, x, y = make_batch(args.batch_size, args.max_len, args.bits, rng=rng, device=args.device)
+    accuracies, ponders = [], []
+
+    def loss(batch):
+        x, y = batch
         logits, cost = model(x)
-        loss = matchbox.batch_mean(model.objective(logits, cost, y))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
         accuracies.append(matchbox.batch_mean((logits.argmax(-1) == y).float()).item())
         # The ponder cost per input, this batch: the total cost over the total length.
         ponders.append((matchbox.batch_sum(cost) / matchbox.batch_sum(x.size_as_tensor(1))).item())
-        if step % args.log_every == 0 or step == args.steps:
-            last = args.log_every
-            print(f"step {step:5d}  loss {recent_mean(losses, last):.3f}  accuracy "
-                  f"{recent_mean(accuracies, last):.3f}  ponder cost per input (N + R) "
-                  f"{recent_mean(ponders, last):.2f}")
+        return model.objective(logits, cost, y)
+
+    batches = (make_batch(args.batch_size, args.max_len, args.bits, rng=rng,
+                          device=args.device)[2:] for _ in itertools.count())
+    losses = _training.train(
+        model, batches, loss, steps=args.steps, lr=args.lr, log_every=args.log_every,
+        report=lambda: f"accuracy {_training.recent_mean(accuracies, args.log_every):.3f}  "
+                       "ponder cost per input (N + R) "
+                       f"{_training.recent_mean(ponders, args.log_every):.2f}")
     return {"losses": losses, "accuracies": accuracies, "ponders": ponders}
 
 

@@ -14,6 +14,7 @@ per-example loss averaged over the batch by ``matchbox.batch_mean``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 
 import torch
@@ -22,6 +23,11 @@ from torch import nn
 
 import matchbox
 from matchbox import MaskedBatch
+
+try:
+    from examples import _training
+except ImportError:  # run as ``python examples/<name>.py``: this folder is on sys.path
+    import _training
 
 
 class RNN(nn.Module):
@@ -64,14 +70,9 @@ def make_batch(batch_size: int, max_len: int, size: int, *, rng: random.Random,
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200, help="training steps")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser = _training.parser(__doc__, steps=200, batch_size=32, lr=1e-3, log_every=50)
     parser.add_argument("--size", type=int, default=128, help="input and hidden size")
     parser.add_argument("--max-len", type=int, default=10, help="longest sequence")
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return parser.parse_args(argv)
 
 
@@ -89,17 +90,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"a batch {x_batch!r}"[:120] + " ...")
     print(f"  -> h {model.rnn(x_batch)!r}"[:120] + " ...")
 
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
-    losses = []
-    for step in range(1, args.steps + 1):
-        _, x = make_batch(args.batch_size, args.max_len, args.size, rng=rng, device=args.device)
-        loss = matchbox.batch_mean(model.loss(x))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if step % 50 == 0 or step == args.steps:
-            print(f"step {step:4d}  loss {sum(losses[-50:]) / len(losses[-50:]):.5f}")
+    batches = (make_batch(args.batch_size, args.max_len, args.size, rng=rng,
+                          device=args.device)[1] for _ in itertools.count())
+    losses = _training.train(model, batches, model.loss, steps=args.steps, lr=args.lr,
+                             log_every=args.log_every)
     return {"losses": losses}
 
 

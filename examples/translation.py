@@ -35,6 +35,11 @@ import matchbox
 import matchbox.functional as F
 from matchbox.data import BucketBatchSampler, Collate, MaskedBatchField, corpus
 
+try:
+    from examples import _training
+except ImportError:  # run as ``python examples/<name>.py``: this folder is on sys.path
+    import _training
+
 # ---------------------------------------------------------------------------- the model
 
 
@@ -250,10 +255,8 @@ def exact_match(model: Transformer, pairs, src, trg, batch_size: int, device) ->
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=2000, help="training steps")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--max-files", type=int, default=400,
+    parser = _training.parser(__doc__, steps=2000, batch_size=64, lr=5e-4, log_every=500)
+    parser.add_argument("--max-files", type=int, default=1000,
                         help="standard-library files to read pairs from")
     parser.add_argument("--max-src-len", type=int, default=40, help="docstring words kept")
     parser.add_argument("--d-model", type=int, default=128)
@@ -261,10 +264,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--dropout", type=float, default=0.1)
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--eval-every", type=int, default=500)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return parser.parse_args(argv)
 
 
@@ -282,28 +281,15 @@ def main(argv: list[str] | None = None) -> dict:
                         eos=trg.vocab.stoi["</s>"], d_model=args.d_model,
                         d_hidden=args.d_hidden, n_heads=args.heads, n_layers=args.layers,
                         dropout=args.dropout).to(args.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     loader = make_loader(train, src, trg, args.batch_size, args.seed, args.device)
+    losses = _training.train(
+        model, _training.epochs(loader),
+        lambda batch: model.loss(batch["docstring"], batch["name"]),
+        steps=args.steps, lr=args.lr, log_every=args.log_every,
+        report=lambda: "dev exact match "
+                       f"{exact_match(model, dev, src, trg, args.batch_size, args.device):.3f}")
 
-    losses, step, epoch = [], 0, 0
-    while step < args.steps:
-        loader.batch_sampler.set_epoch(epoch)
-        for batch in loader:
-            loss = matchbox.batch_mean(model.loss(batch["docstring"], batch["name"]))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            step += 1
-            if step % args.eval_every == 0 or step == args.steps:
-                recent = losses[-args.eval_every:]
-                print(f"step {step:5d}  loss {sum(recent) / len(recent):.3f}  dev exact match "
-                      f"{exact_match(model, dev, src, trg, args.batch_size, args.device):.3f}")
-            if step == args.steps:
-                break
-        epoch += 1
-
-    docs, names = make_batch(dev[:5], src, trg, args.device)
+    docs, _ = make_batch(dev[:5], src, trg, args.device)
     model.eval()
     with torch.no_grad():
         guesses = trg.reverse(model.greedy(docs))

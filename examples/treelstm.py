@@ -39,6 +39,11 @@ import matchbox
 import matchbox.functional as F
 from matchbox.data import BucketBatchSampler, Collate, MaskedBatchField, corpus
 
+try:
+    from examples import _training
+except ImportError:  # run as ``python examples/<name>.py``: this folder is on sys.path
+    import _training
+
 SHIFT, REDUCE = 0, 1
 
 
@@ -231,9 +236,7 @@ def accuracy(model: TreeLSTM, examples, fields, batch_size: int, device) -> floa
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1000, help="training steps")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser = _training.parser(__doc__, steps=1000, batch_size=64, lr=2e-3, log_every=250)
     parser.add_argument("--max-files", type=int, default=200,
                         help="standard-library files to read expressions from")
     parser.add_argument("--max-leaves", type=int, default=20, help="largest tree kept")
@@ -241,10 +244,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--classes", type=int, default=8, help="most common root types kept")
     parser.add_argument("--d-embed", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--eval-every", type=int, default=250)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return parser.parse_args(argv)
 
 
@@ -262,29 +261,16 @@ def main(argv: list[str] | None = None) -> dict:
     model = TreeLSTM(len(fields["tokens"].vocab), len(fields["label"].vocab),
                      d_embed=args.d_embed, hidden=args.hidden,
                      max_depth=args.max_depth).to(args.device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     lengths = [len(e["transitions"]) for e in train]
     loader = DataLoader(train, batch_sampler=BucketBatchSampler(lengths, args.batch_size,
                                                                 seed=args.seed),
                         collate_fn=Collate(fields, device=args.device))
-    losses, step, epoch = [], 0, 0
-    while step < args.steps:
-        loader.batch_sampler.set_epoch(epoch)
-        for batch in loader:
-            loss = matchbox.batch_mean(model.loss(batch["tokens"], batch["transitions"],
-                                                  batch["label"]))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            step += 1
-            if step % args.eval_every == 0 or step == args.steps:
-                recent = losses[-args.eval_every:]
-                print(f"step {step:5d}  loss {sum(recent) / len(recent):.3f}  dev accuracy "
-                      f"{accuracy(model, dev, fields, args.batch_size, args.device):.3f}")
-            if step == args.steps:
-                break
-        epoch += 1
+    losses = _training.train(
+        model, _training.epochs(loader),
+        lambda batch: model.loss(batch["tokens"], batch["transitions"], batch["label"]),
+        steps=args.steps, lr=args.lr, log_every=args.log_every,
+        report=lambda: "dev accuracy "
+                       f"{accuracy(model, dev, fields, args.batch_size, args.device):.3f}")
     return {"losses": losses}
 
 

@@ -74,7 +74,7 @@ def test_cudnn_loss_equals_the_loop_on_cuda():
 def test_main_trains_briefly():
     result = example.main(["--steps", "2", "--batch-size", "8", "--max-files", "20",
                            "--classes", "3", "--d-embed", "8", "--d-hidden", "8",
-                           "--eval-every", "2", "--device", "cpu"])
+                           "--log-every", "2", "--device", "cpu"])
     assert len(result["losses"]) == 2
     assert all(torch.isfinite(torch.tensor(result["losses"])))
 

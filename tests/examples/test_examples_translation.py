@@ -87,7 +87,7 @@ def test_greedy_decoding_stops_per_example_and_equals_the_loop():
 def test_main_trains_briefly():
     result = translation.main(["--steps", "2", "--batch-size", "8", "--max-files", "20",
                                "--d-model", "16", "--d-hidden", "16", "--heads", "2",
-                               "--layers", "1", "--eval-every", "2", "--device", "cpu"])
+                               "--layers", "1", "--log-every", "2", "--device", "cpu"])
     assert len(result["losses"]) == 2
     assert all(torch.isfinite(torch.tensor(result["losses"])))
     assert len(result["examples"]) == 5

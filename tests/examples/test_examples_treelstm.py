@@ -116,7 +116,7 @@ def test_load_trees_gives_valid_examples():
 
 def test_main_trains_briefly():
     result = example.main(["--steps", "2", "--batch-size", "8", "--max-files", "5",
-                           "--d-embed", "8", "--hidden", "8", "--eval-every", "2",
+                           "--d-embed", "8", "--hidden", "8", "--log-every", "2",
                            "--device", "cpu"])
     assert len(result["losses"]) == 2
     assert all(torch.isfinite(torch.tensor(result["losses"])))
