@@ -42,6 +42,20 @@ def recent_mean(values: list[float], count: int) -> float:
     return sum(values[-count:]) / len(values[-count:])
 
 
+def score(model: torch.nn.Module, examples: list[Any], batch_size: int,
+          correct: Callable[[list[Any]], int]) -> float:
+    """The fraction of ``examples`` right: ``correct(chunk)`` counts them in each chunk of
+    ``batch_size``, with the model in eval mode and no gradients."""
+    was_training = model.training
+    model.eval()
+    total = 0
+    with torch.no_grad():
+        for start in range(0, len(examples), batch_size):
+            total += correct(examples[start:start + batch_size])
+    model.train(was_training)
+    return total / len(examples)
+
+
 def train(model: torch.nn.Module, batches: Iterable[Any], loss: Callable[[Any], Any], *,
           steps: int, lr: float, log_every: int,
           report: Callable[[], str] | None = None) -> list[float]:

@@ -108,14 +108,10 @@ def make_batch(examples, text: PackedBatchField, label: MaskedBatchField, device
 
 
 def accuracy(model: BiLSTMAttention, examples, text, label, batch_size: int, device) -> float:
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for start in range(0, len(examples), batch_size):
-            ids, labels = make_batch(examples[start:start + batch_size], text, label, device)
-            correct += int(matchbox.batch_sum(model(ids).argmax(-1) == labels))
-    model.train()
-    return correct / len(examples)
+    def correct(chunk):
+        ids, labels = make_batch(chunk, text, label, device)
+        return int(matchbox.batch_sum(model(ids).argmax(-1) == labels))
+    return _training.score(model, examples, batch_size, correct)
 
 
 # ---------------------------------------------------------------------------- training

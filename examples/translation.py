@@ -237,18 +237,12 @@ def make_batch(pairs, src: MaskedBatchField, trg: MaskedBatchField, device=None)
 
 def exact_match(model: Transformer, pairs, src, trg, batch_size: int, device) -> float:
     """The fraction of ``pairs`` whose greedy translation is exactly the name's parts."""
-    model.eval()
-    correct = 0
-    with torch.no_grad():
-        for start in range(0, len(pairs), batch_size):
-            chunk = pairs[start:start + batch_size]
-            docs, _ = make_batch(chunk, src, trg, device)
-            guesses = trg.reverse(model.greedy(docs))
-            # Against the name's own parts: an <unk> guess never counts as right.
-            correct += sum(guess == trg.preprocess(pair["name"])
-                           for guess, pair in zip(guesses, chunk))
-    model.train()
-    return correct / len(pairs)
+    def correct(chunk):
+        docs, _ = make_batch(chunk, src, trg, device)
+        guesses = trg.reverse(model.greedy(docs))
+        # Against the name's own parts: an <unk> guess never counts as right.
+        return sum(guess == trg.preprocess(pair["name"]) for guess, pair in zip(guesses, chunk))
+    return _training.score(model, pairs, batch_size, correct)
 
 
 # ---------------------------------------------------------------------------- training

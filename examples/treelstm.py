@@ -223,13 +223,10 @@ def make_batch(examples, fields, device=None):
 
 
 def accuracy(model: TreeLSTM, examples, fields, batch_size: int, device) -> float:
-    correct = 0
-    with torch.no_grad():
-        for start in range(0, len(examples), batch_size):
-            tokens, transitions, labels = make_batch(examples[start:start + batch_size],
-                                                     fields, device)
-            correct += int(matchbox.batch_sum(model(tokens, transitions).argmax(-1) == labels))
-    return correct / len(examples)
+    def correct(chunk):
+        tokens, transitions, labels = make_batch(chunk, fields, device)
+        return int(matchbox.batch_sum(model(tokens, transitions).argmax(-1) == labels))
+    return _training.score(model, examples, batch_size, correct)
 
 
 # ---------------------------------------------------------------------------- training
