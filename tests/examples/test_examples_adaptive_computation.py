@@ -8,6 +8,8 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from examples import adaptive_computation as example
 from matchbox import MaskedBatch
@@ -71,3 +73,20 @@ def test_main_trains_briefly():
     assert len(result["losses"]) == 3
     assert all(torch.isfinite(torch.tensor(result["losses"])))
     assert all(2 <= p <= 4 for p in result["ponders"])  # N + R per input: N in 1..3, R in (0, 1]
+
+
+@settings(max_examples=10)
+@given(lengths=st.lists(st.integers(0, 4), min_size=1, max_size=5))
+def test_forward_on_drawn_lengths_equals_the_loop(lengths):
+    m = model(torch.float64)
+    xs = [torch.randn(1, n, 3, dtype=torch.float64) for n in lengths]
+    mb_assert(m, [xs], [MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)], len(xs))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_loss_equals_the_loop_on_cuda():
+    m = model(torch.float64).cuda()
+    xs, ys, _, yb = example.make_batch(5, 4, 3, rng=random.Random(0), min_len=0,
+                                       dtype=torch.float64, device="cuda")
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+    mb_assert(m.loss, [xs, ys], [xb, yb], len(xs), params=list(m.parameters()))

@@ -44,3 +44,10 @@ def test_main_trains_briefly():
                               "--max-len", "5", "--log-every", "2", "--device", "cpu"])
     assert len(result["losses"]) == 3
     assert all(torch.isfinite(torch.tensor(result["losses"])))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_readme_rnn_equals_the_loop_on_cuda():
+    xs = [x.cuda() for x in sequences([3, 7, 1, 5], 6, torch.float64)[0]]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    mb_assert(readme_rnn.RNN(6).double().cuda(), [xs], [xb], len(xs))

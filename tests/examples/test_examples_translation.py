@@ -91,3 +91,13 @@ def test_main_trains_briefly():
     assert len(result["losses"]) == 2
     assert all(torch.isfinite(torch.tensor(result["losses"])))
     assert len(result["examples"]) == 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_loss_and_greedy_equal_the_loop_on_cuda():
+    m = model(torch.float64).cuda()
+    (src, _), (trg, _) = ids([3, 1, 6, 2], SRC_VOCAB), ids([2, 4, 2, 5], TRG_VOCAB)
+    src, trg = [x.cuda() for x in src], [y.cuda() for y in trg]
+    src_b, trg_b = (MaskedBatch.fromlist(xs, (True,), padding_value=PAD_ID) for xs in (src, trg))
+    mb_assert(m.loss, [src, trg], [src_b, trg_b], len(src), params=list(m.parameters()))
+    mb_assert(lambda s: m.greedy(s, 6), [src], [src_b], len(src), check_grad=False)

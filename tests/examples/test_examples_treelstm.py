@@ -7,6 +7,8 @@ import random
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from examples import treelstm as example
 from matchbox import MaskedBatch
@@ -120,3 +122,28 @@ def test_main_trains_briefly():
                            "--device", "cpu"])
     assert len(result["losses"]) == 2
     assert all(torch.isfinite(torch.tensor(result["losses"])))
+
+
+@settings(max_examples=10)
+@given(sizes=st.lists(st.integers(1, 7), min_size=1, max_size=5), seed=st.integers(0, 100))
+def test_parse_on_drawn_trees_equals_the_loop(sizes, seed):
+    m = model(torch.float64)
+    rng = random.Random(seed)
+    trees = [random_tree([str(i) for i in range(n)], rng) for n in sizes]
+    ts, tb = transitions_of(trees)
+    leaves = [torch.randn(1, n, 2 * HIDDEN, dtype=torch.float64) for n in sizes]
+    lb = MaskedBatch.fromlist(leaves, (True, False), padding_value=NAN)
+    mb_assert(m.parse, [leaves, ts], [lb, tb], len(trees), params=list(m.parameters()))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_loss_equals_the_loop_on_cuda():
+    m = model(torch.float64).cuda()
+    trees = trees_of_sizes([3, 1, 5])
+    ts = [t.cuda() for t in transitions_of(trees)[0]]
+    tokens = [torch.randint(0, VOCAB, (1, len(example.leaves_and_transitions(t)[0])),
+                            device="cuda") for t in trees]
+    labels = [torch.randint(0, CLASSES, (1,), device="cuda") for _ in trees]
+    mb_assert(m.loss, [tokens, ts, labels],
+              [MaskedBatch.fromlist(tokens, (True,)), MaskedBatch.fromlist(ts, (True,)),
+               MaskedBatch.fromlist(labels, ())], len(trees), params=list(m.parameters()))
