@@ -10,7 +10,7 @@ so the report and the detailed benchmarks measure the same code:
 | LSTM (`nn.LSTM`, one layer) | `lstm_module` | loop, Matchbox, `PackedSequence` (the limit), over padding |
 | transformer encoder layer | `nn_transformer` | loop, Matchbox, hand-padded + key-padding mask, `torch.nested` |
 | adaptive computation (`while`) | `control_while` | loop, Matchbox, hand-padded |
-| shift-reduce TreeLSTM | `examples.treelstm` | loop, Matchbox, hand-padded (when the example provides it) |
+| shift-reduce TreeLSTM | `treelstm` | loop, Matchbox, hand-padded |
 
 Each cell is the median time of a training step (forward, then backward of the
 sum of the outputs), with the batched variants timed in alternating rounds.
@@ -23,7 +23,8 @@ work on padding.
 
 Two skews: *uniform* lengths in 5–60, and *skewed* lengths (90% in 5–20, 10%
 in 100–200) for the sequence models; the adaptive-computation model's "length"
-is its own number of steps, and the TreeLSTM's its sentences.
+is its own number of steps (the lengths only set the batch size), and a
+TreeLSTM example of length n is a random binary tree of n // 2 leaves.
 
 ``python -m benchmarks.report [--quick] [--device cuda]`` writes
 ``benchmarks/out/report.md`` and ``benchmarks/out/report.png`` (speedup over the
@@ -104,15 +105,11 @@ def adaptive_computation(lengths: list[int], device: str) -> dict:
     return _renamed(fns, {"@batch": MATCHBOX, "hand-padded": LIMIT})
 
 
-def treelstm(lengths: list[int], device: str) -> dict | None:
-    try:
-        module = importlib.import_module("examples.treelstm")
-    except ModuleNotFoundError:
-        return None
-    benchmark_variants = getattr(module, "benchmark_variants", None)
-    if benchmark_variants is None:
-        return None
-    return benchmark_variants(len(lengths), device)
+def treelstm(lengths: list[int], device: str) -> dict:
+    # A tree of n leaves takes 2n - 1 transitions: half the length in leaves.
+    module = importlib.import_module("benchmarks.treelstm")
+    fns = module.build([max(1, n // 2) for n in lengths], 64, device)
+    return _renamed(fns, {"Matchbox": MATCHBOX, module.LIMIT: LIMIT, module.LOOP: LOOP})
 
 
 MODELS = [
@@ -175,13 +172,11 @@ class Cell:
 
 
 def measure(model: Model, batch: int, skew: str, device: str,
-            repeats: int) -> dict[str, Cell] | None:
+            repeats: int) -> dict[str, Cell]:
     rng = random.Random(batch * 7919 + len(skew))
     lengths = [SKEWS[skew](rng) for _ in range(batch)]
     torch.manual_seed(0)
     fns = model.build(lengths, device)
-    if fns is None:
-        return None
     steps = {name: _step(fn) for name, fn in fns.items()}
     batched = {k: v for k, v in steps.items() if k != LOOP}
     times = interleaved_medians(batched, repeats, warmup=1)
@@ -256,9 +251,6 @@ def main(argv: list[str] | None = None) -> str:
         for skew in SKEWS:
             for batch in args.batches:
                 cells = measure(model, batch, skew, args.device, args.repeats)
-                if cells is None:
-                    print(f"{model.name}: not available (skipped)")
-                    break
                 results[(model.name, skew, batch)] = cells
                 print(f"{model.name}, {skew}, batch {batch}: " + ", ".join(
                     f"{name} {cell.seconds * 1e3:.1f} ms" for name, cell in cells.items()),

@@ -10,11 +10,12 @@ import argparse
 import importlib
 from pathlib import Path
 
-# Every module here that is not private (``_harness``) or this runner is a benchmark.
+# Every module here that is not private (``_harness``) or this runner is a benchmark;
+# the report, which gathers the models over batch sizes, runs last.
 BENCHMARKS = sorted(
     path.stem for path in Path(__file__).parent.glob("*.py")
     if not path.stem.startswith("_") and path.stem not in ("run", "report")
-)
+) + ["report"]
 
 
 def main() -> None:
