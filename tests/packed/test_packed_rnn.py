@@ -1,7 +1,10 @@
 """nn.RNN / nn.LSTM / nn.GRU on a PackedBatch equal the loop over examples.
 
 The per-example oracle (and its semantics for a zero-length example) is shared
-with the MaskedBatch tests: see tests/rnn_oracle.py.
+with the MaskedBatch tests: see tests/rnn_oracle.py.  Final states are the same
+state views as for a MaskedBatch input (a ``TimeMajorBatch`` of a ``MaskedBatch``
+of ``(1, L*D, H)`` examples): states never differ in size between examples, so
+there is nothing to pack.
 """
 
 from __future__ import annotations
@@ -15,15 +18,15 @@ from rnn_oracle import FEATURES, HIDDEN, KINDS, make_module
 from rnn_oracle import check as check_batch
 
 from matchbox import MaskedBatch, _registry
-from matchbox.nn import time_major
+from matchbox.nn import TimeMajorBatch, time_major
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
 
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
 
 
-def check(module, lengths, dtype, with_states):
-    check_batch(module, lengths, dtype, with_states, PackedBatch.fromlist)
+def check(module, lengths, dtype, with_states, plain_states=False):
+    check_batch(module, lengths, dtype, with_states, PackedBatch.fromlist, plain_states)
 
 
 def test_every_registered_recurrent_module_op_is_tested_here():
@@ -35,23 +38,24 @@ def test_every_registered_recurrent_module_op_is_tested_here():
 @pytest.mark.parametrize("kind", KINDS)
 @given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
        layers=st.integers(1, 2), bidirectional=st.booleans(), batch_first=st.booleans(),
-       with_states=st.booleans(), double=st.booleans(), seed=st.integers(0, 2**16))
-def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, with_states,
+       states=st.sampled_from(["zero", "views", "plain"]), double=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, states,
                             double, seed):
     torch.manual_seed(seed)
     dtype = torch.float64 if double else torch.float32
     check(make_module(kind, layers, bidirectional, batch_first, dtype), lengths, dtype,
-          with_states)
+          states != "zero", plain_states=states == "plain")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("lengths", [[0], [0, 0, 0], [1], [5], [3, 3, 3], [0, 4, 0, 1]],
                          ids=["one-empty", "all-empty", "one-step", "batch-of-one",
                               "no-padding", "empties-between"])
-@pytest.mark.parametrize("with_states", [False, True], ids=["zero-state", "given-state"])
-def test_edge_lengths(kind, lengths, with_states, dtype):
+@pytest.mark.parametrize("states", ["zero", "views", "plain"])
+def test_edge_lengths(kind, lengths, states, dtype):
     check(make_module(kind, layers=2, bidirectional=True, dtype=dtype), lengths, dtype,
-          with_states)
+          states != "zero", plain_states=states == "plain")
 
 
 @pytest.mark.parametrize("batch_first", [True, False])
@@ -62,6 +66,9 @@ def test_output_keeps_the_input_layout(batch_first):
     out = out if batch_first else out.batch
     assert isinstance(out, PackedBatch) and out.layout is pb.layout
     assert out.data.shape == (8, 2 * HIDDEN) and h.shape == c.shape == (2, 3, HIDDEN)
+    for state in (h, c):
+        assert isinstance(state, TimeMajorBatch) and isinstance(state.batch, MaskedBatch)
+        assert state.batch.dims == (False, False) and state.batch._mask is None
 
 
 def test_dropout_in_eval_equals_loop(dtype):
@@ -116,7 +123,7 @@ def test_dropout_in_training_runs_on_real_rows_only():
     xs = [x.requires_grad_() for x in examples_of_lengths([3, 0, 5])]
     out, h = module(PackedBatch.fromlist(xs))
     assert h.shape == (2, 3, HIDDEN) and torch.isfinite(out.data).all()
-    (out.data.sum() + h.sum()).backward()
+    (out.data.sum() + h.batch.data.sum()).backward()
     assert all(torch.isfinite(x.grad).all() for x in xs)
 
 
@@ -156,8 +163,9 @@ def test_masked_batch_initial_state_is_refused():
                               (False, False))
     module = make_module("rnn_tanh")
     # The mixing rule hands a call that holds a MaskedBatch to MaskedBatch's dispatch,
-    # whose recurrent handler refuses batch states.
-    with pytest.raises(TypeError, match=r"torch.rnn_tanh: initial states must be plain tensors"):
+    # whose recurrent handler says how per-example states are passed.
+    with pytest.raises(TypeError, match=r"torch.rnn_tanh: an initial state is a MaskedBatch of "
+                                        r"examples \(1, 1, 4\); .* pass h0.transpose\(0, 1\)"):
         torch.rnn_tanh(pb, h0, module._flat_weights, True, 1, 0.0, False, False, True)
 
 
