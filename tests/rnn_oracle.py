@@ -20,6 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+from torch import nn
 
 from matchbox import MaskedBatch
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
@@ -80,6 +83,18 @@ def per_example(module, x, states):
     return module_call(module, x, states)
 
 
+def call(module, x, hx=None):
+    """``module(x, hx)``, as user code writes it; in the loop an empty example gets
+    Matchbox's semantics (PyTorch refuses it), so user models can take length 0."""
+    if isinstance(x, torch.Tensor) and x.size(1 if module.batch_first else 0) == 0:
+        states = None if hx is None else [
+            s.transpose(0, 1) for s in (hx if isinstance(hx, tuple) else (hx,))]
+        out, final = per_example(module, x if module.batch_first else x.transpose(0, 1),
+                                 states)
+        return (out if module.batch_first else out.transpose(0, 1)), final
+    return module(x, hx)
+
+
 def module_call(module, x, states, plain=False):
     """The module on ``x`` as per-example code calls it: (output (1, T, D*H), final states)."""
     hx = module_states(states, plain)
@@ -127,3 +142,82 @@ def check(module: Any, lengths: list[int], dtype: torch.dtype, with_states: bool
             xb_args.append(MaskedBatch.fromlist(examples, (False, False)))
     mb_assert(lambda x, *s: run(module, x, *s, plain=plain_states), xs_args, xb_args,
               len(lengths), params=list(module.parameters()))
+
+
+# Lengths of a source and a target per example (0 and 1 included).
+LENGTHS = st.lists(st.integers(0, 5), min_size=1, max_size=5)
+
+
+@st.composite
+def source_and_target_lengths(draw):
+    source = draw(LENGTHS)
+    return source, draw(st.lists(st.integers(0, 5), min_size=len(source),
+                                 max_size=len(source)))
+
+
+def check_model(model, lengths, make_batches, dtype=torch.float64):
+    """``model(*inputs)`` on batches equals the loop; input ``i`` has examples of
+    ``lengths[i]`` batched by ``make_batches[i]``."""
+    xs_args = [examples_of_lengths(ls, dtype) for ls in lengths]
+    mb_assert(model, xs_args, [make(xs) for make, xs in zip(make_batches, xs_args)],
+              len(lengths[0]))
+
+
+# ---------------------------------------------------------------------------- user models
+# Per-example models that use the final states, for one example (1, T, F).
+
+
+class Classifier(nn.Module):
+    """The most common pattern: classify from the last layer's final state, h[-1]."""
+
+    def __init__(self, kind="lstm", layers=2, bidirectional=False, classes=3):
+        super().__init__()
+        self.rnn = make_module(kind, layers, bidirectional)
+        width = (2 if bidirectional else 1) * (self.rnn.proj_size or HIDDEN)
+        self.fc = nn.Linear(width, classes).double()
+
+    def forward(self, x, label):
+        _, h = call(self.rnn, x)
+        h = h[0] if isinstance(h, tuple) else h               # (L*D, 1, H)
+        if self.rnn.bidirectional:
+            feature = torch.cat([h[-2], h[-1]], 1)            # both directions, (1, 2H)
+        else:
+            feature = h[-1]                                    # (1, H)
+        return F.cross_entropy(self.fc(feature), label, reduction="sum")
+
+
+class Seq2Seq(nn.Module):
+    """Encoder final states -> decoder initial states (as seq2seq models pass them)."""
+
+    def __init__(self, kind="lstm", layers=2):
+        super().__init__()
+        self.encoder = make_module(kind, layers)
+        self.decoder = make_module(kind, layers)
+        self.decoder.load_state_dict({k: v + 0.1 for k, v in self.encoder.state_dict().items()})
+        self.out = nn.Linear(self.decoder.proj_size or HIDDEN, 2).double()
+
+    def forward(self, source, target):
+        _, state = call(self.encoder, source)
+        out, final = call(self.decoder, target, state)
+        return self.out(out), final
+
+
+class BridgedSeq2Seq(nn.Module):
+    """A bidirectional GRU encoder; its two last states, through a layer, start a decoder."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = make_module("gru", layers=2, bidirectional=True)
+        self.bridge = nn.Linear(2 * HIDDEN, HIDDEN).double()
+        self.decoder = make_module("gru")
+
+    def forward(self, source, target):
+        _, h = call(self.encoder, source)                               # (4, 1, H)
+        h0 = torch.tanh(self.bridge(torch.cat([h[-2], h[-1]], 1))).unsqueeze(0)  # (1, 1, H)
+        out, h = call(self.decoder, target, h0)
+        return out, h.squeeze(0)                                         # (1, H)
+
+
+def labels_for(n):
+    ys = [torch.randint(0, 3, (1,)) for _ in range(n)]
+    return ys, MaskedBatch.fromlist(ys, ())

@@ -13,8 +13,24 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from rnn_oracle import FEATURES, HIDDEN, KINDS, examples_of_lengths, make_module, run
+from rnn_oracle import (
+    FEATURES,
+    HIDDEN,
+    KINDS,
+    LENGTHS,
+    BridgedSeq2Seq,
+    Classifier,
+    Seq2Seq,
+    call,
+    check_model,
+    examples_of_lengths,
+    labels_for,
+    make_module,
+    run,
+    source_and_target_lengths,
+)
 from rnn_oracle import check as check_batch
+from torch import nn
 
 from matchbox import MaskedBatch, _registry
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
@@ -158,6 +174,144 @@ def test_time_major_view_answers_the_modules_questions():
     x = torch.randn(1, 4, FEATURES)
     assert torch.equal(batch_major(time_major(x)), x) and time_major(x).shape == (4, 1, 3)
     assert "TimeMajorBatch(MaskedBatch(" in repr(view)
+
+
+# ---------------------------------------------------------------------------- user patterns
+#
+# Per-example models that use the final states (rnn_oracle: Classifier, Seq2Seq,
+# BridgedSeq2Seq), written for one example (1, T, F) and run unchanged on the batch
+# (NaN padding); the loop gives an empty example Matchbox's semantics through
+# rnn_oracle.call (PyTorch refuses it).
+
+
+def inputs(lengths, dtype=torch.float64):
+    xs = examples_of_lengths(lengths, dtype)
+    return xs, masked(xs)
+
+
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["h[-1]", "cat(h[-2], h[-1])"])
+@given(lengths=LENGTHS)
+def test_classifier_on_the_final_states_equals_loop(kind, bidirectional, lengths):
+    model = Classifier(kind, bidirectional=bidirectional)
+    xs, xb = inputs(lengths)
+    ys, yb = labels_for(len(lengths))
+    mb_assert(model, [xs, ys], [xb, yb], len(lengths))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "lstm_proj", "gru", "rnn_tanh"])
+@given(lengths=source_and_target_lengths(), double=st.booleans())
+def test_encoder_states_start_the_decoder(kind, lengths, double):
+    dtype = torch.float64 if double else torch.float32
+    check_model(Seq2Seq(kind).to(dtype), lengths, [masked, masked], dtype)
+
+
+@given(lengths=source_and_target_lengths())
+def test_bridge_from_both_directions_with_unsqueeze_and_squeeze(lengths):
+    check_model(BridgedSeq2Seq(), lengths, [masked, masked])
+
+
+def test_gru_state_squeezed_to_features(dtype):
+    gru, fc = make_module("gru", dtype=dtype), nn.Linear(HIDDEN, 2).to(dtype)
+
+    def model(x):
+        _, h = call(gru, x)
+        return fc(h.squeeze(0)).tanh()                      # (1, H) -> (1, 2)
+
+    xs, xb = inputs([3, 0, 1, 5], dtype)
+    mb_assert(model, [xs], [xb], 4, params=[*gru.parameters(), *fc.parameters()])
+
+
+@pytest.mark.parametrize("lengths", [[4, 1, 0, 2], [3]], ids=["ragged", "batch-of-one"])
+def test_time_major_module_states(lengths, dtype):
+    # batch_first=False: the input is time-major (T, 1, F) per example; the states
+    # are (L*D, 1, H) either way.
+    lstm = make_module("lstm", layers=2, bidirectional=True, batch_first=False, dtype=dtype)
+
+    def model(x):
+        out, (h, c) = call(lstm, x.transpose(0, 1))
+        out2, (h2, _) = call(lstm, out[:, :, :FEATURES], (h, c))   # states back in
+        return out2.transpose(0, 1), torch.cat([h2[-2], h2[-1]], 1), c.transpose(0, 1)
+
+    xs, xb = inputs(lengths, dtype)
+    mb_assert(model, [xs], [xb], len(lengths), params=list(lstm.parameters()))
+
+
+def test_detached_states_carry_into_the_next_chunk(dtype):
+    # Truncated backpropagation through time: the next chunk starts from the
+    # detached final states; no gradient reaches the first chunk through them.
+    lstm = make_module("lstm", dtype=dtype)
+
+    def model(first, second):
+        _, (h, c) = call(lstm, first)
+        out, (h, c) = call(lstm, second, (h.detach(), c.detach()))
+        return out, h * c
+
+    (xs, xb), (ys, yb) = inputs([3, 1, 4], dtype), inputs([2, 2, 0], dtype)
+    mb_assert(model, [xs, ys], [xb, yb], 3, params=list(lstm.parameters()))
+
+
+def test_reductions_and_pointwise_ops_of_states_are_per_example(dtype):
+    gru = make_module("gru", layers=2, bidirectional=True, dtype=dtype)
+
+    def model(x):
+        _, h = call(gru, x)
+        return h.sum(), h.mean(0), (h * h).amax(-1, keepdim=True).transpose(0, 1), h.tanh()
+
+    xs, xb = inputs([2, 0, 5], dtype)
+    mb_assert(model, [xs], [xb], 3, params=list(gru.parameters()))
+
+
+def test_states_answer_the_sizes_per_example_code_asks():
+    lstm = make_module("lstm", layers=2, bidirectional=True)
+    _, (h, c) = lstm(masked(examples_of_lengths([3, 1, 0], torch.float64)))
+    assert h.size() == h.shape == (4, 3, HIDDEN) and h.size(1) == 3 and h.size(-1) == HIDDEN
+    assert h.dim() == h.ndim == 3 and len(h) == 4 and h.dtype == torch.float64
+    loop = [lstm(x)[1][0] for x in examples_of_lengths([3, 1], torch.float64)]
+    assert [e.shape for e in h.examples()] == [loop[0].shape] * 3 == [(4, 1, HIDDEN)] * 3
+    assert isinstance(h.transpose(0, 1), MaskedBatch) and batch_major(h) is h.transpose(0, 1)
+
+
+def test_an_initial_state_that_is_not_real_starts_from_zeros_and_stays_not_real():
+    # The first step of each example as its initial state: the empty example has none
+    # (the loop would raise for it), so its state is padding (NaN here). It must not
+    # reach anything, and its final state is not real either; the others are the loop's.
+    gru = nn.GRU(HIDDEN, HIDDEN, batch_first=True).double()
+    xs = [torch.randn(1, n, HIDDEN, dtype=torch.float64, requires_grad=True)
+          for n in (2, 0, 3)]
+    xb = masked(xs)
+    first = xb.unbind(1)[0]                                   # (1, H) per example
+    assert first._mask is not None and not first.mask[1].any()
+    out, h = gru(xb, first.unsqueeze(0))
+    assert torch.equal(h.batch.mask.flatten(), torch.tensor([True, False, True]))
+    assert torch.isfinite(h.batch.data).all() and torch.isfinite(out.data[out.mask.expand_as(
+        out.data)]).all()
+    for e in (0, 2):
+        _, h_loop = gru(xs[e], xs[e][:, :1].transpose(0, 1))
+        torch.testing.assert_close(list(h.examples())[e], h_loop, rtol=1e-7, atol=1e-7)
+    (out.data[out.mask.expand_as(out.data)].sum() + h.batch.data[[0, 2]].sum()).backward()
+    assert all(torch.isfinite(x.grad).all() for x in (xs[0], xs[2]))
+    assert all(torch.isfinite(p.grad).all() for p in gru.parameters())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_states_through_cudnn_equal_loop():
+    # float64: the loop's and the batch's cuDNN calls then agree to the default tolerance.
+    model = Seq2Seq("lstm").cuda()
+    xs, ys = ([x.cuda() for x in examples_of_lengths(ls, torch.float64)]
+              for ls in ([3, 0, 5, 1], [2, 4, 0, 1]))
+    mb_assert(model, [xs, ys], [masked(xs), masked(ys)], 4)
+
+
+def test_the_states_need_no_extra_packed_call():
+    # States back into a module: still one packed call per module call.
+    lstm = make_module("lstm", layers=2, bidirectional=True)
+    xb = masked(examples_of_lengths([5, 1, 0, 3], torch.float64))
+    _, states = lstm(xb)
+    calls = _aten_calls(lambda: lstm(xb, states), ["aten::lstm"])
+    assert calls["aten::lstm"] == 1
 
 
 # ---------------------------------------------------------------------------- errors

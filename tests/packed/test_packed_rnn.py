@@ -14,7 +14,20 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from packed_strategies import examples_of_lengths
-from rnn_oracle import FEATURES, HIDDEN, KINDS, make_module
+from rnn_oracle import (
+    FEATURES,
+    HIDDEN,
+    KINDS,
+    LENGTHS,
+    BridgedSeq2Seq,
+    Classifier,
+    Seq2Seq,
+    call,
+    check_model,
+    labels_for,
+    make_module,
+    source_and_target_lengths,
+)
 from rnn_oracle import check as check_batch
 
 from matchbox import MaskedBatch, _registry
@@ -125,6 +138,55 @@ def test_dropout_in_training_runs_on_real_rows_only():
     assert h.shape == (2, 3, HIDDEN) and torch.isfinite(out.data).all()
     (out.data.sum() + h.batch.data.sum()).backward()
     assert all(torch.isfinite(x.grad).all() for x in xs)
+
+
+# ---------------------------------------------------------------------------- user patterns
+# The per-example models of rnn_oracle (final states classified, passed to a
+# decoder, bridged) on PackedBatch inputs, and mixed with MaskedBatch ones.
+
+
+def packed_inputs(lengths, dtype=torch.float64):
+    xs = examples_of_lengths(lengths, static=(FEATURES,), dtype=dtype)
+    return xs, PackedBatch.fromlist(xs)
+
+
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["h[-1]", "cat(h[-2], h[-1])"])
+@given(lengths=LENGTHS)
+def test_classifier_on_the_final_states_equals_loop(kind, bidirectional, lengths):
+    xs, xb = packed_inputs(lengths)
+    ys, yb = labels_for(len(lengths))
+    mb_assert(Classifier(kind, bidirectional=bidirectional), [xs, ys], [xb, yb], len(lengths))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "lstm_proj", "gru"])
+@pytest.mark.parametrize("target_type", ["PackedBatch", "MaskedBatch"])
+@given(lengths=source_and_target_lengths(), double=st.booleans())
+def test_packed_encoder_states_start_a_decoder(kind, target_type, lengths, double):
+    # The decoder's input is packed too, or a MaskedBatch (a model mixing both).
+    dtype = torch.float64 if double else torch.float32
+    target = PackedBatch.fromlist if target_type == "PackedBatch" else (
+        lambda ys: MaskedBatch.fromlist(ys, (True, False), padding_value=float("nan")))
+    check_model(Seq2Seq(kind).to(dtype), lengths, [PackedBatch.fromlist, target], dtype)
+
+
+@given(lengths=source_and_target_lengths())
+def test_bridge_from_both_directions(lengths):
+    check_model(BridgedSeq2Seq(), lengths, [PackedBatch.fromlist, PackedBatch.fromlist])
+
+
+def test_time_major_packed_input_takes_and_gives_state_views(dtype):
+    gru = make_module("gru", layers=2, batch_first=False, dtype=dtype)
+
+    def model(x, y):
+        _, h = call(gru, x.transpose(0, 1))
+        out, h = call(gru, y.transpose(0, 1), h.tanh())
+        return out.transpose(0, 1), h[0], h.transpose(0, 1)
+
+    (xs, xb), (ys, yb) = packed_inputs([3, 0, 1], dtype), packed_inputs([2, 4, 0], dtype)
+    mb_assert(model, [xs, ys], [xb, yb], 3, params=list(gru.parameters()))
 
 
 # ---------------------------------------------------------------------------- errors

@@ -93,7 +93,7 @@ class TimeMajorBatch:
         if not isinstance(batch, _registry.batch_types()) or batch.dim() != 3:
             raise TypeError(
                 "TimeMajorBatch: expected a batch (MaskedBatch, PackedBatch) of examples "
-                f"(1, length, features), got {batch!r}"
+                f"of rank 3 (1, A, F), got {batch!r}"
             )
         self.batch = batch
 
@@ -172,12 +172,31 @@ class TimeMajorBatch:
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
         handler = _registry.lookup(func, "TimeMajorBatch")
         if handler is None:
-            raise NotImplementedError(
-                f"{_registry.op_name(func)} is not implemented for TimeMajorBatch (a "
-                "time-major view, for batch_first=False modules); convert back with "
-                "matchbox.nn.batch_major(x) first"
-            )
+            raise _unsupported(func)
         return handler(func, *args, **(kwargs or {}))
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names the class does not define: a Tensor method the view
+        # does not implement says so (as MaskedBatch's do), anything else is missing.
+        attribute = getattr(torch.Tensor, name, None)
+        if callable(attribute) and not name.startswith("_"):
+
+            def unsupported_method(*args: Any, **kwargs: Any) -> Any:
+                raise _unsupported(attribute)
+
+            return unsupported_method
+        raise AttributeError(f"'TimeMajorBatch' object has no attribute '{name}'")
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise _unsupported(torch.Tensor.__setitem__)
+
+
+def _unsupported(func: Any) -> NotImplementedError:
+    return NotImplementedError(
+        f"{_registry.op_name(func)} is not implemented for TimeMajorBatch (a time-major "
+        "view, for batch_first=False modules and the states of recurrent modules); convert "
+        "back with matchbox.nn.batch_major(x) first"
+    )
 
 
 class _ViewShape(BatchShape):
