@@ -24,6 +24,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from benchmarks._harness import interleaved_medians, machine, median_seconds, table, write
 from matchbox import MaskedBatch
+from matchbox.nn import batch_major
 
 BASELINE = "PackedSequence + nn.LSTM"
 
@@ -44,7 +45,8 @@ def variants(lstm: torch.nn.LSTM, examples: list[torch.Tensor], device: str) -> 
 
     def matchbox():
         out, (h, _) = lstm(xb)
-        return out.data, h
+        # h is a state view (examples (L*D, 1, H)); its batch holds (B, L*D, H).
+        return out.data, batch_major(h).data.transpose(0, 1)
 
     def packed_sequence():
         packed = pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)

@@ -23,6 +23,7 @@ from torch.nn.utils.rnn import pack_sequence
 from benchmarks._harness import interleaved_medians, machine, table, write
 from benchmarks.lstm_module import lengths_of, lengths_title, lstm_configs, skewed_arguments
 from matchbox import MaskedBatch
+from matchbox.nn import TimeMajorBatch, batch_major
 from matchbox.packed import PackedBatch, nbytes
 
 BASELINE = "PackedSequence"
@@ -36,7 +37,8 @@ def variants(lstm: torch.nn.LSTM, examples: list[torch.Tensor]) -> dict:
 
     def packed_batch(x):
         out, (h, _) = lstm(x)
-        return out, h
+        # A batch's h is a state view (examples (L*D, 1, H)): its plain (L*D, B, H) form.
+        return out, batch_major(h).data.transpose(0, 1) if isinstance(h, TimeMajorBatch) else h
 
     packed_sequence = masked_batch = packed_batch  # the same call; named for the table
 

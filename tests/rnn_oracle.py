@@ -4,11 +4,14 @@ The loop calls the same module on each example ``(1, T, F)``.  PyTorch refuses
 ``T == 0``; Matchbox's documented semantics for such an example (empty output,
 final state = initial state) are written out in ``per_example``.
 
-PyTorch's batched states are ``(L*D, B, H)``; the loop's are ``(L*D, 1, H)`` per
-example.  The tests hand the loop's states around as ``(1, L*D, H)`` examples
-(batch first) and the batch's as a MaskedBatch of them, and transpose at the
-module boundary, so mb_assert compares "the batch's states" with "torch.cat of
-the loop's states along dimension 1", values and gradients.
+States: one example's state is ``(L*D, 1, H)``; a batch's final states are
+views whose examples are exactly those (``TimeMajorBatch``), and ``mb_assert``
+compares a view's ``examples()`` with the loop's states, values and gradients.
+Initial states are drawn per example as ``(1, L*D, H)`` tensors (a batch
+holds them as a ``MaskedBatch``) and handed to the module with the
+per-example code ``h0.transpose(0, 1)``: on a batch, that is the state view.
+``plain_states=True`` hands the batch PyTorch's plain ``(L*D, B, H)`` tensor
+instead (the documented alternative, in the batch's order).
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+from torch import nn
 
 from matchbox import MaskedBatch
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
@@ -49,21 +55,19 @@ def state_sizes(module):
     return rows, h, c
 
 
-def to_module_states(states):
-    """Batch-first state examples (1, L*D, H) / their batch -> PyTorch's (L*D, B, H)."""
-    if states is None:
+def as_plain(state):
+    """A state view as PyTorch's plain (L*D, B, H) tensor (a tensor stays as it is)."""
+    return state.batch.data.transpose(0, 1) if isinstance(state, TimeMajorBatch) else state
+
+
+def module_states(states, plain=False):
+    """Per-example initial states (1, L*D, H) -> what the module takes: ``h0.transpose(0, 1)``."""
+    if not states:
         return None
-    out = [s.data.transpose(0, 1) if isinstance(s, MaskedBatch) else s.transpose(0, 1)
-           for s in states]
-    return out[0] if len(out) == 1 else tuple(out)
-
-
-def from_module_states(states, batched):
-    """PyTorch's (L*D, B, H) -> a batch of (1, L*D, H) state examples, or one example."""
-    states = list(states) if isinstance(states, tuple) else [states]
-    if batched:
-        return [MaskedBatch._make(s.transpose(0, 1), None, (False, False)) for s in states]
-    return [s.transpose(0, 1) for s in states]
+    hx = [s.transpose(0, 1) for s in states]
+    if plain:
+        hx = [as_plain(s) for s in hx]
+    return hx[0] if len(hx) == 1 else tuple(hx)
 
 
 def per_example(module, x, states):
@@ -72,36 +76,42 @@ def per_example(module, x, states):
     if x.size(1) == 0:
         # PyTorch refuses an empty sequence; Matchbox's semantics: no step taken.
         width = (2 if module.bidirectional else 1) * h
-        if states is None:
+        if not states:
             states = [x.new_zeros(1, rows, h)] + ([x.new_zeros(1, rows, c)] if c else [])
-        return x.new_zeros(1, 0, width), list(states)
-    hx = to_module_states(states)
+        final = [s.transpose(0, 1) for s in states]
+        return x.new_zeros(1, 0, width), final[0] if len(final) == 1 else tuple(final)
+    return module_call(module, x, states)
+
+
+def call(module, x, hx=None):
+    """``module(x, hx)``, as user code writes it; in the loop an empty example gets
+    Matchbox's semantics (PyTorch refuses it), so user models can take length 0."""
+    if isinstance(x, torch.Tensor) and x.size(1 if module.batch_first else 0) == 0:
+        states = None if hx is None else [
+            s.transpose(0, 1) for s in (hx if isinstance(hx, tuple) else (hx,))]
+        out, final = per_example(module, x if module.batch_first else x.transpose(0, 1),
+                                 states)
+        return (out if module.batch_first else out.transpose(0, 1)), final
+    return module(x, hx)
+
+
+def module_call(module, x, states, plain=False):
+    """The module on ``x`` as per-example code calls it: (output (1, T, D*H), final states)."""
+    hx = module_states(states, plain)
     if module.batch_first:
-        out, final = module(x, hx)
-    else:
-        out, final = module(x.transpose(0, 1), hx)
-        out = out.transpose(0, 1)
-    return out, from_module_states(final, batched=False)
+        return module(x, hx)
+    out, final = module(time_major(x), hx)
+    return batch_major(out), final
 
 
-def on_batch(module, xb, states):
-    """The batch through the module, as a per-example model would call it."""
-    hx = to_module_states(states)
-    if module.batch_first:
-        out, final = module(xb, hx)
-    else:
-        out, final = module(time_major(xb), hx)
-        assert isinstance(out, TimeMajorBatch)
-        out = batch_major(out)
-    assert type(out) is type(xb)
-    return out, from_module_states(final, batched=True)
-
-
-def run(module, x, *states):
-    states = list(states) or None
+def run(module, x, *states, plain=False):
     if isinstance(x, torch.Tensor):
-        return per_example(module, x, states)
-    return on_batch(module, x, states)
+        return per_example(module, x, list(states))
+    out, final = module_call(module, x, list(states), plain)
+    assert type(out) is type(x)
+    finals = final if isinstance(final, tuple) else (final,)
+    assert all(isinstance(s, TimeMajorBatch) for s in finals)
+    return out, final
 
 
 def examples_of_lengths(lengths, dtype, width=FEATURES):
@@ -109,6 +119,7 @@ def examples_of_lengths(lengths, dtype, width=FEATURES):
 
 
 def state_examples(module, batch_size, dtype):
+    """Per-example initial states, (1, L*D, H) each (batch first, so a batch can hold them)."""
     rows, h, c = state_sizes(module)
     sizes = [h] + ([c] if c else [])
     return [[torch.randn(1, rows, size, dtype=dtype) for _ in range(batch_size)]
@@ -116,13 +127,97 @@ def state_examples(module, batch_size, dtype):
 
 
 def check(module: Any, lengths: list[int], dtype: torch.dtype, with_states: bool,
-          make_batch: Callable[[list[torch.Tensor]], Any]) -> None:
-    """The module on the batch ``make_batch`` builds equals the loop, values and gradients."""
+          make_batch: Callable[[list[torch.Tensor]], Any], plain_states: bool = False) -> None:
+    """The module on the batch ``make_batch`` builds equals the loop, values and gradients.
+
+    Compared: the output, every final state (a view's examples against the
+    loop's ``(L*D, 1, H)``), and the gradients of the inputs, of the initial
+    states and of the module's parameters.
+    """
     xs = examples_of_lengths(lengths, dtype)
     xs_args, xb_args = [xs], [make_batch(xs)]
     if with_states:
         for examples in state_examples(module, len(lengths), dtype):
             xs_args.append(examples)
             xb_args.append(MaskedBatch.fromlist(examples, (False, False)))
-    mb_assert(lambda x, *s: run(module, x, *s), xs_args, xb_args, len(lengths),
-              params=list(module.parameters()))
+    mb_assert(lambda x, *s: run(module, x, *s, plain=plain_states), xs_args, xb_args,
+              len(lengths), params=list(module.parameters()))
+
+
+# Lengths of a source and a target per example (0 and 1 included).
+LENGTHS = st.lists(st.integers(0, 5), min_size=1, max_size=5)
+
+
+@st.composite
+def source_and_target_lengths(draw):
+    source = draw(LENGTHS)
+    return source, draw(st.lists(st.integers(0, 5), min_size=len(source),
+                                 max_size=len(source)))
+
+
+def check_model(model, lengths, make_batches, dtype=torch.float64):
+    """``model(*inputs)`` on batches equals the loop; input ``i`` has examples of
+    ``lengths[i]`` batched by ``make_batches[i]``."""
+    xs_args = [examples_of_lengths(ls, dtype) for ls in lengths]
+    mb_assert(model, xs_args, [make(xs) for make, xs in zip(make_batches, xs_args)],
+              len(lengths[0]))
+
+
+# ---------------------------------------------------------------------------- user models
+# Per-example models that use the final states, for one example (1, T, F).
+
+
+class Classifier(nn.Module):
+    """The most common pattern: classify from the last layer's final state, h[-1]."""
+
+    def __init__(self, kind="lstm", layers=2, bidirectional=False, classes=3):
+        super().__init__()
+        self.rnn = make_module(kind, layers, bidirectional)
+        width = (2 if bidirectional else 1) * (self.rnn.proj_size or HIDDEN)
+        self.fc = nn.Linear(width, classes).double()
+
+    def forward(self, x, label):
+        _, h = call(self.rnn, x)
+        h = h[0] if isinstance(h, tuple) else h               # (L*D, 1, H)
+        if self.rnn.bidirectional:
+            feature = torch.cat([h[-2], h[-1]], 1)            # both directions, (1, 2H)
+        else:
+            feature = h[-1]                                    # (1, H)
+        return F.cross_entropy(self.fc(feature), label, reduction="sum")
+
+
+class Seq2Seq(nn.Module):
+    """Encoder final states -> decoder initial states (as seq2seq models pass them)."""
+
+    def __init__(self, kind="lstm", layers=2):
+        super().__init__()
+        self.encoder = make_module(kind, layers)
+        self.decoder = make_module(kind, layers)
+        self.decoder.load_state_dict({k: v + 0.1 for k, v in self.encoder.state_dict().items()})
+        self.out = nn.Linear(self.decoder.proj_size or HIDDEN, 2).double()
+
+    def forward(self, source, target):
+        _, state = call(self.encoder, source)
+        out, final = call(self.decoder, target, state)
+        return self.out(out), final
+
+
+class BridgedSeq2Seq(nn.Module):
+    """A bidirectional GRU encoder; its two last states, through a layer, start a decoder."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = make_module("gru", layers=2, bidirectional=True)
+        self.bridge = nn.Linear(2 * HIDDEN, HIDDEN).double()
+        self.decoder = make_module("gru")
+
+    def forward(self, source, target):
+        _, h = call(self.encoder, source)                               # (4, 1, H)
+        h0 = torch.tanh(self.bridge(torch.cat([h[-2], h[-1]], 1))).unsqueeze(0)  # (1, 1, H)
+        out, h = call(self.decoder, target, h0)
+        return out, h.squeeze(0)                                         # (1, H)
+
+
+def labels_for(n):
+    ys = [torch.randint(0, 3, (1,)) for _ in range(n)]
+    return ys, MaskedBatch.fromlist(ys, ())

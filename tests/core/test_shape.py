@@ -277,7 +277,7 @@ def test_moving_or_removing_dim_0_is_refused(f):
         f(xb)
 
 
-def test_swapping_dims_0_and_1_is_refused_without_a_view_provider(monkeypatch):
+def test_moving_dim_0_to_1_is_refused_without_a_view_provider(monkeypatch):
     # matchbox-nn, when installed, provides a time-major view for this swap
     # (tests/nn/test_nn_attention.py); core alone refuses it.
     from matchbox import _registry
@@ -287,6 +287,12 @@ def test_swapping_dims_0_and_1_is_refused_without_a_view_provider(monkeypatch):
     for f in (lambda x: x.transpose(0, 1), lambda x: x.swapaxes(1, 0)):
         with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):
             f(xb)
+    # A new dimension 0 in front of (1, H) examples: a time-major view with matchbox-nn
+    # (tests/nn/test_nn_time_major_views.py).
+    rows = MaskedBatch.fromlist([torch.randn(1, 4) for _ in range(2)], (False,))
+    for f in (lambda x: x.unsqueeze(0), lambda x: torch.stack([x, x])):
+        with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):
+            f(rows)
 
 
 def test_permute_must_keep_dim_0_first():

@@ -200,6 +200,7 @@ def test_view_refuses_other_ops_and_mixed_layouts():
     with pytest.raises(NotImplementedError, match=r"torch.nn.functional.softmax is not "
                                                   r"implemented for TimeMajorBatch \(a "
                                                   r"time-major view, for batch_first=False "
+                                                  r"modules and the states of recurrent "
                                                   r"modules\); convert back with "
                                                   r"matchbox.nn.batch_major"):
         torch.nn.functional.softmax(view, -1)

@@ -194,18 +194,31 @@ def test_bilstm_classifier_from_the_output_ends(lengths, dtype):
     check(BiLSTMClassifier().to(dtype).eval(), ids(lengths, 20), labels(len(lengths), 3))
 
 
-def test_classifier_on_the_lstm_final_states_is_refused_naming_why():
-    # The final states h_n stay plain (layers * directions, B, H) tensors on a batch, so
-    # per-example code on h_n cannot run unchanged (a known limitation); the error says
-    # what happened and what to use instead (the output ends, as above).
-    embed, lstm, out = nn.Embedding(20, 6), nn.LSTM(6, 5, batch_first=True), nn.Linear(5, 3)
-    _, tokens = ids([3, 1], 20)
-    _, label = labels(2, 3)
-    _, (h, _) = lstm(embed(tokens))
-    with pytest.raises(TypeError, match=r"cross_entropy: the input must be the MaskedBatch; got "
-                                        r"Tensor of shape \(2, 3\): .* final states of "
-                                        r"nn.RNN/LSTM/GRU"):
-        F.cross_entropy(out(h[-1]), label)
+class FinalStateClassifier(nn.Module):
+    """Sentence classifier from the LSTM's final states: h_n[-1], or both directions'."""
+
+    def __init__(self, vocab=20, emb=6, hidden=5, classes=3, bidirectional=False):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, emb)
+        self.lstm = nn.LSTM(emb, hidden, num_layers=2, bidirectional=bidirectional,
+                            batch_first=True)
+        self.out = nn.Linear((2 if bidirectional else 1) * hidden, classes)
+
+    def forward(self, tokens, label):
+        _, (h, _) = self.lstm(self.embed(tokens))           # h: (layers * dirs, 1, hidden)
+        if self.lstm.bidirectional:
+            feat = torch.cat([h[-2], h[-1]], dim=1)          # (1, 2 * hidden)
+        else:
+            feat = h[-1]                                     # (1, hidden)
+        return F.cross_entropy(self.out(feat), label, reduction="sum")
+
+
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["h[-1]", "cat(h[-2], h[-1])"])
+@lengths_params(LENGTHS)
+def test_classifier_on_the_lstm_final_states(lengths, bidirectional, dtype):
+    # The final states are views whose examples are the loop's (layers * dirs, 1, hidden).
+    check(FinalStateClassifier(bidirectional=bidirectional).to(dtype).eval(), ids(lengths, 20),
+          labels(len(lengths), 3))
 
 
 class GRUSeq2SeqLoss(nn.Module):

@@ -1,7 +1,10 @@
 """Whole nn.RNN / nn.LSTM / nn.GRU modules on a MaskedBatch equal the loop over examples.
 
 The per-example oracle (and its semantics for a zero-length example) is shared
-with the other batch types' tests: see tests/rnn_oracle.py.
+with the other batch types' tests: see tests/rnn_oracle.py.  Final states are
+state views (``TimeMajorBatch``) whose examples are the loop's ``(L*D, 1, H)``
+states; the user-pattern tests below run per-example code on them unchanged
+(the ops on the view itself: tests/nn/test_nn_time_major_views.py).
 """
 
 from __future__ import annotations
@@ -10,11 +13,27 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-from rnn_oracle import FEATURES, HIDDEN, KINDS, examples_of_lengths, make_module, run
+from rnn_oracle import (
+    FEATURES,
+    HIDDEN,
+    KINDS,
+    LENGTHS,
+    BridgedSeq2Seq,
+    Classifier,
+    Seq2Seq,
+    call,
+    check_model,
+    examples_of_lengths,
+    labels_for,
+    make_module,
+    run,
+    source_and_target_lengths,
+)
 from rnn_oracle import check as check_batch
+from torch import nn
 
 from matchbox import MaskedBatch, _registry
-from matchbox.nn import batch_major, time_major
+from matchbox.nn import TimeMajorBatch, batch_major, time_major
 from matchbox.testing import mb_assert
 
 # PyTorch warns that oneDNN has no projection LSTM (it falls back to its own).
@@ -25,8 +44,8 @@ def masked(xs):
     return MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
 
 
-def check(module, lengths, dtype, with_states):
-    check_batch(module, lengths, dtype, with_states, masked)
+def check(module, lengths, dtype, with_states, plain_states=False):
+    check_batch(module, lengths, dtype, with_states, masked, plain_states)
 
 
 @pytest.mark.parametrize("batch_type", ["MaskedBatch", "TimeMajorBatch"])
@@ -41,23 +60,24 @@ def test_every_registered_recurrent_module_op_is_tested_here(batch_type):
 @pytest.mark.parametrize("kind", KINDS)
 @given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
        layers=st.integers(1, 2), bidirectional=st.booleans(), batch_first=st.booleans(),
-       with_states=st.booleans(), double=st.booleans(), seed=st.integers(0, 2**16))
-def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, with_states,
+       states=st.sampled_from(["zero", "views", "plain"]), double=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, states,
                             double, seed):
     torch.manual_seed(seed)
     dtype = torch.float64 if double else torch.float32
     module = make_module(kind, layers, bidirectional, batch_first, dtype)
-    check(module, lengths, dtype, with_states)
+    check(module, lengths, dtype, states != "zero", plain_states=states == "plain")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("lengths", [[0], [0, 0, 0], [1], [5], [3, 3, 3], [0, 4, 0, 1]],
                          ids=["one-empty", "all-empty", "one-step", "batch-of-one",
                               "no-padding", "empties-between"])
-@pytest.mark.parametrize("with_states", [False, True], ids=["zero-state", "given-state"])
-def test_edge_lengths(kind, lengths, with_states, dtype):
+@pytest.mark.parametrize("states", ["zero", "views", "plain"])
+def test_edge_lengths(kind, lengths, states, dtype):
     module = make_module(kind, layers=2, bidirectional=True, dtype=dtype)
-    check(module, lengths, dtype, with_states)
+    check(module, lengths, dtype, states != "zero", plain_states=states == "plain")
 
 
 def test_no_padding_batch_has_no_mask_and_stays_unmasked():
@@ -100,7 +120,11 @@ def test_output_keeps_the_input_mask_and_zero_padding():
     assert out.data.shape == (3, 5, 2 * HIDDEN)
     assert torch.equal(out.data[~out.mask.expand_as(out.data)],
                        torch.zeros(int((~out.mask.expand_as(out.data)).sum()), dtype=out.dtype))
-    assert h.shape == c.shape == (2, 3, HIDDEN)
+    # The states are views (L*D, B, H) of a MaskedBatch of (1, L*D, H) examples, no mask.
+    for state in (h, c):
+        assert isinstance(state, TimeMajorBatch) and state.shape == (2, 3, HIDDEN)
+        assert state.size(1) == 3 and state.batch.dims == (False, False)
+        assert state.batch._mask is None and state.batch.data.shape == (3, 2, HIDDEN)
 
 
 def test_dropout_in_eval_equals_loop(dtype):
@@ -118,8 +142,8 @@ def test_dropout_in_training_runs_on_real_rows_only():
                               padding_value=float("nan"))
     out, h = module(xb)
     assert torch.equal(out.mask, xb.mask) and h.shape == (2, 3, HIDDEN)
-    assert torch.isfinite(out.data).all() and torch.isfinite(h).all()
-    (out.data.sum() + h.sum()).backward()
+    assert torch.isfinite(out.data).all() and torch.isfinite(h.batch.data).all()
+    (out.data.sum() + h.batch.data.sum()).backward()
     assert all(torch.isfinite(x.grad).all() for x in xs)
     assert all(torch.isfinite(p.grad).all() for p in module.parameters())
 
@@ -150,6 +174,144 @@ def test_time_major_view_answers_the_modules_questions():
     x = torch.randn(1, 4, FEATURES)
     assert torch.equal(batch_major(time_major(x)), x) and time_major(x).shape == (4, 1, 3)
     assert "TimeMajorBatch(MaskedBatch(" in repr(view)
+
+
+# ---------------------------------------------------------------------------- user patterns
+#
+# Per-example models that use the final states (rnn_oracle: Classifier, Seq2Seq,
+# BridgedSeq2Seq), written for one example (1, T, F) and run unchanged on the batch
+# (NaN padding); the loop gives an empty example Matchbox's semantics through
+# rnn_oracle.call (PyTorch refuses it).
+
+
+def inputs(lengths, dtype=torch.float64):
+    xs = examples_of_lengths(lengths, dtype)
+    return xs, masked(xs)
+
+
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["h[-1]", "cat(h[-2], h[-1])"])
+@given(lengths=LENGTHS)
+def test_classifier_on_the_final_states_equals_loop(kind, bidirectional, lengths):
+    model = Classifier(kind, bidirectional=bidirectional)
+    xs, xb = inputs(lengths)
+    ys, yb = labels_for(len(lengths))
+    mb_assert(model, [xs, ys], [xb, yb], len(lengths))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "lstm_proj", "gru", "rnn_tanh"])
+@given(lengths=source_and_target_lengths(), double=st.booleans())
+def test_encoder_states_start_the_decoder(kind, lengths, double):
+    dtype = torch.float64 if double else torch.float32
+    check_model(Seq2Seq(kind).to(dtype), lengths, [masked, masked], dtype)
+
+
+@given(lengths=source_and_target_lengths())
+def test_bridge_from_both_directions_with_unsqueeze_and_squeeze(lengths):
+    check_model(BridgedSeq2Seq(), lengths, [masked, masked])
+
+
+def test_gru_state_squeezed_to_features(dtype):
+    gru, fc = make_module("gru", dtype=dtype), nn.Linear(HIDDEN, 2).to(dtype)
+
+    def model(x):
+        _, h = call(gru, x)
+        return fc(h.squeeze(0)).tanh()                      # (1, H) -> (1, 2)
+
+    xs, xb = inputs([3, 0, 1, 5], dtype)
+    mb_assert(model, [xs], [xb], 4, params=[*gru.parameters(), *fc.parameters()])
+
+
+@pytest.mark.parametrize("lengths", [[4, 1, 0, 2], [3]], ids=["ragged", "batch-of-one"])
+def test_time_major_module_states(lengths, dtype):
+    # batch_first=False: the input is time-major (T, 1, F) per example; the states
+    # are (L*D, 1, H) either way.
+    lstm = make_module("lstm", layers=2, bidirectional=True, batch_first=False, dtype=dtype)
+
+    def model(x):
+        out, (h, c) = call(lstm, x.transpose(0, 1))
+        out2, (h2, _) = call(lstm, out[:, :, :FEATURES], (h, c))   # states back in
+        return out2.transpose(0, 1), torch.cat([h2[-2], h2[-1]], 1), c.transpose(0, 1)
+
+    xs, xb = inputs(lengths, dtype)
+    mb_assert(model, [xs], [xb], len(lengths), params=list(lstm.parameters()))
+
+
+def test_detached_states_carry_into_the_next_chunk(dtype):
+    # Truncated backpropagation through time: the next chunk starts from the
+    # detached final states; no gradient reaches the first chunk through them.
+    lstm = make_module("lstm", dtype=dtype)
+
+    def model(first, second):
+        _, (h, c) = call(lstm, first)
+        out, (h, c) = call(lstm, second, (h.detach(), c.detach()))
+        return out, h * c
+
+    (xs, xb), (ys, yb) = inputs([3, 1, 4], dtype), inputs([2, 2, 0], dtype)
+    mb_assert(model, [xs, ys], [xb, yb], 3, params=list(lstm.parameters()))
+
+
+def test_reductions_and_pointwise_ops_of_states_are_per_example(dtype):
+    gru = make_module("gru", layers=2, bidirectional=True, dtype=dtype)
+
+    def model(x):
+        _, h = call(gru, x)
+        return h.sum(), h.mean(0), (h * h).amax(-1, keepdim=True).transpose(0, 1), h.tanh()
+
+    xs, xb = inputs([2, 0, 5], dtype)
+    mb_assert(model, [xs], [xb], 3, params=list(gru.parameters()))
+
+
+def test_states_answer_the_sizes_per_example_code_asks():
+    lstm = make_module("lstm", layers=2, bidirectional=True)
+    _, (h, c) = lstm(masked(examples_of_lengths([3, 1, 0], torch.float64)))
+    assert h.size() == h.shape == (4, 3, HIDDEN) and h.size(1) == 3 and h.size(-1) == HIDDEN
+    assert h.dim() == h.ndim == 3 and len(h) == 4 and h.dtype == torch.float64
+    loop = [lstm(x)[1][0] for x in examples_of_lengths([3, 1], torch.float64)]
+    assert [e.shape for e in h.examples()] == [loop[0].shape] * 3 == [(4, 1, HIDDEN)] * 3
+    assert isinstance(h.transpose(0, 1), MaskedBatch) and batch_major(h) is h.transpose(0, 1)
+
+
+def test_an_initial_state_that_is_not_real_starts_from_zeros_and_stays_not_real():
+    # The first step of each example as its initial state: the empty example has none
+    # (the loop would raise for it), so its state is padding (NaN here). It must not
+    # reach anything, and its final state is not real either; the others are the loop's.
+    gru = nn.GRU(HIDDEN, HIDDEN, batch_first=True).double()
+    xs = [torch.randn(1, n, HIDDEN, dtype=torch.float64, requires_grad=True)
+          for n in (2, 0, 3)]
+    xb = masked(xs)
+    first = xb.unbind(1)[0]                                   # (1, H) per example
+    assert first._mask is not None and not first.mask[1].any()
+    out, h = gru(xb, first.unsqueeze(0))
+    assert torch.equal(h.batch.mask.flatten(), torch.tensor([True, False, True]))
+    assert torch.isfinite(h.batch.data).all() and torch.isfinite(out.data[out.mask.expand_as(
+        out.data)]).all()
+    for e in (0, 2):
+        _, h_loop = gru(xs[e], xs[e][:, :1].transpose(0, 1))
+        torch.testing.assert_close(list(h.examples())[e], h_loop, rtol=1e-7, atol=1e-7)
+    (out.data[out.mask.expand_as(out.data)].sum() + h.batch.data[[0, 2]].sum()).backward()
+    assert all(torch.isfinite(x.grad).all() for x in (xs[0], xs[2]))
+    assert all(torch.isfinite(p.grad).all() for p in gru.parameters())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_states_through_cudnn_equal_loop():
+    # float64: the loop's and the batch's cuDNN calls then agree to the default tolerance.
+    model = Seq2Seq("lstm").cuda()
+    xs, ys = ([x.cuda() for x in examples_of_lengths(ls, torch.float64)]
+              for ls in ([3, 0, 5, 1], [2, 4, 0, 1]))
+    mb_assert(model, [xs, ys], [masked(xs), masked(ys)], 4)
+
+
+def test_the_states_need_no_extra_packed_call():
+    # States back into a module: still one packed call per module call.
+    lstm = make_module("lstm", layers=2, bidirectional=True)
+    xb = masked(examples_of_lengths([5, 1, 0, 3], torch.float64))
+    _, states = lstm(xb)
+    calls = _aten_calls(lambda: lstm(xb, states), ["aten::lstm"])
+    assert calls["aten::lstm"] == 1
 
 
 # ---------------------------------------------------------------------------- errors
@@ -188,14 +350,48 @@ def test_time_major_view_to_a_batch_first_module_is_refused():
         module(time_major(static))
 
 
-def test_masked_batch_initial_state_is_refused():
+def test_a_batch_major_initial_state_says_to_transpose_it():
+    # Per-example states (1, L*D, H) must be transposed, as the per-example code does;
+    # when the sizes do not happen to match, torch's own size check speaks first.
     module = make_module("rnn_tanh", layers=2)
     xb = MaskedBatch.fromlist(examples_of_lengths([2, 5], torch.float64), (True, False))
     h0 = MaskedBatch.fromlist([torch.randn(1, 2, HIDDEN, dtype=torch.float64)] * 2,
                               (False, False))
-    with pytest.raises(TypeError, match=r"torch\.rnn_tanh: initial states must be plain "
-                                        r"tensors of shape \(layers \* directions, batch"):
+    with pytest.raises(TypeError, match=r"torch\.rnn_tanh: an initial state is a MaskedBatch "
+                                        r"of examples \(1, 2, 4\); a state of one example is "
+                                        r"\(layers \* directions, 1, hidden\).* pass "
+                                        r"h0.transpose\(0, 1\)"):
         module(xb, h0)
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(2, 2, 4\), got \[2, 3, 4\]"):
+        module(xb, MaskedBatch.fromlist([torch.randn(1, 3, HIDDEN, dtype=torch.float64)] * 2,
+                                        (False, False)))
+
+
+def test_initial_state_views_must_hold_static_masked_examples_of_the_batch():
+    module = make_module("gru")
+    xb = MaskedBatch.fromlist(examples_of_lengths([2, 5], torch.float64), (True, False))
+    three = time_major(MaskedBatch.fromlist([torch.randn(1, 1, HIDDEN, dtype=torch.float64)] * 3,
+                                            (False, False)))
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"):
+        module(xb, three)  # torch's check reads size(1) of the view: the batch size
+    with pytest.raises(ValueError, match=r"torch\.gru: the initial states hold 3 examples but "
+                                         r"the input holds 2"):
+        torch.gru(xb, three, module._flat_weights, True, 1, 0.0, False, False, True)
+    ragged = time_major(MaskedBatch.fromlist(
+        [torch.randn(1, n, HIDDEN, dtype=torch.float64) for n in (1, 2)], (True, False)))
+    with pytest.raises(TypeError, match=r"torch\.gru: initial states must be state views .* or "
+                                        r"plain \(layers \* directions, batch, hidden\) "
+                                        r"tensors; got TimeMajorBatch"):
+        torch.gru(xb, ragged, module._flat_weights, True, 1, 0.0, False, False, True)
+
+
+def test_plain_input_with_state_views_is_refused():
+    module = make_module("lstm")
+    states = module(MaskedBatch.fromlist(examples_of_lengths([2], torch.float64),
+                                         (True, False)))[1]
+    with pytest.raises(TypeError, match=r"torch\.lstm: the initial states are per-example state "
+                                        r"views but the input is a Tensor; pass the batch"):
+        module(torch.randn(1, 3, FEATURES, dtype=torch.float64), states)
 
 
 def test_dynamic_feature_dimension_is_refused():
@@ -213,9 +409,9 @@ def test_other_ops_on_a_time_major_view_say_to_convert_back():
     view = time_major(MaskedBatch.fromlist(examples_of_lengths([2, 1], torch.float64),
                                            (True, False)))
     # (Position-wise ops such as torch.tanh run on the view: test_nn_transformer.py.)
-    with pytest.raises(NotImplementedError, match=r"torch\.sum is not implemented for "
+    with pytest.raises(NotImplementedError, match=r"torch\.cumsum is not implemented for "
                                                   r"TimeMajorBatch.*batch_major"):
-        torch.sum(view)
+        torch.cumsum(view, 0)
     with pytest.raises(TypeError, match="time_major: expected a tensor or a MaskedBatch"):
         time_major([1, 2])
     with pytest.raises(TypeError, match="batch_major: expected a tensor or a TimeMajorBatch"):
@@ -239,8 +435,11 @@ def test_torchs_own_checks_run_on_the_batch():
 
 def test_unbatched_examples_are_refused():
     # A (1, features) example would be an unbatched one-step sequence for the
-    # module, which unsqueezes dimension 0: a batch cannot move its batch dimension.
+    # module, which unsqueezes dimension 0 (giving a time-major view) and would
+    # return states without a batch dimension, which a batch cannot hold.
     xb = MaskedBatch.fromlist([torch.randn(1, 3), torch.randn(1, 3)], (False,))
-    with pytest.raises(ValueError, match=r"Tensor\.unsqueeze: dimension 0 is the batch "
-                                         r"dimension"):
+    with pytest.raises(ValueError, match=r"torch\.lstm: the module has batch_first=True but its "
+                                         r"input is a time-major view; .* examples of shape "
+                                         r"\(1, features\) are unbatched one-step sequences .* "
+                                         r"x.unsqueeze\(1\)"):
         torch.nn.LSTM(FEATURES, HIDDEN, batch_first=True)(xb)

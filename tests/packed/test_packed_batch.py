@@ -343,7 +343,8 @@ def test_dir_lists_the_supported_methods():
     names = dir(PackedBatch)
     for name in ("tanh", "__add__", "sum", "softmax", "to_masked", "examples", "to", "double"):
         assert name in names
-    assert "transpose" not in names  # not supported: an error says to convert
+    assert "transpose" in names  # transpose(0, 1): the time-major view
+    assert "unsqueeze" not in names  # not supported: an error says to convert
 
 
 def test_to_detach_and_requires_grad():
@@ -382,10 +383,10 @@ def test_ambiguous_uses_are_refused():
 
 def test_unsupported_ops_name_the_op_and_the_way_out():
     pb = PackedBatch.fromlist(examples_of_lengths([2, 3]))
-    with pytest.raises(NotImplementedError, match=r"Tensor.transpose is not implemented for "
+    with pytest.raises(NotImplementedError, match=r"Tensor.unsqueeze is not implemented for "
                                                   r"PackedBatch; convert the batch with "
                                                   r"matchbox.packed.as_masked\(x\)"):
-        pb.transpose(1, 2)
+        pb.unsqueeze(1)
     with pytest.raises(NotImplementedError, match=r"torch.cumsum is not implemented for "
                                                   r"PackedBatch"):
         torch.cumsum(pb, 1)

@@ -1,7 +1,10 @@
 """nn.RNN / nn.LSTM / nn.GRU on a PackedBatch equal the loop over examples.
 
 The per-example oracle (and its semantics for a zero-length example) is shared
-with the MaskedBatch tests: see tests/rnn_oracle.py.
+with the MaskedBatch tests: see tests/rnn_oracle.py.  Final states are the same
+state views as for a MaskedBatch input (a ``TimeMajorBatch`` of a ``MaskedBatch``
+of ``(1, L*D, H)`` examples): states never differ in size between examples, so
+there is nothing to pack.
 """
 
 from __future__ import annotations
@@ -11,19 +14,32 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from packed_strategies import examples_of_lengths
-from rnn_oracle import FEATURES, HIDDEN, KINDS, make_module
+from rnn_oracle import (
+    FEATURES,
+    HIDDEN,
+    KINDS,
+    LENGTHS,
+    BridgedSeq2Seq,
+    Classifier,
+    Seq2Seq,
+    call,
+    check_model,
+    labels_for,
+    make_module,
+    source_and_target_lengths,
+)
 from rnn_oracle import check as check_batch
 
 from matchbox import MaskedBatch, _registry
-from matchbox.nn import time_major
+from matchbox.nn import TimeMajorBatch, time_major
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
 
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
 
 
-def check(module, lengths, dtype, with_states):
-    check_batch(module, lengths, dtype, with_states, PackedBatch.fromlist)
+def check(module, lengths, dtype, with_states, plain_states=False):
+    check_batch(module, lengths, dtype, with_states, PackedBatch.fromlist, plain_states)
 
 
 def test_every_registered_recurrent_module_op_is_tested_here():
@@ -35,23 +51,24 @@ def test_every_registered_recurrent_module_op_is_tested_here():
 @pytest.mark.parametrize("kind", KINDS)
 @given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
        layers=st.integers(1, 2), bidirectional=st.booleans(), batch_first=st.booleans(),
-       with_states=st.booleans(), double=st.booleans(), seed=st.integers(0, 2**16))
-def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, with_states,
+       states=st.sampled_from(["zero", "views", "plain"]), double=st.booleans(),
+       seed=st.integers(0, 2**16))
+def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, states,
                             double, seed):
     torch.manual_seed(seed)
     dtype = torch.float64 if double else torch.float32
     check(make_module(kind, layers, bidirectional, batch_first, dtype), lengths, dtype,
-          with_states)
+          states != "zero", plain_states=states == "plain")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("lengths", [[0], [0, 0, 0], [1], [5], [3, 3, 3], [0, 4, 0, 1]],
                          ids=["one-empty", "all-empty", "one-step", "batch-of-one",
                               "no-padding", "empties-between"])
-@pytest.mark.parametrize("with_states", [False, True], ids=["zero-state", "given-state"])
-def test_edge_lengths(kind, lengths, with_states, dtype):
+@pytest.mark.parametrize("states", ["zero", "views", "plain"])
+def test_edge_lengths(kind, lengths, states, dtype):
     check(make_module(kind, layers=2, bidirectional=True, dtype=dtype), lengths, dtype,
-          with_states)
+          states != "zero", plain_states=states == "plain")
 
 
 @pytest.mark.parametrize("batch_first", [True, False])
@@ -62,6 +79,9 @@ def test_output_keeps_the_input_layout(batch_first):
     out = out if batch_first else out.batch
     assert isinstance(out, PackedBatch) and out.layout is pb.layout
     assert out.data.shape == (8, 2 * HIDDEN) and h.shape == c.shape == (2, 3, HIDDEN)
+    for state in (h, c):
+        assert isinstance(state, TimeMajorBatch) and isinstance(state.batch, MaskedBatch)
+        assert state.batch.dims == (False, False) and state.batch._mask is None
 
 
 def test_dropout_in_eval_equals_loop(dtype):
@@ -116,8 +136,57 @@ def test_dropout_in_training_runs_on_real_rows_only():
     xs = [x.requires_grad_() for x in examples_of_lengths([3, 0, 5])]
     out, h = module(PackedBatch.fromlist(xs))
     assert h.shape == (2, 3, HIDDEN) and torch.isfinite(out.data).all()
-    (out.data.sum() + h.sum()).backward()
+    (out.data.sum() + h.batch.data.sum()).backward()
     assert all(torch.isfinite(x.grad).all() for x in xs)
+
+
+# ---------------------------------------------------------------------------- user patterns
+# The per-example models of rnn_oracle (final states classified, passed to a
+# decoder, bridged) on PackedBatch inputs, and mixed with MaskedBatch ones.
+
+
+def packed_inputs(lengths, dtype=torch.float64):
+    xs = examples_of_lengths(lengths, static=(FEATURES,), dtype=dtype)
+    return xs, PackedBatch.fromlist(xs)
+
+
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bidirectional", [False, True], ids=["h[-1]", "cat(h[-2], h[-1])"])
+@given(lengths=LENGTHS)
+def test_classifier_on_the_final_states_equals_loop(kind, bidirectional, lengths):
+    xs, xb = packed_inputs(lengths)
+    ys, yb = labels_for(len(lengths))
+    mb_assert(Classifier(kind, bidirectional=bidirectional), [xs, ys], [xb, yb], len(lengths))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "lstm_proj", "gru"])
+@pytest.mark.parametrize("target_type", ["PackedBatch", "MaskedBatch"])
+@given(lengths=source_and_target_lengths(), double=st.booleans())
+def test_packed_encoder_states_start_a_decoder(kind, target_type, lengths, double):
+    # The decoder's input is packed too, or a MaskedBatch (a model mixing both).
+    dtype = torch.float64 if double else torch.float32
+    target = PackedBatch.fromlist if target_type == "PackedBatch" else (
+        lambda ys: MaskedBatch.fromlist(ys, (True, False), padding_value=float("nan")))
+    check_model(Seq2Seq(kind).to(dtype), lengths, [PackedBatch.fromlist, target], dtype)
+
+
+@given(lengths=source_and_target_lengths())
+def test_bridge_from_both_directions(lengths):
+    check_model(BridgedSeq2Seq(), lengths, [PackedBatch.fromlist, PackedBatch.fromlist])
+
+
+def test_time_major_packed_input_takes_and_gives_state_views(dtype):
+    gru = make_module("gru", layers=2, batch_first=False, dtype=dtype)
+
+    def model(x, y):
+        _, h = call(gru, x.transpose(0, 1))
+        out, h = call(gru, y.transpose(0, 1), h.tanh())
+        return out.transpose(0, 1), h[0], h.transpose(0, 1)
+
+    (xs, xb), (ys, yb) = packed_inputs([3, 0, 1], dtype), packed_inputs([2, 4, 0], dtype)
+    mb_assert(model, [xs, ys], [xb, yb], 3, params=list(gru.parameters()))
 
 
 # ---------------------------------------------------------------------------- errors
@@ -156,8 +225,9 @@ def test_masked_batch_initial_state_is_refused():
                               (False, False))
     module = make_module("rnn_tanh")
     # The mixing rule hands a call that holds a MaskedBatch to MaskedBatch's dispatch,
-    # whose recurrent handler refuses batch states.
-    with pytest.raises(TypeError, match=r"torch.rnn_tanh: initial states must be plain tensors"):
+    # whose recurrent handler says how per-example states are passed.
+    with pytest.raises(TypeError, match=r"torch.rnn_tanh: an initial state is a MaskedBatch of "
+                                        r"examples \(1, 1, 4\); .* pass h0.transpose\(0, 1\)"):
         torch.rnn_tanh(pb, h0, module._flat_weights, True, 1, 0.0, False, False, True)
 
 

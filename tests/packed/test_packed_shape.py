@@ -1,5 +1,5 @@
 """``cat`` of PackedBatches (static dims keep the layout, dim 1 concatenates each example's
-steps), against the loop, and its errors."""
+steps), against the loop, and its errors; ``transpose(0, 1)``, the time-major view."""
 
 from __future__ import annotations
 
@@ -10,15 +10,46 @@ from hypothesis import strategies as st
 from packed_strategies import examples_of_lengths
 
 from matchbox import _registry
+from matchbox.nn import TimeMajorBatch
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
 
 CALLS = {"torch.cat": torch.cat, "torch.concat": torch.concat,
          "torch.concatenate": torch.concatenate}
+# Per example (1, T, F) -> (T, 1, F): the view's own ops are tested in
+# tests/nn/test_nn_time_major_views.py; here, that each gives it.
+TRANSPOSES = {"torch.transpose": lambda x: torch.transpose(x, 0, 1),
+              "Tensor.transpose": lambda x: x.transpose(1, 0),
+              "torch.swapaxes": lambda x: torch.swapaxes(x, 0, 1),
+              "Tensor.swapaxes": lambda x: x.swapaxes(0, -2),
+              "torch.swapdims": lambda x: torch.swapdims(x, 1, 0),
+              "Tensor.swapdims": lambda x: x.swapdims(0, 1)}
 
 
 def test_every_registered_op_is_tested_here():
-    assert {e.name for e in _registry.entries("PackedBatch") if e.family == "shape"} == set(CALLS)
+    assert {e.name for e in _registry.entries("PackedBatch")
+            if e.family == "shape"} == set(CALLS) | set(TRANSPOSES)
+
+
+@pytest.mark.parametrize("name", sorted(TRANSPOSES))
+def test_transpose_0_1_is_the_time_major_view(name):
+    xs = examples_of_lengths([3, 0, 1])
+    pb = PackedBatch.fromlist(xs)
+    view = TRANSPOSES[name](pb)
+    assert isinstance(view, TimeMajorBatch) and view.batch is pb and view.transpose(0, 1) is pb
+    mb_assert(lambda x: TRANSPOSES[name](x).tanh().transpose(0, 1), [xs], [pb], 3)
+
+
+def test_other_transposes_are_not_implemented():
+    pb = PackedBatch.fromlist(examples_of_lengths([3, 1], static=(2, 3)))
+    with pytest.raises(NotImplementedError, match=r"Tensor.transpose\(1, 2\) is not implemented "
+                                                  r"for PackedBatch \(only transpose\(0, 1\), a "
+                                                  r"time-major view\); convert .*as_masked"):
+        pb.transpose(1, 2)
+    with pytest.raises(ValueError, match=r"Tensor.transpose: dimension 0 is the batch dimension "
+                                         r"of each example; moving it to position 1 gives a "
+                                         r"time-major view only for results of rank 3"):
+        pb.transpose(0, 1)
 
 
 @pytest.mark.parametrize("name", sorted(CALLS))

@@ -91,7 +91,9 @@ def mb_assert(
 
     ``xs_args[i][j]`` is argument ``i`` of example ``j``; ``xb_args[i]`` is
     argument ``i`` of the batched call (a batch built from the same
-    examples, or the same plain value).  Gradients are compared with respect to
+    examples, or the same plain value).  An output may be a batch or a view of one
+    (anything with ``examples()``, such as matchbox-nn's ``TimeMajorBatch``): its
+    examples are compared with the loop's.  Gradients are compared with respect to
     every floating-point example tensor and to ``params`` (by default the
     parameters of ``f`` if it is an ``nn.Module``); ``check_grad=False``
     compares values only (for ops without a derivative).
@@ -197,8 +199,16 @@ def _flatten(y: Any) -> list[Any]:
     return [y]
 
 
+def _has_examples(y: Any) -> bool:
+    """A batch, or a view of one that lays its examples out differently (matchbox-nn's
+    ``TimeMajorBatch``: the final states of recurrent modules): it gives ``examples()``."""
+    return _is_batch(y) or (not isinstance(y, torch.Tensor)
+                            and hasattr(type(y), "__torch_function__")
+                            and callable(getattr(y, "examples", None)))
+
+
 def _examples_of(y: Any, batch_size: int) -> list[Any]:
-    if _is_batch(y):
+    if _has_examples(y):
         examples = list(y.examples())
         if len(examples) != batch_size:
             raise AssertionError(f"the batch output has {len(examples)} examples, "

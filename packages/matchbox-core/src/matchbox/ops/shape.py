@@ -85,9 +85,26 @@ def permute(func, input, *order):
 # ------------------------------------------------------------------ size-one dimensions
 
 
+def _batch_dim_view(dim: Any, rank: int, dims: tuple[bool, ...]) -> Any:
+    """The view provider if a new dimension 0 (``dim``, in a result of ``rank``) is asked.
+
+    A new dimension 0 in front of each example's batch dimension puts the batch
+    dimension in position 1, which a view (``_registry.batch_dim_view``) holds;
+    per-example scalars (``dims == ()``) have no dimension 0 in the loop.
+    """
+    if dims == () or not isinstance(dim, int) or dim % rank != 0 or not -rank <= dim < rank:
+        return None
+    return _registry.batch_dim_view("MaskedBatch")
+
+
 @_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape")
 def unsqueeze(func, input, dim):
     op = _registry.op_name(func)
+    view = _batch_dim_view(dim, input.dim() + 1, input.dims)
+    if view is not None:
+        # Per example (1, *S) -> (1, 1, *S), whose dimension 1 is the batch's: a
+        # time-major view of the batch unsqueezed at 1 (see _registry).
+        return view(op, unsqueeze(func, input, 1))
     d = _nonbatch_dim(op, dim, input.dim() + 1, scalars=input.dims == ())
     dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
     return MaskedBatch._make(input.data.unsqueeze(d), input.mask.unsqueeze(d), dims)
@@ -520,7 +537,15 @@ def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> Ma
 @_registry.implements(torch.stack, family="shape")
 def stack(func, tensors, dim=0, **kwargs):
     """``torch.stack``: a new static dimension (every example stacks the same count)."""
-    return stack_batches(_registry.op_name(func), tensors, dim, dynamic=False)
+    op = _registry.op_name(func)
+    tensors = list(tensors)
+    first = next((t for t in tensors if isinstance(t, MaskedBatch)), None)
+    view = None if first is None else _batch_dim_view(dim, first.dim() + 1, first.dims)
+    if view is not None:
+        # Per example N tensors (1, *S) -> (N, 1, *S): a time-major view of the
+        # batches stacked along 1.
+        return view(op, stack_batches(op, tensors, 1, dynamic=False))
+    return stack_batches(op, tensors, dim, dynamic=False)
 
 
 def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> MaskedBatch:

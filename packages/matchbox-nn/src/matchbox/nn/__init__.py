@@ -13,8 +13,10 @@ per-example losses; convolutions, pooling and ``F.pad`` over dynamic spatial
 dimensions; ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``
 (so the Transformer layers; ``run_encoder`` / ``run_decoder`` for the stacks);
 recurrent cells and whole ``nn.RNN``/``nn.LSTM``/``nn.GRU`` modules (PyTorch's
-packed path; ``time_major`` / ``batch_major`` for modules built with
-``batch_first=False``).
+packed path; their final states are per-example views); ``TimeMajorBatch``,
+the view of a batch with each example's batch dimension in position 1
+(``time_major`` / ``batch_major``: for modules built with ``batch_first=False``,
+and the recurrent modules' states).
 """
 
 from matchbox.nn.ops import (  # noqa: F401

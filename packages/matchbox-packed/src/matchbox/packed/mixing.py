@@ -5,7 +5,7 @@
 | ``PackedBatch`` only (with tensors, numbers)        | ``PackedBatch`` (computed on the packed rows) |
 | ``PackedBatch`` and ``MaskedBatch``, in any order   | ``MaskedBatch``: each ``PackedBatch`` is converted with ``to_masked()`` first |
 | a reduction or ``max``/``min`` over the packed dimension 1 | ``MaskedBatch`` of static examples (no padding) |
-| ``nn.RNN``/``nn.LSTM``/``nn.GRU`` on a ``PackedBatch`` | ``PackedBatch`` output, plain final states |
+| ``nn.RNN``/``nn.LSTM``/``nn.GRU`` on a ``PackedBatch`` | ``PackedBatch`` output; final states: views of a ``MaskedBatch`` |
 | an op ``PackedBatch`` does not implement            | ``NotImplementedError`` naming it: convert with ``as_masked(x)`` |
 
 In words: the result is a ``MaskedBatch`` unless every batch argument is

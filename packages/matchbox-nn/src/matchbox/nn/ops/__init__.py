@@ -6,7 +6,9 @@
 |                   |                      | (bilinear: real where both inputs are real)              |
 | recurrent         | recurrent_cells.py   | a step is real where input and state are real            |
 | recurrent_modules | recurrent_modules.py | output keeps the input's mask (only real rows are run);  |
-|                   |                      | final states are plain (L*D, B, H) tensors               |
+|                   |                      | final states: views (L*D, B, H) of a MaskedBatch of      |
+|                   |                      | (1, L*D, H) examples, no mask (a not-real initial state  |
+|                   |                      | example: zeros in, its mask out)                         |
 | convolution       | convolution.py       | padding filled with 0; the mask holds each example's own |
 |                   |                      | output size (PyTorch's formula); output grads guarded    |
 | pooling           | pooling.py           | max: padding -inf; avg: each example's own window count; |
@@ -35,4 +37,10 @@ the empty-output rule for examples shorter than the window).
 |                   |                      | projections on real rows; weights: dynamic Lq and Lk     |
 | time_major        | ../time_major.py     | TimeMajorBatch: transpose(0, 1) back to the batch;       |
 |                   |                      | position-wise ops run on the view's batch                |
+| time_major_shape  | ../time_major.py     | the view's batch indexed/permuted/reshaped/joined with   |
+|                   |                      | dims 0 and 1 swapped: a batch if the batch dim comes     |
+|                   |                      | first, a view if second, else an error                   |
+| time_major_reduction | ../time_major.py  | over dim 0 / all: the batch's (batch-major); keepdim:    |
+|                   |                      | a view; over the batch dim 1: an error                   |
+| time_major_conversion | ../time_major.py | casts, device moves, detach, zeros_like: on the batch    |
 """

@@ -49,7 +49,6 @@ def _plain(value: Any) -> str:
         return type(value).__name__
     return (
         f"Tensor of shape {tuple(value.shape)}: a plain tensor is the same for every example "
-        "(values computed from the final states of nn.RNN/LSTM/GRU are plain tensors in "
-        "the (layers * directions, batch, hidden) layout; take per-example features from "
-        "the output batch instead, e.g. out[:, -1])"
+        "(values computed from plain tensors only, or from a batch's .data, are plain; "
+        "compute them from the batch itself)"
     )

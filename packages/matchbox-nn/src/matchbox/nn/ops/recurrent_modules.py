@@ -13,18 +13,28 @@ is changed.
 
 Semantics (the oracle is the loop calling the same module on each example):
 
-| argument / result | per example                      | on the batch                               |
-|-------------------|----------------------------------|--------------------------------------------|
-| input             | ``(1, T, F)``, ``T`` may differ  | ``MaskedBatch``, dims ``(True, False)``     |
-| initial states    | ``(L*D, 1, H)`` plain tensor     | ``(L*D, B, H)`` plain tensor, caller order  |
-| output            | ``(1, T, D*H)``                  | ``MaskedBatch`` with the input's mask       |
-| final states      | ``(L*D, 1, H)``                  | ``(L*D, B, H)``: the loop's, cat on dim 1   |
-| ``T == 0``        | PyTorch refuses                  | output ``(1, 0, D*H)``; final = initial     |
+| argument / result | per example                      | on the batch                                   |
+|-------------------|----------------------------------|------------------------------------------------|
+| input             | ``(1, T, F)``, ``T`` may differ  | ``MaskedBatch``, dims ``(True, False)``         |
+| initial states    | ``(L*D, 1, H)``                  | a state view (below), or a plain ``(L*D, B, H)`` tensor in the batch's order |
+| output            | ``(1, T, D*H)``                  | ``MaskedBatch`` with the input's mask           |
+| final states      | ``(L*D, 1, H)``                  | state views: ``TimeMajorBatch`` of a ``MaskedBatch`` of ``(1, L*D, H)`` examples |
+| ``T == 0``        | PyTorch refuses                  | output ``(1, 0, D*H)``; final = initial         |
 
-States stay plain tensors in PyTorch's batched layout (what a
-``PackedSequence`` input gives): an example's state has its batch dimension
-in position 1, which a ``MaskedBatch`` (batch in dimension 0) cannot hold, and
-states never differ in size between examples, so a mask would say nothing.
+A state of one example has its batch dimension in position 1, which a
+``MaskedBatch`` (batch in dimension 0) cannot hold, so the batch's states are
+a ``MaskedBatch`` of ``(1, L*D, H)`` examples (static, no mask) seen through
+the time-major view (``matchbox.nn.time_major``) as ``(L*D, B, H)``.
+Per-example code on states runs unchanged: ``h[-1]`` is a ``MaskedBatch`` of
+``(1, H)`` examples, ``torch.cat([h[-2], h[-1]], 1)``, ``h.squeeze(0)``,
+``h.transpose(0, 1)`` (the ``MaskedBatch``), ``h.size(1)`` (the batch size
+the modules check), pointwise ops, ``detach()``, and passing states back in
+(``lstm(x2, (h, c))``).  Initial states are taken as such views (the final
+states of a module, or ``h0.transpose(0, 1)`` / ``h0.unsqueeze(0)`` of a
+batch of per-example states), or as plain ``(L*D, B, H)`` tensors in the
+batch's order (what a ``PackedSequence`` input takes).  A view's example that
+is not real (its batch's mask, of size one in these static dimensions, says
+so) starts from zeros and its final states are not real either.
 
 Only real rows are computed: the real rows are gathered into PyTorch's
 packed layout (``matchbox.nn.packing``: one ``index_select`` for the batch),
@@ -54,7 +64,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _registry
+from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.nn import packing
 from matchbox.nn.time_major import TimeMajorBatch
@@ -76,15 +86,23 @@ def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, t
 def recurrent_module_time_major(func, input, hx, params, has_biases, num_layers, dropout,
                                 train, bidirectional, batch_first):
     op = _registry.op_name(func)
+    if not isinstance(input, TimeMajorBatch):
+        # A batch-major input with state views reaches the views' dispatch first only
+        # if it is not a batch (a plain tensor): the states hold examples, it does not.
+        raise TypeError(f"{op}: the initial states are per-example state views but the input "
+                        f"is a {type(input).__name__}; pass the batch of inputs")
     if batch_first:
+        unbatched = ("" if input.batch.dims[0] or input.batch.size(1) != 1 else
+                     "; examples of shape (1, features) are unbatched one-step sequences to "
+                     "the module, which unsqueezes dimension 0 (the batch dimension): give "
+                     "them as (1, 1, features), x.unsqueeze(1)")
         raise ValueError(
             f"{op}: the module has batch_first=True but its input is a time-major view; "
-            "pass the batch itself (time_major(x) is for batch_first=False modules)"
+            f"pass the batch itself (time_major(x) is for batch_first=False modules){unbatched}"
         )
     # The view's batch runs as a batch_first module would run it (its own batch
     # type's handler: MaskedBatch here, PackedBatch in matchbox-packed).
-    batch = input.batch if isinstance(input, TimeMajorBatch) else input
-    output, *states = func(batch, hx, params, has_biases, num_layers, dropout, train,
+    output, *states = func(input.batch, hx, params, has_biases, num_layers, dropout, train,
                            bidirectional, True)
     return (TimeMajorBatch(output), *states)
 
@@ -101,18 +119,19 @@ def check_batch_first(op: str, batch_first: bool, input: Any) -> None:
 
 
 def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tuple:
-    """``func`` on the real rows of ``input``: ``(output batch, *final states)``.
+    """``func`` on the real rows of ``input``: ``(output batch, *final state views)``.
 
     ``settings`` are the op's arguments after the states, up to ``bidirectional``.
     """
-    _state_list(op, hx)
     _check_input(op, input)
     data = input.data
     if input._mask is None and data.size(1) > 0:
         # Every example has the padded length: there is no padding to skip, so the
         # dense op is the packed op.
-        result = func(data, hx, *settings, True)
-        return (MaskedBatch._make(result[0], None, input.dims), *result[1:])
+        states, real = initial_states(op, hx, data.size(0))
+        result = func(data, _as_hx(hx, states), *settings, True)
+        return (MaskedBatch._make(result[0], None, input.dims),
+                *final_states(result[1:], real))
     # A static length (dims (False, False)) may still carry a mask, of size one there
     # (from a reduction, or marking examples that are not real): expand it first.
     lengths = input.mask.expand(data.size(0), data.size(1), 1).reshape(
@@ -125,25 +144,27 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
 
 
 def run_on_rows(op: str, func: Any, rows: torch.Tensor, layout: packing.Layout, hx: Any,
-                settings: tuple) -> tuple[torch.Tensor, list[torch.Tensor]]:
+                settings: tuple) -> tuple[torch.Tensor, list[TimeMajorBatch]]:
     """The packed variant of ``func`` on rows in the packed layout (one call, cuDNN on CUDA).
 
-    ``hx`` holds plain ``(L*D, B, H)`` states in the caller's order; returns the
-    output rows (same layout) and the final states in the caller's order.
-    Examples of length zero take the last slots and no row: they are left out
-    of the call and keep their initial states (no step was taken).
+    ``hx`` holds the initial states (state views, or plain ``(L*D, B, H)``
+    tensors in the caller's order); returns the output rows (same layout) and
+    the final states as views, in the caller's order.  Examples of length zero
+    take the last slots and no row: they are left out of the call and keep
+    their initial states (no step was taken).
     """
-    states = _state_list(op, hx)
+    states, real = initial_states(op, hx, layout.batch_size)
     running = layout.n_running
     if running == 0:
-        return _no_rows(rows, settings), states
+        return _no_rows(rows, settings), final_states(states, real)
     sorted_states = [s.index_select(1, layout.sorted_indices) for s in states]
     result = func(rows, layout.batch_sizes, _as_hx(hx, [s[:, :running] for s in sorted_states]),
                   *settings)
     final = list(result[1:])
     if running < layout.batch_size:
         final = [torch.cat([s, s0[:, running:]], 1) for s, s0 in zip(final, sorted_states)]
-    return result[0], [s.index_select(1, layout.unsorted_indices) for s in final]
+    return result[0], final_states([s.index_select(1, layout.unsorted_indices) for s in final],
+                                   real)
 
 
 def _no_rows(rows: torch.Tensor, settings: tuple) -> torch.Tensor:
@@ -159,23 +180,68 @@ def _as_hx(hx: Any, states: list[torch.Tensor]) -> Any:
     return tuple(states) if isinstance(hx, (tuple, list)) else states[0]
 
 
-def _state_list(op: str, hx: Any) -> list[torch.Tensor]:
-    states = list(hx) if isinstance(hx, (tuple, list)) else [hx]
-    for s in states:
-        if isinstance(s, MaskedBatch):
-            raise TypeError(
-                f"{op}: initial states must be plain tensors of shape (layers * directions, "
-                "batch, hidden) in the batch's order, as for a PackedSequence input; got a "
-                "MaskedBatch (an example's state has its batch dimension in position 1, "
-                "which a MaskedBatch cannot hold)"
-            )
-    return states
+# ---------------------------------------------------------------------------- states
+
+
+def final_states(states: Any, real: torch.Tensor | None) -> list[TimeMajorBatch]:
+    """PyTorch's ``(L*D, B, H)`` states as views whose examples are the loop's ``(L*D, 1, H)``.
+
+    ``real``: the mask of examples whose initial states were real (``None``: all).
+    """
+    return [TimeMajorBatch(MaskedBatch._make(s.transpose(0, 1), real, (False, False)))
+            for s in states]
+
+
+def initial_states(op: str, hx: Any, batch_size: int) -> tuple[list[torch.Tensor],
+                                                                 torch.Tensor | None]:
+    """``hx`` as PyTorch's plain ``(L*D, B, H)`` states, and which examples' states are real.
+
+    A state view gives its batch's data transposed (no copy); an example that
+    is not real there starts from zeros, never from its padding.
+    """
+    states, masks = [], []
+    for s in (list(hx) if isinstance(hx, (tuple, list)) else [hx]):
+        if isinstance(s, torch.Tensor):
+            states.append(s)
+            continue
+        batch = _state_batch(op, s, batch_size)
+        states.append(_masking.fill_padding(batch).transpose(0, 1))
+        masks.append(batch._mask)
+    return states, _masking.combine_masks(masks)
+
+
+def _state_batch(op: str, state: Any, batch_size: int) -> MaskedBatch:
+    if isinstance(state, MaskedBatch):
+        raise TypeError(
+            f"{op}: an initial state is a MaskedBatch of examples {_example(state)}; a state of "
+            "one example is (layers * directions, 1, hidden), with its batch dimension in "
+            "position 1: pass h0.transpose(0, 1) (or h0.unsqueeze(0) for examples (1, hidden)), "
+            "as per-example code does, or a plain (layers * directions, batch, hidden) tensor "
+            "in the batch's order"
+        )
+    batch = state.batch if isinstance(state, TimeMajorBatch) else None
+    if not isinstance(batch, MaskedBatch) or any(batch.dims):
+        raise TypeError(
+            f"{op}: initial states must be state views (the final states of a recurrent "
+            "module, or a MaskedBatch of (1, layers * directions, hidden) examples transposed "
+            "with .transpose(0, 1)) or plain (layers * directions, batch, hidden) tensors; got "
+            f"{state!r}"
+        )
+    if batch.size(0) != batch_size:
+        raise ValueError(f"{op}: the initial states hold {batch.size(0)} examples but the "
+                         f"input holds {batch_size}")
+    return batch
+
+
+def _example(batch: MaskedBatch) -> str:
+    sizes = ["*" if d else str(batch.data.size(i)) for i, d in enumerate(batch.dims, 1)]
+    return f"({', '.join(['1', *sizes])})"
 
 
 def _check_input(op: str, input: Any) -> None:
     if not isinstance(input, MaskedBatch):
         raise TypeError(
-            f"{op}: the input must be the MaskedBatch (the states are plain tensors); got "
+            f"{op}: the input must be the MaskedBatch (or a PackedBatch); got "
             f"{type(input).__name__}"
         )
     if input.dims not in ((True, False), (False, False)):

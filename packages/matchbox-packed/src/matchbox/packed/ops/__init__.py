@@ -14,8 +14,10 @@ see ``matchbox.packed.mixing``).
 | reduction         | segments.py     | static dims: kept; packed dim 1: segment op, the result |
 |                   |                 | is a MaskedBatch of static examples in caller order      |
 | softmax           | segments.py     | kept; over dim 1 a segment max / exp / segment sum       |
-| recurrent_modules | recurrent.py    | kept: cuDNN's packed call on data as is; plain states    |
+| recurrent_modules | recurrent.py    | kept: cuDNN's packed call on data as is; final states   |
+|                   |                 | are views of a MaskedBatch (matchbox-nn's state views)   |
 | shape             | shape.py        | cat: static dims keep it; dim 1 builds the summed lengths |
+|                   |                 | transpose(0, 1): matchbox-nn's time-major view of it     |
 | conversion        | conversion.py   | casts keep it; device moves move its device tensors      |
 """
 

@@ -13,13 +13,16 @@ path gathers its rows first, this one does not need to).
 | argument / result | per example                 | on the batch                                   |
 |-------------------|-----------------------------|------------------------------------------------|
 | input             | ``(1, T, F)``               | ``PackedBatch``                                |
-| initial states    | ``(L*D, 1, H)``             | plain ``(L*D, B, H)``, caller order            |
+| initial states    | ``(L*D, 1, H)``             | a state view, or plain ``(L*D, B, H)`` in caller order |
 | output            | ``(1, T, D*H)``             | ``PackedBatch`` of the input's layout          |
-| final states      | ``(L*D, 1, H)``             | plain ``(L*D, B, H)``: the loop's, cat on dim 1 |
+| final states      | ``(L*D, 1, H)``             | state views (``TimeMajorBatch`` of a ``MaskedBatch``) |
 | ``T == 0``        | PyTorch refuses             | no output rows; final state = initial state    |
 
-``batch_first=False`` modules take ``matchbox.nn.time_major(x)``, as for a
-``MaskedBatch``.  Dropout between layers (training) draws its own numbers.
+States are matchbox-nn's state views, as for a ``MaskedBatch`` input (see
+``matchbox.nn.ops.recurrent_modules``): they have static sizes, so there is
+nothing to pack.  ``batch_first=False`` modules take ``x.transpose(0, 1)``
+(``matchbox.nn.time_major(x)``), as for a ``MaskedBatch``.  Dropout between
+layers (training) draws its own numbers.
 """
 
 from __future__ import annotations
@@ -40,8 +43,8 @@ def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, t
     op = _registry.op_name(func)
     check_batch_first(op, batch_first, input)
     if not isinstance(input, PackedBatch):
-        raise TypeError(f"{op}: the input must be the PackedBatch (the states are plain "
-                        f"tensors); got {type(input).__name__}")
+        raise TypeError(f"{op}: the input must be the PackedBatch; got "
+                        f"{type(input).__name__}")
     if input.dim() != 3:
         raise ValueError(f"{op}: each example must be (1, length, features); got examples of "
                          f"rank {input.dim()}")

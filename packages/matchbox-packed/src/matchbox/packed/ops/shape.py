@@ -1,4 +1,4 @@
-"""Shape ops on a ``PackedBatch``: ``cat``.
+"""Shape ops on a ``PackedBatch``: ``cat``, and ``transpose(0, 1)`` (a time-major view).
 
 Semantics (dimension numbers of one example ``(1, T_e, *S)``):
 
@@ -12,6 +12,11 @@ Semantics (dimension numbers of one example ``(1, T_e, *S)``):
 
 Every argument must be a batch (with a ``MaskedBatch`` among them the mixing
 rule gives a ``MaskedBatch`` cat).
+
+``x.transpose(0, 1)`` of examples ``(1, T, F)`` is ``(T, 1, F)`` per example:
+matchbox-nn's time-major view of the batch (``time_major(x)``), what
+per-example code hands a ``batch_first=False`` recurrent module.  Other
+transposes are not implemented (convert with ``as_masked``).
 """
 
 from __future__ import annotations
@@ -21,9 +26,24 @@ import torch
 from matchbox import _registry
 from matchbox.masked_batch import normalize_dim
 from matchbox.nn.packing import Layout
+from matchbox.nn.time_major import time_major_view
 from matchbox.packed import _dispatch
 from matchbox.packed.ops.pointwise import check_same_lengths, rows
 from matchbox.packed.packed_batch import PackedBatch
+
+
+@_dispatch.implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
+                      torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
+                      family="shape")
+def transpose(func, input, dim0, dim1):
+    op = _registry.op_name(func)
+    if {normalize_dim(dim0, input.dim(), op), normalize_dim(dim1, input.dim(), op)} == {0, 1}:
+        return time_major_view(op, input)
+    raise NotImplementedError(
+        f"{op}({dim0}, {dim1}) is not implemented for PackedBatch (only transpose(0, 1), a "
+        "time-major view); convert the batch with matchbox.packed.as_masked(x) (or "
+        "x.to_masked()) to use MaskedBatch's ops"
+    )
 
 
 @_dispatch.implements(torch.cat, torch.concat, torch.concatenate, family="shape")
