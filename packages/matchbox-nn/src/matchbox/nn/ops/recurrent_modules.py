@@ -158,8 +158,10 @@ def run_on_rows(op: str, func: Any, rows: torch.Tensor, layout: packing.Layout, 
     if running == 0:
         return _no_rows(rows, settings), final_states(states, real)
     sorted_states = [s.index_select(1, layout.sorted_indices) for s in states]
-    result = func(rows, layout.batch_sizes, _as_hx(hx, [s[:, :running] for s in sorted_states]),
-                  *settings)
+    # cuDNN refuses a strided hx ("rnn: hx is not contiguous"): leaving out the empty
+    # examples slices dimension 1, so the running part is made contiguous.
+    running_states = [s[:, :running].contiguous() for s in sorted_states]
+    result = func(rows, layout.batch_sizes, _as_hx(hx, running_states), *settings)
     final = list(result[1:])
     if running < layout.batch_size:
         final = [torch.cat([s, s0[:, running:]], 1) for s, s0 in zip(final, sorted_states)]
