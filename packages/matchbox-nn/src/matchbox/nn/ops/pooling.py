@@ -17,8 +17,9 @@ Sliding pools run one PyTorch pooling call for the batch.  Average pooling
 sums each window in that call (``divisor_override=1``) and divides by each
 example's own window count, which depends on where the example ends.  An
 example that is empty or shorter than the window gets an empty output (PyTorch
-raises for it alone) and, like in the loop, no gradient.  Adaptive pooling has no output for an empty example
-(its output size is fixed): that raises, naming the example, as the loop does.
+raises for it alone) and, as in the loop, no gradient.  Adaptive pooling has no
+output for an empty example (its output size is fixed): that raises, naming the
+example, as the loop does.
 """
 
 from __future__ import annotations
