@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from pointwise_patterns import check_op_against_loop
 from strategies import example_lists
+from torch_features import INPLACE_LDEXP_HAS_DERIVATIVE, lacks
 
 import matchbox
 from matchbox import MaskedBatch, _registry
@@ -137,6 +138,21 @@ def test_inplace_op_on_plain_tensor_with_batch_argument_is_refused():
     _, xb = mb_rand(2, (False, 3))
     with pytest.raises(ValueError, match=r"in-place op on a plain tensor"):
         torch.zeros(1, 3).add_(xb)
+
+
+@lacks(INPLACE_LDEXP_HAS_DERIVATIVE, "differentiates the in-place ldexp_")
+def test_inplace_op_torch_cannot_differentiate_is_refused_by_name():
+    # The loop meets torch's own error (about mul(out=...)); the batch names the op.
+    xs, xb = mb_rand(2, (True, 3), (False, 2), dtype=torch.float64)
+    exponent = torch.ones(2, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match=r"out=\.\.\. arguments don't support automatic"):
+        (xs[0].requires_grad_() * 1).ldexp_(exponent)
+    target = xb.requires_grad_() * 1
+    with pytest.raises(NotImplementedError, match=r"Tensor\.ldexp_: this torch \(.+\) cannot "
+                       r"differentiate the in-place ldexp_ .*use the out-of-place torch\.ldexp"):
+        target.ldexp_(exponent)
+    with pytest.raises(NotImplementedError, match=r"torch\.ldexp_: this torch"):
+        torch.ldexp_(target, exponent)
 
 
 def test_out_argument_is_refused():

@@ -1,4 +1,4 @@
-"""The torchtext adapter (runs in `tox -e torchtext`: torch 2.3.1, torchtext 0.18.0)."""
+"""The torchtext adapter (runs in `tox -e oldest`: torch 2.3.1, torchtext 0.18.0)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 
 torchtext = pytest.importorskip(
-    "torchtext", reason="the torchtext adapter is tested in `tox -e torchtext` (torch 2.3.x)")
+    "torchtext", reason="the torchtext adapter is tested in `tox -e oldest` (torch 2.3.x)")
 torchtext.disable_torchtext_deprecation_warning()  # known: 0.18 is its last release
 
 from torchtext.data.functional import to_map_style_dataset  # noqa: E402

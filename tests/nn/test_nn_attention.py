@@ -21,15 +21,15 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from torch_features import ATTENTION_ROW_WITHOUT_KEYS_GIVES_ZEROS, needs
 
 from matchbox import MaskedBatch, _registry
 from matchbox.functional import maxsize
 from matchbox.testing import mb_assert
 
-SAFE_SOFTMAX = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
-needs_safe_softmax = pytest.mark.skipif(
-    not SAFE_SOFTMAX, reason="torch < 2.5 gives NaN for a query row that sees no key in the "
-    "loop (Matchbox gives zeros: test_a_row_that_sees_no_key_gives_zeros)")
+needs_safe_softmax = needs(
+    ATTENTION_ROW_WITHOUT_KEYS_GIVES_ZEROS, "gives zeros, not NaN, for a query row that "
+    "sees no key (Matchbox gives zeros on every torch: test_a_row_that_sees_no_key_gives_zeros)")
 HAS_GQA = "enable_gqa" in (F.scaled_dot_product_attention.__doc__ or "")
 NAN = float("nan")
 E, EV = 4, 3

@@ -25,16 +25,16 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from torch_features import ATTENTION_ROW_WITHOUT_KEYS_GIVES_ZEROS, needs
 
 from matchbox import MaskedBatch, _registry
 from matchbox.functional import maxsize
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
 from matchbox.testing import mb_assert
 
-SAFE_SOFTMAX = tuple(int(p) for p in torch.__version__.split(".")[:2]) >= (2, 5)
-needs_safe_softmax = pytest.mark.skipif(
-    not SAFE_SOFTMAX, reason="torch < 2.5 gives NaN in the loop for a query row that sees no "
-    "key (Matchbox gives zeros: test_hidden_row_with_weights_gives_zeros)")
+needs_safe_softmax = needs(
+    ATTENTION_ROW_WITHOUT_KEYS_GIVES_ZEROS, "gives zeros, not NaN, for a query row that "
+    "sees no key (Matchbox gives zeros on every torch: test_hidden_row_with_weights_gives_zeros)")
 NAN = float("nan")
 E = 8
 
@@ -228,24 +228,39 @@ def test_causal_hint_with_a_causal_mask(dtype):
     mb_assert(f, [xs], [batch(xs)], 4)
 
 
+HIDE = [torch.tensor([[True, True, True]]), torch.tensor([[False, True]])]  # example 0: all
+
+
+def hidden_row_case():
+    module = make(batch_first=True)
+    module.out_proj.bias.data.normal_()  # a row of zero attention gives exactly this bias
+    xs, ks = seqs([2, 3]), seqs([3, 2])
+    xb, kb = batch(xs), batch(ks)
+    out, weights = module(xb, kb, kb, key_padding_mask=MaskedBatch.fromlist(HIDE, (True,)))
+    return module, xs, ks, list(out.examples()), list(weights.examples())
+
+
 def test_hidden_row_with_weights_gives_zeros():
     # PyTorch's need_weights=True path gives NaN for a row that sees no key; the batch
-    # gives what need_weights=False gives (zero attention, then out_proj) and zero weights.
-    module = make(batch_first=True)
-    xs, ks = seqs([2, 3]), seqs([3, 2])
-    hide = [torch.tensor([[True, True, True]]), torch.tensor([[False, True]])]
-    xb, kb = batch(xs), batch(ks)
-    out, weights = module(xb, kb, kb, key_padding_mask=MaskedBatch.fromlist(hide, (True,)))
-    for j, (x, k, h) in enumerate(zip(xs, ks, hide)):
-        loop_weights = module(x, k, k, key_padding_mask=h)[1]
-        expected = module(x, k, k, key_padding_mask=h, need_weights=False)[0]
-        torch.testing.assert_close(list(out.examples())[j], expected)
-        got = list(weights.examples())[j]
-        if j == 0:
-            assert loop_weights.isnan().all()
-            assert torch.equal(got, torch.zeros_like(got))
-        else:
-            torch.testing.assert_close(got, loop_weights)
+    # gives zero weights and zero attention, then out_proj (its bias), on every torch.
+    module, xs, ks, outs, weights = hidden_row_case()
+    zero_attention = module.out_proj(xs[0].new_zeros(xs[0].shape))
+    torch.testing.assert_close(outs[0], zero_attention)
+    assert torch.equal(weights[0], torch.zeros_like(weights[0]))
+    assert module(xs[0], ks[0], ks[0], key_padding_mask=HIDE[0])[1].isnan().all()
+    loop_out, loop_weights = module(xs[1], ks[1], ks[1], key_padding_mask=HIDE[1])
+    torch.testing.assert_close(outs[1], loop_out)
+    torch.testing.assert_close(weights[1], loop_weights)
+
+
+@needs_safe_softmax
+def test_hidden_row_gives_what_torch_gives_without_weights():
+    # Where PyTorch's need_weights=False path gives zeros for such a row, the batch
+    # equals it (the loop) for every example.
+    module, xs, ks, outs, _ = hidden_row_case()
+    for x, k, h, got in zip(xs, ks, HIDE, outs):
+        torch.testing.assert_close(
+            got, module(x, k, k, key_padding_mask=h, need_weights=False)[0])
 
 
 @pytest.mark.parametrize("need_weights", [True, False])

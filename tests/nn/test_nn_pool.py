@@ -188,6 +188,18 @@ def test_lp_pool_equals_the_loop(norm_type, dtype):
     check(lambda x: F.lp_pool2d(x, norm_type, 2), sides, TWO_D, dynamic=(2, 3))
 
 
+def test_lp_pool_gives_no_gradient_to_an_example_without_output(dtype):
+    # Examples shorter than the window have no output in the loop, so a zero gradient;
+    # in the batch their values still go through pow(norm_type), whose backward must
+    # not turn that zero into NaN (negative values to a fractional power).
+    xs = examples([6, 2, 1, 4], 3, dtype)
+    xs = [x.abs() + 0.1 if x.size(2) >= 3 else -x.abs() - 0.1 for x in xs]
+    check(lambda x: F.lp_pool1d(x, 3.5, 3, stride=1), xs, ONE_D)
+    sides = examples([(3, 4), (1, 2), (2, 5)], 3, dtype)
+    sides = [x.abs() + 0.1 if min(x.shape[2:]) >= 2 else -x.abs() - 0.1 for x in sides]
+    check(lambda x: F.lp_pool2d(x, 1.5, 2), sides, TWO_D, dynamic=(2, 3))
+
+
 # ---------------------------------------------------------------- adaptive
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from torch_features import LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS, needs
 
 import matchbox.functional as F
 from matchbox import MaskedBatch
@@ -97,7 +98,13 @@ def test_linear_computes_real_rows_only():
 def test_linear_with_a_weight_vector_drops_the_feature_dimension(dtype):
     # F.linear(x, w) with w of shape (features,): one output per row, the last dim summed away.
     xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    w = torch.randn(3, dtype=dtype)
+    mb_assert(lambda x, w: torch.nn.functional.linear(x, w), [xs, [w] * 4], [xb, w], 4)
+
+
+@needs(LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS, "takes a weight vector with a bias in F.linear")
+def test_linear_with_a_weight_vector_and_a_scalar_bias(dtype):
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
     w, b = torch.randn(3, dtype=dtype), torch.randn((), dtype=dtype)
     mb_assert(lambda x, w, b: torch.nn.functional.linear(x, w, b), [xs, [w] * 4, [b] * 4],
               [xb, w, b], 4)
-    mb_assert(lambda x, w: torch.nn.functional.linear(x, w), [xs, [w] * 4], [xb, w], 4)

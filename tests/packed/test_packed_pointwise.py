@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from packed_strategies import examples_of_lengths, packed_examples
 from pointwise_patterns import check_op_against_loop
+from torch_features import INPLACE_LDEXP_HAS_DERIVATIVE, lacks
 
 from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch
@@ -125,6 +126,14 @@ def test_errors_name_the_op_and_the_problem():
     with pytest.raises(ValueError, match=r"Tensor.add_: an in-place op on a plain tensor cannot "
                                          r"take a batch argument"):
         torch.zeros(3).add_(pb)
+
+
+@lacks(INPLACE_LDEXP_HAS_DERIVATIVE, "differentiates the in-place ldexp_")
+def test_inplace_op_torch_cannot_differentiate_is_refused_by_name():
+    target = PackedBatch.fromlist(examples_of_lengths([2, 0, 3])).requires_grad_() * 1
+    with pytest.raises(NotImplementedError, match=r"Tensor\.ldexp_: this torch \(.+\) cannot "
+                       r"differentiate the in-place ldexp_"):
+        target.ldexp_(torch.ones(3, dtype=target.dtype))
 
 
 def test_one_call_for_the_whole_batch():

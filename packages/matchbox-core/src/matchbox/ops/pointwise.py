@@ -10,10 +10,17 @@ The family is found by rule, not listed by hand: every torch function, Tensor
 method and ``torch.nn.functional`` function whose ATen op carries PyTorch's
 ``pointwise`` tag is registered, plus the few elementwise functions PyTorch
 composes in Python or leaves untagged (``ELEMENTWISE_UNTAGGED``).
+
+Some torch releases cannot differentiate an in-place op whose out-of-place op
+they can (``INPLACE_DERIVATIVE_PROBES``); on such a torch the batch raises a
+``NotImplementedError`` naming the op where the loop would fail with torch's
+own, less helpful, error.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -47,6 +54,44 @@ ELEMENTWISE_UNTAGGED = {
 VALUE_CHECKED = {"bernoulli": 0.0, "bernoulli_": 0.0}
 # Python operators that write into their left operand.
 _INPLACE_DUNDERS = {"__i" + name + "__" for name in DUNDER_OPS}
+# In-place ops that some supported torch cannot differentiate, each with a call that
+# shows whether the installed one can.  torch 2.3's ``ldexp_`` writes through
+# ``mul(out=...)``, which autograd refuses (pytorch/pytorch#68966).
+INPLACE_DERIVATIVE_PROBES: dict[str, Callable[[torch.Tensor], Any]] = {
+    "ldexp_": lambda x: x.ldexp_(torch.ones(1)),
+}
+
+
+@functools.cache
+def inplace_has_derivative(name: str) -> bool:
+    """Whether the installed torch can differentiate the in-place op ``name``."""
+    probe = INPLACE_DERIVATIVE_PROBES.get(name)
+    if probe is None:
+        return True
+    try:
+        probe(torch.ones(1, requires_grad=True) * 1)  # a non-leaf, as in-place ops need
+    except RuntimeError:
+        return False
+    return True
+
+
+def check_inplace_derivative(func: Any, values: list[Any]) -> None:
+    """Refuse an in-place op this torch cannot differentiate when autograd would need it.
+
+    Shared by every batch type's in-place path; ``values`` are the tensors the op
+    will be called on.
+    """
+    name = getattr(func, "__name__", "")
+    if name not in INPLACE_DERIVATIVE_PROBES or not torch.is_grad_enabled():
+        return
+    if any(isinstance(v, torch.Tensor) and v.requires_grad for v in values) and \
+            not inplace_has_derivative(name):
+        raise NotImplementedError(
+            f"{_registry.op_name(func)}: this torch ({torch.__version__}) cannot "
+            f"differentiate the in-place {name} (it writes through mul(out=...), which "
+            f"autograd refuses, pytorch/pytorch#68966); use the out-of-place "
+            f"torch.{name[:-1]}, or a torch whose {name} supports autograd"
+        )
 
 
 def _aten_name(name: str) -> str | None:
@@ -224,6 +269,7 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     values, mask, dims = _masking.align(op, flat, inplace_target=target)
+    check_inplace_derivative(func, values)
     n = len(args)
     func(*values[:n], **dict(zip(names, values[n:])))
     target.mask = _masking.fit_mask(mask, target.data, target.dims)

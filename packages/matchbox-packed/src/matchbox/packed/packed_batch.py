@@ -215,12 +215,14 @@ class PackedBatch(DataAttributes):
     def to_nested(self) -> torch.Tensor:
         """A jagged ``torch.nested`` tensor ``(B, j, *S)``; component ``e`` is example ``e``
         without its leading dimension.  The rows are copied into the caller's order."""
-        factory = getattr(torch.nested, "nested_tensor_from_jagged", None)
-        if factory is None:  # pragma: no cover - torch < 2.3
-            raise NotImplementedError("PackedBatch.to_nested needs torch.nested."
-                                      "nested_tensor_from_jagged (torch >= 2.3)")
         layout = self.layout
         values = scatter_jagged(self.data, layout)
+        factory = getattr(torch.nested, "nested_tensor_from_jagged", None)
+        if factory is None:
+            # torch 2.3 has no public constructor from values and offsets; from the
+            # examples' views (one split) it concatenates them again: one more copy.
+            return torch.nested.as_nested_tensor(list(values.split(layout.lengths.tolist())),
+                                                 layout=torch.jagged)
         offsets = torch.cat([torch.zeros(1, dtype=torch.int64),
                              layout.lengths.cumsum(0)]).to(self.device)
         return factory(values, offsets)

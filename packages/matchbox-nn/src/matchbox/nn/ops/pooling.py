@@ -17,8 +17,9 @@ Sliding pools run one PyTorch pooling call for the batch.  Average pooling
 sums each window in that call (``divisor_override=1``) and divides by each
 example's own window count, which depends on where the example ends.  An
 example that is empty or shorter than the window gets an empty output (PyTorch
-raises for it alone).  Adaptive pooling has no output for an empty example
-(its output size is fixed): that raises, naming the example, as the loop does.
+raises for it alone) and, as in the loop, no gradient.  Adaptive pooling has no
+output for an empty example (its output size is fixed): that raises, naming the
+example, as the loop does.
 """
 
 from __future__ import annotations
@@ -193,9 +194,35 @@ def lp_pool(func, input, norm_type, kernel_size, stride=None, ceil_mode=False):
     if norm_type in (float("inf"), float("-inf")) and _torch_lp_pool_takes_inf():
         sign = 1 if norm_type > 0 else -1
         return sign * max_pool_nd(sign * input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    windows = Windows(input, [pool_size(k, s, 0, 1, ceil_mode) for k, s in zip(
+        kernel, _stride(stride, kernel, n, op))])
+    input = _cut_gradient_of_examples_without_output(input, windows)
     out = avg_pool_nd(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (torch.sign(out) * F.relu(torch.abs(out))).mul(math.prod(kernel)).pow(
         1.0 / norm_type)
+
+
+def _cut_gradient_of_examples_without_output(input: MaskedBatch,
+                                             windows: Windows) -> MaskedBatch:
+    """``input`` with the examples whose output is empty seen without gradient.
+
+    The loop gives such an example (shorter than the window) no output, so nothing
+    depends on it and its gradient is zero.  In the batch its values still go
+    through the formula's ``pow`` beside the others' (its padding outputs get a
+    zero gradient), and ``pow``'s backward multiplies that zero by
+    ``p * x ** (p - 1)``: ``0 * inf`` is NaN for ``norm_type=inf`` (the formula
+    PyTorch releases without an inf path use), and so is ``0 * nan`` for a
+    negative value to a fractional power.
+    """
+    if not windows.dynamic or not (torch.is_grad_enabled() and input.data.requires_grad):
+        return input
+    has_output = None
+    for i in windows.dynamic:
+        nonempty = windows.output_sizes(i) > 0  # (batch, 1)
+        has_output = nonempty if has_output is None else has_output & nonempty
+    keep = has_output.reshape(-1, *[1] * (input.data.dim() - 1))
+    data = torch.where(keep, input.data, input.data.detach())
+    return MaskedBatch._make(data, input._mask, input.dims)
 
 
 # ---------------------------------------------------------------- adaptive

@@ -28,7 +28,11 @@ import torch
 
 from matchbox import _registry
 from matchbox.nn.packing import relayout
-from matchbox.ops.pointwise import _writes_first_argument, pointwise_ops
+from matchbox.ops.pointwise import (
+    _writes_first_argument,
+    check_inplace_derivative,
+    pointwise_ops,
+)
 from matchbox.packed import _dispatch
 from matchbox.packed.packed_batch import PackedBatch
 
@@ -53,6 +57,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
                 f"{name(func)}: an in-place op on a plain tensor cannot take a batch argument "
                 "(the tensor would have to hold every example); use the out-of-place op"
             )
+        check_inplace_derivative(func, [*values, *named.values()])
         func(*values, **named)
         return target
     return _wrap(func(*values, **named), first)

@@ -1,0 +1,64 @@
+"""What the installed torch can do, where the supported releases (torch>=2.3) differ.
+
+Each flag is found by trying the capability on tiny tensors, never by comparing version
+strings.  A test whose per-example loop needs a capability the installed torch lacks is
+skipped on exactly that flag (``needs``); where Matchbox then raises its own error, the
+test pinning that error runs only where the flag is false (``lacks``), so every
+environment of the tox matrix (the oldest torch included) runs one of the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+
+def _works(call: Callable[[], Any]) -> bool:
+    try:
+        call()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _attention_of_a_row_without_keys() -> bool:
+    hidden = torch.zeros(1, 1, dtype=torch.bool)
+    for dtype in (torch.float32, torch.float64):
+        q = torch.ones(1, 1, 2, dtype=dtype)
+        if F.scaled_dot_product_attention(q, q, q, attn_mask=hidden).isnan().any():
+            return False
+    return True
+
+
+# Tensor.ldexp_ on a tensor that requires grad: torch 2.3 writes it through
+# mul(out=...), which autograd refuses (pytorch/pytorch#68966).
+INPLACE_LDEXP_HAS_DERIVATIVE = _works(
+    lambda: (torch.ones(1, requires_grad=True) * 1).ldexp_(torch.ones(1)))
+# A query row that sees no key gets zeros from F.scaled_dot_product_attention (and so
+# from nn.MultiheadAttention with need_weights=False), not NaN as before torch 2.5.
+ATTENTION_ROW_WITHOUT_KEYS_GIVES_ZEROS = _attention_of_a_row_without_keys()
+# F.pad of a tensor that is empty in a dimension it does not pad: torch 2.3 refuses it
+# ("resulted in a negative output size").
+PAD_TAKES_EMPTY_DIMENSIONS = _works(lambda: F.pad(torch.zeros(1, 1, 0), [0, 0, 1, 0]))
+# F.linear of a (1, length, features) input with a weight vector (features,) and a bias:
+# torch 2.3 refuses it ("mat2 must be a matrix", from addmm), though it takes a weight
+# vector without a bias.  (Every release so far refuses it for a rank-2 input.)
+LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS = _works(
+    lambda: F.linear(torch.zeros(1, 1, 2), torch.zeros(2), torch.zeros(())))
+
+
+def needs(flag: bool, what: str) -> pytest.MarkDecorator:
+    """Skip unless the installed torch can do ``what`` (the loop needs it)."""
+    return pytest.mark.skipif(not flag, reason=f"the loop needs a torch that {what}; "
+                              f"torch {torch.__version__} does not")
+
+
+def lacks(flag: bool, what: str) -> pytest.MarkDecorator:
+    """Run only where the installed torch cannot do ``what`` (tests of Matchbox's error)."""
+    return pytest.mark.skipif(flag, reason=f"torch {torch.__version__} {what}; Matchbox's "
+                              "error for a torch that cannot is tested on such a torch (tox -e "
+                              "oldest)")
