@@ -40,6 +40,58 @@ def interleaved_medians(
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+LOOP = "per-example loop"
+
+
+def total(value: object) -> torch.Tensor:
+    """The sum of everything a variant returned: a tensor, a batch (its ``data``) or a
+    list or tuple of them.  A training step backpropagates it."""
+    if isinstance(value, torch.Tensor):
+        return value.sum()
+    if isinstance(value, (list, tuple)):
+        return sum((total(v) for v in value), torch.zeros(()))
+    data = getattr(value, "data", None)
+    if isinstance(data, torch.Tensor):
+        return data.sum()
+    raise TypeError(f"cannot sum a {type(value).__name__}")
+
+
+def forward_and_backward(
+    variants: dict[str, Callable[[], object]], repeats: int,
+    loss: Callable[[str, object], torch.Tensor] | None = None,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Median seconds of each variant's forward, and of forward + backward.
+
+    ``loss(name, output)`` makes the scalar to backpropagate (default: :func:`total`).
+    The batched variants are timed in alternating rounds (their ratios are what
+    matters); the per-example loop, whose heavy Python use slows whatever runs
+    right after it, is timed on its own, with fewer repeats.
+    """
+
+    def step(name: str, fn: Callable[[], object]) -> Callable[[], None]:
+        def forward_backward() -> None:
+            output = fn()
+            (total(output) if loss is None else loss(name, output)).backward()
+
+        return forward_backward
+
+    batched = {name: fn for name, fn in variants.items() if name != LOOP}
+    forward = interleaved_medians(batched, repeats)
+    both = interleaved_medians({name: step(name, fn) for name, fn in batched.items()}, repeats)
+    if LOOP in variants:
+        loop_repeats = max(2, repeats // 3)
+        forward[LOOP] = median_seconds(variants[LOOP], loop_repeats)
+        both[LOOP] = median_seconds(step(LOOP, variants[LOOP]), loop_repeats)
+    return forward, both
+
+
+def ratio_cells(name: str, forward: dict[str, float], both: dict[str, float],
+                baseline: str) -> list[str]:
+    """``[forward ms, × baseline, forward+backward ms, × baseline]`` for one variant."""
+    return [f"{forward[name] * 1e3:.2f}", f"{forward[name] / forward[baseline]:.3f}",
+            f"{both[name] * 1e3:.2f}", f"{both[name] / both[baseline]:.3f}"]
+
+
 def _once(fn: Callable[[], object]) -> float:
     """One timed call, with the garbage of earlier calls collected beforehand
     and the collector paused (as ``timeit`` does), so that one variant's

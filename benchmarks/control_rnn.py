@@ -28,7 +28,7 @@ from torch import nn
 
 import matchbox
 import matchbox.functional as F
-from benchmarks._harness import interleaved_medians, machine, median_seconds, table, write
+from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
 from matchbox import MaskedBatch
 
 
@@ -95,26 +95,10 @@ def check(make_variants, model: nn.Module, examples: list[torch.Tensor]) -> None
 
 
 def timed_rows(setting: str, variants: dict, repeats: int) -> list[list[str]]:
-    """Forward and forward+backward medians, as ratios to the hand-padded variant.
-
-    The batched variants are timed in alternating rounds (the ratios that
-    matter); the per-example loop, whose heavy Python use slows whatever runs
-    right after it, is timed on its own.
-    """
-    loop = {k: v for k, v in variants.items() if k == "per-example loop"}
-    batched = {k: v for k, v in variants.items() if k not in loop}
-
-    def backward(v):
-        return lambda: v().sum().backward()
-
-    forward = interleaved_medians(batched, repeats)
-    both = interleaved_medians({k: backward(v) for k, v in batched.items()}, repeats)
-    for name, fn in loop.items():
-        forward[name] = median_seconds(fn, max(3, repeats // 3))
-        both[name] = median_seconds(backward(fn), max(3, repeats // 3))
-    return [[setting, name, f"{forward[name] * 1e3:.1f}",
-             f"{forward[name] / forward['hand-padded']:.2f}", f"{both[name] * 1e3:.1f}",
-             f"{both[name] / both['hand-padded']:.2f}"] for name in variants]
+    """Forward and forward+backward medians, as ratios to the hand-padded variant."""
+    forward, both = forward_and_backward(variants, repeats)
+    return [[setting, name, *ratio_cells(name, forward, both, "hand-padded")]
+            for name in variants]
 
 
 def main(argv: list[str] | None = None) -> str:

@@ -22,7 +22,7 @@ import random
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from benchmarks._harness import interleaved_medians, machine, median_seconds, table, write
+from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
 from matchbox import MaskedBatch
 from matchbox.nn import batch_major
 
@@ -77,30 +77,12 @@ def check_same(fns: dict) -> None:
         torch.testing.assert_close(out_m[b : b + 1, : out.size(1)], out, rtol=1e-4, atol=1e-5)
 
 
-def _loss(fn):
-    def forward_backward():
-        out, h = fn()
-        outs = out if isinstance(out, list) else [out]
-        (sum(o.sum() for o in outs) + h.sum()).backward()
-
-    return forward_backward
-
-
 def run(config: str, lstm: torch.nn.LSTM, examples: list[torch.Tensor], repeats: int,
         device: str) -> list[list[str]]:
     fns = variants(lstm, examples, device)
     check_same(fns)
-    # The batched variants are timed in alternating rounds (their ratios are
-    # what matters); the loop, heavy on Python, is timed on its own.
-    batched = {k: v for k, v in fns.items() if k != "per-example loop"}
-    forward = interleaved_medians(batched, repeats)
-    both = interleaved_medians({k: _loss(v) for k, v in batched.items()}, repeats)
-    loop_repeats = max(1, repeats // 3)
-    forward["per-example loop"] = median_seconds(fns["per-example loop"], loop_repeats)
-    both["per-example loop"] = median_seconds(_loss(fns["per-example loop"]), loop_repeats)
-    return [[config, name, f"{forward[name] * 1e3:.2f}",
-             f"{forward[name] / forward[BASELINE]:.3f}", f"{both[name] * 1e3:.2f}",
-             f"{both[name] / both[BASELINE]:.3f}"] for name in fns]
+    forward, both = forward_and_backward(fns, repeats)  # the loss sums outputs and states
+    return [[config, name, *ratio_cells(name, forward, both, BASELINE)] for name in fns]
 
 
 def skewed_arguments(description: str, **widths: int) -> argparse.ArgumentParser:

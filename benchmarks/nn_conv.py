@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import matchbox
-from benchmarks._harness import interleaved_medians, machine, median_seconds, table, write
+from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
 from matchbox import MaskedBatch
 
 BASELINE = "padded + length mask (by hand)"
@@ -85,13 +85,6 @@ def check_same(fns: dict) -> None:
         torch.testing.assert_close(padded[b : b + 1, :, :n], out, rtol=1e-4, atol=1e-5)
 
 
-def _forward_backward(name: str, fn):
-    def run():
-        _loss(name, fn()).backward()
-
-    return run
-
-
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=64)
@@ -109,16 +102,8 @@ def main(argv: list[str] | None = None) -> str:
     fns = variants(block, examples)
     check_same(fns)
 
-    batched = {k: v for k, v in fns.items() if k != "per-example loop"}
-    forward = interleaved_medians(batched, args.repeats)
-    both = interleaved_medians({k: _forward_backward(k, v) for k, v in batched.items()},
-                               args.repeats)
-    loop_repeats = max(1, args.repeats // 3)
-    forward["per-example loop"] = median_seconds(fns["per-example loop"], loop_repeats)
-    both["per-example loop"] = median_seconds(
-        _forward_backward("per-example loop", fns["per-example loop"]), loop_repeats)
-    rows = [[name, f"{forward[name] * 1e3:.2f}", f"{forward[name] / forward[BASELINE]:.3f}",
-             f"{both[name] * 1e3:.2f}", f"{both[name] / both[BASELINE]:.3f}"] for name in fns]
+    forward, both = forward_and_backward(fns, args.repeats, loss=_loss)
+    rows = [[name, *ratio_cells(name, forward, both, BASELINE)] for name in fns]
     real, padded = sum(lengths), len(lengths) * max(lengths)
     text = (f"### Conv1d({args.channels}, {args.channels}, k={args.kernel}) + ReLU + "
             f"MaxPool1d(2): batch {args.batch}, lengths {args.lengths[0]}-{args.lengths[1]} "

@@ -27,7 +27,14 @@ import random
 import torch
 import torch.nn.functional as F
 
-from benchmarks._harness import interleaved_medians, machine, median_seconds, table, write
+from benchmarks._harness import (
+    forward_and_backward,
+    interleaved_medians,
+    machine,
+    median_seconds,
+    table,
+    write,
+)
 from matchbox import MaskedBatch
 
 BASELINE = "hand-padded + key padding mask"
@@ -76,23 +83,9 @@ def check_same(layer: torch.nn.TransformerEncoderLayer, examples: list[torch.Ten
         torch.testing.assert_close(n.unsqueeze(0), z, rtol=1e-4, atol=1e-4)
 
 
-def _loss(fn):
-    def forward_backward():
-        fn().sum().backward()
-
-    return forward_backward
-
-
 def timed(fns: dict, repeats: int) -> tuple[dict, dict]:
-    """Forward and forward+backward medians; the batched variants in alternating rounds
-    (their ratios are what matters), the loop, heavy on Python, on its own."""
-    batched = {k: v for k, v in fns.items() if k != LOOP}
-    forward = interleaved_medians(batched, repeats)
-    both = interleaved_medians({k: _loss(v) for k, v in batched.items()}, repeats)
-    loop_repeats = max(1, repeats // 3)
-    forward[LOOP] = median_seconds(fns[LOOP], loop_repeats)
-    both[LOOP] = median_seconds(_loss(fns[LOOP]), loop_repeats)
-    return forward, both
+    """Forward and forward+backward medians (``_harness.forward_and_backward``)."""
+    return forward_and_backward(fns, repeats)
 
 
 def inference(layer: torch.nn.TransformerEncoderLayer, examples: list[torch.Tensor],

@@ -42,7 +42,15 @@ from pathlib import Path
 
 import torch
 
-from benchmarks._harness import OUT, interleaved_medians, machine, median_seconds, table, write
+from benchmarks._harness import (
+    OUT,
+    interleaved_medians,
+    machine,
+    median_seconds,
+    table,
+    total,
+    write,
+)
 
 LOOP = "per-example loop"
 MATCHBOX = "Matchbox"
@@ -131,21 +139,9 @@ def _first(fn: Callable[[], object]) -> Callable[[], object]:
     return outputs
 
 
-def _total(value: object) -> torch.Tensor:
-    """The sum of every tensor in a variant's result (what the step backpropagates)."""
-    if isinstance(value, torch.Tensor):
-        return value.sum()
-    if isinstance(value, (list, tuple)):
-        return sum((_total(v) for v in value), torch.zeros(()))
-    data = getattr(value, "data", None)
-    if isinstance(data, torch.Tensor):
-        return data.sum()
-    raise TypeError(f"cannot sum a {type(value).__name__}")
-
-
 def _step(fn: Callable[[], object]) -> Callable[[], None]:
     def step():
-        _total(fn()).backward()
+        total(fn()).backward()
 
     return step
 

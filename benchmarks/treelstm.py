@@ -21,12 +21,12 @@ import random
 
 import torch
 
-from benchmarks._harness import interleaved_medians, machine, median_seconds, table, write
+from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
 from examples.treelstm import REDUCE, SHIFT, TreeLSTM, leaves_and_transitions, stack_depth
 from matchbox import MaskedBatch
 
 LIMIT = "hand-padded"
-LOOP = "per-example loop"
+LOOP = "per-example loop"  # _harness.LOOP
 
 
 def random_tree(leaves: int, rng: random.Random):
@@ -99,13 +99,6 @@ def check_same(fns: dict) -> None:
         torch.testing.assert_close(value, values[LIMIT], rtol=1e-4, atol=1e-4, msg=name)
 
 
-def _step(fn):
-    def forward_backward():
-        fn().sum().backward()
-
-    return forward_backward
-
-
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=64)
@@ -118,14 +111,8 @@ def main(argv: list[str] | None = None) -> str:
     sizes = [rng.randint(*args.leaves) for _ in range(args.batch)]
     fns = build(sizes, args.hidden, args.device)
     check_same(fns)
-    batched = {k: v for k, v in fns.items() if k != LOOP}
-    forward = interleaved_medians(batched, args.repeats)
-    both = interleaved_medians({k: _step(v) for k, v in batched.items()}, args.repeats)
-    loop_repeats = max(1, args.repeats // 3)
-    forward[LOOP] = median_seconds(fns[LOOP], loop_repeats)
-    both[LOOP] = median_seconds(_step(fns[LOOP]), loop_repeats)
-    rows = [[name, f"{forward[name] * 1e3:.1f}", f"{forward[name] / forward[LIMIT]:.2f}",
-             f"{both[name] * 1e3:.1f}", f"{both[name] / both[LIMIT]:.2f}"] for name in fns]
+    forward, both = forward_and_backward(fns, args.repeats)
+    rows = [[name, *ratio_cells(name, forward, both, LIMIT)] for name in fns]
     text = "\n".join([
         f"TreeLSTM parse, batch {args.batch}, {args.leaves[0]}-{args.leaves[1]} leaves, "
         f"hidden {args.hidden}; {machine()}",
