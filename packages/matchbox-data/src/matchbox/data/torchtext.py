@@ -16,8 +16,10 @@ torchtext's last release, 0.18, is built for torch 2.3.x only:
 from __future__ import annotations
 
 import importlib
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+from matchbox.data.vocab import TokenLookups
 
 _INSTALL = (
     'the torchtext adapter needs torchtext: pip install "matchbox-data[torchtext]" '
@@ -38,7 +40,7 @@ def require_torchtext() -> Any:
         raise ImportError(f"{_INSTALL}; importing the installed one failed: {error}") from error
 
 
-class TorchtextVocab:
+class TorchtextVocab(TokenLookups):
     """A torchtext ``Vocab`` seen through the interface fields use (``stoi``, ``itos``, ...)."""
 
     def __init__(self, vocab: Any):
@@ -51,35 +53,6 @@ class TorchtextVocab:
         except RuntimeError:
             self.unk_index = None
         self.unk_token = None if self.unk_index is None else self.itos[self.unk_index]
-
-    def __len__(self) -> int:
-        return len(self.itos)
-
-    def __contains__(self, token: Hashable) -> bool:
-        return token in self.stoi
-
-    def __getitem__(self, token: Hashable) -> int:
-        index = self.stoi.get(token, self.unk_index)
-        if index is None:
-            raise KeyError(token)
-        return index
-
-    def lookup_indices(self, tokens: Iterable[Hashable]) -> list[int]:
-        tokens = list(tokens)
-        get, unk = self.stoi.get, self.unk_index
-        indices = [get(token, unk) for token in tokens]
-        if unk is None and None in indices:
-            raise KeyError(tokens[indices.index(None)])
-        return indices  # type: ignore[return-value]
-
-    def lookup_tokens(self, indices: Iterable[int]) -> list[str]:
-        size = len(self.itos)
-        tokens = []
-        for index in indices:
-            if not 0 <= index < size:
-                raise IndexError(f"token id {index} is outside the vocabulary [0, {size})")
-            tokens.append(self.itos[index])
-        return tokens
 
     def __repr__(self) -> str:
         return f"TorchtextVocab({len(self)} tokens, unk_token={self.unk_token!r})"

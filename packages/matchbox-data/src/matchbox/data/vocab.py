@@ -16,7 +16,50 @@ from typing import Any
 _FORMAT = "matchbox-data vocab 1"
 
 
-class Vocab:
+class TokenLookups:
+    """Lookups shared by every vocabulary a field can use (``Vocab``, ``TorchtextVocab``).
+
+    Subclasses set ``stoi``, ``itos`` and ``unk_index`` (``None`` without an unknown token).
+    """
+
+    stoi: dict
+    itos: list
+    unk_index: int | None
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def __contains__(self, token: Hashable) -> bool:
+        return token in self.stoi
+
+    def __getitem__(self, token: Hashable) -> int:
+        """The id of ``token``, or the unknown token's; ``KeyError`` without one."""
+        index = self.stoi.get(token, self.unk_index)
+        if index is None:
+            raise KeyError(token)
+        return index
+
+    def lookup_indices(self, tokens: Iterable[Hashable]) -> list[int]:
+        """The ids of ``tokens`` (``KeyError`` names the first unknown one without an unk)."""
+        tokens = list(tokens)  # an iterator could not be read twice for the error
+        get, unk = self.stoi.get, self.unk_index
+        indices = [get(token, unk) for token in tokens]
+        if unk is None and None in indices:
+            raise KeyError(tokens[indices.index(None)])
+        return indices  # type: ignore[return-value]
+
+    def lookup_tokens(self, indices: Iterable[int]) -> list[Hashable]:
+        """The tokens of ``indices``; an id outside ``[0, len)`` raises ``IndexError``."""
+        itos, size = self.itos, len(self.itos)
+        tokens = []
+        for index in indices:
+            if not 0 <= index < size:
+                raise IndexError(f"token id {index} is outside the vocabulary [0, {size})")
+            tokens.append(itos[index])
+        return tokens
+
+
+class Vocab(TokenLookups):
     """Tokens ↔ ids.
 
     ``stoi`` maps tokens to ids, ``itos`` ids to tokens, ``freqs`` holds the
@@ -80,40 +123,6 @@ class Vocab:
             repeated = sorted({str(t) for t in itos if itos.count(t) > 1})
             raise ValueError(f"Vocab: tokens appear more than once: {repeated}")
         self.unk_index = None if self.unk_token is None else self.stoi[self.unk_token]
-
-    # ------------------------------------------------------------------ lookups
-
-    def __len__(self) -> int:
-        return len(self.itos)
-
-    def __contains__(self, token: Hashable) -> bool:
-        return token in self.stoi
-
-    def __getitem__(self, token: Hashable) -> int:
-        """The id of ``token``, or the unknown token's; ``KeyError`` without one."""
-        index = self.stoi.get(token, self.unk_index)
-        if index is None:
-            raise KeyError(token)
-        return index
-
-    def lookup_indices(self, tokens: Iterable[Hashable]) -> list[int]:
-        """The ids of ``tokens`` (``KeyError`` names the first unknown one without an unk)."""
-        tokens = list(tokens)  # an iterator could not be read twice for the error
-        get, unk = self.stoi.get, self.unk_index
-        indices = [get(token, unk) for token in tokens]
-        if unk is None and None in indices:
-            raise KeyError(tokens[indices.index(None)])
-        return indices  # type: ignore[return-value]
-
-    def lookup_tokens(self, indices: Iterable[int]) -> list[Hashable]:
-        """The tokens of ``indices``; an id outside ``[0, len)`` raises ``IndexError``."""
-        itos, size = self.itos, len(self.itos)
-        tokens = []
-        for index in indices:
-            if not 0 <= index < size:
-                raise IndexError(f"token id {index} is outside the vocabulary [0, {size})")
-            tokens.append(itos[index])
-        return tokens
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Vocab) and self.itos == other.itos
