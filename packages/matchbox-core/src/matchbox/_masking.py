@@ -11,6 +11,9 @@ Two rules keep padding out of real values and gradients:
   and, when gradients are needed, masks its output (:func:`guard_gradient`), so
   that a NaN gradient arriving at a padding position is dropped instead of
   being multiplied into a real one.
+- *Boundary*: an op that combines masks with *and* (n-ary pointwise ops, a
+  join along a static dimension) makes a position padding where an argument
+  is real; that argument's gradient from there is dropped (:func:`guard_wider`).
 """
 
 from __future__ import annotations
@@ -51,10 +54,51 @@ def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
 
 
 def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``data`` unchanged at real positions, with gradients at padding dropped."""
-    if mask is None or not data.requires_grad:
+    """``data`` unchanged at real positions, with gradients at padding dropped.
+
+    The values at padding become zero (padding may hold anything).
+    """
+    if mask is None or not data.requires_grad or not torch.is_grad_enabled():
         return data
     return torch.where(mask, data, data.new_zeros(()))
+
+
+def guard_wider(
+    batches: Sequence[Any], values: list[Any], mask: torch.Tensor | None,
+    dims: tuple[bool, ...],
+) -> list[Any]:
+    """Guard the arguments of an op that combines masks with *and*.
+
+    Such an op's result is padding wherever one batch argument is: there an
+    argument that is real (a state next to the step of a sequence that has
+    ended for an example, a plain tensor shared by every example, a batch of
+    size one along a dynamic dimension broadcast over padding) sits next to
+    padding, whose values are arbitrary.  The result is discarded there, but
+    the backward pass would multiply the zero gradient arriving there by a
+    derivative computed from padding (``0 * nan``) and send it to the real
+    argument.  Seen through :func:`guard_gradient` with the result's mask, such
+    an argument gets gradient only from positions the result calls real, as in
+    the loop over examples.
+
+    ``batches[i]`` is the argument that became ``values[i]`` (the data of a
+    batch, a plain tensor, or anything else); an argument needs no guard when
+    its own mask is the result's (the same object) and it is not broadcast
+    along a dynamic dimension.
+    """
+    if mask is None or not torch.is_grad_enabled():
+        return values
+    out = values
+    for i, (arg, value) in enumerate(zip(batches, values)):
+        if not isinstance(value, torch.Tensor) or not value.requires_grad:
+            continue
+        if isinstance(arg, MaskedBatch) and arg._mask is mask and not any(
+            d and value.size(j) == 1 and mask.size(j) != 1 for j, d in enumerate(dims, 1)
+        ):
+            continue
+        if out is values:
+            out = list(values)
+        out[i] = torch.where(mask, value, value.new_zeros(()))
+    return out
 
 
 def example_rank(*args: Any) -> int:

@@ -3,8 +3,10 @@
 Semantics: each argument batch is broadcast the way its examples would be; the
 op runs once on the aligned data; the result's mask is true where every batch
 argument is real ("unary keeps the mask, n-ary combines masks with and").
-Padding only reaches padding, so no fill is needed.  In-place variants write
-into the first argument's data and narrow its mask.
+Padding only reaches padding, so no fill is needed; an argument that is real
+where the result is padding (a state next to an ended step, a broadcast
+weight) gets no gradient from there (``_masking.guard_wider``).  In-place
+variants write into the first argument's data and narrow its mask.
 
 The family is found by rule, not listed by hand: every torch function, Tensor
 method and ``torch.nn.functional`` function whose ATen op carries PyTorch's
@@ -119,7 +121,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     flat = list(args) + [kwargs[k] for k in names]
     op = _registry.op_name(func)
     values, mask, dims = _masking.align(op, flat)
-    values = _mask_broadcast_gradients(flat, values, mask, dims)
+    values = _masking.guard_wider(flat, values, mask, dims)
     n = len(args)
     result = func(*values[:n], **dict(zip(names, values[n:])))
     return _wrap(result, mask, dims)
@@ -168,37 +170,12 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
                 _masking.check_lengths_agree(
                     func, [(a, i) for a in args if isinstance(a, MaskedBatch)])
     mask = masks[0] if len(masks) == 1 else _masking.combine_masks(masks)
-    if mask is not None and len(values) > len(masks):
-        values = _mask_broadcast_gradients(list(args), values, mask, first.dims)
+    if mask is not None and len(values) > 1:
+        values = _masking.guard_wider(args, values, mask, first.dims)
     result = func(*values)
     if isinstance(result, torch.Tensor) and result.shape == first.data.shape:
         return MaskedBatch._make(result, mask, first.dims)
     return _wrap(result, mask, first.dims)
-
-
-def _mask_broadcast_gradients(
-    args: list[Any], values: list[Any], mask: torch.Tensor, dims: tuple[bool, ...]
-) -> list[Any]:
-    """Drop the gradient that padding positions send to broadcast arguments.
-
-    An argument broadcast over the result (a plain weight, or a batch with
-    size one along a dynamic dimension of the result) receives the sum of the
-    gradients of every position it reached, padding included, where values
-    are arbitrary: ``0 * nan`` would poison it.  Seen through
-    ``where(mask, v, v.detach())`` it has the same values but gets gradient
-    only from real positions.
-    """
-    if mask is None:  # no padding anywhere
-        return values
-    out = []
-    for arg, v in zip(args, values):
-        if isinstance(v, torch.Tensor) and v.requires_grad and (
-            not isinstance(arg, MaskedBatch)
-            or any(d and v.size(i) == 1 for i, d in enumerate(dims, start=1))
-        ):
-            v = torch.where(mask, v, v.detach())
-        out.append(v)
-    return out
 
 
 def _wrap(result: Any, mask: torch.Tensor, dims: tuple[bool, ...]) -> Any:
@@ -220,6 +197,14 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     values, mask, dims = _masking.align(op, flat, inplace_target=target)
+    guarded = _masking.guard_wider(flat, values, mask, dims)
+    for k, (arg, value) in enumerate(zip(flat, values)):
+        if arg is target and guarded[k] is not value:
+            # The target is real where the result will be padding: its data is
+            # guarded in place (every alias sees that, as it sees the op).
+            value.copy_(guarded[k])
+            guarded[k] = value
+    values = guarded
     n = len(args)
     func(*values[:n], **dict(zip(names, values[n:])))
     target.mask = _masking.fit_mask(mask, target.data, target.dims)
@@ -244,10 +229,9 @@ def _method(func: Any) -> Any:
                 return MaskedBatch._make(func(self.data, other), self._mask, self.dims)
             if (type(other) is MaskedBatch and other.dims == self.dims
                     and other.data.shape == self.data.shape):
-                if any(self.dims) and other._mask is not self._mask:
+                if other._mask is not self._mask:
                     return _run_same_layout(func, (self, other))
-                mask = _masking.combine_masks((self._mask, other._mask))
-                return _wrap(func(self.data, other.data), mask, self.dims)
+                return _wrap(func(self.data, other.data), self._mask, self.dims)
         # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
         args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
         return pointwise(func, self, *args, **kwargs)

@@ -386,8 +386,9 @@ def _as_batches(op: str, tensors: Sequence[Any]) -> list[MaskedBatch]:
                 f"{op}: a plain tensor in the list must look like one example (rank "
                 f"{first.dim()}, size 1 in dimension 0); got shape {tuple(t.shape)}"
             )
-        mask = torch.ones([batch] + [1] * (t.dim() - 1), dtype=torch.bool, device=t.device)
-        out.append(MaskedBatch._make(t.expand(batch, *t.shape[1:]), mask, (False,) * (t.dim() - 1)))
+        # Real for every example (no mask); guarded like any argument real where
+        # the result is padding (``_joined_data``).
+        out.append(MaskedBatch._make(t.expand(batch, *t.shape[1:]), None, (False,) * (t.dim() - 1)))
     return out
 
 
@@ -413,10 +414,21 @@ def cat(func, tensors, dim=0, **kwargs):
              else p for p in parts]
     parts = _common_padding(parts, d)
     if not dims[d - 1]:
-        data = torch.cat([p.data for p in parts], d)
-        mask = _masking.combine_masks([p.mask for p in parts])
+        mask = _masking.combine_masks([p._mask for p in parts])
+        data = torch.cat(_joined_data(parts, mask, dims), d)
         return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
     return _cat_dynamic(parts, d, dims)
+
+
+def _joined_data(parts: list[MaskedBatch], mask: torch.Tensor | None,
+                 dims: tuple[bool, ...]) -> list[torch.Tensor]:
+    """The parts' data for a join along a static dimension, whose mask is their *and*.
+
+    A part real where the result is padding (a state joined with the step of
+    a sequence that has ended) gets no gradient from there (``guard_wider``).
+    """
+    # The mask has size one along the joined dimension: it broadcasts over each part.
+    return _masking.guard_wider(parts, [p.data for p in parts], mask, dims)
 
 
 def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> MaskedBatch:
@@ -466,12 +478,14 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
     d = _nonbatch_dim(op, dim, parts[0].dim() + 1)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)
-    data = torch.stack([p.data for p in parts], d)
     new_dims = dims[: d - 1] + (dynamic,) + dims[d - 1:]
     if dynamic:
+        data = torch.stack([p.data for p in parts], d)
         masks = [p.mask for p in parts]
         common = torch.broadcast_shapes(*[m.shape for m in masks])
         mask = torch.stack([m.expand(common) for m in masks], d)
     else:
-        mask = _masking.combine_masks([p.mask for p in parts]).unsqueeze(d)
+        mask = _masking.combine_masks([p._mask for p in parts])
+        data = torch.stack(_joined_data(parts, mask, dims), d)
+        mask = None if mask is None else mask.unsqueeze(d)
     return MaskedBatch._make(data, _masking.fit_mask(mask, data, new_dims), new_dims)
