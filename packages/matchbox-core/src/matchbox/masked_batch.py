@@ -63,6 +63,11 @@ class DataAttributes:
         return self.data.get_device()
 
 
+# {torch callable: handler} of MaskedBatch, filled as op families register.
+_HANDLERS = _registry.handlers("MaskedBatch")
+_new = object.__new__
+
+
 class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
@@ -87,10 +92,15 @@ class MaskedBatch(DataAttributes):
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
 
-    @classmethod
-    def _make(cls, data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]):
-        """Build without validation: for ops, whose results are valid by construction."""
-        batch = object.__new__(cls)
+    @staticmethod
+    def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
+              ) -> MaskedBatch:
+        """Build without validation: for ops, whose results are valid by construction.
+
+        A static method (not a class method): ops call it for every result, and
+        it saves them binding a method.
+        """
+        batch = _new(MaskedBatch)
         batch.data = data
         batch._mask = mask
         batch.dims = dims
@@ -316,15 +326,16 @@ class MaskedBatch(DataAttributes):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
+        handler = _HANDLERS.get(func)
+        if handler is None:
+            raise _registry.unsupported(func, "MaskedBatch")
         if len(types) > 1:
             # Another batch type among the arguments (PackedBatch, ...): the ones
             # registered to become MaskedBatch here are converted (_registry.adopt).
-            args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
-        handler = _registry.lookup(func, "MaskedBatch")
-        if handler is None:
-            raise _registry.unsupported(func, "MaskedBatch")
-        return handler(func, *args, **kwargs)
+            args, kwargs = _registry.adopt("MaskedBatch", args, kwargs or {})
+        if kwargs:
+            return handler(func, *args, **kwargs)
+        return handler(func, *args)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the class does not define.
