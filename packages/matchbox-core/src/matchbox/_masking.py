@@ -45,12 +45,21 @@ def running(failing: torch.Tensor) -> torch.Tensor:
     return failing & mask
 
 
+# A zero for ``where`` to put at padding: a 0-d CPU tensor takes the dtype and
+# device of the other operand (of the same kind, floating point), and reusing it
+# spares an allocation per call.  It is never written to.
+_ZERO = torch.zeros(())
+
+
 def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
     """``batch.data`` with every padding position replaced by ``value``."""
-    if batch._mask is None:
+    mask = batch._mask
+    if mask is None:
         return batch.data
-    return torch.where(batch.mask, batch.data, torch.full((), value, dtype=batch.dtype,
-                                                          device=batch.device))
+    data = batch.data
+    if value == 0 and data.is_floating_point():
+        return torch.where(mask, data, _ZERO)
+    return torch.where(mask, data, torch.full((), value, dtype=data.dtype, device=data.device))
 
 
 def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -60,7 +69,7 @@ def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
     """
     if mask is None or not data.requires_grad or not torch.is_grad_enabled():
         return data
-    return torch.where(mask, data, data.new_zeros(()))
+    return torch.where(mask, data, _ZERO if data.is_floating_point() else data.new_zeros(()))
 
 
 def guard_wider(
@@ -82,8 +91,8 @@ def guard_wider(
 
     ``batches[i]`` is the argument that became ``values[i]`` (the data of a
     batch, a plain tensor, or anything else); an argument needs no guard when
-    its own mask is the result's (the same object) and it is not broadcast
-    along a dynamic dimension.
+    its own mask is the result's (``same_mask``) and it is not broadcast along
+    a dynamic dimension.
     """
     if mask is None or not torch.is_grad_enabled():
         return values
@@ -91,13 +100,15 @@ def guard_wider(
     for i, (arg, value) in enumerate(zip(batches, values)):
         if not isinstance(value, torch.Tensor) or not value.requires_grad:
             continue
-        if isinstance(arg, MaskedBatch) and arg._mask is mask and not any(
+        if isinstance(arg, MaskedBatch) and arg._mask is not None and (
+            arg._mask is mask or same_mask(arg._mask, mask)) and not any(
             d and value.size(j) == 1 and mask.size(j) != 1 for j, d in enumerate(dims, 1)
         ):
             continue
         if out is values:
             out = list(values)
-        out[i] = torch.where(mask, value, value.new_zeros(()))
+        out[i] = torch.where(mask, value, _ZERO if value.is_floating_point()
+                             else value.new_zeros(()))
     return out
 
 
@@ -212,12 +223,13 @@ def check_lengths_agree(op: Any, pairs: Sequence[tuple[MaskedBatch, int]]) -> No
     construction; the others cost one comparison (and a device sync).
     """
     masked = [(b, d) for b, d in pairs if b._mask is not None]
-    if len(masked) < 2 or all(b._mask is masked[0][0]._mask for b, _ in masked):
+    if len(masked) < 2 or all(same_mask(b._mask, masked[0][0]._mask) and d == masked[0][1]
+                              for b, d in masked):
         return
     reference, ref_dim = masked[0]
     expected = lengths_along(reference, ref_dim)
     for other, dim in masked[1:]:
-        if other._mask is reference._mask:
+        if dim == ref_dim and same_mask(other._mask, reference._mask):
             continue
         sizes = lengths_along(other, dim)
         differ = (sizes != expected).nonzero()
@@ -241,13 +253,36 @@ def _op_name(func: Any) -> str:
 
 
 def combine_masks(masks: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
-    """True where every mask is true (broadcasting); ``None`` (all real) drops out."""
+    """True where every mask is true (broadcasting); ``None`` (all real) drops out.
+
+    A mask met twice (the same tensor, or a view of the same memory with the
+    same layout, as two ``unbind`` steps of one batch) is combined once, and a
+    single distinct mask is returned as it is, so that later ops can tell by
+    identity that their arguments share it.
+    """
     mask = None
     for other in masks:
         if other is None or other is mask:
             continue
-        mask = other if mask is None else mask & other
+        if mask is None:
+            mask = other
+        elif not same_mask(mask, other):
+            mask = mask & other
     return mask
+
+
+def same_mask(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two masks are one: the same tensor, or views of the same memory
+    with the same layout (no device sync, no comparison of values).
+
+    Strides of size-one dimensions do not matter (``m.view(b, 1)`` of a step's
+    ``(b,)`` mask is the ``(b, 1)`` mask it was taken from).
+    """
+    if a is b:
+        return True
+    if a.data_ptr() != b.data_ptr() or a.shape != b.shape or a.device != b.device:
+        return False
+    return all(x == y or n == 1 for x, y, n in zip(a.stride(), b.stride(), a.shape))
 
 
 def fit_mask(

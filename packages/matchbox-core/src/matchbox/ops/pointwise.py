@@ -95,23 +95,31 @@ def _writes_first_argument(func: Any) -> bool:
     return not name.startswith("__") and name.endswith("_")
 
 
-# func -> whether it is in-place; computed once per op (this is the hot path).
-_INPLACE: dict[Any, bool] = {}
+# How the family runs an op, worked out once per op (this is the hot path).
+_PLAIN, _INPLACE, _CHECKED = 1, 2, 3
+_KINDS: dict[Any, int] = {}
+
+
+def _kind(func: Any) -> int:
+    kind = _KINDS.get(func)
+    if kind is None:
+        kind = _KINDS[func] = (_INPLACE if _writes_first_argument(func) else
+                               _CHECKED if func.__name__ in VALUE_CHECKED else _PLAIN)
+    return kind
 
 
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the batch data and combine the masks."""
-    inplace = _INPLACE.get(func)
-    if inplace is None:
-        inplace = _INPLACE.setdefault(func, _writes_first_argument(func))
+    kind = _KINDS.get(func) or _kind(func)
     if kwargs:
         if "out" in kwargs:
             raise NotImplementedError(
                 f"{_registry.op_name(func)}: out= is not supported for batches")
-        inplace = inplace or bool(kwargs.get("inplace"))
-    if inplace:
+        if kwargs.get("inplace"):
+            kind = _INPLACE
+    if kind == _INPLACE:
         return _pointwise_inplace(func, args, kwargs)
-    if func.__name__ in VALUE_CHECKED:
+    if kind == _CHECKED:
         fill = VALUE_CHECKED[func.__name__]
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
@@ -155,27 +163,32 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
 
 
 def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
-    masks, values, first = [], [], None
+    first = mask = None
+    shared = True  # every batch argument has the same mask (the commonest case)
+    values = []
     for a in args:
         if isinstance(a, MaskedBatch):
             values.append(a.data)
-            masks.append(a._mask)
             if first is None:
-                first = a
+                first, mask = a, a._mask
+            elif a._mask is not mask:
+                shared = False
         else:
             values.append(a)
-    if len(masks) > 1 and any(first.dims):
-        for i, dynamic in enumerate(first.dims, start=1):
-            if dynamic:
-                _masking.check_lengths_agree(
-                    func, [(a, i) for a in args if isinstance(a, MaskedBatch)])
-    mask = masks[0] if len(masks) == 1 else _masking.combine_masks(masks)
+    dims = first.dims
+    if not shared:
+        batches = [a for a in args if isinstance(a, MaskedBatch)]
+        if any(dims):
+            for i, dynamic in enumerate(dims, start=1):
+                if dynamic:
+                    _masking.check_lengths_agree(func, [(b, i) for b in batches])
+        mask = _masking.combine_masks([b._mask for b in batches])
     if mask is not None and len(values) > 1:
-        values = _masking.guard_wider(args, values, mask, first.dims)
+        values = _masking.guard_wider(args, values, mask, dims)
     result = func(*values)
     if isinstance(result, torch.Tensor) and result.shape == first.data.shape:
-        return MaskedBatch._make(result, mask, first.dims)
-    return _wrap(result, mask, first.dims)
+        return MaskedBatch._make(result, mask, dims)
+    return _wrap(result, mask, dims)
 
 
 def _wrap(result: Any, mask: torch.Tensor, dims: tuple[bool, ...]) -> Any:
@@ -217,21 +230,24 @@ def _method(func: Any) -> Any:
     ``x.tanh()``, ``x * 2`` and ``x + y`` (same layout) skip the general rule's
     argument scan; everything else goes through :func:`pointwise`.
     """
-    if _writes_first_argument(func) or func.__name__ in VALUE_CHECKED:
+    if _kind(func) != _PLAIN:
         return None
+    make = MaskedBatch._make
 
     def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and len(args) <= 1:
+        if not kwargs:
             if not args:
-                return MaskedBatch._make(func(self.data), self._mask, self.dims)
-            other = args[0]
-            if isinstance(other, (int, float)):
-                return MaskedBatch._make(func(self.data, other), self._mask, self.dims)
-            if (type(other) is MaskedBatch and other.dims == self.dims
-                    and other.data.shape == self.data.shape):
-                if other._mask is not self._mask:
+                return make(func(self.data), self._mask, self.dims)
+            if len(args) == 1:
+                other = args[0]
+                if isinstance(other, (int, float)):
+                    return make(func(self.data, other), self._mask, self.dims)
+                if (type(other) is MaskedBatch and other.dims == self.dims
+                        and other.data.shape == self.data.shape):
+                    if other._mask is self._mask:
+                        # Same layout and mask: elementwise, so the result has both.
+                        return make(func(self.data, other.data), self._mask, self.dims)
                     return _run_same_layout(func, (self, other))
-                return _wrap(func(self.data, other.data), self._mask, self.dims)
         # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
         args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
         return pointwise(func, self, *args, **kwargs)

@@ -336,14 +336,14 @@ def _static_pieces(op: str, x: MaskedBatch, dim: int) -> int:
 @_registry.implements(torch.split, torch.Tensor.split, family="shape")
 def split(func, input, split_size_or_sections, dim=0):
     d = _static_pieces(_registry.op_name(func), input, dim)
-    return tuple(MaskedBatch._make(part, input.mask, input.dims)
+    return tuple(MaskedBatch._make(part, input._mask, input.dims)
                  for part in input.data.split(split_size_or_sections, d))
 
 
 @_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape")
 def chunk(func, input, chunks, dim=0):
     d = _static_pieces(_registry.op_name(func), input, dim)
-    return tuple(MaskedBatch._make(part, input.mask, input.dims)
+    return tuple(MaskedBatch._make(part, input._mask, input.dims)
                  for part in input.data.chunk(chunks, d))
 
 
@@ -357,7 +357,7 @@ def unbind(func, input, dim=0):
     if input.dims[d - 1]:
         masks = input.mask.unbind(d)
     else:
-        masks = (input.mask.squeeze(d),) * len(data)
+        masks = (None if input._mask is None else input._mask.squeeze(d),) * len(data)
     return tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
 
 
