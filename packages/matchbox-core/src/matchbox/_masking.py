@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, has_zero_padding
 
 #: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
 #: matchbox-control's ``@batch`` while it runs code under a per-example
@@ -57,8 +57,11 @@ def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
     if mask is None:
         return batch.data
     data = batch.data
-    if value == 0 and data.is_floating_point():
-        return torch.where(mask, data, _ZERO)
+    if value == 0:
+        if has_zero_padding(batch):
+            return data
+        if data.is_floating_point():
+            return torch.where(mask, data, _ZERO)
     return torch.where(mask, data, torch.full((), value, dtype=data.dtype, device=data.device))
 
 

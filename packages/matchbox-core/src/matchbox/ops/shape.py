@@ -22,7 +22,12 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.masked_batch import (
+    MaskedBatch,
+    has_zero_padding,
+    mark_zero_padding,
+    normalize_dim,
+)
 
 
 def _nonbatch_dim(op: str, dim: int, rank: int) -> int:
@@ -358,7 +363,12 @@ def unbind(func, input, dim=0):
         masks = input.mask.unbind(d)
     else:
         masks = (None if input._mask is None else input._mask.squeeze(d),) * len(data)
-    return tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
+    steps = tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
+    if has_zero_padding(input):
+        # Views of zero padding are zero padding (the loop's steps are filled for free).
+        for step in steps:
+            mark_zero_padding(step)
+    return steps
 
 
 # ------------------------------------------------------------------ joining
