@@ -227,3 +227,19 @@ def test_range_over_sizes_indexing_each_step_dtypes(dtype):
     w = torch.randn(3, 3, dtype=dtype)
     assert_batch_equals_loop(index_each_step, sequences([3, 0, 1], dtype=dtype),
                              ([w] * 3, w))
+
+
+def test_a_partial_step_mask_is_a_view_of_the_items_own_mask():
+    # Sharing memory lets the merge of `h = cell(xt, h)` (real where xt is) skip
+    # an `and` of the two masks; the values must be those of the step anyway.
+    from matchbox import _masking
+    from matchbox.control.runtime import for_steps
+
+    _, xb = sequences([3, 1, 2, 0])
+    seen = 0
+    for mask, item in for_steps(xb.unbind(1), None):
+        if mask is not None:
+            seen += 1
+            assert _masking.same_mask(mask.view(-1, 1), item._mask)
+            assert torch.equal(mask, item.mask.reshape(-1))
+    assert seen == 3

@@ -163,8 +163,10 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     view = mask.view(batch, *(1,) * (data_new.dim() - 1))
     if not any(new.dims):
         # One mask entry per example: an example whose new value is padding
-        # keeps its old value (matchbox.functional.update's rule).
-        chosen = view if new._mask is None else view & new._mask
+        # keeps its old value (matchbox.functional.update's rule).  A new value
+        # real exactly where the region ran (a step's result) needs no ``and``.
+        chosen = view if new._mask is None or _masking.same_mask(view, new._mask) else (
+            view & new._mask)
         data = torch.where(chosen, data_new, old.data)
         real = None if old._mask is None else chosen | old._mask
         return MaskedBatch._make(data, real, new.dims)
