@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import matchbox
 import matchbox.functional as F
+from matchbox import MaskedBatch
 
 
 @matchbox.batch
@@ -243,3 +244,21 @@ def test_a_partial_step_mask_is_a_view_of_the_items_own_mask():
             assert _masking.same_mask(mask.view(-1, 1), item._mask)
             assert torch.equal(mask, item.mask.reshape(-1))
     assert seen == 3
+
+
+@matchbox.batch
+def shrinking(x, c):
+    for _ in x.unbind(1):
+        c = c - 1 + 0.01 * (c - 0.75).sqrt()
+    return c
+
+
+def test_a_region_guards_what_it_computes_from_a_real_state_for_ended_examples(dtype):
+    # For an example whose sequence has ended, c is its final value, below
+    # 0.75: (c - 0.75).sqrt() is NaN there although c is real (core cannot tell;
+    # only the step's mask says the example does not run the step).  The loop
+    # never computes it, and the batch's gradient must not see it either.
+    lengths = [4, 1, 2, 0]
+    xs, xb = sequences(lengths, dtype=dtype)
+    cs = [torch.tensor([n + 0.3], dtype=dtype) for n in lengths]
+    assert_batch_equals_loop(shrinking, (xs, xb), (cs, MaskedBatch.fromlist(cs, ())))

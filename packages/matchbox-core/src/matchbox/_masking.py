@@ -100,19 +100,25 @@ def guard_wider(
     if mask is None or not torch.is_grad_enabled():
         return values
     out = values
-    for i, (arg, value) in enumerate(zip(batches, values)):
+    for i, value in enumerate(values):
         if not isinstance(value, torch.Tensor) or not value.requires_grad:
             continue
-        if isinstance(arg, MaskedBatch) and arg._mask is not None and (
-            arg._mask is mask or same_mask(arg._mask, mask)) and not any(
-            d and value.size(j) == 1 and mask.size(j) != 1 for j, d in enumerate(dims, 1)
-        ):
-            continue
+        arg = batches[i]
+        if isinstance(arg, MaskedBatch):
+            own = arg._mask
+            if own is not None and (own is mask or same_mask(own, mask)) and not (
+                    any(dims) and _broadcast_dynamic(value, mask, dims)):
+                continue
         if out is values:
             out = list(values)
         out[i] = torch.where(mask, value, _ZERO if value.is_floating_point()
                              else value.new_zeros(()))
     return out
+
+
+def _broadcast_dynamic(value: torch.Tensor, mask: torch.Tensor, dims: tuple[bool, ...]) -> bool:
+    """Whether ``value`` has size one along a dynamic dimension where ``mask`` does not."""
+    return any(d and value.size(j) == 1 and mask.size(j) != 1 for j, d in enumerate(dims, 1))
 
 
 def example_rank(*args: Any) -> int:

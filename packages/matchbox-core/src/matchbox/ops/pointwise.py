@@ -248,6 +248,10 @@ def _method(func: Any) -> Any:
                         # Same layout and mask: elementwise, so the result has both.
                         return make(func(self.data, other.data), self._mask, self.dims)
                     return _run_same_layout(func, (self, other))
+                if isinstance(other, torch.Tensor):  # a weight, a bias
+                    pair = (self, other)
+                    if _same_layout(pair):
+                        return _run_same_layout(func, pair)
         # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
         args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
         return pointwise(func, self, *args, **kwargs)

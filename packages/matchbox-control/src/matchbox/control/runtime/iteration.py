@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from matchbox._masking import fit_mask
-from matchbox.control.runtime.masks import Mask
+from matchbox.control.runtime.masks import Mask, remember_rows
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -143,7 +143,9 @@ def _own_mask(item: Any, present: torch.Tensor, step: int) -> torch.Tensor:
     if type(item) is MaskedBatch:
         mask = item._mask
         if mask is not None and mask.numel() == mask.size(0):
-            return mask.reshape(mask.size(0))
+            own = mask.reshape(mask.size(0))
+            remember_rows(own, mask)
+            return own
     return present[step]
 
 
