@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import matchbox
 import matchbox.functional as F
+from matchbox import MaskedBatch
 
 
 @matchbox.batch
@@ -227,3 +228,37 @@ def test_range_over_sizes_indexing_each_step_dtypes(dtype):
     w = torch.randn(3, 3, dtype=dtype)
     assert_batch_equals_loop(index_each_step, sequences([3, 0, 1], dtype=dtype),
                              ([w] * 3, w))
+
+
+def test_a_partial_step_mask_is_a_view_of_the_items_own_mask():
+    # Sharing memory lets the merge of `h = cell(xt, h)` (real where xt is) skip
+    # an `and` of the two masks; the values must be those of the step anyway.
+    from matchbox import _masking
+    from matchbox.control.runtime import for_steps
+
+    _, xb = sequences([3, 1, 2, 0])
+    seen = 0
+    for mask, item in for_steps(xb.unbind(1), None):
+        if mask is not None:
+            seen += 1
+            assert _masking.same_mask(mask.view(-1, 1), item._mask)
+            assert torch.equal(mask, item.mask.reshape(-1))
+    assert seen == 3
+
+
+@matchbox.batch
+def shrinking(x, c):
+    for _ in x.unbind(1):
+        c = c - 1 + 0.01 * (c - 0.75).sqrt()
+    return c
+
+
+def test_a_region_guards_what_it_computes_from_a_real_state_for_ended_examples(dtype):
+    # For an example whose sequence has ended, c is its final value, below
+    # 0.75: (c - 0.75).sqrt() is NaN there although c is real (core cannot tell;
+    # only the step's mask says the example does not run the step).  The loop
+    # never computes it, and the batch's gradient must not see it either.
+    lengths = [4, 1, 2, 0]
+    xs, xb = sequences(lengths, dtype=dtype)
+    cs = [torch.tensor([n + 0.3], dtype=dtype) for n in lengths]
+    assert_batch_equals_loop(shrinking, (xs, xb), (cs, MaskedBatch.fromlist(cs, ())))

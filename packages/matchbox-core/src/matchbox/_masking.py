@@ -1,6 +1,6 @@
 """Mask arithmetic shared by the op families.
 
-Two rules keep padding out of real values and gradients:
+Three rules keep padding out of real values and gradients:
 
 - *Pass-through*: an op that maps each position to the same position (pointwise
   ops, reductions over static dimensions) may compute on padding; padding only
@@ -11,6 +11,9 @@ Two rules keep padding out of real values and gradients:
   and, when gradients are needed, masks its output (:func:`guard_gradient`), so
   that a NaN gradient arriving at a padding position is dropped instead of
   being multiplied into a real one.
+- *Boundary*: an op that combines masks with *and* (n-ary pointwise ops, a
+  join along a static dimension) makes a position padding where an argument
+  is real; that argument's gradient from there is dropped (:func:`guard_wider`).
 
 Ops that act on each row of a static last dimension alone (a linear layer)
 can instead run on the real rows only (:func:`real_rows`, :func:`pack_rows`,
@@ -29,7 +32,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, has_zero_padding
 
 #: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
 #: matchbox-control's ``@batch`` while it runs code under a per-example
@@ -49,19 +52,80 @@ def running(failing: torch.Tensor) -> torch.Tensor:
     return failing & mask
 
 
+# A zero for ``where`` to put at padding: a 0-d CPU tensor takes the dtype and
+# device of the other operand (of the same kind, floating point), and reusing it
+# spares an allocation per call.  It is never written to.
+_ZERO = torch.zeros(())
+
+
 def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
     """``batch.data`` with every padding position replaced by ``value``."""
-    if batch._mask is None:
+    mask = batch._mask
+    if mask is None:
         return batch.data
-    return torch.where(batch.mask, batch.data, torch.full((), value, dtype=batch.dtype,
-                                                          device=batch.device))
+    data = batch.data
+    if value == 0:
+        if has_zero_padding(batch):
+            return data
+        if data.is_floating_point():
+            return torch.where(mask, data, _ZERO)
+    return torch.where(mask, data, torch.full((), value, dtype=data.dtype, device=data.device))
 
 
 def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``data`` unchanged at real positions, with gradients at padding dropped."""
-    if mask is None or not data.requires_grad:
+    """``data`` unchanged at real positions, with gradients at padding dropped.
+
+    The values at padding become zero (padding may hold anything).
+    """
+    if mask is None or not data.requires_grad or not torch.is_grad_enabled():
         return data
-    return torch.where(mask, data, data.new_zeros(()))
+    return torch.where(mask, data, _ZERO if data.is_floating_point() else data.new_zeros(()))
+
+
+def guard_wider(
+    batches: Sequence[Any], values: list[Any], mask: torch.Tensor | None,
+    dims: tuple[bool, ...],
+) -> list[Any]:
+    """Guard the arguments of an op that combines masks with *and*.
+
+    Such an op's result is padding wherever one batch argument is: there an
+    argument that is real (a state next to the step of a sequence that has
+    ended for an example, a plain tensor shared by every example, a batch of
+    size one along a dynamic dimension broadcast over padding) sits next to
+    padding, whose values are arbitrary.  The result is discarded there, but
+    the backward pass would multiply the zero gradient arriving there by a
+    derivative computed from padding (``0 * nan``) and send it to the real
+    argument.  Seen through :func:`guard_gradient` with the result's mask, such
+    an argument gets gradient only from positions the result calls real, as in
+    the loop over examples.
+
+    ``batches[i]`` is the argument that became ``values[i]`` (the data of a
+    batch, a plain tensor, or anything else); an argument needs no guard when
+    its own mask is the result's (``same_mask``) and it is not broadcast along
+    a dynamic dimension.
+    """
+    if mask is None or not torch.is_grad_enabled():
+        return values
+    out = values
+    for i, value in enumerate(values):
+        if not isinstance(value, torch.Tensor) or not value.requires_grad:
+            continue
+        arg = batches[i]
+        if isinstance(arg, MaskedBatch):
+            own = arg._mask
+            if own is not None and (own is mask or same_mask(own, mask)) and not (
+                    any(dims) and _broadcast_dynamic(value, mask, dims)):
+                continue
+        if out is values:
+            out = list(values)
+        out[i] = torch.where(mask, value, _ZERO if value.is_floating_point()
+                             else value.new_zeros(()))
+    return out
+
+
+def _broadcast_dynamic(value: torch.Tensor, mask: torch.Tensor, dims: tuple[bool, ...]) -> bool:
+    """Whether ``value`` has size one along a dynamic dimension where ``mask`` does not."""
+    return any(d and value.size(j) == 1 and mask.size(j) != 1 for j, d in enumerate(dims, 1))
 
 
 # (id of a mask, leading shape) -> (weak reference to the mask, flat indices of its
@@ -233,14 +297,19 @@ def check_lengths_agree(
     if len(pairs) < 2:
         return
     reference, ref_dim = pairs[0]
-    if reference._mask is not None and all(b._mask is reference._mask for b, _ in pairs):
+
+    def shares_reference_mask(other: MaskedBatch, dim: int) -> bool:
+        return (dim == ref_dim and other._mask is not None and reference._mask is not None
+                and same_mask(other._mask, reference._mask))
+
+    if all(shares_reference_mask(b, d) for b, d in pairs[1:]):
         return
     if all(b._mask is None for b, _ in pairs):
         if len({b.data.size(d) for b, d in pairs}) == 1:
             return
     expected = _example_sizes(reference, ref_dim)
     for other, dim in pairs[1:]:
-        if other._mask is not None and other._mask is reference._mask:
+        if shares_reference_mask(other, dim):
             continue
         sizes = _example_sizes(other, dim)
         differ = sizes != expected
@@ -275,13 +344,36 @@ def _op_name(func: Any) -> str:
 
 
 def combine_masks(masks: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
-    """True where every mask is true (broadcasting); ``None`` (all real) drops out."""
+    """True where every mask is true (broadcasting); ``None`` (all real) drops out.
+
+    A mask met twice (the same tensor, or a view of the same memory with the
+    same layout, as two ``unbind`` steps of one batch) is combined once, and a
+    single distinct mask is returned as it is, so that later ops can tell by
+    identity that their arguments share it.
+    """
     mask = None
     for other in masks:
         if other is None or other is mask:
             continue
-        mask = other if mask is None else mask & other
+        if mask is None:
+            mask = other
+        elif not same_mask(mask, other):
+            mask = mask & other
     return mask
+
+
+def same_mask(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two masks are one: the same tensor, or views of the same memory
+    with the same layout (no device sync, no comparison of values).
+
+    Strides of size-one dimensions do not matter (``m.view(b, 1)`` of a step's
+    ``(b,)`` mask is the ``(b, 1)`` mask it was taken from).
+    """
+    if a is b:
+        return True
+    if a.data_ptr() != b.data_ptr() or a.shape != b.shape or a.device != b.device:
+        return False
+    return all(x == y or n == 1 for x, y, n in zip(a.stride(), b.stride(), a.shape))
 
 
 def fit_mask(

@@ -39,6 +39,9 @@ class OpEntry:
 # (batch type name, torch callable) -> entry.  Several batch types (MaskedBatch,
 # PackedBatch) share the table; each looks up its own rows.
 _TABLE: dict[tuple[str, Any], OpEntry] = {}
+# batch type name -> {torch callable: handler}: the same rows keyed for the hot
+# path (``__torch_function__`` looks a handler up on every op).
+_HANDLERS: dict[str, dict[Any, Handler]] = {}
 # batch type name -> class, so that methods can be installed as ops register.
 _HOSTS: dict[str, type] = {}
 
@@ -49,7 +52,24 @@ _CONVERSIONS: dict[str, dict[type, Callable[[Any], Any]]] = {}
 
 
 def op_name(func: Any) -> str:
-    """A readable name for a torch callable: ``torch.tanh``, ``Tensor.add_``."""
+    """A readable name for a torch callable: ``torch.tanh``, ``Tensor.add_``.
+
+    Handlers ask for it on every call (for their error messages), so it is
+    worked out once per callable.
+    """
+    try:
+        return _NAMES[func]
+    except KeyError:
+        name = _NAMES[func] = _op_name(func)
+        return name
+    except TypeError:  # an unhashable callable
+        return _op_name(func)
+
+
+_NAMES: dict[Any, str] = {}
+
+
+def _op_name(func: Any) -> str:
     name = getattr(func, "__name__", None) or repr(func)
     qualname = getattr(func, "__qualname__", name)
     if qualname.startswith("_TensorBase.") or qualname.startswith("TensorBase."):
@@ -109,14 +129,22 @@ def register(
         if func is None:
             continue
         _TABLE[(batch_type, func)] = OpEntry(func, handler, family, batch_type)
+        handlers(batch_type)[func] = handler
         host = _HOSTS.get(batch_type)
         if host is not None:
             _install_method(batch_type, host, func, handler)
 
 
 def lookup(func: Any, batch_type: str = "MaskedBatch") -> Handler | None:
-    entry = _TABLE.get((batch_type, func))
-    return None if entry is None else entry.handler
+    return handlers(batch_type).get(func)
+
+
+def handlers(batch_type: str) -> dict[Any, Handler]:
+    """The live ``{torch callable: handler}`` table of a batch type (for its dispatch)."""
+    table = _HANDLERS.get(batch_type)
+    if table is None:
+        table = _HANDLERS[batch_type] = {}
+    return table
 
 
 def entries(batch_type: str = "MaskedBatch") -> list[OpEntry]:
@@ -153,8 +181,12 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
     if method is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            args, kwargs = adopt(batch_type, args, kwargs)
-            return handler(func, self, *args, **kwargs)
+            if kwargs:
+                args, kwargs = adopt(batch_type, args, kwargs)
+                return handler(func, self, *args, **kwargs)
+            if args:
+                args, _ = adopt(batch_type, args, kwargs)
+            return handler(func, self, *args)
 
     method.__name__ = name
     method.__qualname__ = f"{cls.__name__}.{name}"
@@ -221,22 +253,30 @@ def adopt(batch_type: str, args: tuple[Any, ...],
     conversions = _CONVERSIONS.get(batch_type)
     if not conversions:
         return args, kwargs
+    # The hot path (every generated method calls this): nothing converts.
+    for value in args:
+        if _converts(value, conversions):
+            break
+    else:
+        if not kwargs or not any(_converts(v, conversions) for v in kwargs.values()):
+            return args, kwargs
+    return (tuple(_convert(a, conversions) for a in args),
+            {k: _convert(v, conversions) for k, v in kwargs.items()})
 
-    def converts(value: Any) -> bool:
-        return type(value) in conversions or (
-            isinstance(value, (list, tuple)) and any(type(v) in conversions for v in value))
 
-    def convert(value: Any) -> Any:
-        to = conversions.get(type(value))
-        if to is not None:
-            return to(value)
-        if converts(value):
-            return type(value)(convert(v) for v in value)
-        return value
+def _converts(value: Any, conversions: dict[type, Callable[[Any], Any]]) -> bool:
+    kind = type(value)
+    return kind in conversions or (
+        (kind is list or kind is tuple) and any(type(v) in conversions for v in value))
 
-    if not any(converts(v) for v in args) and not any(converts(v) for v in kwargs.values()):
-        return args, kwargs
-    return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
+
+def _convert(value: Any, conversions: dict[type, Callable[[Any], Any]]) -> Any:
+    to = conversions.get(type(value))
+    if to is not None:
+        return to(value)
+    if isinstance(value, (list, tuple)) and _converts(value, conversions):
+        return type(value)(_convert(v, conversions) for v in value)
+    return value
 
 
 def declare_provider(predicate: Callable[[Any], bool], distribution: str) -> None:

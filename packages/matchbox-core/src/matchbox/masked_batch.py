@@ -64,16 +64,24 @@ class DataAttributes:
         return self.data.get_device()
 
 
+# {torch callable: handler} of MaskedBatch, filled as op families register.
+_HANDLERS = _registry.handlers("MaskedBatch")
+_new = object.__new__
+
+
 class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "_mask", "dims")
+    __slots__ = ("data", "_mask", "dims", "_zero_padding")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
     # ``None`` means "every position is real" (a fresh state, a batch without
     # padding): ops then skip mask arithmetic and padding fills entirely.
     _mask: torch.Tensor | None
+    # Unset, or (data, mask, data's version) when the padding was known to hold
+    # zeros (see ``has_zero_padding``).
+    _zero_padding: tuple[torch.Tensor, torch.Tensor, int]
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
@@ -88,10 +96,15 @@ class MaskedBatch(DataAttributes):
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
 
-    @classmethod
-    def _make(cls, data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]):
-        """Build without validation: for ops, whose results are valid by construction."""
-        batch = object.__new__(cls)
+    @staticmethod
+    def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
+              ) -> MaskedBatch:
+        """Build without validation: for ops, whose results are valid by construction.
+
+        A static method (not a class method): ops call it for every result, and
+        it saves them binding a method.
+        """
+        batch = _new(MaskedBatch)
         batch.data = data
         batch._mask = mask
         batch.dims = dims
@@ -143,7 +156,10 @@ class MaskedBatch(DataAttributes):
         lengths = torch.tensor(
             [[s[i + 1] for i, d in enumerate(dims) if d] for s in shapes], device=data.device
         )
-        return cls._make(data, mask_from_lengths(lengths, data.shape, dims), dims)
+        batch = cls._make(data, mask_from_lengths(lengths, data.shape, dims), dims)
+        if padding_value == 0:
+            mark_zero_padding(batch)
+        return batch
 
     # ------------------------------------------------------------------ inspection
 
@@ -322,15 +338,16 @@ class MaskedBatch(DataAttributes):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
+        handler = _HANDLERS.get(func)
+        if handler is None:
+            raise _registry.unsupported(func, "MaskedBatch")
         if len(types) > 1:
             # Another batch type among the arguments (PackedBatch, ...): the ones
             # registered to become MaskedBatch here are converted (_registry.adopt).
-            args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
-        handler = _registry.lookup(func, "MaskedBatch")
-        if handler is None:
-            raise _registry.unsupported(func, "MaskedBatch")
-        return handler(func, *args, **kwargs)
+            args, kwargs = _registry.adopt("MaskedBatch", args, kwargs or {})
+        if kwargs:
+            return handler(func, *args, **kwargs)
+        return handler(func, *args)
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the class does not define.
@@ -413,6 +430,29 @@ def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
     """The mask of a batch without padding."""
     shape = [data.size(0)] + [data.size(i) if d else 1 for i, d in enumerate(dims, start=1)]
     return torch.ones(shape, dtype=torch.bool, device=data.device)
+
+
+def mark_zero_padding(batch: MaskedBatch) -> None:
+    """Record that every padding position of ``batch.data`` holds zero, as of now.
+
+    ``fill_padding(batch, 0)`` then returns the data as it is (a product with a
+    weight needs no ``where`` for a batch built with ``padding_value=0``).  The
+    record holds only while the batch keeps this data tensor and this mask and
+    nothing has written into the data (its version counter, which views share,
+    has not moved).  Writes that bypass the version counter (through
+    ``Tensor.data`` or a NumPy view) are not seen: write into ``batch.data``
+    itself, or build a new batch.
+    """
+    data, mask = batch.data, batch._mask
+    if mask is not None and not data.is_inference():
+        batch._zero_padding = (data, mask, data._version)
+
+
+def has_zero_padding(batch: MaskedBatch) -> bool:
+    """Whether ``batch``'s padding is known to hold zeros (see ``mark_zero_padding``)."""
+    record = getattr(batch, "_zero_padding", None)
+    return (record is not None and record[0] is batch.data and record[1] is batch._mask
+            and record[2] == batch.data._version)
 
 
 def mask_from_lengths(

@@ -95,14 +95,18 @@ def _product_mask(a: Any, b: Any) -> torch.Tensor | None:
     return _masking.combine_masks(masks)
 
 
+def _times_weight(a: MaskedBatch, b: torch.Tensor) -> MaskedBatch:
+    """The commonest product: a batch times a weight matrix over a static feature
+    dimension.  Rows keep their mask; no per-example dimension is needed (a 2-D
+    weight broadcasts over leading dimensions)."""
+    result = torch.matmul(_masking.fill_padding(a, 0), b)
+    return MaskedBatch._make(_masking.guard_gradient(result, a._mask), a._mask, a.dims)
+
+
 def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
     if (isinstance(b, torch.Tensor) and b.dim() == 2 and isinstance(a, MaskedBatch)
             and a.dim() >= 2 and not a.dims[-1]):
-        # The commonest product, a batch times a weight matrix over a static
-        # feature dimension: rows keep their mask, no per-example dimension
-        # is needed (a 2-D weight broadcasts over leading dimensions).
-        result = torch.matmul(_masking.fill_padding(a, 0), b)
-        return MaskedBatch._make(_masking.guard_gradient(result, a._mask), a._mask, a.dims)
+        return _times_weight(a, b)
     for x in (a, b):
         if isinstance(x, MaskedBatch) and x.dim() < 2:
             raise ValueError(
@@ -162,6 +166,22 @@ def _refuse_empty_extents(op: str, operands: list[tuple[MaskedBatch, tuple[bool,
                       family="linalg")
 def matmul(func, input, other):
     return matmul_batches(_registry.op_name(func), input, other)
+
+
+def _matmul_method(func: Any) -> Any:
+    """``x @ W`` as a method, with the batch-times-weight product inlined (the hot path)."""
+
+    def method(self: MaskedBatch, other: Any) -> Any:
+        if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2
+                and not self.dims[-1]):
+            return _times_weight(self, other)
+        (other,), _ = _registry.adopt("MaskedBatch", (other,), {})
+        return matmul(func, self, other)
+
+    return method
+
+
+matmul.method_factory = _matmul_method  # type: ignore[attr-defined]
 
 
 @_registry.implements(torch.Tensor.__rmatmul__, family="linalg")

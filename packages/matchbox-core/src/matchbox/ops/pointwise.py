@@ -3,8 +3,10 @@
 Semantics: each argument batch is broadcast the way its examples would be; the
 op runs once on the aligned data; the result's mask is true where every batch
 argument is real ("unary keeps the mask, n-ary combines masks with and").
-Padding only reaches padding, so no fill is needed.  In-place variants write
-into the first argument's data and narrow its mask.
+Padding only reaches padding, so no fill is needed; an argument that is real
+where the result is padding (a state next to an ended step, a broadcast
+weight) gets no gradient from there (``_masking.guard_wider``).  In-place
+variants write into the first argument's data and narrow its mask.
 
 The family is found by rule, not listed by hand: every torch function, Tensor
 method and ``torch.nn.functional`` function whose ATen op carries PyTorch's
@@ -142,23 +144,31 @@ def _writes_first_argument(func: Any) -> bool:
     return not name.startswith("__") and name.endswith("_")
 
 
-# func -> whether it is in-place; computed once per op (this is the hot path).
-_INPLACE: dict[Any, bool] = {}
+# How the family runs an op, worked out once per op (this is the hot path).
+_PLAIN, _INPLACE, _CHECKED = 1, 2, 3
+_KINDS: dict[Any, int] = {}
+
+
+def _kind(func: Any) -> int:
+    kind = _KINDS.get(func)
+    if kind is None:
+        kind = _KINDS[func] = (_INPLACE if _writes_first_argument(func) else
+                               _CHECKED if func.__name__ in VALUE_CHECKED else _PLAIN)
+    return kind
 
 
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the batch data and combine the masks."""
-    inplace = _INPLACE.get(func)
-    if inplace is None:
-        inplace = _INPLACE.setdefault(func, _writes_first_argument(func))
+    kind = _KINDS.get(func) or _kind(func)
     if kwargs:
         if "out" in kwargs:
             raise NotImplementedError(
                 f"{_registry.op_name(func)}: out= is not supported for batches")
-        inplace = inplace or bool(kwargs.get("inplace"))
-    if inplace:
+        if kwargs.get("inplace"):
+            kind = _INPLACE
+    if kind == _INPLACE:
         return _pointwise_inplace(func, args, kwargs)
-    if func.__name__ in VALUE_CHECKED:
+    if kind == _CHECKED:
         fill = VALUE_CHECKED[func.__name__]
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
@@ -168,7 +178,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     flat = list(args) + [kwargs[k] for k in names]
     op = _registry.op_name(func)
     values, mask, dims = _masking.align(op, flat)
-    values = _mask_broadcast_gradients(flat, values, mask, dims)
+    values = _masking.guard_wider(flat, values, mask, dims)
     n = len(args)
     result = func(*values[:n], **dict(zip(names, values[n:])))
     return _wrap(result, mask, dims)
@@ -202,52 +212,32 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
 
 
 def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
-    masks, values, first = [], [], None
+    first = mask = None
+    shared = True  # every batch argument has the same mask (the commonest case)
+    values = []
     for a in args:
         if isinstance(a, MaskedBatch):
             values.append(a.data)
-            masks.append(a._mask)
             if first is None:
-                first = a
+                first, mask = a, a._mask
+            elif a._mask is not mask:
+                shared = False
         else:
             values.append(a)
-    if len(masks) > 1 and any(first.dims):
-        for i, dynamic in enumerate(first.dims, start=1):
-            if dynamic:
-                _masking.check_lengths_agree(
-                    func, [(a, i) for a in args if isinstance(a, MaskedBatch)])
-    mask = masks[0] if len(masks) == 1 else _masking.combine_masks(masks)
-    if mask is not None and len(values) > len(masks):
-        values = _mask_broadcast_gradients(list(args), values, mask, first.dims)
+    dims = first.dims
+    if not shared:
+        batches = [a for a in args if isinstance(a, MaskedBatch)]
+        if any(dims):
+            for i, dynamic in enumerate(dims, start=1):
+                if dynamic:
+                    _masking.check_lengths_agree(func, [(b, i) for b in batches])
+        mask = _masking.combine_masks([b._mask for b in batches])
+    if mask is not None and len(values) > 1:
+        values = _masking.guard_wider(args, values, mask, dims)
     result = func(*values)
     if isinstance(result, torch.Tensor) and result.shape == first.data.shape:
-        return MaskedBatch._make(result, mask, first.dims)
-    return _wrap(result, mask, first.dims)
-
-
-def _mask_broadcast_gradients(
-    args: list[Any], values: list[Any], mask: torch.Tensor, dims: tuple[bool, ...]
-) -> list[Any]:
-    """Drop the gradient that padding positions send to broadcast arguments.
-
-    An argument broadcast over the result (a plain weight, or a batch with
-    size one along a dynamic dimension of the result) receives the sum of the
-    gradients of every position it reached, padding included, where values
-    are arbitrary: ``0 * nan`` would poison it.  Seen through
-    ``where(mask, v, v.detach())`` it has the same values but gets gradient
-    only from real positions.
-    """
-    if mask is None:  # no padding anywhere
-        return values
-    out = []
-    for arg, v in zip(args, values):
-        if isinstance(v, torch.Tensor) and v.requires_grad and (
-            not isinstance(arg, MaskedBatch)
-            or any(d and v.size(i) == 1 for i, d in enumerate(dims, start=1))
-        ):
-            v = torch.where(mask, v, v.detach())
-        out.append(v)
-    return out
+        return MaskedBatch._make(result, mask, dims)
+    return _wrap(result, mask, dims)
 
 
 def _wrap(result: Any, mask: torch.Tensor, dims: tuple[bool, ...]) -> Any:
@@ -270,6 +260,14 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     flat = list(args) + [kwargs[k] for k in names]
     values, mask, dims = _masking.align(op, flat, inplace_target=target)
     check_inplace_derivative(func, values)
+    guarded = _masking.guard_wider(flat, values, mask, dims)
+    for k, (arg, value) in enumerate(zip(flat, values)):
+        if arg is target and guarded[k] is not value:
+            # The target is real where the result will be padding: its data is
+            # guarded in place (every alias sees that, as it sees the op).
+            value.copy_(guarded[k])
+            guarded[k] = value
+    values = guarded
     n = len(args)
     func(*values[:n], **dict(zip(names, values[n:])))
     target.mask = _masking.fit_mask(mask, target.data, target.dims)
@@ -282,22 +280,28 @@ def _method(func: Any) -> Any:
     ``x.tanh()``, ``x * 2`` and ``x + y`` (same layout) skip the general rule's
     argument scan; everything else goes through :func:`pointwise`.
     """
-    if _writes_first_argument(func) or func.__name__ in VALUE_CHECKED:
+    if _kind(func) != _PLAIN:
         return None
+    make = MaskedBatch._make
 
     def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and len(args) <= 1:
+        if not kwargs:
             if not args:
-                return MaskedBatch._make(func(self.data), self._mask, self.dims)
-            other = args[0]
-            if isinstance(other, (int, float)):
-                return MaskedBatch._make(func(self.data, other), self._mask, self.dims)
-            if (type(other) is MaskedBatch and other.dims == self.dims
-                    and other.data.shape == self.data.shape):
-                if any(self.dims) and other._mask is not self._mask:
+                return make(func(self.data), self._mask, self.dims)
+            if len(args) == 1:
+                other = args[0]
+                if isinstance(other, (int, float)):
+                    return make(func(self.data, other), self._mask, self.dims)
+                if (type(other) is MaskedBatch and other.dims == self.dims
+                        and other.data.shape == self.data.shape):
+                    if other._mask is self._mask:
+                        # Same layout and mask: elementwise, so the result has both.
+                        return make(func(self.data, other.data), self._mask, self.dims)
                     return _run_same_layout(func, (self, other))
-                mask = _masking.combine_masks((self._mask, other._mask))
-                return _wrap(func(self.data, other.data), mask, self.dims)
+                if isinstance(other, torch.Tensor):  # a weight, a bias
+                    pair = (self, other)
+                    if _same_layout(pair):
+                        return _run_same_layout(func, pair)
         # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
         args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
         return pointwise(func, self, *args, **kwargs)

@@ -26,7 +26,12 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.masked_batch import (
+    MaskedBatch,
+    has_zero_padding,
+    mark_zero_padding,
+    normalize_dim,
+)
 
 
 def _nonbatch_dim(op: str, dim: int, rank: int, scalars: bool = False) -> int:
@@ -388,14 +393,14 @@ def _static_pieces(op: str, x: MaskedBatch, dim: int) -> int:
 @_registry.implements(torch.split, torch.Tensor.split, family="shape")
 def split(func, input, split_size_or_sections, dim=0):
     d = _static_pieces(_registry.op_name(func), input, dim)
-    return tuple(MaskedBatch._make(part, input.mask, input.dims)
+    return tuple(MaskedBatch._make(part, input._mask, input.dims)
                  for part in input.data.split(split_size_or_sections, d))
 
 
 @_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape")
 def chunk(func, input, chunks, dim=0):
     d = _static_pieces(_registry.op_name(func), input, dim)
-    return tuple(MaskedBatch._make(part, input.mask, input.dims)
+    return tuple(MaskedBatch._make(part, input._mask, input.dims)
                  for part in input.data.chunk(chunks, d))
 
 
@@ -409,8 +414,13 @@ def unbind(func, input, dim=0):
     if input.dims[d - 1]:
         masks = input.mask.unbind(d)
     else:
-        masks = (input.mask.squeeze(d),) * len(data)
-    return tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
+        masks = (None if input._mask is None else input._mask.squeeze(d),) * len(data)
+    steps = tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
+    if has_zero_padding(input):
+        # Views of zero padding are zero padding (the loop's steps are filled for free).
+        for step in steps:
+            mark_zero_padding(step)
+    return steps
 
 
 # ------------------------------------------------------------------ joining
@@ -438,8 +448,9 @@ def _as_batches(op: str, tensors: Sequence[Any]) -> list[MaskedBatch]:
                 f"{op}: a plain tensor in the list must look like one example (rank "
                 f"{first.dim()}, size 1 in dimension 0); got shape {tuple(t.shape)}"
             )
-        mask = torch.ones([batch] + [1] * (t.dim() - 1), dtype=torch.bool, device=t.device)
-        out.append(MaskedBatch._make(t.expand(batch, *t.shape[1:]), mask, (False,) * (t.dim() - 1)))
+        # Real for every example (no mask); guarded like any argument real where
+        # the result is padding (``_joined_data``).
+        out.append(MaskedBatch._make(t.expand(batch, *t.shape[1:]), None, (False,) * (t.dim() - 1)))
     return out
 
 
@@ -498,10 +509,21 @@ def cat(func, tensors, dim=0, **kwargs):
              else p for p in parts]
     parts = _common_padding(parts, d)
     if not dims[d - 1]:
-        data = torch.cat([p.data for p in parts], d)
-        mask = _masking.combine_masks([p.mask for p in parts])
+        mask = _masking.combine_masks([p._mask for p in parts])
+        data = torch.cat(_joined_data(parts, mask, dims), d)
         return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
     return _cat_dynamic(parts, d, dims)
+
+
+def _joined_data(parts: list[MaskedBatch], mask: torch.Tensor | None,
+                 dims: tuple[bool, ...]) -> list[torch.Tensor]:
+    """The parts' data for a join along a static dimension, whose mask is their *and*.
+
+    A part real where the result is padding (a state joined with the step of
+    a sequence that has ended) gets no gradient from there (``guard_wider``).
+    """
+    # The mask has size one along the joined dimension: it broadcasts over each part.
+    return _masking.guard_wider(parts, [p.data for p in parts], mask, dims)
 
 
 def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> MaskedBatch:
@@ -561,12 +583,14 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
     _check_joined_extents(op, tensors, parts, None, dynamic_stack=dynamic)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)
-    data = torch.stack([p.data for p in parts], d)
     new_dims = dims[: d - 1] + (dynamic,) + dims[d - 1:]
     if dynamic:
+        data = torch.stack([p.data for p in parts], d)
         masks = [p.mask for p in parts]
         common = torch.broadcast_shapes(*[m.shape for m in masks])
         mask = torch.stack([m.expand(common) for m in masks], d)
     else:
-        mask = _masking.combine_masks([p.mask for p in parts]).unsqueeze(d)
+        mask = _masking.combine_masks([p._mask for p in parts])
+        data = torch.stack(_joined_data(parts, mask, dims), d)
+        mask = None if mask is None else mask.unsqueeze(d)
     return MaskedBatch._make(data, _masking.fit_mask(mask, data, new_dims), new_dims)

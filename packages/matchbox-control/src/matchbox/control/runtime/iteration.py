@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from matchbox._masking import fit_mask
-from matchbox.control.runtime.masks import Mask
+from matchbox.control.runtime.masks import Mask, remember_rows
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -127,8 +127,26 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
             # item's all-true mask is dropped so the step runs as fast as a
             # batch without padding.
             yield outer, _without_mask(item)
+        elif outer is None:
+            yield _own_mask(item, present, step), item
         else:
             yield present[step], item
+
+
+def _own_mask(item: Any, present: torch.Tensor, step: int) -> torch.Tensor:
+    """The step's mask, as a view of the item's own one-per-example mask if it has one.
+
+    The two are equal; sharing memory lets ops see it without comparing values
+    (``_masking.same_mask``): merging ``h = cell(x_t, h)``, whose result is real
+    where ``x_t`` is, then needs no ``and`` of the two masks.
+    """
+    if type(item) is MaskedBatch:
+        mask = item._mask
+        if mask is not None and mask.numel() == mask.size(0):
+            own = mask.reshape(mask.size(0))
+            remember_rows(own, mask)
+            return own
+    return present[step]
 
 
 def _without_mask(item: Any) -> Any:

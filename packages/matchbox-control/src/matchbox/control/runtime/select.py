@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from matchbox import _masking
+from matchbox.control.runtime.masks import rows
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -75,6 +76,10 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     """
     if mask is outer or new is old:
         return new
+    if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
+            and not any(new.dims) and new.data.shape == old.data.shape
+            and new.data.size(0) == mask.size(0)):
+        return _select_rows(mask, new, old)  # the commonest merge: a state
     return select(mask, new, old, name)
 
 
@@ -160,18 +165,28 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     if mask.size(0) != batch:
         raise ValueError(f"@batch: '{name}' holds {batch} examples but the code runs on "
                          f"a batch of {mask.size(0)}")
-    view = mask.view(batch, *(1,) * (data_new.dim() - 1))
     if not any(new.dims):
-        # One mask entry per example: an example whose new value is padding
-        # keeps its old value (matchbox.functional.update's rule).
-        chosen = view if new._mask is None else view & new._mask
-        data = torch.where(chosen, data_new, old.data)
-        real = None if old._mask is None else chosen | old._mask
-        return MaskedBatch._make(data, real, new.dims)
+        return _select_rows(mask, new, old)
+    view = rows(mask, data_new.dim())
     data = torch.where(view, data_new, old.data)
     if new._mask is None and old._mask is None:
         return MaskedBatch._make(data, None, new.dims)
     return MaskedBatch._make(data, torch.where(view, new.mask, old.mask), new.dims)
+
+
+def _select_rows(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:
+    """Select two batches of one static layout, one mask entry per example.
+
+    An example whose new value is padding keeps its old value
+    (``matchbox.functional.update``'s rule).  A new value real exactly where
+    the region ran (a step's result) needs no ``and`` of the two masks.
+    """
+    view = rows(mask, new.data.dim())
+    real = new._mask
+    chosen = view if real is None or real is view or _masking.same_mask(view, real) else (
+        view & real)
+    data = torch.where(chosen, new.data, old.data)
+    return MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
 
 
 def _align_padding(new: MaskedBatch, old: MaskedBatch, name: str):

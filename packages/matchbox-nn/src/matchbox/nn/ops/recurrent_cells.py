@@ -21,15 +21,18 @@ def _rows(x: Any) -> Any:
     return _masking.fill_padding(x, 0) if isinstance(x, MaskedBatch) else x
 
 
-def _step_layout(op: str, inputs: list[Any]) -> tuple[torch.Tensor, tuple[bool, ...]]:
-    batches = [x for x in inputs if isinstance(x, MaskedBatch)]
-    for x in batches:
-        if x.dims != (False,):
-            raise ValueError(
-                f"{op}: each example's input and state must be (1, features) with a static "
-                f"feature dimension; got dims {x.dims}"
-            )
-    return _masking.combine_masks([x.mask for x in batches]), (False,)
+def _step_layout(op: str, inputs: list[Any]) -> tuple[torch.Tensor | None, tuple[bool, ...]]:
+    masks = []
+    for x in inputs:
+        if isinstance(x, MaskedBatch):
+            if x.dims != (False,):
+                raise ValueError(
+                    f"{op}: each example's input and state must be (1, features) with a "
+                    f"static feature dimension; got dims {x.dims}"
+                )
+            masks.append(x._mask)
+    # A state real for every example (no mask) leaves the input's mask as it is.
+    return _masking.combine_masks(masks), (False,)
 
 
 @_registry.implements(torch.rnn_tanh_cell, torch.rnn_relu_cell, family="recurrent")

@@ -1,0 +1,129 @@
+"""Shortcuts of the hot paths: they must be taken where they are valid and give
+what the general path gives, and must not be taken where they are not.
+
+- A batch built with ``padding_value=0`` (and the steps ``unbind`` cuts from it)
+  records that its padding holds zeros, so products skip filling it; any write
+  into the data, a new data tensor or a new mask drops the record.
+- Masks that are views of the same memory with one layout are one mask
+  (``same_mask``): ops combine them without an ``and`` and keep them shared.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import matchbox.functional as F
+from matchbox import MaskedBatch, _masking
+from matchbox.masked_batch import has_zero_padding
+
+
+def _examples(dtype=torch.float64, lengths=(3, 1, 0, 5), features=2):
+    return [torch.randn(1, n, features, dtype=dtype) for n in lengths]
+
+
+def test_a_batch_built_with_zero_padding_records_it_and_so_do_its_steps():
+    xb = MaskedBatch.fromlist(_examples(), (True, False))
+    assert has_zero_padding(xb)
+    for step in xb.unbind(1):
+        assert has_zero_padding(step)
+        assert _masking.fill_padding(step, 0) is step.data
+    assert _masking.fill_padding(xb, 0) is xb.data
+
+
+def test_other_padding_values_and_fills_are_not_taken_for_zero():
+    xb = MaskedBatch.fromlist(_examples(), (True, False), padding_value=float("nan"))
+    assert not has_zero_padding(xb)
+    zeros = MaskedBatch.fromlist(_examples(), (True, False))
+    filled = _masking.fill_padding(zeros, float("-inf"))
+    assert filled is not zeros.data
+    assert torch.isneginf(filled[~zeros.mask.expand_as(filled)]).all()
+
+
+def _write_nan_into_padding(xb):
+    xb.data.masked_fill_(~xb.mask, float("nan"))
+
+
+@pytest.mark.parametrize("change", ["write into the data", "write into a step",
+                                    "new data tensor", "new mask"])
+def test_any_change_drops_the_record(change):
+    xb = MaskedBatch.fromlist(_examples(), (True, False))
+    steps = xb.unbind(1)
+    if change == "write into the data":
+        _write_nan_into_padding(xb)
+    elif change == "write into a step":
+        steps[2].data.mul_(1)  # a view: the version counter is shared with the batch
+    elif change == "new data tensor":
+        xb.data = xb.data.clone()
+    else:
+        xb.mask = xb.mask.clone()
+    assert not has_zero_padding(xb)
+    if change.startswith("write"):
+        assert not any(has_zero_padding(s) for s in steps)
+        assert not any(has_zero_padding(s) for s in xb.unbind(1))
+
+
+def test_nan_written_into_the_padding_after_construction_never_reaches_a_gradient(dtype):
+    examples = _examples(dtype, lengths=(4, 2, 0, 3), features=3)
+    xb = MaskedBatch.fromlist(examples, (True, False))
+    xb.unbind(1)  # steps cut while the padding was zero
+    _write_nan_into_padding(xb)
+    w = torch.randn(3, 3, dtype=dtype, requires_grad=True)
+    h = xb.batch_zeros(3)
+    for xt in xb.unbind(1):
+        h = F.update(h, (xt @ w).tanh() + h)
+    h.data.sum().backward()
+    assert torch.isfinite(w.grad).all()
+
+
+def test_a_recurrence_over_zero_padding_equals_the_loop(dtype):
+    # mb_assert rebuilds batches with NaN padding; here the batch keeps its zeros,
+    # so the shortcut is what runs, values and gradients against the loop.
+    rng = random.Random(0)
+    lengths = [rng.randint(0, 6) for _ in range(5)]
+    examples = [torch.randn(1, n, 3, dtype=dtype, requires_grad=True) for n in lengths]
+    w = torch.randn(3, 3, dtype=dtype, requires_grad=True)
+
+    def run(x):
+        h = x.batch_zeros(3)
+        for xt in x.unbind(1):
+            h = F.update(h, (xt @ w + h).tanh())
+        return h
+
+    loop = torch.cat([run(x) for x in examples])
+    loop_grads = torch.autograd.grad(loop.sum(), examples + [w], allow_unused=True)
+    xb = MaskedBatch.fromlist(examples, (True, False))
+    assert has_zero_padding(xb)
+    batch = run(xb).data
+    batch_grads = torch.autograd.grad(batch.sum(), examples + [w], allow_unused=True)
+    torch.testing.assert_close(batch, loop)
+    for got, expected in zip(batch_grads, loop_grads):
+        torch.testing.assert_close(got, torch.zeros_like(got) if expected is None else expected)
+
+
+def test_inference_tensors_keep_no_record():
+    with torch.inference_mode():
+        xb = MaskedBatch.fromlist(_examples(), (True, False))
+        assert not has_zero_padding(xb)
+        assert [s.data.shape for s in xb.unbind(1)]
+
+
+def test_views_of_one_memory_are_one_mask():
+    mask = torch.rand(4, 6, 1) > 0.5
+    step = mask.unbind(1)[2]                      # (4, 1), strides (6, 1)
+    as_rows = step.reshape(4).view(4, 1)          # (4, 1), strides (6, 6)
+    assert as_rows.stride() != step.stride()
+    assert _masking.same_mask(step, as_rows)
+    assert _masking.combine_masks([step, None, as_rows]) is step
+    assert not _masking.same_mask(step, mask.unbind(1)[3])  # another step
+    assert not _masking.same_mask(step, step.clone())       # equal values, other memory
+    assert not _masking.same_mask(mask[:, :2], mask[:, :3])
+
+
+def test_ops_on_steps_of_one_batch_keep_sharing_its_step_mask():
+    xb = MaskedBatch.fromlist(_examples(), (True, False), padding_value=float("nan"))
+    yb = xb * 2
+    for xt, yt in zip(xb.unbind(1), yb.unbind(1)):
+        assert (xt + yt)._mask is xt._mask
