@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import platform
 import statistics
@@ -12,6 +13,24 @@ from pathlib import Path
 import torch
 
 OUT = Path(__file__).resolve().parent / "out"
+
+
+@contextlib.contextmanager
+def full_float32():
+    """Compare variants in full float32 (usable as a decorator on a check).
+
+    On Ampere and later GPUs cuDNN computes float32 convolutions and RNNs in
+    TF32 by default, which rounds the batch and each example alone differently
+    (differences of 1e-4); the checks are about the same mathematics, not the
+    same rounding.  Timings keep PyTorch's defaults.
+    """
+    cudnn = torch.backends.cudnn
+    saved = cudnn.allow_tf32
+    cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        cudnn.allow_tf32 = saved
 
 
 def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:

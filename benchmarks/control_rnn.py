@@ -28,7 +28,14 @@ from torch import nn
 
 import matchbox
 import matchbox.functional as F
-from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
+from benchmarks._harness import (
+    forward_and_backward,
+    full_float32,
+    machine,
+    ratio_cells,
+    table,
+    write,
+)
 from matchbox import MaskedBatch
 
 
@@ -85,6 +92,7 @@ def run(batch: int, size: int, min_len: int, max_len: int, repeats: int,
     return timed_rows(f"batch {batch}, size {size}", variants(model, examples), repeats)
 
 
+@full_float32()
 def check(make_variants, model: nn.Module, examples: list[torch.Tensor]) -> None:
     """The variants compute the same thing, in float64 (where rounding hides no bug)."""
     model = copy.deepcopy(model).double()

@@ -64,10 +64,9 @@ def hand_written(model: Halting, h: torch.Tensor) -> torch.Tensor:
 
 
 def step_counts(model: Halting, h: torch.Tensor) -> torch.Tensor:
-    model = model.cpu()
     with torch.no_grad():
         score = (h @ model.halt).sigmoid().sum(-1) * 0.5
-        steps = torch.zeros(h.size(0), dtype=torch.long)
+        steps = torch.zeros(h.size(0), dtype=torch.long, device=h.device)
         active = (score < THRESHOLD) & (steps < MAX_STEPS)
         while active.any():
             h = torch.where(active.unsqueeze(1), (h @ model.w + model.b).tanh() + h, h)
@@ -91,7 +90,7 @@ def run(batch: int, size: int, repeats: int, device: str) -> tuple[list[list[str
     model = Halting(size).to(device)
     examples = [torch.randn(1, size, device=device) * 2 for _ in range(batch)]
     check(variants, model, examples)
-    steps = step_counts(model, torch.cat(examples).cpu())
+    steps = step_counts(model, torch.cat(examples))
     note = f"steps per example: mean {steps.float().mean():.1f}, max {int(steps.max())}"
     return timed_rows(f"batch {batch}, size {size}", variants(model, examples), repeats), note
 

@@ -22,7 +22,14 @@ import random
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
+from benchmarks._harness import (
+    forward_and_backward,
+    full_float32,
+    machine,
+    ratio_cells,
+    table,
+    write,
+)
 from matchbox import MaskedBatch
 from matchbox.nn import batch_major
 
@@ -65,6 +72,7 @@ def variants(lstm: torch.nn.LSTM, examples: list[torch.Tensor], device: str) -> 
             "per-example loop": loop, "padded nn.LSTM (over padding)": over_padding}
 
 
+@full_float32()
 def check_same(fns: dict) -> None:
     """Matchbox, PackedSequence and the loop compute the same outputs and states."""
     out_m, h_m = fns["Matchbox"]()

@@ -23,7 +23,14 @@ import torch
 import torch.nn.functional as F
 
 import matchbox
-from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
+from benchmarks._harness import (
+    forward_and_backward,
+    full_float32,
+    machine,
+    ratio_cells,
+    table,
+    write,
+)
 from matchbox import MaskedBatch
 
 BASELINE = "padded + length mask (by hand)"
@@ -73,6 +80,7 @@ def _loss(name: str, output) -> torch.Tensor:
     return sum(y.sum() for y in output)
 
 
+@full_float32()
 def check_same(fns: dict) -> None:
     """The three variants give the same outputs per example."""
     out_m = list(fns["Matchbox"]().examples())

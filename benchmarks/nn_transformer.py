@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from benchmarks._harness import (
     forward_and_backward,
+    full_float32,
     interleaved_medians,
     machine,
     median_seconds,
@@ -70,6 +71,7 @@ def variants(layer: torch.nn.TransformerEncoderLayer, examples: list[torch.Tenso
     }
 
 
+@full_float32()
 def check_same(layer: torch.nn.TransformerEncoderLayer, examples: list[torch.Tensor]) -> None:
     """Every variant computes the loop's outputs on the real rows."""
     xb = MaskedBatch.fromlist(examples, (True, False))

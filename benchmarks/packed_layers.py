@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from benchmarks._harness import interleaved_medians, machine, table, write
+from benchmarks._harness import full_float32, interleaved_medians, machine, table, write
 from benchmarks.lstm_module import lengths_of, lengths_title, skewed_arguments
 from matchbox import MaskedBatch, _registry
 from matchbox.packed import PackedBatch, memory_report, nbytes
@@ -64,6 +64,7 @@ def _backward(fn):
     return forward_backward
 
 
+@full_float32()
 def check_same(stack: nn.Module, examples: list[torch.Tensor]) -> None:
     packed = list(stack(PackedBatch.fromlist(examples)).examples())
     masked = list(stack(MaskedBatch.fromlist(examples, (True, False))).examples())

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch.nn.utils.rnn import pack_sequence
 
-from benchmarks._harness import interleaved_medians, machine, table, write
+from benchmarks._harness import full_float32, interleaved_medians, machine, table, write
 from benchmarks.lstm_module import lengths_of, lengths_title, lstm_configs, skewed_arguments
 from matchbox import MaskedBatch
 from matchbox.nn import TimeMajorBatch, batch_major
@@ -54,6 +54,7 @@ def variants(lstm: torch.nn.LSTM, examples: list[torch.Tensor]) -> dict:
         ps.batch_sizes.numel() + 2 * len(examples)), "MaskedBatch": nbytes(mb)}
 
 
+@full_float32()
 def check_same(fns: dict) -> None:
     """PackedBatch and PackedSequence compute the same examples and states (their rows may
     differ in order: pack_sequence's sort does not keep ties in the caller's order)."""

@@ -21,7 +21,14 @@ import random
 
 import torch
 
-from benchmarks._harness import forward_and_backward, machine, ratio_cells, table, write
+from benchmarks._harness import (
+    forward_and_backward,
+    full_float32,
+    machine,
+    ratio_cells,
+    table,
+    write,
+)
 from examples.treelstm import REDUCE, SHIFT, TreeLSTM, leaves_and_transitions, stack_depth
 from matchbox import MaskedBatch
 
@@ -93,6 +100,7 @@ def build(sizes: list[int], hidden: int, device: str) -> dict:
     return variants(model, trees)
 
 
+@full_float32()
 def check_same(fns: dict) -> None:
     values = {name: fn() for name, fn in fns.items()}
     for name, value in values.items():
