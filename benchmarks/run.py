@@ -1,7 +1,8 @@
 """Run every benchmark in one process and print their tables (``python3 dev.py bench``).
 
 Each benchmark module has ``main(argv) -> str`` and writes its table under
-``benchmarks/out/``; copy figures worth keeping into ``benchmarks/RESULTS.md``.
+``benchmarks/out/`` (ignored by git); keep a run worth recording under
+``benchmarks/results/<machine>/`` and summarise it in ``benchmarks/RESULTS.md``.
 """
 
 from __future__ import annotations
