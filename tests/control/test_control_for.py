@@ -164,6 +164,26 @@ def test_list_appended_in_a_loop_then_stacked(dtype):
                              ([w] * len(lengths), w))
 
 
+@matchbox.batch
+def kept_where_positive(x, w):
+    kept = [x.batch_zeros(x.size(-1))]
+    for xt in x.unbind(1):
+        h = (xt @ w).tanh()
+        if h.sum() > 0:
+            kept.append(h * 2)
+    return F.stack(kept, 1, dynamic=True)
+
+
+@given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5))
+def test_items_appended_under_a_per_example_condition_are_each_examples_own(lengths):
+    # Each example appends at its own steps, with gaps: the stacked items are the
+    # ones it appended, in order (the first gather of the present steps), not
+    # the first n steps of the list.
+    w = torch.randn(3, 3, dtype=torch.float64)
+    assert_batch_equals_loop(kept_where_positive, sequences(lengths),
+                             ([w] * len(lengths), w))
+
+
 def test_plain_python_loop_keeps_its_semantics():
     @matchbox.batch
     def f(xs):

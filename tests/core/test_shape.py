@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
 
+import matchbox
 import matchbox.functional as MF
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert
@@ -525,6 +526,22 @@ def test_loop_over_dynamic_slices_stacked_equals_the_loop(pair):
         return MF.stack(steps, 1) if steps else x.tanh()
 
     assert_loop(f, pair)
+
+
+def test_dynamic_stack_gathers_each_examples_present_steps_first(dtype):
+    # Parts real for different examples with gaps (items appended under a
+    # per-example condition): example 0 has parts 0 and 2, example 1 only part 1.
+    a, b, c = (torch.randn(2, 3, dtype=dtype, requires_grad=True) for _ in range(3))
+    present = [[True, False], [False, True], [True, False]]
+    parts = [MaskedBatch(t, torch.tensor(m).reshape(2, 1), (False,))   # examples (1, 3)
+             for t, m in zip((a, b, c), present)]
+    stacked = MF.stack(parts, 1, dynamic=True)
+    first, second = stacked.examples()
+    torch.testing.assert_close(first, torch.stack([a[0:1], c[0:1]], 1))
+    torch.testing.assert_close(second, b[1:2].unsqueeze(1))
+    matchbox.batch_sum(stacked.sum((1, 2))).backward()
+    for t, m in zip((a, b, c), present):
+        torch.testing.assert_close(t.grad, torch.tensor(m, dtype=dtype)[:, None].expand(2, 3))
 
 
 @given(pair=example_lists(dims=(False, True)))

@@ -556,6 +556,34 @@ def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> Ma
     return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
 
 
+def _present_steps_first(data: torch.Tensor, mask: torch.Tensor,
+                         d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Move each example's present steps along ``d`` to the front, in order.
+
+    A step is present for an example where its part is real (anywhere) for it.
+    Steps that end for different examples at different times are already a
+    prefix; items appended under a per-example condition are not (an example
+    that skipped step 1 but appended at step 2 holds its items at 0 and 2),
+    while in the loop each example's list holds only what it appended.  A
+    batch's dynamic extent must be a prefix, so the present steps are gathered
+    to the front (one gather for the batch, only when some example has a gap).
+    """
+    steps = mask.size(d)
+    present = mask.movedim(d, 1).reshape(mask.size(0), steps, -1).any(-1)   # (batch, steps)
+    if steps < 2 or not bool((present[:, 1:] & ~present[:, :-1]).any()):
+        return data, mask
+    # A stable sort of "absent" keeps the present steps in order, first.
+    order = torch.sort((~present).to(torch.uint8), dim=1, stable=True).indices
+
+    def gather(t: torch.Tensor) -> torch.Tensor:
+        shape = [1] * t.dim()
+        shape[0], shape[d] = t.size(0), steps
+        index = order.reshape(shape).expand(*t.shape[:d], steps, *t.shape[d + 1:])
+        return t.gather(d, index)
+
+    return gather(data), gather(mask)
+
+
 @_registry.implements(torch.stack, family="shape")
 def stack(func, tensors, dim=0, **kwargs):
     """``torch.stack``: a new static dimension (every example stacks the same count)."""
@@ -589,6 +617,7 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
         masks = [p.mask for p in parts]
         common = torch.broadcast_shapes(*[m.shape for m in masks])
         mask = torch.stack([m.expand(common) for m in masks], d)
+        data, mask = _present_steps_first(data, mask, d)
     else:
         mask = _masking.combine_masks([p._mask for p in parts])
         data = torch.stack(_joined_data(parts, mask, dims), d)
