@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import matchbox
 from matchbox import MaskedBatch
+from matchbox.testing import mb_assert
 
 
 @matchbox.batch
@@ -45,6 +46,53 @@ def safe_log(x):
 
 def test_a_branch_outside_an_examples_domain_leaks_no_nan(dtype):
     assert_batch_equals_loop(safe_log, scalars([-2.0, 0.5, 3.0, -0.0], dtype))
+
+
+@matchbox.batch
+def mean_of_positives(x, w, v):
+    # For an example with no positive entry, n is 0 and the branch it does not
+    # take divides by zero: the zero gradient its discarded value gets becomes
+    # 0 * inf = NaN on the way back, which must not reach the shared w and v.
+    n = (x > 0).sum(1)
+    if n > 0:
+        y = (x @ w * v).sum(1) / n
+    else:
+        y = x.sum(1) * 0.0
+    return y
+
+
+def test_shared_weights_get_no_nan_from_examples_not_running_a_branch(dtype):
+    w = torch.randn(3, 2, dtype=dtype, requires_grad=True)
+    v = torch.randn(2, dtype=dtype, requires_grad=True)
+    xs = [torch.tensor(row, dtype=dtype) for row in
+          ([[1.0, -2.0, 0.5]], [[-1.0, -3.0, -0.5]], [[2.0, 1.0, 3.0]])]
+    xb = MaskedBatch.fromlist(xs, (False,))
+    assert_batch_equals_loop(mean_of_positives, (xs, xb), ([w] * 3, w), ([v] * 3, v))
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(3, 2)
+
+    @matchbox.batch
+    def forward(self, x):
+        n = (x > 0).sum(1, keepdim=True)
+        if n > 0:
+            y = self.lin(x) / n
+        else:
+            y = x[:, :2] * 0.0
+        return y
+
+
+def test_module_weights_get_no_nan_from_examples_not_running_a_branch(dtype):
+    pytest.importorskip("matchbox.nn", reason="nn.Linear on batches is in matchbox-nn, "
+                                              "which the control environment does not install")
+    module = _Scaled().to(dtype)
+    xs = [torch.tensor(row, dtype=dtype) for row in
+          ([[1.0, -2.0, 0.5]], [[-1.0, -3.0, -0.5]], [[2.0, 1.0, 3.0]])]
+    mb_assert(module, [xs], [MaskedBatch.fromlist(xs, (False,))], 3,
+              params=list(module.parameters()))
 
 
 @matchbox.batch

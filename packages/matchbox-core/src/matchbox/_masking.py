@@ -72,12 +72,37 @@ def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
     return torch.where(mask, data, torch.full((), value, dtype=data.dtype, device=data.device))
 
 
+def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tensor | None:
+    """``mask`` and the running examples (:data:`EXECUTION_MASK`) as rows of ``rank`` dims.
+
+    What an op computes for an example that does not run the code at hand is
+    discarded, but the backward pass still visits it: a zero gradient times a
+    derivative that is not finite there (``y / n`` under ``if n > 0``) is NaN.
+    Ops that sum gradients over the examples into a shared tensor (a weight)
+    drop such rows as they drop padding.
+    """
+    running = EXECUTION_MASK.get()
+    if running is None or running.dim() != 1 or running.size(0) != batch:
+        return mask
+    rows = running.view(batch, *(1,) * (rank - 1))
+    if mask is None:
+        return rows
+    if mask.shape == rows.shape and same_mask(mask, rows):
+        return mask
+    return mask & rows
+
+
 def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """``data`` unchanged at real positions, with gradients at padding dropped.
 
-    The values at padding become zero (padding may hold anything).
+    Gradients at the rows of examples that are not running (:func:`and_running`)
+    are dropped too.  The values there become zero (padding may hold anything;
+    a non-running example's values are discarded).
     """
-    if mask is None or not data.requires_grad or not torch.is_grad_enabled():
+    if not data.requires_grad or not torch.is_grad_enabled():
+        return data
+    mask = and_running(mask, data.dim(), data.size(0))
+    if mask is None:
         return data
     return torch.where(mask, data, _ZERO if data.is_floating_point() else data.new_zeros(()))
 
@@ -104,7 +129,14 @@ def guard_wider(
     its own mask is the result's (``same_mask``) and it is not broadcast along
     a dynamic dimension.
     """
-    if mask is None or not torch.is_grad_enabled():
+    if not torch.is_grad_enabled():
+        return values
+    shared_mask = mask  # for plain tensors: padding, and the examples not running
+    if EXECUTION_MASK.get() is not None:
+        batch = next((b.data.size(0) for b in batches if isinstance(b, MaskedBatch)), None)
+        if batch is not None:
+            shared_mask = and_running(mask, len(dims) + 1, batch)
+    if shared_mask is None:
         return values
     out = values
     for i, value in enumerate(values):
@@ -112,13 +144,17 @@ def guard_wider(
             continue
         arg = batches[i]
         if isinstance(arg, MaskedBatch):
+            # A batch read from outside a region is guarded by the region.
             own = arg._mask
-            if own is not None and (own is mask or same_mask(own, mask)) and not (
+            if mask is None or own is not None and (own is mask or same_mask(own, mask)) and not (
                     any(dims) and _broadcast_dynamic(value, mask, dims)):
                 continue
+            guard = mask
+        else:
+            guard = shared_mask
         if out is values:
             out = list(values)
-        out[i] = torch.where(mask, value, _ZERO if value.is_floating_point()
+        out[i] = torch.where(guard, value, _ZERO if value.is_floating_point()
                              else value.new_zeros(()))
     return out
 

@@ -232,7 +232,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
                 if dynamic:
                     _masking.check_lengths_agree(func, [(b, i) for b in batches])
         mask = _masking.combine_masks([b._mask for b in batches])
-    if mask is not None and len(values) > 1:
+    if len(values) > 1 and (mask is not None or _masking.EXECUTION_MASK.get() is not None):
         values = _masking.guard_wider(args, values, mask, dims)
     result = func(*values)
     if isinstance(result, torch.Tensor) and result.shape == first.data.shape:
