@@ -178,6 +178,9 @@ def test_split_dim_errors_name_the_dimension():
         xb.split_dim(1, 2)
     with pytest.raises(ValueError, match="split_dim: dimension 2 has size 6, not divisible by 4"):
         xb.split_dim(2, 4)
+    with pytest.raises(TypeError, match=r"split_dim: split_size must be a positive int \(the "
+                                        r"size of the first new dimension\), got \(2, 3\)"):
+        xb.split_dim(-1, (2, 3))
     with pytest.raises(ValueError, match="split_dim: dimension 2 has size 6, not divisible by 4"):
         torch.randn(1, 2, 6).split_dim(-1, 4)
 

@@ -73,6 +73,9 @@ def _example_shape(x: Any) -> list[int]:
 
 def split_dim(x: Any, dim: int, split_size: int) -> Any:
     """Split static dimension ``dim`` of size ``s`` into ``(split_size, s // split_size)``."""
+    if isinstance(split_size, bool) or not isinstance(split_size, int) or split_size < 1:
+        raise TypeError(f"split_dim: split_size must be a positive int (the size of the first "
+                        f"new dimension), got {split_size!r}")
     d = normalize_dim(dim, x.dim(), "split_dim")
     shape = _example_shape(x)
     if isinstance(x, MaskedBatch) and d > 0 and x.dims[d - 1]:
