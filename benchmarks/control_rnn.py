@@ -26,7 +26,6 @@ import random
 import torch
 from torch import nn
 
-import matchbox
 import matchbox.functional as F
 from benchmarks._harness import (
     forward_and_backward,
@@ -36,22 +35,8 @@ from benchmarks._harness import (
     table,
     write,
 )
+from examples.readme_rnn import RNN  # the README's model, as the example trains it
 from matchbox import MaskedBatch
-
-
-class RNN(nn.Module):
-    """The README's model with ``@matchbox.batch``."""
-
-    def __init__(self, size):
-        super().__init__()
-        self.cell = nn.RNNCell(size, size)
-
-    @matchbox.batch
-    def forward(self, x):
-        h = x.new_zeros(x.size(0), x.size(-1))
-        for xt in x.unbind(1):
-            h = self.cell(xt, h)
-        return h
 
 
 def by_hand(model: RNN, x: MaskedBatch):
