@@ -87,7 +87,7 @@ def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tenso
     rows = running.view(batch, *(1,) * (rank - 1))
     if mask is None:
         return rows
-    if mask.shape == rows.shape and same_mask(mask, rows):
+    if same_mask(mask, rows):
         return mask
     return mask & rows
 
@@ -127,7 +127,10 @@ def guard_wider(
     ``batches[i]`` is the argument that became ``values[i]`` (the data of a
     batch, a plain tensor, or anything else); an argument needs no guard when
     its own mask is the result's (``same_mask``) and it is not broadcast along
-    a dynamic dimension.
+    a dynamic dimension.  Under ``@batch``, a plain tensor (a weight) is also
+    guarded at the rows of examples that do not run the region
+    (:func:`and_running`); a batch read from outside a region is guarded by the
+    region itself.
     """
     if not torch.is_grad_enabled():
         return values
@@ -144,10 +147,7 @@ def guard_wider(
             continue
         arg = batches[i]
         if isinstance(arg, MaskedBatch):
-            # A batch read from outside a region is guarded by the region.
-            own = arg._mask
-            if mask is None or own is not None and (own is mask or same_mask(own, mask)) and not (
-                    any(dims) and _broadcast_dynamic(value, mask, dims)):
+            if mask is None or _padding_wherever(arg._mask, mask, value, dims):
                 continue
             guard = mask
         else:
@@ -157,6 +157,14 @@ def guard_wider(
         out[i] = torch.where(guard, value, _ZERO if value.is_floating_point()
                              else value.new_zeros(()))
     return out
+
+
+def _padding_wherever(own: torch.Tensor | None, mask: torch.Tensor, value: torch.Tensor,
+                      dims: tuple[bool, ...]) -> bool:
+    """Whether a batch argument (mask ``own``, data ``value``) is padding wherever the
+    result (``mask``) is, so that no gradient from the result's padding reaches it."""
+    return own is not None and (own is mask or same_mask(own, mask)) and not (
+        any(dims) and _broadcast_dynamic(value, mask, dims))
 
 
 def _broadcast_dynamic(value: torch.Tensor, mask: torch.Tensor, dims: tuple[bool, ...]) -> bool:

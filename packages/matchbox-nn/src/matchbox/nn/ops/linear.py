@@ -48,8 +48,9 @@ def linear(func, input, weight, bias=None):
     rows = _masking.real_rows(input)
     data = func(_masking.pack_rows(input.data, rows), weight, bias)
     data = _masking.unpack_rows(data, rows, input.data.shape[:-1])
-    if _masking.EXECUTION_MASK.get() is not None:  # padding is zero already: drop non-running rows
-        data = _masking.guard_gradient(data, None)
+    # Padding is zero and gets no gradient already; under @batch, the rows of examples
+    # that do not run the region get none either (their gradient would reach the weight).
+    data = _masking.guard_gradient(data, None)
     if vector:
         mask = None if input._mask is None else input._mask.squeeze(-1)
         return MaskedBatch._make(data.squeeze(-1), mask, input.dims[:-1])
