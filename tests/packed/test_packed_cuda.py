@@ -96,11 +96,11 @@ def test_rnn_on_cuda_equals_loop(module_type):
 
     mb_assert(lambda x: module(x)[0], [xs], [PackedBatch.fromlist(xs)], len(xs),
               params=list(module.parameters()))
-    _, state = module(PackedBatch.fromlist(xs))
+    _, state = module(PackedBatch.fromlist(xs))  # final states: views (TimeMajorBatch)
     for b, x in enumerate(xs):
         _, expected = module(x)
         for got, want in zip(_states(state), _states(expected)):
-            torch.testing.assert_close(got[:, b : b + 1], want)
+            torch.testing.assert_close(list(got.examples())[b], want)
 
 
 def _states(state):
@@ -110,11 +110,12 @@ def _states(state):
 def test_zero_length_examples_on_cuda_keep_their_initial_state():
     pb = PackedBatch.fromlist(cuda_examples())
     module = torch.nn.LSTM(3, 4, batch_first=True).to("cuda", torch.float64)
-    h0 = torch.randn(1, len(LENGTHS), 4, dtype=torch.float64, device="cuda")
+    h0 = torch.randn(1, len(LENGTHS), 4, dtype=torch.float64, device="cuda")  # plain (L*D, B, H)
     c0 = torch.randn_like(h0)
-    out, (h, c) = module(pb, (h0, c0))
+    out, (h, c) = module(pb, (h0, c0))  # final states: views, one (L*D, 1, H) per example
     empty = LENGTHS.index(0)
-    assert torch.equal(h[:, empty], h0[:, empty]) and torch.equal(c[:, empty], c0[:, empty])
+    assert torch.equal(list(h.examples())[empty], h0[:, empty : empty + 1])
+    assert torch.equal(list(c.examples())[empty], c0[:, empty : empty + 1])
     assert out.layout is pb.layout
 
 
