@@ -72,6 +72,38 @@ def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
     return torch.where(mask, data, torch.full((), value, dtype=data.dtype, device=data.device))
 
 
+# The last ``(batch,)`` mask viewed as rows: ``(mask, rank, view)``.  Under
+# ``@batch`` the guards and merges of a region and the ops inside it view the
+# same execution mask again and again; one entry, replaced as a whole (a thread
+# reading it sees a consistent entry), spares a view op each time and lets
+# ``and_running`` recognise a step's own mask by identity.
+_LAST_ROWS: tuple[Any, int, Any] = (None, 0, None)
+
+
+def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
+    """A ``(batch,)`` mask viewed as ``(batch, 1, ..., 1)`` of ``rank`` dimensions."""
+    global _LAST_ROWS
+    last = _LAST_ROWS
+    if last[0] is mask and last[1] == rank:
+        return last[2]
+    if rank == 1:
+        return mask
+    view = mask.view(mask.size(0), *(1,) * (rank - 1))
+    _LAST_ROWS = (mask, rank, view)
+    return view
+
+
+def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
+    """Make ``mask_rows(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
+
+    A ``@batch`` step's mask is cut from its item's own ``(batch, 1)`` mask:
+    handing that very tensor back lets an op or a merge see by identity that a
+    step's result is real exactly where the step runs.
+    """
+    global _LAST_ROWS
+    _LAST_ROWS = (mask, view.dim(), view)
+
+
 def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tensor | None:
     """``mask`` and the running examples (:data:`EXECUTION_MASK`) as rows of ``rank`` dims.
 
@@ -84,8 +116,8 @@ def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tenso
     running = EXECUTION_MASK.get()
     if running is None or running.dim() != 1 or running.size(0) != batch:
         return mask
-    rows = running.view(batch, *(1,) * (rank - 1))
-    if mask is None:
+    rows = mask_rows(running, rank)
+    if mask is None or mask is rows:
         return rows
     if same_mask(mask, rows):
         return mask

@@ -28,8 +28,8 @@ from typing import Any
 
 import torch
 
-from matchbox._masking import fit_mask
-from matchbox.control.runtime.masks import Mask, remember_rows
+from matchbox._masking import fit_mask, remember_rows
+from matchbox.control.runtime.masks import Mask
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -115,8 +115,10 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
     """Steps of a sequence whose per-step masks are known in advance (``(steps, batch)``)."""
     if outer is not None:
         present = present & outer
-    # One sync for the whole loop: how many running examples have each step.
+    # One sync for the whole loop: how many running examples have each step;
+    # one call for every step's mask.
     counts = present.sum(1).tolist()
+    step_masks = present.unbind(0)
     running = present.size(1) if outer is None else int(outer.sum())
     for step, item in enumerate(items):
         count = counts[step]
@@ -127,26 +129,24 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
             # item's all-true mask is dropped so the step runs as fast as a
             # batch without padding.
             yield outer, _without_mask(item)
-        elif outer is None:
-            yield _own_mask(item, present, step), item
-        else:
-            yield present[step], item
+            continue
+        mask = step_masks[step]
+        if outer is None:
+            _rows_are_the_items(mask, item)
+        yield mask, item
 
 
-def _own_mask(item: Any, present: torch.Tensor, step: int) -> torch.Tensor:
-    """The step's mask, as a view of the item's own one-per-example mask if it has one.
+def _rows_are_the_items(mask: torch.Tensor, item: Any) -> None:
+    """Let the step's mask, viewed as rows, be the item's own one-per-example mask.
 
-    The two are equal; sharing memory lets ops see it without comparing values
-    (``_masking.same_mask``): merging ``h = cell(x_t, h)``, whose result is real
-    where ``x_t`` is, then needs no ``and`` of the two masks.
+    The two are equal; handing back the item's very tensor lets ops see it by
+    identity (``_masking.and_running``, a merge): merging ``h = cell(x_t, h)``,
+    whose result is real where ``x_t`` is, then needs no ``and`` of the two masks.
     """
     if type(item) is MaskedBatch:
-        mask = item._mask
-        if mask is not None and mask.numel() == mask.size(0):
-            own = mask.reshape(mask.size(0))
-            remember_rows(own, mask)
-            return own
-    return present[step]
+        own = item._mask
+        if own is not None and own.numel() == own.size(0):
+            remember_rows(mask, own)
 
 
 def _without_mask(item: Any) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from matchbox._masking import EXECUTION_MASK
+from matchbox._masking import mask_rows as rows
 from matchbox.masked_batch import MaskedBatch
 
 Mask = Any  # None | torch.Tensor | False
@@ -185,33 +186,3 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
         return value
     return MaskedBatch._make(torch.where(rows(mask, data.dim()), data, data.detach()),
                              value._mask, value.dims)
-
-
-# The last execution mask viewed as rows: (mask, rank, view).  A region's guards
-# and merges view the same mask every step; one entry, replaced as a whole (a
-# thread reading it sees a consistent entry), spares a view op each time.
-_ROWS: tuple[Any, int, Any] = (None, 0, None)
-
-
-def rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
-    """A ``(batch,)`` mask viewed as ``(batch, 1, ..., 1)`` of ``rank`` dimensions."""
-    global _ROWS
-    last = _ROWS
-    if last[0] is mask and last[1] == rank:
-        return last[2]
-    if rank == 1:
-        return mask
-    view = mask.view(mask.size(0), *(1,) * (rank - 1))
-    _ROWS = (mask, rank, view)
-    return view
-
-
-def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
-    """Make ``rows(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
-
-    A ``for`` step's mask is cut from its item's own ``(batch, 1)`` mask: handing
-    that very tensor back lets a merge see by identity that a step's result is
-    real exactly where the step runs.
-    """
-    global _ROWS
-    _ROWS = (mask, view.dim(), view)
