@@ -213,6 +213,18 @@ def batch_dim_view(batch_type: str) -> Handler | None:
     return _BATCH_DIM_VIEWS.get(batch_type)
 
 
+#: Views of a batch (matchbox-nn's time-major ``TimeMajorBatch``): objects that
+#: hold a batch in ``.batch`` and are rebuilt by calling their class on one.
+#: matchbox-control merges and guards such a view under ``@batch`` through the
+#: batch it holds.  A set, read directly on hot paths (``type(v) in BATCH_VIEWS``).
+BATCH_VIEWS: set[type] = set()
+
+
+def register_batch_view(cls: type) -> None:
+    """Declare ``cls`` a view of a batch (see :data:`BATCH_VIEWS`)."""
+    BATCH_VIEWS.add(cls)
+
+
 _CONVENIENCE: list[str] = []
 
 

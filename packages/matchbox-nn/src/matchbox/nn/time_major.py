@@ -191,6 +191,9 @@ class TimeMajorBatch:
         raise _unsupported(torch.Tensor.__setitem__)
 
 
+_registry.register_batch_view(TimeMajorBatch)  # @batch merges a view through its batch
+
+
 def _unsupported(func: Any) -> NotImplementedError:
     return NotImplementedError(
         f"{_registry.op_name(func)} is not implemented for TimeMajorBatch (a time-major "

@@ -27,6 +27,7 @@ import torch
 
 from matchbox._masking import EXECUTION_MASK
 from matchbox._masking import mask_rows as rows
+from matchbox._registry import BATCH_VIEWS
 from matchbox.masked_batch import MaskedBatch
 
 Mask = Any  # None | torch.Tensor | False
@@ -179,7 +180,11 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
     v.detach())`` an input gets gradient only from the examples that take the
     branch, as in the loop over examples.
     """
-    if mask is outer or type(value) is not MaskedBatch:
+    if mask is outer:
+        return value
+    if type(value) is not MaskedBatch:
+        if type(value) in BATCH_VIEWS:  # a time-major view: guard the batch it holds
+            return type(value)(guard(mask, outer, value.batch))
         return value
     data = value.data
     if not data.requires_grad or not torch.is_grad_enabled():

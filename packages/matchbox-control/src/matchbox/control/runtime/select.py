@@ -16,6 +16,8 @@ examples that ran the region take the new value, the others keep the old one.
 | two plain tensors / numbers    | a new batch (one value per example)               |
 | two equal plain values         | the new one                                       |
 | tuples, lists, dicts           | element by element                                |
+| two views of batches (a        | the batches they hold, as two batches, viewed     |
+| ``TimeMajorBatch``)            | again                                             |
 | ``Undefined`` old              | the new value, padding for the other examples     |
 | anything else                  | ``TypeError`` naming the variable                 |
 """
@@ -28,6 +30,7 @@ from typing import Any
 import torch
 
 from matchbox import _masking
+from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import rows
 from matchbox.masked_batch import MaskedBatch
 
@@ -108,6 +111,8 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
             return new
         return _select_batches(mask, _broadcast(_scalar(new, mask), mask, name),
                                _broadcast(_scalar(old, mask), mask, name), name)
+    if type(new) is type(old) and type(new) in BATCH_VIEWS:
+        return type(new)(select(mask, new.batch, old.batch, name))
     if isinstance(new, tuple) and type(new) is type(old) and len(new) == len(old):
         items = [select(mask, n, o, f"{name}[{i}]") for i, (n, o) in enumerate(zip(new, old))]
         return type(new)(*items) if hasattr(new, "_fields") else type(new)(items)
@@ -135,6 +140,8 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
         real = view if value._mask is None else value._mask & view
         return MaskedBatch._make(value.data, _masking.fit_mask(real, value.data, value.dims),
                                  value.dims)
+    if type(value) in BATCH_VIEWS:
+        return type(value)(only_active(mask, value.batch, name, strict))
     if isinstance(value, torch.Tensor):
         return only_active(mask, _broadcast(value, mask, name), name)
     if _is_number(value):
