@@ -28,9 +28,12 @@ from torch import nn
 
 import matchbox.functional as F
 from benchmarks._harness import (
+    LOOP,
     forward_and_backward,
     full_float32,
+    interleaved_medians,
     machine,
+    median_seconds,
     ratio_cells,
     table,
     write,
@@ -88,10 +91,28 @@ def check(make_variants, model: nn.Module, examples: list[torch.Tensor]) -> None
 
 
 def timed_rows(setting: str, variants: dict, repeats: int) -> list[list[str]]:
-    """Forward and forward+backward medians, as ratios to the hand-padded variant."""
+    """Forward, forward+backward and no-grad forward medians, as ratios to the
+    hand-padded variant.
+
+    Without gradients ``@batch`` skips its gradient guards (the ``where`` that
+    keeps the examples not running a step out of the gradients): the no-grad
+    column shows what the rewritten control flow costs by itself.
+    """
     forward, both = forward_and_backward(variants, repeats)
-    return [[setting, name, *ratio_cells(name, forward, both, "hand-padded")]
+    with torch.no_grad():
+        inference = interleaved_medians(
+            {name: fn for name, fn in variants.items() if name != LOOP}, repeats)
+        if LOOP in variants:
+            inference[LOOP] = median_seconds(variants[LOOP], max(2, repeats // 3))
+    baseline = inference["hand-padded"]
+    return [[setting, name, *ratio_cells(name, forward, both, "hand-padded"),
+             f"{inference[name] * 1e3:.2f}", f"{inference[name] / baseline:.3f}"]
             for name in variants]
+
+
+#: The columns of :func:`timed_rows`, after the setting and the variant.
+TIME_COLUMNS = ["forward ms", "× hand-padded", "fwd+bwd ms", "× hand-padded",
+                "no-grad fwd ms", "× hand-padded"]
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -107,8 +128,7 @@ def main(argv: list[str] | None = None) -> str:
         rows += run(args.batch, size, *args.lengths, args.repeats, args.device)
     text = (f"### README RNN under @batch: batch {args.batch}, lengths {args.lengths[0]}-"
             f"{args.lengths[1]} (uniform), {args.device}\n\n{machine()}\n\n"
-            + table(["setting", "variant", "forward ms", "× hand-padded", "fwd+bwd ms",
-                     "× hand-padded"], rows))
+            + table(["setting", "variant", *TIME_COLUMNS], rows))
     print(text)
     print(f"\nwritten to {write('control_rnn', text)}")
     return text

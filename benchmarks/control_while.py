@@ -23,7 +23,7 @@ from torch import nn
 
 import matchbox
 from benchmarks._harness import machine, table, write
-from benchmarks.control_rnn import check, timed_rows
+from benchmarks.control_rnn import TIME_COLUMNS, check, timed_rows
 from matchbox import MaskedBatch
 
 THRESHOLD = 1.0
@@ -109,8 +109,7 @@ def main(argv: list[str] | None = None) -> str:
         notes.append(f"size {size}: {note}")
     text = (f"### Halting while loop under @batch (at most {MAX_STEPS} steps): batch "
             f"{args.batch}, {args.device}\n\n{machine()}\n\n" + "; ".join(notes) + "\n\n"
-            + table(["setting", "variant", "forward ms", "× hand-written masked",
-                     "fwd+bwd ms", "× hand-written masked"], rows))
+            + table(["setting", "variant", *TIME_COLUMNS], rows))
     print(text)
     print(f"\nwritten to {write('control_while', text)}")
     return text
