@@ -58,18 +58,56 @@ def running(failing: torch.Tensor) -> torch.Tensor:
 _ZERO = torch.zeros(())
 
 
-def fill_padding(batch: MaskedBatch, value: float = 0.0) -> torch.Tensor:
-    """``batch.data`` with every padding position replaced by ``value``."""
-    mask = batch._mask
+def fill_padding(batch: MaskedBatch, value: float = 0.0, *, running: bool = False
+                 ) -> torch.Tensor:
+    """``batch.data`` with every padding position replaced by ``value``.
+
+    ``running=True`` is for ops that sum gradients over the examples into a
+    shared tensor (a product with a weight): while gradients are recorded
+    under ``@batch``, the rows of examples that do not run the code at hand are
+    filled too (:func:`mixing_mask`).
+    """
+    mask = mixing_mask(batch) if running else batch._mask
     if mask is None:
         return batch.data
     data = batch.data
     if value == 0:
-        if has_zero_padding(batch):
+        if has_zero_padding(batch, mask):
             return data
         if data.is_floating_point():
             return torch.where(mask, data, _ZERO)
     return torch.where(mask, data, torch.full((), value, dtype=data.dtype, device=data.device))
+
+
+def mixing_mask(batch: MaskedBatch) -> torch.Tensor | None:
+    """The positions of ``batch`` an op that sums gradients over the examples into a
+    shared tensor reads as real: its real positions and, while gradients are
+    recorded under ``@batch``, only those of the running examples.
+
+    What the code at hand computed for an example that does not run it may be
+    anything (``x.log()`` under ``if x > 0``); it is discarded, but a weight's
+    gradient multiplies it by the zero gradient arriving there, and ``0 * nan``
+    is NaN.  Such rows are filled and their gradients dropped, as padding is.
+    """
+    mask = batch._mask
+    if torch.is_grad_enabled():
+        data = batch.data
+        mask = and_running(mask, data.dim(), data.size(0))
+    return mask
+
+
+def weight_input_data(batch: MaskedBatch) -> torch.Tensor:
+    """The data an op multiplies by a shared weight on its real rows only (a linear
+    layer, a packed RNN): ``batch.data``, and under ``@batch`` (while gradients
+    are recorded) with padding and the rows of non-running examples zeroed.
+
+    Such an op never reads padding; what the code at hand computed for an
+    example that does not run it, it reads, and that must not reach the weight's
+    gradient (see :func:`mixing_mask`).
+    """
+    if EXECUTION_MASK.get() is None:
+        return batch.data
+    return fill_padding(batch, 0, running=True)
 
 
 # The last ``(batch,)`` mask viewed as rows: ``(mask, rank, view)``.  Under

@@ -432,7 +432,7 @@ def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
     return torch.ones(shape, dtype=torch.bool, device=data.device)
 
 
-def mark_zero_padding(batch: MaskedBatch) -> None:
+def mark_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> None:
     """Record that every padding position of ``batch.data`` holds zero, as of now.
 
     ``fill_padding(batch, 0)`` then returns the data as it is (a product with a
@@ -442,16 +442,25 @@ def mark_zero_padding(batch: MaskedBatch) -> None:
     has not moved).  Writes that bypass the version counter (through
     ``Tensor.data`` or a NumPy view) are not seen: write into ``batch.data``
     itself, or build a new batch.
+
+    ``mask`` (default: the batch's own) names the positions that are not
+    zero: ``@batch``'s region guard records that the rows of the examples not
+    running the region hold zeros.
     """
-    data, mask = batch.data, batch._mask
+    data = batch.data
+    mask = batch._mask if mask is None else mask
     if mask is not None and not data.is_inference():
         batch._zero_padding = (data, mask, data._version)
 
 
-def has_zero_padding(batch: MaskedBatch) -> bool:
-    """Whether ``batch``'s padding is known to hold zeros (see ``mark_zero_padding``)."""
+def has_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> bool:
+    """Whether ``batch`` is known to hold zeros outside ``mask`` (default: its padding).
+
+    See :func:`mark_zero_padding`.
+    """
     record = getattr(batch, "_zero_padding", None)
-    return (record is not None and record[0] is batch.data and record[1] is batch._mask
+    return (record is not None and record[0] is batch.data
+            and record[1] is (batch._mask if mask is None else mask)
             and record[2] == batch.data._version)
 
 

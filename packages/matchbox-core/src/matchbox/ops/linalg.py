@@ -28,7 +28,7 @@ from matchbox.masked_batch import MaskedBatch
 
 def _operand(x: Any) -> Any:
     if isinstance(x, MaskedBatch):
-        return _masking.fill_padding(x, 0).unsqueeze(1)
+        return _masking.fill_padding(x, 0, running=True).unsqueeze(1)
     return x
 
 
@@ -99,7 +99,7 @@ def _times_weight(a: MaskedBatch, b: torch.Tensor) -> MaskedBatch:
     """The commonest product: a batch times a weight matrix over a static feature
     dimension.  Rows keep their mask; no per-example dimension is needed (a 2-D
     weight broadcasts over leading dimensions)."""
-    result = torch.matmul(_masking.fill_padding(a, 0), b)
+    result = torch.matmul(_masking.fill_padding(a, 0, running=True), b)
     return MaskedBatch._make(_masking.guard_gradient(result, a._mask), a._mask, a.dims)
 
 

@@ -125,10 +125,12 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
         if count == 0:
             continue
         if count == running:
-            # Every running example has this step: no masking needed, and an
-            # item's all-true mask is dropped so the step runs as fast as a
-            # batch without padding.
-            yield outer, _without_mask(item)
+            # Every running example has this step: no masking needed.  With no
+            # outer mask that is every example, so the item's all-true mask is
+            # dropped and the step runs as fast as a batch without padding; under
+            # an outer mask the item keeps it (the examples that do not run the
+            # loop may have padding there, which must not pass for real values).
+            yield outer, (_without_mask(item) if outer is None else item)
             continue
         mask = step_masks[step]
         if outer is None:

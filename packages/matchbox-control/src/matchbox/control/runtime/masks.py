@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 
-from matchbox._masking import EXECUTION_MASK
+from matchbox._masking import _ZERO, EXECUTION_MASK
 from matchbox._masking import mask_rows as rows
 from matchbox._registry import BATCH_VIEWS
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
 Mask = Any  # None | torch.Tensor | False
 
@@ -176,9 +176,10 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
     A branch computes on every example, also on those that do not take it,
     where the values may be outside the branch's domain (``x.log()`` under
     ``if x > 0``): the result is discarded, but its backward pass could send
-    ``0 * inf = nan`` into the inputs.  Seen through ``where(mask, v,
-    v.detach())`` an input gets gradient only from the examples that take the
-    branch, as in the loop over examples.
+    ``0 * inf = nan`` into the inputs.  Seen through ``where(mask, v, 0)``
+    (``where(mask, v, v.detach())`` for a batch with padding) an input gets
+    gradient only from the examples that take the branch, as in the loop over
+    examples.
     """
     if mask is outer:
         return value
@@ -189,5 +190,12 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
     data = value.data
     if not data.requires_grad or not torch.is_grad_enabled():
         return value
-    return MaskedBatch._make(torch.where(rows(mask, data.dim()), data, data.detach()),
-                             value._mask, value.dims)
+    view = rows(mask, data.dim())
+    if value._mask is None and data.is_floating_point():
+        # The region's values for the examples that do not run it are discarded:
+        # zeros serve, and recorded as such they spare ops with a weight, which
+        # must not read those rows (``_masking.mixing_mask``), a fill of their own.
+        guarded = MaskedBatch._make(torch.where(view, data, _ZERO), None, value.dims)
+        mark_zero_padding(guarded, view)
+        return guarded
+    return MaskedBatch._make(torch.where(view, data, data.detach()), value._mask, value.dims)

@@ -117,8 +117,8 @@ class Windows:
         gets its one batched call.
         """
         data = self.input.data
-        if self.input._mask is not None:
-            data = _masking.fill_padding(self.input, fill)
+        if _masking.mixing_mask(self.input) is not None:
+            data = _masking.fill_padding(self.input, fill, running=True)
         pads: list[int] = []
         for i in reversed(range(self.n)):
             current = data.size(2 + i)

@@ -46,7 +46,7 @@ def linear(func, input, weight, bias=None):
         weight = weight.unsqueeze(0)
         bias = None if bias is None else bias.reshape(1)
     rows = _masking.real_rows(input)
-    data = func(_masking.pack_rows(input.data, rows), weight, bias)
+    data = func(_masking.pack_rows(_masking.weight_input_data(input), rows), weight, bias)
     data = _masking.unpack_rows(data, rows, input.data.shape[:-1])
     # Padding is zero and gets no gradient already; under @batch, the rows of examples
     # that do not run the region get none either (their gradient would reach the weight).
@@ -78,9 +78,10 @@ def bilinear(func, input1, input2, weight, bias=None, *args):
             input1, input2 = _masking.pad_to(input1, i, size), _masking.pad_to(input2, i, size)
             _masking.check_lengths_agree(op, [(input1, i), (input2, i)])
     mask = _masking.combine_masks([input1._mask, input2._mask])
+    fill = _masking.mixing_mask(MaskedBatch._make(input1.data, mask, input1.dims))
     zero = torch.zeros((), dtype=input1.dtype, device=input1.device)
     first, second = input1.data, input2.data
-    if mask is not None:
-        first, second = torch.where(mask, first, zero), torch.where(mask, second, zero)
+    if fill is not None:
+        first, second = torch.where(fill, first, zero), torch.where(fill, second, zero)
     data = func(first, second, weight, bias, *args)
     return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, input1.dims)

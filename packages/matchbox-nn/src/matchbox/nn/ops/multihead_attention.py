@@ -116,7 +116,7 @@ def _operand(op: str, name: str, x: Any) -> tuple[Any, torch.Tensor]:
         if x.batch.dims[1]:
             raise ValueError(f"{op}: the feature dimension (2) of {name} is dynamic; it must "
                              "be static")
-        return x.batch, x.batch.data
+        return x.batch, _masking.weight_input_data(x.batch)
     if isinstance(x, torch.Tensor) and x.dim() == 3 and x.size(1) == 1:
         return None, x.transpose(0, 1)  # the same (L, 1, E) for every example
     shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
@@ -373,6 +373,7 @@ def multi_head_attention_forward(
     query_rows = None if x.query is None else _masking.real_rows(x.query)
     out = F.linear(_masking.pack_rows(attn, query_rows), out_proj_weight, out_proj_bias)
     out = _masking.unpack_rows(out, query_rows, attn.shape[:-1])
+    out = _masking.guard_gradient(out, None)  # under @batch: no gradient at examples not running
     out = MaskedBatch._make(out, None if x.query is None else x.query._mask,
                             (False, False) if x.query is None else x.query.dims)
     if weights is not None:

@@ -18,7 +18,7 @@ from matchbox.masked_batch import MaskedBatch
 
 
 def _rows(x: Any) -> Any:
-    return _masking.fill_padding(x, 0) if isinstance(x, MaskedBatch) else x
+    return _masking.fill_padding(x, 0, running=True) if isinstance(x, MaskedBatch) else x
 
 
 def _step_layout(op: str, inputs: list[Any]) -> tuple[torch.Tensor | None, tuple[bool, ...]]:

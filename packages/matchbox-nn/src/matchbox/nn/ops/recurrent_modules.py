@@ -124,13 +124,13 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
     ``settings`` are the op's arguments after the states, up to ``bidirectional``.
     """
     _check_input(op, input)
-    data = input.data
+    data = _masking.weight_input_data(input)
     if input._mask is None and data.size(1) > 0:
         # Every example has the padded length: there is no padding to skip, so the
         # dense op is the packed op.
         states, real = initial_states(op, hx, data.size(0))
         result = func(data, _as_hx(hx, states), *settings, True)
-        return (MaskedBatch._make(result[0], None, input.dims),
+        return (MaskedBatch._make(_masking.guard_gradient(result[0], None), None, input.dims),
                 *final_states(result[1:], real))
     # A static length (dims (False, False)) may still carry a mask, of size one there
     # (from a reduction, or marking examples that are not real): expand it first.
@@ -140,6 +140,7 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
     rows = packing.gather_padded(data, layout)
     out_rows, final = run_on_rows(op, func, rows, layout, hx, settings)
     out = packing.scatter_padded(out_rows, layout, data.size(1))
+    out = _masking.guard_gradient(out, None)  # under @batch: no gradient at examples not running
     return (MaskedBatch._make(out, input._mask, input.dims), *final)
 
 
@@ -190,7 +191,9 @@ def final_states(states: Any, real: torch.Tensor | None) -> list[TimeMajorBatch]
 
     ``real``: the mask of examples whose initial states were real (``None``: all).
     """
-    return [TimeMajorBatch(MaskedBatch._make(s.transpose(0, 1), real, (False, False)))
+    # Under @batch, the states of examples not running the region get no gradient.
+    return [TimeMajorBatch(MaskedBatch._make(_masking.guard_gradient(s.transpose(0, 1), None),
+                                             real, (False, False)))
             for s in states]
 
 
@@ -207,7 +210,7 @@ def initial_states(op: str, hx: Any, batch_size: int) -> tuple[list[torch.Tensor
             states.append(s)
             continue
         batch = _state_batch(op, s, batch_size)
-        states.append(_masking.fill_padding(batch).transpose(0, 1))
+        states.append(_masking.fill_padding(batch, running=True).transpose(0, 1))
         masks.append(batch._mask)
     return states, _masking.combine_masks(masks)
 
