@@ -41,7 +41,8 @@ from matchbox.control.converters.expressions import PLAIN
 
 UNDEFINED = "undefined"  # on the function: names to bind to Undefined at its start
 
-_ITERATORS = {"range": "iter_range", "enumerate": "iter_enumerate"}
+_ITERATORS = {"range": "iter_range", "enumerate": "iter_enumerate", "zip": "iter_zip",
+              "reversed": "iter_reversed"}
 
 
 class _ControlFlow:
@@ -162,12 +163,15 @@ class _ControlFlow:
 
 
 def _iterable(node: Any) -> Any:
-    """``range(...)``/``enumerate(...)`` through the runtime (batch bounds, own counts)."""
+    """``range``/``enumerate``/``zip``/``reversed`` calls through the runtime (batch
+    bounds, each example's own counts and steps), nested ones included
+    (``enumerate(zip(a, reversed(b)))``)."""
     if (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
             and node.func.id in _ITERATORS):
         helper = gast.Attribute(value=templates.name(naming.RUNTIME),
                                 attr=_ITERATORS[node.func.id], ctx=gast.Load())
-        return gast.Call(func=helper, args=[templates.name(node.func.id)] + list(node.args),
+        args = [_iterable(arg) for arg in node.args]
+        return gast.Call(func=helper, args=[templates.name(node.func.id)] + args,
                          keywords=list(node.keywords))
     return node
 

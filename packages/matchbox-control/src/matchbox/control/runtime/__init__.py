@@ -21,7 +21,13 @@ from matchbox.control.runtime.effects import (
     set_item,
 )
 from matchbox.control.runtime.expressions import and_, assert_, compare, if_exp, not_, or_
-from matchbox.control.runtime.iteration import for_steps, iter_enumerate, iter_range
+from matchbox.control.runtime.iteration import (
+    for_steps,
+    iter_enumerate,
+    iter_range,
+    iter_reversed,
+    iter_zip,
+)
 from matchbox.control.runtime.masks import (
     branch,
     current_mask,
@@ -44,7 +50,7 @@ def return_value(value):
 __all__ = [
     "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item", "branch",
     "call_method", "compare", "current_mask", "entry_mask", "for_steps", "guard", "if_exp",
-    "iter_enumerate", "iter_range", "loop_mask", "masked", "merge", "narrow", "not_",
+    "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "loop_mask", "masked", "merge", "narrow", "not_",
     "only_active", "or_", "return_value", "select", "set_attr", "set_item", "slice_",
     "still_running",
 ]

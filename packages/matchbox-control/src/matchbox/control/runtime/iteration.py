@@ -133,7 +133,9 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
             yield outer, (_without_mask(item) if outer is None else item)
             continue
         mask = step_masks[step]
-        if outer is None:
+        if type(item) is tuple:
+            item = _restrict(item, mask)
+        elif outer is None:
             _rows_are_the_items(mask, item)
         yield mask, item
 
@@ -158,13 +160,15 @@ def _without_mask(item: Any) -> Any:
 
 
 class _Stepped:
-    """Items with their per-step masks known in advance (a batch range, an enumerate)."""
+    """Items with their per-step masks known in advance (a batch range, an enumerate,
+    a zip); ``kind`` is the builtin it stands for (only a range can be reversed)."""
 
-    __slots__ = ("items", "present")
+    __slots__ = ("items", "present", "kind")
 
-    def __init__(self, items: Any, present: torch.Tensor):
+    def __init__(self, items: Any, present: torch.Tensor, kind: str):
         self.items = items
         self.present = present
+        self.kind = kind
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.items)
@@ -200,7 +204,7 @@ def iter_range(range_fn: Any, *args: Any) -> Any:
                                                int(step)))
     else:
         items = [MaskedBatch._make(first + k * stride, None, ()) for k in builtins.range(steps)]
-    return _Stepped(items, present)
+    return _Stepped(items, present, "range")
 
 
 def _per_example_int(value: Any, size: int, device: Any, name: str):
@@ -229,24 +233,110 @@ def iter_enumerate(enumerate_fn: Any, *args: Any, **kwargs: Any) -> Any:
     When examples have steps after a missing one (``reversed``), each example
     counts its own steps: the index is then a batch of per-example ints.
     """
-    if enumerate_fn is not builtins.enumerate or len(args) != 1 or set(kwargs) - {"start"}:
+    if (enumerate_fn is not builtins.enumerate or not 1 <= len(args) + len(kwargs) <= 2
+            or set(kwargs) - {"iterable", "start"}):
         return enumerate_fn(*args, **kwargs)
-    start = kwargs.get("start", 0)
-    items = args[0]
-    if type(items) is builtins.reversed:
-        items = list(items)  # a view of a sequence: reading it has no side effects
-    if not (isinstance(items, (tuple, list)) and items
-            and all(type(item) is MaskedBatch for item in items)):
+    bound = dict(zip(("iterable", "start"), args), **kwargs)
+    items, start = bound.get("iterable"), bound.get("start", 0)
+    if "iterable" not in bound or isinstance(start, MaskedBatch):
+        return enumerate_fn(*args, **kwargs)
+    steps = _known_steps(items)
+    if steps is None:
         return enumerate_fn(items, start)
-    masks = [example_real(item) for item in items]
-    if all(m is None for m in masks):
+    items, present = steps
+    if present is None:
         return enumerate_fn(items, start)
-    batch = items[0].data.size(0)
-    ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
-    present = torch.stack([ones if m is None else m for m in masks])
     # Prefix-shaped (no example has a step after one it lacks): plain counts.
     if not bool((present[1:] & ~present[:-1]).any()):
-        return _Stepped(list(enumerate_fn(items, start)), present)
+        return _Stepped(list(enumerate_fn(items, start)), present, "enumerate")
     counts = present.long().cumsum(0) - 1 + start
     indexed = [(MaskedBatch._make(counts[k], None, ()), item) for k, item in enumerate(items)]
-    return _Stepped(indexed, present)
+    return _Stepped(indexed, present, "enumerate")
+
+
+def iter_reversed(reversed_fn: Any, sequence: Any) -> Any:
+    """``reversed(sequence)``; a batch range's steps reversed with their masks."""
+    if reversed_fn is builtins.reversed:
+        if isinstance(sequence, _Stepped):
+            if sequence.kind != "range":
+                raise TypeError(f"'{sequence.kind}' object is not reversible")
+            return _Stepped(sequence.items[::-1], sequence.present.flip(0), "range")
+        if isinstance(sequence, (tuple, list)):
+            return list(sequence)[::-1]  # a list, which zip and enumerate read step by step
+    return reversed_fn(sequence)
+
+
+def iter_zip(zip_fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``zip(...)``; per example, zip pairs each example's own steps.
+
+    The batched steps pair positions.  Where every argument gives each
+    example its steps first (a sequence along a dynamic dimension, a range), the
+    two agree.  An argument whose steps for some example come after a missing
+    one (``reversed`` of a dynamic dimension: a short example's steps come
+    last) has its steps moved to the front for each example first.
+    """
+    if zip_fn is not builtins.zip or kwargs or not args:
+        return zip_fn(*args, **kwargs)
+    known = [_known_steps(arg) for arg in args]
+    if any(k is None for k in known):
+        return zip_fn(*args)  # a lazy iterable: plain zip, which keeps the laziness
+    if all(present is None for _, present in known):
+        return zip_fn(*(items for items, _ in known))
+    count = min(len(items) for items, _ in known)
+    columns, present = [], None
+    for items, own in known:
+        if own is not None:
+            items, own = _own_steps_first(items[:count], own[:count])
+            present = own if present is None else present & own
+        columns.append(items[:count])
+    return _Stepped(list(zip_fn(*columns)), present, "zip")
+
+
+def _known_steps(iterable: Any) -> tuple[list[Any], torch.Tensor | None] | None:
+    """The items of a materialised sequence and which examples have each step
+    (``(steps, batch)``; ``None`` when every example has every step); ``None``
+    for a lazy iterable."""
+    if isinstance(iterable, _Stepped):
+        return list(iterable.items), iterable.present
+    if type(iterable) is builtins.reversed:
+        iterable = list(iterable)  # a view of a sequence: reading it has no side effects
+    if not isinstance(iterable, (tuple, list)):
+        return None
+    items = list(iterable)
+    batches = [item for item in items if type(item) is MaskedBatch]
+    if not items or len(batches) != len(items):
+        return items, None
+    masks = [example_real(item) for item in items]
+    if all(m is None for m in masks):
+        return items, None
+    ones = torch.ones(items[0].data.size(0), dtype=torch.bool, device=items[0].data.device)
+    return items, torch.stack([ones if m is None else m for m in masks])
+
+
+def _own_steps_first(items: list[Any], present: torch.Tensor) -> tuple[list[Any], torch.Tensor]:
+    """Each example's present steps moved to the front, in order (a no-op for prefixes)."""
+    if present.size(0) < 2 or not bool((present[1:] & ~present[:-1]).any()):
+        return items, present
+    if all(type(item) is MaskedBatch for item in items):
+        from matchbox.functional import stack
+
+        stacked = stack(items, 1, dynamic=True)  # gathers each example's steps to the front
+        moved = list(stacked.unbind(1))
+        counts = present.sum(0)
+        steps = torch.arange(present.size(0), device=present.device).unsqueeze(1)
+        return moved, steps < counts.unsqueeze(0)
+    if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
+        # A reversed batch range: each example's own values, in its own order.
+        order = torch.sort((~present).to(torch.uint8), dim=0, stable=True).indices
+        values = torch.tensor(items, device=present.device).unsqueeze(1).expand_as(order)
+        values = values.gather(0, order)
+        counts = present.sum(0)
+        steps = torch.arange(present.size(0), device=present.device).unsqueeze(1)
+        moved_present = steps < counts.unsqueeze(0)
+        return [MaskedBatch._make(v, None, ()) for v in values.unbind(0)], moved_present
+    raise NotImplementedError(
+        "@batch: zip of an argument whose steps come, for some example, after steps it "
+        "does not have (as reversed(...) of a dynamic dimension gives them), and whose "
+        "items are not batches or ints (an enumerate, a zip): each example's own steps "
+        "cannot be paired; zip the sequences first, then enumerate the zip"
+    )

@@ -1,0 +1,121 @@
+"""``zip``, ``enumerate`` and ``reversed`` combined, nested in a ``for`` header: each example
+pairs and counts its own steps, as the loop over examples does.
+
+``reversed(x.unbind(1))`` gives a short example its steps last (after the
+padding of the longer ones); zipped with a forward sequence, the batch pairs
+each example's own steps, which takes moving them to the front first.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from control_cases import assert_batch_equals_loop, sequences
+from hypothesis import given
+from hypothesis import strategies as st
+
+import matchbox
+from matchbox import MaskedBatch
+
+LENGTHS = st.lists(st.integers(0, 4), min_size=1, max_size=4)
+
+
+@matchbox.batch
+def forward_times_backward(x, w):
+    acc = x[:, :1].sum(1) * 0.0
+    for a, b in zip(x.unbind(1), reversed(x.unbind(1))):
+        acc = (acc + a * b) @ w  # a bidirectional pairing written by hand
+    return acc
+
+
+@given(lengths=LENGTHS)
+def test_zip_of_a_sequence_and_its_reverse(lengths):
+    w = torch.randn(3, 3, dtype=torch.float64) * 0.5
+    assert_batch_equals_loop(forward_times_backward, sequences(lengths), ([w] * len(lengths), w))
+
+
+def test_zip_of_a_sequence_and_its_reverse_dtypes(dtype):
+    w = torch.randn(3, 3, dtype=dtype) * 0.5
+    assert_batch_equals_loop(forward_times_backward, sequences([3, 1, 0, 2], dtype=dtype),
+                             ([w] * 4, w))
+
+
+@matchbox.batch
+def counted_backwards(x):
+    acc = x[:, :1].sum(1) * 0.0
+    for i, (a, b) in enumerate(zip(reversed(x.unbind(1)), x.unbind(1)), 1):
+        acc = acc * 0.5 + a * b * i
+    return acc
+
+
+@given(lengths=LENGTHS)
+def test_enumerate_of_a_zip_with_a_reverse_and_a_positional_start(lengths):
+    assert_batch_equals_loop(counted_backwards, sequences(lengths))
+
+
+@matchbox.batch
+def reverse_pairs_of_a_list(x):
+    outs = []
+    h = x[:, :1].sum(1) * 0.0
+    for xt in x.unbind(1):
+        h = h + xt
+        outs.append(h)
+    acc = h * 0.0
+    for a, b in zip(outs, reversed(outs)):
+        acc = acc * 0.5 + a * b
+    return acc
+
+
+@given(lengths=LENGTHS)
+def test_zip_of_an_appended_list_and_its_reverse(lengths):
+    assert_batch_equals_loop(reverse_pairs_of_a_list, sequences(lengths))
+
+
+@matchbox.batch
+def ranges(y, n):
+    acc = y[:, 0] * 0.0
+    for i, yt in zip(reversed(range(n)), y.unbind(1)):
+        acc = acc * 0.5 + y[:, i] * yt
+    for i in reversed(range(n)):
+        acc = acc + y[:, i] * (i + 1)
+    return acc
+
+
+@given(counts=st.lists(st.integers(0, 3), min_size=1, max_size=4))
+def test_reversed_and_zipped_ranges_with_per_example_bounds(counts):
+    ys = [torch.randn(1, 3, 2, dtype=torch.float64) for _ in counts]
+    ns = [torch.tensor([n]) for n in counts]
+    assert_batch_equals_loop(ranges, (ys, MaskedBatch.fromlist(ys, (False, False))),
+                             (ns, MaskedBatch.fromlist(ns, ())))
+
+
+@matchbox.batch
+def zip_of_an_enumerate(x):
+    acc = x[:, :1].sum(1) * 0.0
+    for (i, a), b in zip(enumerate(reversed(x.unbind(1))), x.unbind(1)):
+        acc = acc + a * b * i
+    return acc
+
+
+def test_zip_of_a_per_example_enumerate_is_refused():
+    _, xb = sequences([3, 1])  # the short example's reversed steps come last
+    with pytest.raises(NotImplementedError, match=r"@batch: zip of an argument whose steps come, "
+                                                  r"for some example, after steps it does not "
+                                                  r"have .* zip the sequences first"):
+        zip_of_an_enumerate(xb)
+
+
+@matchbox.batch
+def reversed_enumerate(x):
+    acc = x[:, :1].sum(1) * 0.0
+    for i, a in reversed(enumerate(x.unbind(1))):
+        acc = acc + a * i
+    return acc
+
+
+def test_reversed_enumerate_raises_as_python_does():
+    xs, xb = sequences([3, 1])
+    with pytest.raises(TypeError, match="'enumerate' object is not reversible"):
+        reversed_enumerate(xs[0])
+    with pytest.raises(TypeError, match="'enumerate' object is not reversible"):
+        reversed_enumerate(xb)
