@@ -193,3 +193,17 @@ def test_a_value_that_cannot_be_batched_is_refused():
     with pytest.raises(TypeError, match=r"'name' is str 'high' for the examples that ran this "
                                         r"code and str 'low' for the others"):
         f(xb)
+
+
+def test_lists_of_different_lengths_name_their_lengths():
+    @matchbox.batch
+    def f(x):
+        items = [x]
+        if x > 1:
+            items = [x, x, x]
+        return items
+
+    _, xb = scalars([0.0, 2.0])
+    with pytest.raises(TypeError, match=r"'items' is a list of 3 items for the examples that ran "
+                                        r"this code and a list of 1 item for the others"):
+        f(xb)

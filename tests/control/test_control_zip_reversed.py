@@ -119,3 +119,19 @@ def test_reversed_enumerate_raises_as_python_does():
         reversed_enumerate(xs[0])
     with pytest.raises(TypeError, match="'enumerate' object is not reversible"):
         reversed_enumerate(xb)
+
+
+@matchbox.batch
+def zipped(x, y):
+    acc = x[:, :1].sum(1) * 0.0
+    for a, b in zip(x.unbind(1), y.unbind(1)):
+        acc = acc + a * b
+    return acc
+
+
+def test_zip_of_batches_of_different_batch_sizes_is_refused():
+    _, xb = sequences([3, 1, 2])
+    _, yb = sequences([2, 2])
+    with pytest.raises(ValueError, match=r"zip: the sequences hold batches of different batch "
+                                         r"sizes \[2, 3\]; every batch"):
+        zipped(xb, yb)

@@ -65,7 +65,9 @@ def test_size_of_dynamic_dim_raises():
 def test_bool_is_ambiguous():
     xb = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
     with pytest.raises(ValueError, match=r"truth value of a MaskedBatch is ambiguous.*"
-                                         r"\.any\(\) or \.all\(\).*@matchbox.batch"):
+                                         r"\.any\(\) or \.all\(\).*@matchbox.batch to branch "
+                                         r"per example \(it rewrites if, while, for, 'a if c else "
+                                         r"b' and and/or/not, not the filters of comprehensions\)"):
         bool(xb)
     with pytest.raises(ValueError, match="ambiguous"):
         if xb > 0:
@@ -225,6 +227,14 @@ def test_a_batch_has_no_single_value():
         with pytest.raises(TypeError, match=r"holds one value per example, not a single value; "
                                             r"use matchbox.batch_sum"):
             convert(xb.sum())
+
+
+def test_a_batch_is_no_python_index():
+    xb = MaskedBatch.fromlist([torch.tensor([1]), torch.tensor([0])], ())
+    with pytest.raises(TypeError, match=r"holds one value per example, not a single value: a "
+                                        r"Python list index, a slice bound or a size must be the "
+                                        r"same int for every example .*x\[:, i\]"):
+        ["a", "b"][xb]
 
 
 def test_size_without_dim_names_the_dynamic_dims():

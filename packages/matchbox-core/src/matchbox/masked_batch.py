@@ -247,7 +247,8 @@ class MaskedBatch(DataAttributes):
         raise ValueError(
             "the truth value of a MaskedBatch is ambiguous (it may differ between "
             "examples): use .any() or .all(), or decorate the function with "
-            "@matchbox.batch to branch per example"
+            "@matchbox.batch to branch per example (it rewrites if, while, for, "
+            "'a if c else b' and and/or/not, not the filters of comprehensions)"
         )
 
     def _no_single_value(self, *args: Any) -> Any:
@@ -256,7 +257,14 @@ class MaskedBatch(DataAttributes):
             "matchbox.batch_sum / batch_mean for a plain tensor, or examples()"
         )
 
-    __float__ = __int__ = __index__ = __complex__ = item = tolist = _no_single_value
+    __float__ = __int__ = __complex__ = item = tolist = _no_single_value
+
+    def __index__(self) -> int:
+        raise TypeError(
+            "a MaskedBatch holds one value per example, not a single value: a Python list "
+            "index, a slice bound or a size must be the same int for every example (to "
+            "take each example's own element, index a batch: x[:, i])"
+        )
 
     def __len__(self) -> int:
         raise TypeError(

@@ -97,6 +97,10 @@ def mb_assert(
     every floating-point example tensor and to ``params`` (by default the
     parameters of ``f`` if it is an ``nn.Module``); ``check_grad=False``
     compares values only (for ops without a derivative).
+
+    A batch argument is rebuilt from the examples it holds with NaN padding,
+    whatever its own padding: padding must never matter, and NaN shows where it
+    does.
     """
     if params is None:
         params = list(f.parameters()) if isinstance(f, torch.nn.Module) else []

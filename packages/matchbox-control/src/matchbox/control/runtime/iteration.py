@@ -53,6 +53,7 @@ def example_real(item: Any) -> torch.Tensor | None:
         flat = mask.reshape(batch, -1)
         return flat[:, 0] if flat.size(1) == 1 else flat.any(1)
     if type(item) is tuple:
+        _check_batch_sizes(item)
         present = None
         for component in item:
             real = example_real(component)
@@ -60,6 +61,13 @@ def example_real(item: Any) -> torch.Tensor | None:
                 present = real if present is None else present & real
         return present
     return None
+
+
+def _check_batch_sizes(parts: Any) -> None:
+    sizes = sorted({p.data.size(0) for p in parts if type(p) is MaskedBatch})
+    if len(sizes) > 1:
+        raise ValueError(f"zip: the sequences hold batches of different batch sizes {sizes}; "
+                         "every batch in a @batch function must hold the same examples")
 
 
 def _lazy_steps(iterable: Iterable[Any], outer: Mask) -> Iterator[tuple[Mask, Any]]:
@@ -280,6 +288,7 @@ def iter_zip(zip_fn: Any, *args: Any, **kwargs: Any) -> Any:
     known = [_known_steps(arg) for arg in args]
     if any(k is None for k in known):
         return zip_fn(*args)  # a lazy iterable: plain zip, which keeps the laziness
+    _check_batch_sizes([item for items, _ in known for item in items[:1]])
     if all(present is None for _, present in known):
         return zip_fn(*(items for items, _ in known))
     count = min(len(items) for items, _ in known)

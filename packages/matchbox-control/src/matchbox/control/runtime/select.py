@@ -273,6 +273,9 @@ def _plain_equal(new: Any, old: Any) -> bool:
 
 
 def _describe(value: Any) -> str:
+    if isinstance(value, (tuple, list, dict)) and not hasattr(value, "_fields"):
+        n = len(value)
+        return f"a {type(value).__name__} of {n} item{'' if n == 1 else 's'}"
     if isinstance(value, MaskedBatch):
         return f"a batch with dims {value.dims}"
     if isinstance(value, torch.Tensor):
