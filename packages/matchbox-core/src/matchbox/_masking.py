@@ -10,7 +10,9 @@ Three rules keep padding out of real values and gradients:
   positions) first replaces padding with a neutral value (:func:`fill_padding`)
   and, when gradients are needed, masks its output (:func:`guard_gradient`), so
   that a NaN gradient arriving at a padding position is dropped instead of
-  being multiplied into a real one.
+  being multiplied into a real one.  Under ``@batch``, an op with a shared
+  weight treats the rows of examples that do not run the code at hand as
+  padding too (:func:`mixing_mask`).
 - *Boundary*: an op that combines masks with *and* (n-ary pointwise ops, a
   join along a static dimension) makes a position padding where an argument
   is real; that argument's gradient from there is dropped (:func:`guard_wider`).
@@ -134,9 +136,9 @@ def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
 def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
     """Make ``mask_rows(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
 
-    A ``@batch`` step's mask is cut from its item's own ``(batch, 1)`` mask:
-    handing that very tensor back lets an op or a merge see by identity that a
-    step's result is real exactly where the step runs.
+    A ``@batch`` step's mask equals its item's own ``(batch, 1)`` mask: handing
+    that very tensor back lets an op or a merge see by identity that a step's
+    result is real exactly where the step runs.
     """
     global _LAST_ROWS
     _LAST_ROWS = (mask, view.dim(), view)
