@@ -217,7 +217,9 @@ def test_len_and_iteration_are_refused():
     xb = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
     with pytest.raises(TypeError, match=r"len\(\) of a MaskedBatch is ambiguous"):
         len(xb)
-    with pytest.raises(TypeError, match=r"use examples\(\) for the examples or unbind"):
+    with pytest.raises(TypeError, match=r"use examples\(\) for the examples or unbind.*an op "
+                                        r"that takes a tuple of tensors, such as "
+                                        r"nn.LSTMCell's state \(h, c\), was given one batch"):
         iter(xb)
 
 

@@ -108,3 +108,12 @@ def test_linear_with_a_weight_vector_and_a_scalar_bias(dtype):
     w, b = torch.randn(3, dtype=dtype), torch.randn((), dtype=dtype)
     mb_assert(lambda x, w, b: torch.nn.functional.linear(x, w, b), [xs, [w] * 4, [b] * 4],
               [xb, w, b], 4)
+
+
+def test_lstm_cell_given_one_batch_for_its_state_says_so():
+    # PyTorch's argument parser iterates the state before Matchbox sees the call.
+    cell = torch.nn.LSTMCell(3, 4)
+    x = MaskedBatch.fromlist([torch.randn(1, 3)] * 2, (False,))
+    h = MaskedBatch.fromlist([torch.randn(1, 4)] * 2, (False,))
+    with pytest.raises(TypeError, match=r"nn.LSTMCell's state \(h, c\), was given one batch"):
+        cell(x, h)

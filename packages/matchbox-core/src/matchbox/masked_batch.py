@@ -274,7 +274,9 @@ class MaskedBatch(DataAttributes):
     def __iter__(self) -> Iterator[Any]:
         raise TypeError(
             "iterating over a MaskedBatch would iterate over dimension 0, the batch; "
-            "use examples() for the examples or unbind(dim) to iterate over a dimension"
+            "use examples() for the examples or unbind(dim) to iterate over a dimension "
+            "(an op that takes a tuple of tensors, such as nn.LSTMCell's state (h, c), "
+            "was given one batch?)"
         )
 
     __hash__ = object.__hash__
