@@ -135,3 +135,21 @@ def test_zip_of_batches_of_different_batch_sizes_is_refused():
     with pytest.raises(ValueError, match=r"zip: the sequences hold batches of different batch "
                                          r"sizes \[2, 3\]; every batch"):
         zipped(xb, yb)
+
+
+@matchbox.batch
+def ranges_with_starts(y, s, n):
+    acc = y[:, 0] * 0.0
+    for i, yt in zip(reversed(range(s, n)), y.unbind(1)):
+        acc = acc * 0.5 + y[:, i] * yt
+    return acc
+
+
+@given(bounds=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=4))
+def test_zip_of_a_reversed_range_with_per_example_starts(bounds):
+    # A range with a per-example start has batch items (each example's own values).
+    ys = [torch.randn(1, 3, 2, dtype=torch.float64) for _ in bounds]
+    ss = [torch.tensor([min(a, b)]) for a, b in bounds]
+    ns = [torch.tensor([max(a, b)]) for a, b in bounds]
+    assert_batch_equals_loop(ranges_with_starts, (ys, MaskedBatch.fromlist(ys, (False, False))),
+                             (ss, MaskedBatch.fromlist(ss, ())), (ns, MaskedBatch.fromlist(ns, ())))

@@ -50,7 +50,7 @@ def return_value(value):
 __all__ = [
     "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item", "branch",
     "call_method", "compare", "current_mask", "entry_mask", "for_steps", "guard", "if_exp",
-    "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "loop_mask", "masked", "merge", "narrow", "not_",
-    "only_active", "or_", "return_value", "select", "set_attr", "set_item", "slice_",
+    "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "loop_mask", "masked", "merge",
+    "narrow", "not_", "only_active", "or_", "return_value", "select", "set_attr", "set_item", "slice_",
     "still_running",
 ]

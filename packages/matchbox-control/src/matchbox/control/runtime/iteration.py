@@ -30,6 +30,7 @@ import torch
 
 from matchbox._masking import fit_mask, remember_rows
 from matchbox.control.runtime.masks import Mask
+from matchbox.functional import stack
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -106,17 +107,23 @@ def _only_present(batch: MaskedBatch, present: torch.Tensor) -> MaskedBatch:
 
 
 def _sequence_steps(items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
+    present = _presence(items)
+    if present is None:
+        return ((outer, item) for item in items)
+    return _masked_steps(present, items, outer)
+
+
+def _presence(items: Any) -> torch.Tensor | None:
+    """Which examples have each item of a sequence of batches, ``(steps, batch)``;
+    ``None`` when every example has every item."""
     masks = [item._mask for item in items]
     if all(m is None for m in masks):
-        return ((outer, item) for item in items)
+        return None
     batch = items[0].data.size(0)
     if all(m is not None and m.shape == masks[0].shape for m in masks):
-        present = torch.stack(masks).reshape(len(items), batch, -1).any(-1)
-    else:
-        ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
-        present = torch.stack([ones if r is None else r
-                               for r in (example_real(item) for item in items)])
-    return _masked_steps(present, items, outer)
+        return torch.stack(masks).reshape(len(items), batch, -1).any(-1)
+    ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
+    return torch.stack([ones if r is None else r for r in map(example_real, items)])
 
 
 def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
@@ -312,40 +319,29 @@ def _known_steps(iterable: Any) -> tuple[list[Any], torch.Tensor | None] | None:
     if not isinstance(iterable, (tuple, list)):
         return None
     items = list(iterable)
-    batches = [item for item in items if type(item) is MaskedBatch]
-    if not items or len(batches) != len(items):
+    if not items or not all(type(item) is MaskedBatch for item in items):
         return items, None
-    masks = [example_real(item) for item in items]
-    if all(m is None for m in masks):
-        return items, None
-    ones = torch.ones(items[0].data.size(0), dtype=torch.bool, device=items[0].data.device)
-    return items, torch.stack([ones if m is None else m for m in masks])
+    return items, _presence(items)
 
 
 def _own_steps_first(items: list[Any], present: torch.Tensor) -> tuple[list[Any], torch.Tensor]:
     """Each example's present steps moved to the front, in order (a no-op for prefixes)."""
     if present.size(0) < 2 or not bool((present[1:] & ~present[:-1]).any()):
         return items, present
-    if all(type(item) is MaskedBatch for item in items):
-        from matchbox.functional import stack
-
-        stacked = stack(items, 1, dynamic=True)  # gathers each example's steps to the front
-        moved = list(stacked.unbind(1))
-        counts = present.sum(0)
-        steps = torch.arange(present.size(0), device=present.device).unsqueeze(1)
-        return moved, steps < counts.unsqueeze(0)
     if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
-        # A reversed batch range: each example's own values, in its own order.
-        order = torch.sort((~present).to(torch.uint8), dim=0, stable=True).indices
-        values = torch.tensor(items, device=present.device).unsqueeze(1).expand_as(order)
-        values = values.gather(0, order)
-        counts = present.sum(0)
-        steps = torch.arange(present.size(0), device=present.device).unsqueeze(1)
-        moved_present = steps < counts.unsqueeze(0)
-        return [MaskedBatch._make(v, None, ()) for v in values.unbind(0)], moved_present
-    raise NotImplementedError(
-        "@batch: zip of an argument whose steps come, for some example, after steps it "
-        "does not have (as reversed(...) of a dynamic dimension gives them), and whose "
-        "items are not batches or ints (an enumerate, a zip): each example's own steps "
-        "cannot be paired; zip the sequences first, then enumerate the zip"
-    )
+        # A reversed batch range: each step's value, the same for every example.
+        values = torch.tensor(items, device=present.device).unsqueeze(1).expand_as(present)
+        items = [MaskedBatch._make(v, None, ()) for v in values.unbind(0)]
+    if not all(type(item) is MaskedBatch for item in items):
+        raise NotImplementedError(
+            "@batch: zip of an argument whose steps come, for some example, after steps it "
+            "does not have (as reversed(...) of a dynamic dimension gives them), and whose "
+            "items are not batches or ints (an enumerate, a zip): each example's own steps "
+            "cannot be paired; zip the sequences first, then enumerate the zip"
+        )
+    # Each item real only where its step is present; a dynamic stack gathers each
+    # example's steps to the front (core's stack_batches).
+    steps = [_only_present(item, real) for item, real in zip(items, present.unbind(0))]
+    moved = list(stack(steps, 1, dynamic=True).unbind(1))
+    positions = torch.arange(present.size(0), device=present.device).unsqueeze(1)
+    return moved, positions < present.sum(0).unsqueeze(0)
