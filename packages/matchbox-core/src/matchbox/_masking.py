@@ -69,7 +69,7 @@ def fill_padding(batch: MaskedBatch, value: float = 0.0, *, running: bool = Fals
     under ``@batch``, the rows of examples that do not run the code at hand are
     filled too (:func:`mixing_mask`).
     """
-    mask = mixing_mask(batch) if running else batch._mask
+    mask = mixing_mask(batch._mask, batch.data) if running else batch._mask
     if mask is None:
         return batch.data
     data = batch.data
@@ -81,19 +81,18 @@ def fill_padding(batch: MaskedBatch, value: float = 0.0, *, running: bool = Fals
     return torch.where(mask, data, torch.full((), value, dtype=data.dtype, device=data.device))
 
 
-def mixing_mask(batch: MaskedBatch) -> torch.Tensor | None:
-    """The positions of ``batch`` an op that sums gradients over the examples into a
-    shared tensor reads as real: its real positions and, while gradients are
-    recorded under ``@batch``, only those of the running examples.
+def mixing_mask(mask: torch.Tensor | None, data: torch.Tensor) -> torch.Tensor | None:
+    """The positions of a batch (``mask`` over ``data``) that an op summing gradients
+    over the examples into a shared tensor reads as real: the real positions and,
+    while gradients are recorded under ``@batch``, only those of the running
+    examples.
 
     What the code at hand computed for an example that does not run it may be
     anything (``x.log()`` under ``if x > 0``); it is discarded, but a weight's
     gradient multiplies it by the zero gradient arriving there, and ``0 * nan``
     is NaN.  Such rows are filled and their gradients dropped, as padding is.
     """
-    mask = batch._mask
     if torch.is_grad_enabled():
-        data = batch.data
         mask = and_running(mask, data.dim(), data.size(0))
     return mask
 

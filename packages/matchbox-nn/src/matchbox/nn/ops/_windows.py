@@ -117,7 +117,7 @@ class Windows:
         gets its one batched call.
         """
         data = self.input.data
-        if _masking.mixing_mask(self.input) is not None:
+        if _masking.mixing_mask(self.input._mask, self.input.data) is not None:
             data = _masking.fill_padding(self.input, fill, running=True)
         pads: list[int] = []
         for i in reversed(range(self.n)):

@@ -54,7 +54,7 @@ def prelu(func, input, weight):
                 f"{op}: a weight of {weight.numel()} channels reads dimension 1 as the "
                 "channels, but dimension 1 is dynamic (its size differs between examples)")
     mask = input._mask
-    mixes = _masking.mixing_mask(input) is not None and weight.requires_grad
+    mixes = _masking.mixing_mask(mask, input.data) is not None and weight.requires_grad
     out = func(_masking.fill_padding(input, 0, running=True) if mixes else input.data, weight)
     if mixes:
         out = _masking.guard_gradient(out, mask)

@@ -78,7 +78,7 @@ def bilinear(func, input1, input2, weight, bias=None, *args):
             input1, input2 = _masking.pad_to(input1, i, size), _masking.pad_to(input2, i, size)
             _masking.check_lengths_agree(op, [(input1, i), (input2, i)])
     mask = _masking.combine_masks([input1._mask, input2._mask])
-    fill = _masking.mixing_mask(MaskedBatch._make(input1.data, mask, input1.dims))
+    fill = _masking.mixing_mask(mask, input1.data)
     zero = torch.zeros((), dtype=input1.dtype, device=input1.device)
     first, second = input1.data, input2.data
     if fill is not None:

@@ -49,7 +49,7 @@ def _rowwise(op: str, func: Any, input: MaskedBatch, normalized_shape: Any,
     """``func`` on the batch data; padding zeroed when a parameter gradient mixes rows."""
     only_input_batched(op, input, **params)
     check_normalized_dims(op, input, normalized_shape)
-    mixes = _masking.mixing_mask(input) is not None and any(
+    mixes = _masking.mixing_mask(input._mask, input.data) is not None and any(
         isinstance(p, torch.Tensor) and p.requires_grad for p in params.values())
     data = _masking.fill_padding(input, 0, running=True) if mixes else input.data
     out = func(data, normalized_shape, *params.values(), *args, **kwargs)
