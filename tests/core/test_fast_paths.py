@@ -18,6 +18,7 @@ import torch
 import matchbox.functional as F
 from matchbox import MaskedBatch, _masking
 from matchbox.masked_batch import has_zero_padding
+from matchbox.testing import mb_assert
 
 
 def _examples(dtype=torch.float64, lengths=(3, 1, 0, 5), features=2):
@@ -127,3 +128,42 @@ def test_ops_on_steps_of_one_batch_keep_sharing_its_step_mask():
     yb = xb * 2
     for xt, yt in zip(xb.unbind(1), yb.unbind(1)):
         assert (xt + yt)._mask is xt._mask
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("bias_shape", [(3,), (1,), (2, 1), (2, 3), (1, 2, 3)])
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_a_plain_tensor_on_a_batch_without_padding_equals_the_loop(dtype, bias_shape, batch_size):
+    # Examples (1, 2, 3) have no dynamic dimension, so the batch has no mask: the
+    # method shortcut applies to a plain tensor that fits every example (lower
+    # rank, sizes 1 or equal); one of the example's rank, (1, 2, 3), takes the
+    # general path, which broadcasts it too.
+    examples = [torch.randn(1, 2, 3, dtype=dtype) for _ in range(batch_size)]
+    xb = MaskedBatch.fromlist(examples, (False, False))
+    assert xb._mask is None
+    bias = torch.randn(bias_shape, dtype=dtype)
+    for op in ("__add__", "__mul__", "__sub__", "__truediv__"):
+        mb_assert(lambda x, op=op: getattr(x, op)(bias), [examples], [xb], batch_size,
+                  params=[bias])
+
+
+def test_a_plain_tensor_that_grows_an_example_takes_the_general_path():
+    # (1, 2, 1) + (3,) is (1, 2, 3) for each example: not a fit, broadcast per example.
+    examples = [torch.randn(1, 2, 1, dtype=torch.float64) for _ in range(3)]
+    xb = MaskedBatch.fromlist(examples, (False, False))
+    bias = torch.randn(3, dtype=torch.float64)
+    mb_assert(lambda x: x + bias, [examples], [xb], 3, params=[bias])
+
+
+@pytest.mark.parametrize("dim", [1, 2, -1, -2])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_a_static_reduction_of_a_batch_without_padding_equals_the_loop(dim, keepdim):
+    examples = [torch.randn(1, 2, 3, dtype=torch.float64) for _ in range(3)]
+    xb = MaskedBatch.fromlist(examples, (False, False))
+    for name in ("sum", "mean", "amax", "logsumexp"):
+        mb_assert(lambda x, name=name: getattr(x, name)(dim, keepdim=keepdim),
+                  [examples], [xb], 3)
+    with pytest.raises(ValueError, match="cannot reduce over dimension 0"):
+        xb.sum(-3)
+    with pytest.raises(IndexError, match="dimension 3 is out of range"):
+        xb.sum(3)

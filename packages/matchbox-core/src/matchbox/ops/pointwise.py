@@ -211,6 +211,19 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
     return True
 
 
+def _fits_each_example(plain: torch.Tensor, data: torch.Tensor) -> bool:
+    """Whether a plain tensor of lower rank broadcasts into every example of ``data``
+    without growing it (a bias, a per-feature scale)."""
+    offset = data.dim() - plain.dim()
+    if offset <= 0:
+        return False
+    shape = data.shape
+    for j, size in enumerate(plain.shape, offset):
+        if size != 1 and size != shape[j]:
+            return False
+    return True
+
+
 def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
     first = mask = None
     shared = True  # every batch argument has the same mask (the commonest case)
@@ -299,6 +312,10 @@ def _method(func: Any) -> Any:
                         return make(func(self.data, other.data), self._mask, self.dims)
                     return _run_same_layout(func, (self, other))
                 if isinstance(other, torch.Tensor):  # a weight, a bias
+                    if (self._mask is None and _masking.EXECUTION_MASK.get() is None
+                            and _fits_each_example(other, self.data)):
+                        # Nothing to guard: no padding, and every example runs.
+                        return make(func(self.data, other), None, self.dims)
                     pair = (self, other)
                     if _same_layout(pair):
                         return _run_same_layout(func, pair)

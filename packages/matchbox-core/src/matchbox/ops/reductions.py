@@ -76,6 +76,14 @@ def reduce(
     identity: float | bool | None,
 ) -> MaskedBatch:
     """Reduce ``x`` over ``dim``, filling padding with ``identity`` if it is mixed in."""
+    rank = x.data.dim()
+    if type(dim) is int and x._mask is None and -rank <= dim < rank:
+        single = dim % rank
+        if single and not x.dims[single - 1]:
+            # The commonest reduction (``h.sum(-1)``): one static dimension of a
+            # batch without padding, which has no padding to mix in or keep.
+            dims = x.dims[:single - 1] + ((False,) if keepdim else ()) + x.dims[single:]
+            return MaskedBatch._make(reducer(x.data, (single,), keepdim), None, dims)
     dims = reduction_dims(op, x, dim)
     mixes_padding = any(x.dims[i - 1] for i in dims)
     data = x.data
