@@ -72,7 +72,7 @@ _new = object.__new__
 class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "_mask", "dims", "_zero_padding")
+    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -82,6 +82,10 @@ class MaskedBatch(DataAttributes):
     # Unset, or (data, mask, data's version) when the padding was known to hold
     # zeros (see ``has_zero_padding``).
     _zero_padding: tuple[torch.Tensor, torch.Tensor, int]
+    # Unset, or the batch this one stands for inside a masked ``@batch`` region
+    # (matchbox-control's gradient guard is a new batch): an in-place update of
+    # the guard is written through to it, as Python would write into the object.
+    _guards: MaskedBatch
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]

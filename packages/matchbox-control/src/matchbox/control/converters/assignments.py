@@ -14,7 +14,8 @@ left; the function's entry mask outside them):
 | ``obj.attr += v``          | ``mb__.aug_attr(mask, '+=', obj, 'attr', v)``        |
 | ``obj[i] += v``            | ``mb__.aug_item(mask, '+=', obj, i, v)``             |
 | ``obj.append(v)``,         | ``mb__.call_method(mask, obj, 'append', v)``         |
-| ``obj.add_(v)`` (statements)|                                                     |
+| ``obj.add_(v)``, ``obj.pop()``| (statements and expressions; every in-place tensor |
+|                            | method, every list/dict method that writes)          |
 
 See ``runtime.effects`` for what each does under a mask (with no mask, each
 is the Python statement itself).
@@ -54,7 +55,14 @@ def _changes_in_place(call: Any) -> bool:
     owner, attr = call.func.value, call.func.attr
     if isinstance(owner, gast.Name) and owner.id == naming.RUNTIME:
         return False
-    return attr == "append" or (attr.endswith("_") and not attr.startswith("_"))
+    return attr in _CONTAINER_WRITES or (attr.endswith("_") and not attr.startswith("_"))
+
+
+# Methods that change a list or dict in place: under a batch mask the runtime
+# does them for the running examples (append, extend, dict update) or refuses
+# them (see ``runtime.effects.call_method``); on other objects they are plain calls.
+_CONTAINER_WRITES = {"append", "extend", "insert", "pop", "remove", "clear", "sort",
+                     "reverse", "update", "setdefault", "popitem"}
 
 
 def _writes_object(target: Any) -> bool:
@@ -100,6 +108,7 @@ class _Assignments(gast.NodeTransformer):
         return self.masks[-1]
 
     def visit_Assign(self, node: Any) -> Any:
+        node.value = self.visit(node.value)
         if not any(_writes_object(t) for t in node.targets):
             return node
         if len(node.targets) == 1 and isinstance(node.targets[0], (gast.Attribute, gast.Subscript)):
@@ -111,6 +120,8 @@ class _Assignments(gast.NodeTransformer):
         return result
 
     def visit_AnnAssign(self, node: Any) -> Any:
+        if node.value is not None:
+            node.value = self.visit(node.value)
         if node.value is None or isinstance(node.target, gast.Name):
             return node
         return self.store(node.target, node.value, node)
@@ -150,6 +161,7 @@ class _Assignments(gast.NodeTransformer):
                                  value=value)
 
     def visit_AugAssign(self, node: Any) -> Any:
+        node.value = self.visit(node.value)
         op = templates.constant(_AUGMENTED[type(node.op)])
         target = node.target
         if isinstance(target, gast.Name):
@@ -164,15 +176,17 @@ class _Assignments(gast.NodeTransformer):
                                  mask=self.mask, op=op, obj=target.value,
                                  index=_index(target.slice), value=node.value)
 
-    def visit_Expr(self, node: Any) -> Any:
-        call = node.value
-        if not _changes_in_place(call):
+    def visit_Call(self, node: Any) -> Any:
+        # A statement (``z.mul_(3)``, ``items.append(v)``) or an expression
+        # (``top = stack.pop()``, ``y = z.add_(1)``).
+        self.generic_visit(node)
+        if not _changes_in_place(node):
             return node
-        new = templates.replace("mb__.call_method(mask, obj, attr)", origin=node,
-                                mask=self.mask, obj=call.func.value,
-                                attr=templates.constant(call.func.attr))
-        new[0].value.args.extend(call.args)
-        new[0].value.keywords.extend(call.keywords)
+        new = templates.replace_expr("mb__.call_method(mask, obj, attr)", origin=node,
+                                     mask=self.mask, obj=node.func.value,
+                                     attr=templates.constant(node.func.attr))
+        new.args.extend(node.args)
+        new.keywords.extend(node.keywords)
         return new
 
 

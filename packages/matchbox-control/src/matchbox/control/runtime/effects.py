@@ -10,8 +10,16 @@ place) is written at once, and under a mask only for the examples that run:
 | ``obj[i] = v``               | ``obj[i] = where(mask, v, obj[i])``                  |
 | ``x += v`` (and ``obj.a``,   | a batch is updated in place for the running examples; |
 | ``obj[i]``)                  | an immutable value is rebound (and merged)           |
-| ``items.append(v)``          | ``v`` is appended, padding for the other examples    |
-| ``x.add_(v)`` (a statement)  | the in-place op on a copy, written back where running |
+| ``items.append(v)``,         | ``v`` is appended, padding for the other examples    |
+| ``items.extend(vs)``         | (each of ``vs``)                                     |
+| ``d.update(...)``            | each key as ``d[k] = v``                             |
+| ``items.pop()`` and the      | ``NotImplementedError``: a Python list or dict is    |
+| other list/dict writes       | shared by every example                              |
+| ``x.add_(v)``                | the in-place op on a copy, written back where running |
+
+An in-place update of a batch reaches the object itself: inside a region a
+local batch is seen through a gradient guard (``masks.guard``), a new batch
+that records the one it stands for, and the update is written through to it.
 
 With no batch mask (``None``) each is exactly the Python statement.
 """
@@ -65,8 +73,7 @@ def aug_assign(mask: Any, op: str, target: Any, value: Any, name: str) -> Any:
     inplace, out_of_place = _OPERATORS[op]
     if mask is None or type(target) is not MaskedBatch:
         return inplace(target, value)
-    result = select(mask, out_of_place(target, value), target, name)
-    _write_back(target, result, name)
+    _update_running(mask, target, out_of_place(target, value), name)
     return target
 
 
@@ -85,15 +92,44 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     method = getattr(obj, name)
     if mask is None:
         return method(*args, **kwargs)
-    if name == "append" and type(obj) is list and len(args) == 1 and not kwargs:
-        obj.append(only_active(mask, args[0], "the appended value"))
+    if type(obj) is list and name in ("append", "extend") and len(args) == 1 and not kwargs:
+        values = [args[0]] if name == "append" else list(args[0])
+        obj.extend(only_active(mask, v, f"the {name}ed value") for v in values)
         return None
+    if type(obj) is dict and name == "update":
+        for key, value in dict(*args, **kwargs).items():
+            set_item(mask, obj, key, value)
+        return None
+    if type(obj) in (list, dict) and name in _CONTAINER_WRITES:
+        raise NotImplementedError(
+            f"@batch: {type(obj).__name__}.{name}() under a per-example condition: a Python "
+            f"{type(obj).__name__} is shared by every example, so it would change for the "
+            "examples that do not run this code too; per example, only append/extend (and "
+            "dict update) are supported. Call it where every example runs it, or keep the "
+            "per-example values in a tensor"
+        )
     if type(obj) is MaskedBatch and name.endswith("_") and not name.startswith("_"):
         copy = MaskedBatch._make(obj.data.clone(), obj._mask, obj.dims)
         getattr(copy, name)(*args, **kwargs)
-        _write_back(obj, select(mask, copy, obj, name), name)
+        _update_running(mask, obj, copy, name)
         return obj
     return method(*args, **kwargs)
+
+
+_CONTAINER_WRITES = {"insert", "pop", "remove", "clear", "sort", "reverse", "setdefault",
+                     "popitem", "append", "extend", "update"}
+
+
+def _update_running(mask: Any, target: MaskedBatch, new: MaskedBatch, name: str) -> None:
+    """Write ``new`` into ``target`` for the running examples, in place.
+
+    Inside a region ``target`` may be a gradient guard of the batch the name
+    held before (``masks.guard``): the update is written through to that batch,
+    and to the one it guards in turn, as Python writes into the object itself.
+    """
+    while target is not None:
+        _write_back(target, select(mask, new, target, name), name)
+        target = getattr(target, "_guards", None)
 
 
 def _write_back(target: MaskedBatch, result: MaskedBatch, name: str) -> None:

@@ -197,5 +197,8 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
         # must not read those rows (``_masking.mixing_mask``), a fill of their own.
         guarded = MaskedBatch._make(torch.where(view, data, _ZERO), None, value.dims)
         mark_zero_padding(guarded, view)
-        return guarded
-    return MaskedBatch._make(torch.where(view, data, data.detach()), value._mask, value.dims)
+    else:
+        guarded = MaskedBatch._make(torch.where(view, data, data.detach()), value._mask,
+                                    value.dims)
+    guarded._guards = value  # an in-place update in the region reaches ``value``
+    return guarded
