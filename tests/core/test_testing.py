@@ -94,3 +94,22 @@ def test_integer_batches_keep_their_own_padding():
     batched = seen[-1]
     assert isinstance(batched, MaskedBatch)
     assert batched.data[1, 1:].tolist() == [10**6, 10**6]
+
+
+@pytest.mark.parametrize("extra", ["a kept size-one dimension", "a scalar kept as (1,)"])
+def test_an_extra_size_one_dimension_is_a_shape_mismatch(extra):
+    # Found in a user trial: the comparison used to reshape such outputs, so an op
+    # that forgot to drop a dimension (keepdim) passed its tests.
+    def f(x):
+        if extra == "a kept size-one dimension":
+            return x.sum(1, keepdim=isinstance(x, MaskedBatch))
+        total = x.sum((1, 2))
+        return total.unsqueeze(1) if isinstance(x, MaskedBatch) else total
+
+    with pytest.raises(AssertionError, match=r"example 0, output 0: batch gave shape \(1, 1"):
+        mb_test(f, ((True, 5), (False, 4)))
+
+
+def test_a_per_example_scalar_equals_the_loops_zero_dimensional_result():
+    # A batch of per-example scalars holds each as (1,); the loop's full reduction is 0-d.
+    mb_test(lambda x: x.sum(), ((True, 5), (False, 4)))

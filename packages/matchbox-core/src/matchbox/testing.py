@@ -251,10 +251,11 @@ def assert_examples_close(
                                  f"{batch_value!r}, loop gave {loop_value!r}")
         return
     if batch_value.shape != loop_value.shape:
-        if batch_value.numel() == loop_value.numel() == 1 or (
-            batch_value.dim() == loop_value.dim() + 1 and batch_value.size(0) == 1
-        ):
-            batch_value = batch_value.reshape(loop_value.shape)
+        # A batch of per-example scalars holds each as shape (1,); the loop's
+        # scalar (a full reduction, a loss) is 0-d.  Any other difference, even
+        # a size-one dimension, is a shape the batch got wrong.
+        if loop_value.dim() == 0 and batch_value.shape == (1,):
+            batch_value = batch_value.reshape(())
         else:
             raise AssertionError(
                 f"example {example}, output {output}: batch gave shape "
