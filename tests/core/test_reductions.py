@@ -221,6 +221,23 @@ def test_max_ties_with_the_padding_fill_pick_a_real_position():
         assert int(i) < x.size(1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("f", [
+    pytest.param(lambda x: x.amax(1), id="amax"),
+    pytest.param(lambda x: (-x).amin(1), id="amin"),
+    pytest.param(lambda x: x.max(), id="max-of-everything"),
+    pytest.param(lambda x: torch.amax(x, (1, 2), keepdim=True), id="amax-two-dims"),
+])
+def test_extreme_ties_with_the_padding_fill_share_the_gradient_among_real_positions(f, dtype):
+    # An example whose real values all equal the fill (-inf for a max): torch
+    # splits the gradient over every tied position, and the padding must not take
+    # a share (found in a user trial: 1/3 each instead of 1/2).
+    examples = [torch.full((1, 2, 1), -math.inf, dtype=dtype),
+                torch.tensor([[[1.0], [2.0], [2.0]]], dtype=dtype),
+                torch.tensor([[[-math.inf]]], dtype=dtype)]
+    mb_assert(f, [examples], [MaskedBatch.fromlist(examples, (True, False))], 3)
+
+
 # ---------------------------------------------------------------- argmax / argmin
 
 

@@ -285,15 +285,60 @@ def _highest(dtype: torch.dtype) -> float | bool:
     return torch.iinfo(dtype).max
 
 
+class _ExtremeOfReal(torch.autograd.Function):
+    """``amax``/``amin`` of each example's real positions, with torch's gradient.
+
+    Padding is filled with the lowest (highest) value, so it never wins; but
+    torch splits the gradient evenly over every position equal to the result,
+    and where the real values all equal the fill (an example of ``-inf``
+    scores) the padding would take a share.  The backward pass splits it over
+    the real ties only, as the loop does.
+    """
+
+    @staticmethod
+    def forward(ctx, filled, mask, func, dims):  # noqa: ANN001
+        result = func(filled, dims, keepdim=True)
+        ctx.save_for_backward(filled, mask, result)
+        ctx.dims = dims
+        return result
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):  # noqa: ANN001
+        filled, mask, result = ctx.saved_tensors
+        ties = (filled == result) & mask
+        share = ties / ties.sum(ctx.dims, keepdim=True)
+        return grad * share, None, None, None
+
+
+def _extreme_of_real(func: Any, x: MaskedBatch, dims: tuple[int, ...], keepdim: bool,
+                     fill: float | bool) -> MaskedBatch:
+    """``func`` (amax/amin) over ``dims``, some of them dynamic (see :class:`_ExtremeOfReal`)."""
+    filled = _masking.fill_padding(x, fill)
+    if not (filled.requires_grad and torch.is_grad_enabled()):
+        result = func(filled, dims, keepdim=keepdim)
+    else:
+        result = _keep(_ExtremeOfReal.apply(filled, x.mask, func, dims), dims, keepdim)
+    mask, new_dims = reduced_layout(x, dims, keepdim)
+    return MaskedBatch._make(result, mask, new_dims)
+
+
 @_registry.implements(torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin,
                       family="reduction")
 def amax_amin(func, input, dim=(), keepdim=False):
-    op = _registry.op_name(func)
-    dims = reduction_dims(op, input, dim)
-    refuse_empty(op, input, dims)
-    fill = _lowest if func in (torch.amax, torch.Tensor.amax) else _highest
-    return reduce(op, input, dims, keepdim,
-                  lambda d, ds, k: func(d, ds, keepdim=k), fill(input.dtype))
+    return _extreme(_registry.op_name(func), func in (torch.amax, torch.Tensor.amax), input,
+                    dim, keepdim)
+
+
+def _extreme(op: str, is_max: bool, x: MaskedBatch, dim: Any, keepdim: bool) -> MaskedBatch:
+    """The largest (smallest) value over ``dim`` (``None``: every dimension)."""
+    dims = reduction_dims(op, x, dim)
+    refuse_empty(op, x, dims)
+    func = torch.amax if is_max else torch.amin
+    fill = (_lowest if is_max else _highest)(x.dtype)
+    if any(x.dims[i - 1] for i in dims) and x._mask is not None:
+        return _extreme_of_real(func, x, dims, keepdim, fill)
+    return reduce(op, x, dims, keepdim, lambda d, ds, k: func(d, ds, keepdim=k), fill)
 
 
 @_registry.implements(torch.max, torch.Tensor.max, torch.min, torch.Tensor.min,
@@ -312,10 +357,7 @@ def max_min(func, input, *args, **kwargs):
     op = _registry.op_name(func)
     fill = _lowest(input.dtype) if is_max else _highest(input.dtype)
     if dim is None:
-        dims = reduction_dims(op, input, None)
-        refuse_empty(op, input, dims)
-        reducer = torch.amax if is_max else torch.amin
-        return reduce(op, input, dims, False, lambda d, ds, k: reducer(d, ds, keepdim=k), fill)
+        return _extreme(op, is_max, input, None, False)
     dims = reduction_dims(op, input, dim)
     refuse_empty(op, input, dims)
     data = _masking.fill_padding(input, fill) if input.dims[dims[0] - 1] else input.data
