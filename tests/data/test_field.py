@@ -113,6 +113,10 @@ def test_named_and_callable_tokenizers():
     comma = MaskedBatchField(tokenize=lambda s: s.split(","))
     comma.build_vocab(["x,y"])
     assert comma.reverse(comma.process(["y,x"])) == [["y", "x"]]
+    # torchtext's Field read tokenize=None as splitting on whitespace.
+    default = MaskedBatchField(tokenize=None)
+    default.build_vocab(["a b"])
+    assert default.reverse(default.process(["b a"])) == [["b", "a"]]
 
 
 def test_label_field_one_id_per_example():

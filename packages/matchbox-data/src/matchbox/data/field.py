@@ -48,7 +48,7 @@ class _Field:
         *,
         sequential: bool = True,
         use_vocab: bool = True,
-        tokenize: str | Tokenizer = "split",
+        tokenize: str | Tokenizer | None = "split",
         lower: bool = False,
         init_token: Hashable | None = None,
         eos_token: Hashable | None = None,

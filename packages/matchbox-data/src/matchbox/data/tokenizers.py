@@ -68,8 +68,13 @@ TOKENIZERS: dict[str, Tokenizer] = {
 }
 
 
-def get_tokenizer(tokenize: str | Tokenizer) -> Tokenizer:
-    """The tokenizer a field's ``tokenize`` argument names (or the callable itself)."""
+def get_tokenizer(tokenize: str | Tokenizer | None) -> Tokenizer:
+    """The tokenizer a field's ``tokenize`` argument names (or the callable itself).
+
+    ``None`` is ``"split"``, as in torchtext's ``Field``.
+    """
+    if tokenize is None:
+        tokenize = "split"
     if callable(tokenize):
         return tokenize
     if isinstance(tokenize, str) and tokenize in TOKENIZERS:
