@@ -7,6 +7,8 @@ exactly with the loop's.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from hypothesis import given
@@ -380,3 +382,94 @@ def test_contraction_when_every_example_is_empty():
                          (False, True, False))
     out = scores @ values
     assert [tuple(y.shape) for y in out.examples()] == [(1, 2, 0, 3)] * 2
+
+
+# ---------------------------------------------------------------- dynamic beside static
+
+
+CONTRACTIONS = [
+    pytest.param(lambda k, v: k.transpose(1, 2) @ v, id="kT@v"),
+    pytest.param(lambda k, v: torch.bmm(k.transpose(1, 2), v), id="bmm"),
+    pytest.param(lambda k, v: torch.einsum("btd,bte->bde", k, v), id="einsum"),
+    pytest.param(lambda k, v: v.transpose(1, 2) @ k, id="static@dynamic"),
+]
+
+
+@pytest.mark.parametrize("f", CONTRACTIONS)
+@pytest.mark.parametrize("lengths, example, size", [([3, 2], 1, 2), ([5, 3], 0, 5),
+                                                    ([3, 1], 1, 1), ([0, 3], 0, 0)])
+def test_contraction_over_a_dim_dynamic_in_one_and_static_in_the_other_checks_lengths(
+        f, lengths, example, size):
+    # The loop raises for the example whose length is not the static size; the
+    # batch used to contract over that example's real rows only.
+    k = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in lengths], (True, False))
+    v = MaskedBatch.fromlist([torch.randn(1, 3, 6) for _ in lengths], (False, False))
+    with pytest.raises(ValueError, match=rf"example {example} has size {size} in one argument "
+                                         rf"and 3 in another along (dimension \d|index 't'), "
+                                         rf"dynamic in the first and static in the second"):
+        f(k, v)
+
+
+@pytest.mark.parametrize("f", CONTRACTIONS + [
+    pytest.param(lambda k, v: torch.einsum("btd,btd->bt", k, v[..., :4]), id="einsum-kept"),
+    pytest.param(lambda k, v: k.unsqueeze(-1) @ v[..., :4].unsqueeze(-2), id="broadcast-dim"),
+])
+def test_contraction_beside_a_static_size_equal_to_every_length_matches_loop(f, dtype):
+    ks, kb = batch_of([(3, 4)] * 3, (True, False), dtype)
+    vs, vb = batch_of([(3, 6)] * 3, (False, False), dtype)
+    check(f, [(ks, kb), (vs, vb)])
+    # Padded past the longest example (x[:, :-1] keeps the padded size 4).
+    ls, lb = batch_of([(4, 4)] * 3, (True, False), dtype)
+    check(lambda k, v: f(k[:, :-1], v), [(ls, lb), (vs, vb)])
+
+
+@pytest.mark.parametrize("f, shapes", [
+    pytest.param(lambda a, b: a @ b, "(1, 3, 2) by (1, 3, 3)", id="@"),
+    pytest.param(lambda a, b: torch.bmm(a, b), "(1, 3, 2) by (1, 3, 3)", id="bmm"),
+    pytest.param(lambda a, b: a @ torch.randn(3, 5), r"(1, 3, 2) by (3, 5)", id="weight"),
+    pytest.param(lambda a, b: torch.randn(4, 2) @ b, r"(4, 2) by (1, 3, 3)", id="weight-left"),
+    pytest.param(lambda a, b: a @ torch.randn(3), r"(1, 3, 2) by (3,)", id="vector"),
+])
+def test_mismatched_static_inner_sizes_name_the_per_example_shapes(f, shapes):
+    # torch's own error shows the batched, flattened shapes ("6x2 and 3x3").
+    a = MaskedBatch.fromlist([torch.randn(1, 3, 2)] * 2, (False, False))
+    b = MaskedBatch.fromlist([torch.randn(1, 3, 3)] * 2, (False, False))
+    with pytest.raises(ValueError, match=rf"each example multiplies shape {re.escape(shapes)}, "
+                                         rf"but the contracted dimension has size 2 in the "
+                                         rf"first and 3 in the second"):
+        f(a, b)
+
+
+def test_mismatched_sizes_in_front_of_the_matrices_and_plain_contractions_are_clear():
+    h = MaskedBatch.fromlist([torch.randn(1, 4, 3, 2)] * 2, (False, False, False))
+    g = MaskedBatch.fromlist([torch.randn(1, 3, 2, 5)] * 2, (False, False, False))
+    with pytest.raises(ValueError, match=r"Tensor.__matmul__: each example multiplies shape "
+                                         r"\(1, 4, 3, 2\) by \(1, 3, 2, 5\), whose dimension 1 "
+                                         r"\(in front of the matrices\) has size 4 in the first "
+                                         r"and 3 in the second; they do not broadcast"):
+        h @ g
+    x = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 3, 2)], (False, True))
+    with pytest.raises(ValueError, match=r"shape \(1, 3, \*\) by \(3, 5\); the contracted "
+                                         r"dimension is dynamic in the batch, so a plain tensor "
+                                         r"shared by every example must span its padded size 4 "
+                                         r"there, not 3"):
+        x @ torch.randn(3, 5)
+
+
+def test_einsum_checks_every_index_across_its_operands():
+    a = MaskedBatch.fromlist([torch.randn(1, 3, 2)] * 2, (False, False))
+    b = MaskedBatch.fromlist([torch.randn(1, 3, 3)] * 2, (False, False))
+    with pytest.raises(ValueError, match=r"torch.einsum: index 'j' has size 2 in operand 0 and "
+                                         r"3 in operand 1, the same in every example; they do "
+                                         r"not broadcast"):
+        torch.einsum("bij,bjk->bik", a, b)
+    # Dynamic in both operands: the lengths must agree, as for matmul.
+    k = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 2)], (True, False))
+    v = MaskedBatch.fromlist([torch.randn(1, n, 6) for n in (3, 3)], (True, False))
+    with pytest.raises(ValueError, match=r"torch.einsum: example 1 has size 2 in one argument "
+                                         r"and 3 in another along dynamic dimension 1"):
+        torch.einsum("btd,bte->bde", k, v)
+    with pytest.raises(ValueError, match=r"index 't' is dynamic in the batch operands; plain "
+                                         r"operand 1, shared by every example, has size 2 there, "
+                                         r"which must be 1 or span the padded size 3"):
+        torch.einsum("btd,te->bde", k, torch.randn(2, 6))

@@ -214,3 +214,96 @@ def test_plain_tensor_spanning_the_padded_size_lines_up_with_positions(dtype):
     (grad_loop,) = torch.autograd.grad(sum(y.sum() for y in loop), positions)
     (grad_batch,) = torch.autograd.grad(sum(y.sum() for y in batched.examples()), positions)
     torch.testing.assert_close(grad_batch, grad_loop)
+
+
+# ------------------------------------------------------------------ dynamic beside static
+
+
+def _lengths_beside_static(lengths, static=3, dtype=torch.float64):
+    """Examples of the given lengths (dynamic dim 1) and examples of a static size there."""
+    xs = [torch.randn(1, n, 4, dtype=dtype, requires_grad=True) for n in lengths]
+    ss = [torch.randn(1, static, 4, dtype=dtype, requires_grad=True) for _ in lengths]
+    return (xs, MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan")),
+            ss, MaskedBatch.fromlist(ss, (False, False)))
+
+
+BINARY_BESIDE_STATIC = [
+    pytest.param(lambda x, s: x + s, id="+"),
+    pytest.param(lambda x, s: s * x, id="static*dynamic"),
+    pytest.param(lambda x, s: torch.where(x > 0, x, s), id="where"),
+    pytest.param(lambda x, s: torch.maximum(x, s), id="maximum"),
+    pytest.param(lambda x, s: (x * 1).add_(s), id="add_"),
+    pytest.param(lambda x, s: (s * 1).add_(x), id="static.add_"),
+]
+
+
+@pytest.mark.parametrize("f", BINARY_BESIDE_STATIC)
+@pytest.mark.parametrize("lengths, example, size", [
+    ([3, 2], 1, 2), ([2, 2], 0, 2), ([5, 3], 0, 5), ([3, 0], 1, 0)])
+def test_a_static_batch_beside_a_dynamic_one_needs_each_examples_length(f, lengths, example,
+                                                                        size):
+    # The loop raises for the example whose length is not the static size; the
+    # batch used to return that example's own length silently.
+    _, xb, _, sb = _lengths_beside_static(lengths)
+    with pytest.raises(ValueError, match=rf"example {example} has size {size} in one argument "
+                                         rf"and 3 in another along dimension 1, dynamic in the "
+                                         rf"first and static in the second; the examples would "
+                                         rf"not combine in a loop either"):
+        f(xb, sb)
+
+
+@pytest.mark.parametrize("f", BINARY_BESIDE_STATIC)
+def test_a_length_one_example_beside_a_static_size_is_refused_not_kept(f):
+    # The loop broadcasts example 1 to (1, 3, 4); the batch would keep (1, 1, 4).
+    _, xb, _, sb = _lengths_beside_static([3, 1])
+    with pytest.raises(ValueError, match=r"Tensor.__add__: example 1 has size 1 in one argument"
+                                         r" and 3 in another along dimension 1, dynamic in the "
+                                         r"first and static in the second; broadcasting one "
+                                         r"example's size-one extent against a static size "
+                                         r"along a dynamic dimension is not supported"):
+        xb + sb
+    with pytest.raises(ValueError, match=r"example 1 has size 1 in one argument and 3"):
+        f(xb, sb)
+
+
+@pytest.mark.parametrize("f", BINARY_BESIDE_STATIC)
+def test_a_static_batch_with_each_examples_length_matches_loop(f):
+    xs, xb, ss, sb = _lengths_beside_static([3, 3, 3])
+    mb_assert(f, [xs, ss], [xb, sb], 3)
+    # Padded past its longest example: x[:, :-1] keeps the padded size 4, lengths 3.
+    ys = [torch.randn(1, 4, 4, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    yb = MaskedBatch.fromlist(ys, (True, False))
+    mb_assert(lambda y, s: f(y[:, :-1], s), [ys, ss], [yb, sb], 3)
+
+
+def test_a_static_size_one_broadcasts_against_a_dynamic_dimension():
+    xs, xb, ss, sb = _lengths_beside_static([3, 1, 0, 2], static=1)
+    mb_assert(lambda x, s: x * s, [xs, ss], [xb, sb], 4)
+    mb_assert(lambda x, s: torch.where(x > 0, s, x), [xs, ss], [xb, sb], 4)
+
+
+def test_static_batches_of_different_sizes_beside_a_dynamic_one_are_refused():
+    _, xb, _, sb = _lengths_beside_static([3, 3])
+    other = MaskedBatch.fromlist([torch.randn(1, 2, 4)] * 2, (False, False))
+    with pytest.raises(ValueError, match=r"torch.where: example 0 has size 3 in one argument "
+                                         r"and 2 in another along dimension 1"):
+        torch.where(xb > 0, sb, other)
+
+
+def test_only_the_running_examples_are_checked_beside_a_static_batch():
+    # Under @batch, code runs only for some examples (``if x.size(1) == 3: x + s``);
+    # the others do not run it in the loop, so their lengths cannot make it fail.
+    from matchbox._masking import EXECUTION_MASK
+
+    _, xb, _, sb = _lengths_beside_static([3, 2, 3])
+    ragged = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1, 3)], (True, False))
+    token = EXECUTION_MASK.set(torch.tensor([True, False, True]))
+    try:
+        out = xb + sb
+        assert [tuple(e.shape) for e in out.examples()][0::2] == [(1, 3, 4), (1, 3, 4)]
+        xb * ragged  # dynamic beside dynamic: the same rule
+        EXECUTION_MASK.set(torch.tensor([True, True, False]))
+        with pytest.raises(ValueError, match=r"example 1 has size 2 in one argument and 3"):
+            xb + sb
+    finally:
+        EXECUTION_MASK.reset(token)

@@ -101,6 +101,8 @@ OP_CASES = {
     "torch.unflatten": ((None, 6), 1, lambda x: torch.unflatten(x, -1, (2, -1))),
     "Tensor.expand": ((None, 1), 1, lambda x: x.expand(1, -1, 4)),
     "Tensor.expand_as": ((None, 3), 2, lambda x, y: x.sum(2, keepdim=True).expand_as(y)),
+    "torch.broadcast_to": ((None, 1), 1, lambda x: torch.broadcast_to(x, (1, -1, 4))),
+    "Tensor.broadcast_to": ((None, 1), 1, lambda x: x.broadcast_to(1, 2, -1, 3)),
     "Tensor.narrow": ((None, 4), 1, lambda x: x.narrow(2, 1, 2)),
     "torch.narrow": ((None, 4), 1, lambda x: torch.narrow(x, -1, 0, 3)),
     "Tensor.contiguous": ((None, 3), 1, lambda x: x.transpose(1, 2).contiguous()),
@@ -407,6 +409,81 @@ def test_expand_as_a_plain_tensor_on_static_examples(pair):
     assert_loop(lambda x: x.expand_as(torch.empty(1, 4, 3)), pair)
 
 
+@given(pair=one_batch((None, 3)))
+def test_expand_as_a_batch_takes_each_examples_own_size(pair):
+    # A size-one dimension takes each example's own size of the other batch.
+    assert_loop(lambda x: x.sum(1, keepdim=True).expand_as(x), pair)
+    assert_loop(lambda x: x.sum(1).expand_as(x), pair)                  # a lower rank
+    assert_loop(lambda x: x.sum((1, 2), keepdim=True).expand_as(x), pair)
+
+
+@given(pair=one_batch((None, None, 2)))
+def test_expand_as_a_batch_with_two_dynamic_dims(pair):
+    assert_loop(lambda x: x.amax(2, keepdim=True).expand_as(x), pair)
+    assert_loop(lambda x: x.sum((1, 2), keepdim=True).expand_as(x), pair)
+
+
+@given(pair=one_batch((None, 3)))
+def test_a_plain_tensor_expanded_as_a_batch_equals_the_loop(pair):
+    t = torch.randn(1, 1, 3, dtype=pair[1].dtype, requires_grad=True)
+    mb_assert(lambda x: t.expand_as(x) * x, [pair[0]], [pair[1]], len(pair[0]), params=[t])
+    v = torch.randn(3, dtype=pair[1].dtype, requires_grad=True)     # a lower rank
+    mb_assert(lambda x: v.expand_as(x), [pair[0]], [pair[1]], len(pair[0]), params=[v])
+
+
+def test_expand_as_a_batch_refuses_sizes_other_than_one():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 3) for n in (3, 1)], (True, False))
+    sb = MaskedBatch.fromlist([torch.randn(1, 2, 3) for _ in range(2)], (False, False))
+    with pytest.raises(ValueError, match=r"Tensor\.expand_as: dimension 1 has size 2, and the "
+                                         r"batch it is expanded as is dynamic there \(each "
+                                         r"example's own size\); only a dimension of size one "
+                                         r"expands"):
+        sb.expand_as(xb)
+    with pytest.raises(ValueError, match=r"Tensor\.expand_as: dimension 1 is dynamic in the "
+                                         r"batch but static \(size 2\) in the batch it is "
+                                         r"expanded as"):
+        xb.expand_as(sb)
+    with pytest.raises(ValueError, match=r"Tensor\.expand_as: the plain tensor of shape "
+                                         r"\(2, 1, 3\) is the same for every example"):
+        torch.randn(2, 1, 3).expand_as(xb)
+
+
+def test_a_plain_tensor_type_as_a_batch_takes_its_dtype():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 3) for n in (3, 1)], (True, False))
+    t = torch.randn(1, 1, 3)
+    out = t.type_as(xb.double())
+    assert type(out) is torch.Tensor and out.dtype == torch.float64
+    torch.testing.assert_close(out, t.double())
+
+
+@given(pair=one_batch((2, 3)))
+def test_a_plain_tensor_viewed_as_static_examples_equals_the_loop(pair):
+    t = torch.randn(6, dtype=pair[1].dtype, requires_grad=True)
+    mb_assert(lambda x: t.view_as(x) + x, [pair[0]], [pair[1]], len(pair[0]), params=[t])
+    mb_assert(lambda x: t.reshape_as(x), [pair[0]], [pair[1]], len(pair[0]), params=[t])
+
+
+@pytest.mark.parametrize("f", [
+    pytest.param(lambda t, x: t.view_as(x), id="view_as"),
+    pytest.param(lambda t, x: t.reshape_as(x), id="reshape_as"),
+])
+def test_a_plain_tensor_viewed_as_dynamic_examples_is_refused(f):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 3) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor\.(view|reshape)_as: the plain tensor is the "
+                                         r"same for every example, but the batch argument is "
+                                         r"dynamic in dimension\(s\) \[1\]"):
+        f(torch.randn(1, 1, 3), xb)
+
+
+def test_view_as_a_batch_of_other_lengths_is_refused():
+    # The loop's view_as needs as many elements as the other example has.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 6) for n in (3, 1)], (True, False))
+    yb = MaskedBatch.fromlist([torch.randn(1, n, 2, 3) for n in (3, 2)], (True, False, False))
+    with pytest.raises(ValueError, match=r"Tensor\.view_as: example 1 has size 2 in one "
+                                         r"argument and 1 in another"):
+        xb.view_as(yb)
+
+
 def test_expand_must_keep_dynamic_sizes_and_the_leading_one():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 1) for n in (3, 1)], (True, False))
     with pytest.raises(ValueError, match="dimension 1 is dynamic; pass -1 to keep it"):
@@ -423,6 +500,19 @@ def test_narrow_equals_the_loop(pair):
     assert_loop(lambda x: x.narrow(-1, -2, 2), pair)
     assert_loop(lambda x: x.narrow(1, 0, 2), pair)     # along the dynamic dim, from 0
     assert_loop(lambda x: x.narrow(1, 1, 1), pair)
+
+
+@pytest.mark.parametrize("f, name", [
+    (lambda x, n: x.narrow(1, 0, n), "length"),
+    (lambda x, n: torch.narrow(x, 1, n, 1), "start"),
+])
+def test_narrow_by_a_per_example_length_is_refused_with_the_op_name(f, name):
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    n = MaskedBatch.fromlist([torch.tensor([2]), torch.tensor([1])], ())
+    with pytest.raises(NotImplementedError, match=rf"narrow: the {name} argument is a batch "
+                                                  rf"\(one value per example.*per-example "
+                                                  rf"starts and lengths are not implemented"):
+        f(xb, n)
 
 
 def test_narrow_from_a_negative_start_along_a_dynamic_dim_is_refused():
@@ -663,6 +753,77 @@ def test_shape_ops_on_a_batch_padded_past_its_longest_example(pairs):
     assert_loop(lambda x: _restack(x[:, :-1], 1), pairs[0])
 
 
+@pytest.mark.parametrize("join", [
+    pytest.param(lambda steps: torch.stack(steps, 1), id="torch.stack"),
+    pytest.param(lambda steps: MF.stack(steps, 1, dynamic=False), id="F.stack-static"),
+    pytest.param(lambda steps: torch.stack(steps, -1), id="torch.stack-last"),
+    pytest.param(lambda steps: torch.cat([s.unsqueeze(1) for s in steps], 1), id="torch.cat"),
+    pytest.param(lambda steps: torch.cat(steps, -1), id="torch.cat-last"),
+])
+def test_a_static_join_of_steps_some_examples_lack_is_refused(join):
+    # The loop joins each example's own number of steps; a static dimension
+    # cannot hold that, and the and of the masks would drop example 1.
+    xb = MaskedBatch.fromlist([torch.arange(1.0, 4.0).reshape(1, 3, 1), torch.ones(1, 1, 1)],
+                              (True, False), padding_value=NAN)
+    steps = [s * 10 for s in xb.unbind(1)]
+    with pytest.raises(ValueError, match=r"example 1 is real in some of the 3 tensors "
+                                         r"(stacked|concatenated) and padding in others .* "
+                                         r"different numbers of real parts, which a static "
+                                         r"dimension cannot hold; .*matchbox\.functional\."
+                                         r"stack\(tensors, dim, dynamic=True\)"):
+        join(steps)
+
+
+def test_a_static_join_of_steps_names_the_op():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(ValueError, match=r"^torch\.stack: example 1 is real"):
+        torch.stack(xb.unbind(1), 1)
+    with pytest.raises(ValueError, match=r"^matchbox\.functional\.stack: example 1 is real"):
+        MF.stack(xb.unbind(1), 1, dynamic=False)
+    with pytest.raises(ValueError, match=r"^torch\.cat: example 1 is real"):
+        torch.cat(xb.unbind(1), 1)
+
+
+@given(pairs=batches((None, 3), n=2, same_lengths=True, min_length=1))
+def test_a_static_join_of_parts_with_equal_masks_equals_the_loop(pairs):
+    # Two batches of the same lengths: distinct mask objects with equal values.
+    assert_loop(lambda x, y: torch.stack([x[:, 0], y[:, 0]], 1), *pairs)
+    assert_loop(lambda x, y: torch.cat([x[:, -1], y[:, 0]], 1), *pairs)
+    assert_loop(lambda x, y: torch.stack([x, y], 2), *pairs)
+
+
+def test_a_static_join_of_steps_only_non_running_examples_lack_is_allowed():
+    # Under an execution mask (matchbox-control's @batch) only the running
+    # examples must have every step; the others' results are discarded.
+    from matchbox._masking import EXECUTION_MASK
+
+    xs = [torch.randn(1, n, 2) for n in (3, 1, 3)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+    token = EXECUTION_MASK.set(torch.tensor([True, False, True]))
+    try:
+        got = torch.stack(xb.unbind(1), 1)
+        EXECUTION_MASK.set(torch.tensor([True, True, False]))
+        with pytest.raises(ValueError, match=r"torch\.stack: example 1 is real in some"):
+            torch.stack(xb.unbind(1), 1)
+    finally:
+        EXECUTION_MASK.reset(token)
+    for b in (0, 2):
+        torch.testing.assert_close(got.data[b:b + 1], torch.stack(xs[b].unbind(1), 1))
+
+
+@pytest.mark.parametrize("join", [
+    pytest.param(lambda steps: torch.stack(steps, 1), id="stack"),
+    pytest.param(lambda steps: torch.cat(steps, -1), id="cat"),
+])
+def test_a_static_join_of_steps_every_example_has_equals_the_loop(join):
+    # Steps of a batch with a mask that is all true: its steps' masks are views
+    # of one memory at different offsets, equal in value.
+    xs = [torch.randn(1, 3, 2, dtype=torch.float64) for _ in range(2)]
+    xb = MaskedBatch(torch.cat(xs), torch.ones(2, 3, 1, dtype=torch.bool), (True, False))
+    assert xb.unbind(1)[0]._mask is not None
+    assert_batch_equals_examples(join(xb.unbind(1)), [join(x.unbind(1)) for x in xs])
+
+
 # ------------------------------------------------------------------ stack
 
 @pytest.mark.parametrize("f", [
@@ -708,3 +869,59 @@ def test_f_stack_of_plain_tensors_is_torch_stack():
     xs = [torch.randn(1, 3), torch.randn(1, 3)]
     for dynamic in (None, True, False):
         torch.testing.assert_close(MF.stack(xs, 1, dynamic=dynamic), torch.stack(xs, 1))
+
+
+# ------------------------------------------------------------------ dynamic beside static
+
+JOINS_BESIDE_STATIC = [
+    pytest.param(lambda x, s: torch.cat([x, s], 2), id="cat-static"),
+    pytest.param(lambda x, s: torch.cat([s, x], 2), id="cat-static-first"),
+    pytest.param(lambda x, s: torch.cat([x.unsqueeze(-1), s.unsqueeze(-1)], 3), id="cat-new"),
+    pytest.param(lambda x, s: torch.cat([x.transpose(1, 2), s.transpose(1, 2)], 1),
+                 id="cat-static-dim-1"),
+    pytest.param(lambda x, s: torch.stack([x, s], 1), id="stack"),
+    pytest.param(lambda x, s: MF.stack([x, s], 1), id="F.stack-dynamic"),
+]
+
+
+@pytest.mark.parametrize("join", JOINS_BESIDE_STATIC)
+@pytest.mark.parametrize("lengths, example, size", [([3, 2], 1, 2), ([3, 1], 1, 1),
+                                                    ([5, 3], 0, 5)])
+def test_joins_check_a_static_part_against_each_examples_length(join, lengths, example, size):
+    # The loop's cat/stack raises where a length is not the static part's size;
+    # the batch used to keep the example's own length silently.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in lengths], (True, False))
+    sb = MaskedBatch.fromlist([torch.randn(1, 3, 2) for _ in lengths], (False, False))
+    with pytest.raises(ValueError, match=rf"example {example} has size {size} in one argument "
+                                         rf"and 3 in another along dimension \d, dynamic in the "
+                                         rf"first and static in the second; the examples would "
+                                         rf"not combine in a loop either"):
+        join(xb, sb)
+
+
+@pytest.mark.parametrize("join", JOINS_BESIDE_STATIC)
+def test_joins_of_a_static_part_of_every_examples_length_match_loop(join):
+    xs = [torch.randn(1, 3, 2, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    ss = [torch.randn(1, 3, 2, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+    sb = MaskedBatch.fromlist(ss, (False, False))
+    mb_assert(join, [xs, ss], [xb, sb], 3)
+    # Padded past the longest example: x[:, :-1] keeps the padded size 4, lengths 3.
+    ys = [torch.randn(1, 4, 2, dtype=torch.float64, requires_grad=True) for _ in range(3)]
+    yb = MaskedBatch.fromlist(ys, (True, False))
+    mb_assert(lambda y, s: join(y[:, :-1], s), [ys, ss], [yb, sb], 3)
+
+
+@pytest.mark.parametrize("join", [
+    pytest.param(lambda a, b: torch.cat([a, b], 1), id="cat"),
+    pytest.param(lambda a, b: torch.stack([a, b], 1), id="stack"),
+])
+def test_joins_of_mismatched_static_sizes_name_the_tensor_and_sizes(join):
+    # torch's own error shows the batched shapes.
+    a = MaskedBatch.fromlist([torch.randn(1, 3, 2)] * 2, (False, False))
+    b = MaskedBatch.fromlist([torch.randn(1, 3, 3)] * 2, (False, False))
+    with pytest.raises(ValueError, match=r"tensor 1 of the list has size 3 in dimension 2 and "
+                                         r"tensor 0 has 2, the same in every example; the "
+                                         r"tensors must have equal sizes in every dimension but "
+                                         r"the one they are joined along"):
+        join(a, b)

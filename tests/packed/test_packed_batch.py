@@ -394,6 +394,31 @@ def test_unsupported_ops_name_the_op_and_the_way_out():
         pb.foo  # noqa: B018
 
 
+@pytest.mark.parametrize("index", [(slice(None), -1), (slice(None), slice(1, None)), 0])
+def test_indexing_names_the_op_and_the_way_out(index):
+    # The README: indexing raises NotImplementedError naming the op and as_masked
+    # (Python's own "not subscriptable" named neither).
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 3]))
+    with pytest.raises(NotImplementedError, match=r"Tensor.__getitem__ is not implemented for "
+                                                  r"PackedBatch; convert the batch with "
+                                                  r"matchbox.packed.as_masked\(x\)"):
+        pb[index]
+    with pytest.raises(NotImplementedError, match=r"PackedBatch\.__setitem__ \(indexed "
+                                                  r"assignment"):
+        pb[index] = 0
+
+
+def test_indexing_by_a_masked_batch_goes_to_masked_batch():
+    # The mixing rule: with a MaskedBatch argument (per-example ints) the op is MaskedBatch's.
+    examples = examples_of_lengths([2, 3, 1])
+    pb = PackedBatch.fromlist(examples)
+    index = MaskedBatch.fromlist([torch.tensor([1]), torch.tensor([-1]), torch.tensor([0])], ())
+    got = pb[:, index]
+    assert isinstance(got, MaskedBatch)
+    for g, x, i in zip(got.examples(), examples, (1, -1, 0)):
+        torch.testing.assert_close(g, x[:, i], rtol=0, atol=0)
+
+
 def test_top_level_names():
     assert matchbox.PackedBatch is PackedBatch
     assert matchbox.as_masked is as_masked and matchbox.as_packed is as_packed

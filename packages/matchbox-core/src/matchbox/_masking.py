@@ -317,14 +317,26 @@ def raise_rank(batch: MaskedBatch, rank: int) -> MaskedBatch:
 
 
 def pad_to(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
-    """Grow dynamic dimension ``dim`` to ``size`` with new padding."""
-    extra = size - batch.data.size(dim)
+    """Grow dimension ``dim`` to ``size`` with new padding.
+
+    A static dimension becomes dynamic: every example is real along its old
+    size (a batch static where another is dynamic, once
+    :func:`check_static_extents` has found that the running examples' lengths
+    there are that size).
+    """
+    extent = batch.data.size(dim)
+    extra = size - extent
     if extra <= 0:
         return batch
     pads = [0, 0] * (batch.data.dim() - 1 - dim) + [0, extra]
     data = F.pad(batch.data, pads)
-    mask = F.pad(batch.mask, pads, value=False)
-    return MaskedBatch._make(data, mask, batch.dims)
+    mask = batch.mask
+    dims = batch.dims
+    if not dims[dim - 1]:  # static there: real along the whole extent
+        mask = mask.expand(*mask.shape[:dim], extent, *mask.shape[dim + 1:])
+        dims = dims[:dim - 1] + (True,) + dims[dim:]
+    mask = F.pad(mask, pads, value=False)
+    return MaskedBatch._make(data, mask, dims)
 
 
 def align(
@@ -352,13 +364,21 @@ def align(
             f"{op}: in-place op on a batch of rank {inplace_target.dim()} with an "
             f"argument of rank {rank} would change its shape"
         )
-    lifted = {id(b): raise_rank(b, rank) for b in batches}
+    raised = {id(b): raise_rank(b, rank) for b in batches}
+    lifted = dict(raised)
     dims = tuple(
         any(lifted[id(b)].dims[i] for b in batches) for i in range(rank - 1)
     )
     for i in range(1, rank):
         sizes = {lifted[id(b)].data.size(i) for b in batches} - {1}
         _check_plain_tensors(op, args, i, rank, dims[i - 1], sizes)
+        if dims[i - 1]:
+            # A batch static here (its size the same in every example) beside one
+            # dynamic here: rare, and the only case that pays a device sync.
+            static = [(b, i) for b in raised.values() if not b.dims[i - 1]]
+            if static:
+                check_static_extents(
+                    op, [(b, i) for b in raised.values() if b.dims[i - 1]], static)
         if len(sizes) <= 1:
             continue
         if not dims[i - 1]:
@@ -375,13 +395,16 @@ def align(
                 if size < target:
                     lifted[key] = pad_to(b, i, target)
                 else:
-                    lifted[key] = MaskedBatch._make(
-                        b.data.narrow(i, 0, target), b.mask.narrow(i, 0, target), b.dims
-                    )
+                    mask = b.mask
+                    if mask.size(i) != 1:
+                        mask = mask.narrow(i, 0, target)
+                    lifted[key] = MaskedBatch._make(b.data.narrow(i, 0, target), mask, b.dims)
     for i, dynamic in enumerate(dims, start=1):
         if dynamic:
+            # Batches dynamic here of their own (one static here, padded above,
+            # was checked against them already).
             check_lengths_agree(op, [(lifted[id(b)], i) for b in batches
-                                     if lifted[id(b)].dims[i - 1]])
+                                     if raised[id(b)].dims[i - 1]])
     aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else a for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
     return aligned, mask, dims
@@ -431,7 +454,7 @@ def check_lengths_agree(
         if absent_agrees:
             differ &= (sizes != 0) & (expected != 0)
             expected = torch.where(expected == 0, sizes, expected)
-        differ = differ.nonzero()
+        differ = running(differ).nonzero()
         if differ.numel():
             j = int(differ[0])
             a, b = int(expected[j]), int(sizes[j])
@@ -442,6 +465,93 @@ def check_lengths_agree(
             raise ValueError(
                 f"{name}: example {j} has size {a} in one argument and {b} in another "
                 f"along dynamic dimension {dim}; {why}"
+            )
+
+
+def check_static_extents(
+    op: Any, dynamic: Sequence[tuple[MaskedBatch, int]], static: Sequence[tuple[Any, int]],
+    *, exact: bool = False, absent_agrees: bool = False, label: str | None = None,
+) -> None:
+    """Raise, as the loop over examples would, unless an argument static along a
+    dimension that is dynamic in another has each running example's size there.
+
+    ``dynamic`` are (batch, dimension) pairs dynamic there, ``static`` pairs
+    static there (a plain tensor may stand in a static pair: it is the same for
+    every example).  A static size is every example's size, so each running
+    example's length in every dynamic pair must be that size, and the static
+    sizes must agree.  Unless ``exact`` (a join: ``torch.cat``/``stack`` do not
+    broadcast) a static size of one broadcasts against anything; an example's
+    length of one against a longer static size would broadcast in the loop and
+    is refused, as between two dynamic arguments (:func:`check_lengths_agree`).
+    ``absent_agrees``: an example absent from an argument (length 0, or not
+    real in a static one, as a finished step stacked by
+    ``F.stack(dynamic=True)``) agrees with any size.  ``label`` names the
+    dimension in the message (default: ``dimension`` and the first pair's).
+
+    Costs a comparison of lengths (a device sync) unless every dynamic batch is
+    without padding; callers call it only where layouts differ, which is rare.
+    """
+    sized = [(x, d, x.size(d) if isinstance(x, torch.Tensor) else x.data.size(d))
+             for x, d in static]
+    sized = [e for e in sized if exact or e[2] != 1]
+    if not sized or (not dynamic and len({e[2] for e in sized}) == 1):
+        return
+    target = sized[0][2]
+    if all(e[2] == target for e in sized) and all(
+            b._mask is None and b.data.size(d) == target for b, d in dynamic):
+        return
+    reference = (dynamic or static)[0]
+    batch = reference[0].data.size(0)
+    device = reference[0].data.device
+    extents, present = [], []
+    for b, d in dynamic:
+        sizes = _example_sizes(b, d)
+        extents.append(sizes)
+        present.append(sizes != 0 if absent_agrees else torch.ones_like(sizes, dtype=torch.bool))
+    for x, _, size in sized:
+        extents.append(torch.full((batch,), size, device=device))
+        real = torch.ones(batch, dtype=torch.bool, device=device)
+        if absent_agrees and isinstance(x, MaskedBatch) and x._mask is not None:
+            real = x._mask.reshape(batch, -1).any(1)
+        present.append(real)
+    extents_t, present_t = torch.stack(extents), torch.stack(present)
+    high = torch.where(present_t, extents_t, -1).amax(0)
+    low = torch.where(present_t, extents_t, torch.iinfo(extents_t.dtype).max).amin(0)
+    failing = running((high != low) & present_t.any(0)).nonzero()
+    if not failing.numel():
+        return
+    j = int(failing[0])
+    values = [int(v) for v in extents_t[:, j].tolist()]
+    real = [bool(v) for v in present_t[:, j].tolist()]
+    kinds = ["dynamic"] * len(dynamic) + ["static"] * len(sized)
+    first = real.index(True)
+    second = next(k for k in range(first + 1, len(values)) if real[k] and values[k] != values[first])
+    a, b = values[first], values[second]
+    name = op if isinstance(op, str) else _op_name(op)
+    where = label or f"dimension {(dynamic or static)[0][1]}"
+    if kinds[first] == "dynamic":
+        how = "dynamic in the first and static in the second"
+    else:
+        how = "static in both"
+    why = ("broadcasting one example's size-one extent against a static size along a "
+           "dynamic dimension is not supported" if not exact and a == 1 and kinds[first] ==
+           "dynamic" else "the examples would not combine in a loop either")
+    raise ValueError(
+        f"{name}: example {j} has size {a} in one argument and {b} in another along "
+        f"{where}, {how}; {why}"
+    )
+
+
+def check_static_join(op: str, parts: Sequence[MaskedBatch], dim: int) -> None:
+    """The parts of a ``torch.cat``/``stack`` must have one size along a dimension that
+    is static in all of them (ints only; torch's own error shows the batched shapes)."""
+    size = parts[0].data.size(dim)
+    for k, part in enumerate(parts):
+        if part.data.size(dim) != size:
+            raise ValueError(
+                f"{op}: tensor {k} of the list has size {part.data.size(dim)} in dimension "
+                f"{dim} and tensor 0 has {size}, the same in every example; the tensors "
+                f"must have equal sizes in every dimension but the one they are joined along"
             )
 
 

@@ -17,6 +17,9 @@ _CASTS = ["float", "double", "half", "bfloat16", "long", "int", "short", "char",
 @_registry.implements(*[getattr(torch.Tensor, name) for name in _CASTS], family="conversion")
 def cast(func, input, *args, **kwargs):
     args = tuple(a.data if isinstance(a, MaskedBatch) else a for a in args)
+    if not isinstance(input, MaskedBatch):
+        # ``t.type_as(batch)``: the batch's dtype (and device), a plain tensor as in the loop.
+        return func(input, *args, **kwargs)
     return MaskedBatch._make(func(input.data, *args, **kwargs), input.mask, input.dims)
 
 

@@ -31,6 +31,16 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     for item in items:
         if _is_per_example_int(item):
             continue
+        if isinstance(item, slice) and any(
+                isinstance(b, MaskedBatch) for b in (item.start, item.stop, item.step)):
+            raise NotImplementedError(
+                f"{op}: a slice bound that is a batch (one value per example, e.g. from "
+                "size_as_tensor or a @batch counter) is not supported: per-example slice "
+                "bounds are not implemented; keep the positions and mask them instead "
+                "(torch.where on a comparison of positions with the bound), or take one "
+                "element per example with a per-example int index, x[:, n], which is "
+                "supported"
+            )
         if isinstance(item, (torch.Tensor, MaskedBatch, list)) or (
             isinstance(item, bool)
         ):

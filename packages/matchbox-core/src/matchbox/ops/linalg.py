@@ -95,10 +95,13 @@ def _product_mask(a: Any, b: Any) -> torch.Tensor | None:
     return _masking.combine_masks(masks)
 
 
-def _times_weight(a: MaskedBatch, b: torch.Tensor) -> MaskedBatch:
+def _times_weight(a: MaskedBatch, b: torch.Tensor, op: Any) -> MaskedBatch:
     """The commonest product: a batch times a weight matrix over a static feature
     dimension.  Rows keep their mask; no per-example dimension is needed (a 2-D
-    weight broadcasts over leading dimensions)."""
+    weight broadcasts over leading dimensions).  ``op``: the op or its name."""
+    if a.data.size(-1) != b.size(0):
+        op = op if isinstance(op, str) else _registry.op_name(op)
+        _refuse_contraction(op, a, b, a.data.size(-1), b.size(0))
     result = torch.matmul(_masking.fill_padding(a, 0, running=True), b)
     return MaskedBatch._make(_masking.guard_gradient(result, a._mask), a._mask, a.dims)
 
@@ -106,7 +109,7 @@ def _times_weight(a: MaskedBatch, b: torch.Tensor) -> MaskedBatch:
 def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
     if (isinstance(b, torch.Tensor) and b.dim() == 2 and isinstance(a, MaskedBatch)
             and a.dim() >= 2 and not a.dims[-1]):
-        return _times_weight(a, b)
+        return _times_weight(a, b, op)
     for x in (a, b):
         if isinstance(x, MaskedBatch) and x.dim() < 2:
             raise ValueError(
@@ -118,7 +121,7 @@ def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
     rank = max(a.dim(), b.dim())
     a = _masking.raise_rank(a, rank) if isinstance(a, MaskedBatch) else a
     b = _masking.raise_rank(b, rank) if isinstance(b, MaskedBatch) else b
-    _check_contraction(op, a, b)
+    a, b = _check_contraction(op, a, b)
     result = _drop_example_dim(op, torch.matmul(_operand(a), _operand(b)))
     mask = _product_mask(a, b)
     if mask is not None and mask.dim() > 1:
@@ -130,11 +133,101 @@ def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
 
 
-def _check_contraction(op: str, a: Any, b: Any) -> None:
-    """Both sides of a contraction over a dynamic dimension must have each example's size."""
-    if (isinstance(a, MaskedBatch) and isinstance(b, MaskedBatch) and b.dim() > 2
-            and a.dims[-1] and b.dims[-2]):
-        _masking.check_lengths_agree(op, [(a, a.dim() - 1), (b, b.dim() - 2)])
+def _example_shape(x: Any) -> str:
+    """An example's shape as the loop sees it: ``*`` for a dynamic size."""
+    if isinstance(x, MaskedBatch):
+        sizes = ["1"] + ["*" if d else str(x.data.size(i)) for i, d in enumerate(x.dims, 1)]
+    else:
+        sizes = [str(n) for n in x.shape]
+    return "(" + ", ".join(sizes) + ("," if len(sizes) == 1 else "") + ")"
+
+
+def _refuse_contraction(op: str, a: Any, b: Any, left: int, right: int) -> None:
+    raise ValueError(
+        f"{op}: each example multiplies shape {_example_shape(a)} by {_example_shape(b)}, "
+        f"but the contracted dimension has size {left} in the first and {right} in the "
+        f"second (they must be equal)"
+    )
+
+
+def _side(x: Any, dim: int) -> tuple[bool | None, int]:
+    """Whether ``x`` is dynamic along ``dim`` (``None``: a plain tensor) and its size there."""
+    if isinstance(x, MaskedBatch):
+        return x.dims[dim - 1], x.data.size(dim)
+    return None, x.size(dim)
+
+
+def _extend(x: Any, dim: int, size: int) -> Any:
+    """``x`` grown to ``size`` along ``dim``: a dynamic dim with padding, a static one of a
+    batch with zeros (the running examples' lengths in the other operand are its size, so
+    the zeros meet padding only, and contribute nothing to a contraction)."""
+    extra = size - x.data.size(dim)
+    if extra <= 0:
+        return x
+    if x.dims[dim - 1]:
+        return _masking.pad_to(x, dim, size)
+    pads = [0, 0] * (x.data.dim() - 1 - dim) + [0, extra]
+    return MaskedBatch._make(torch.nn.functional.pad(x.data, pads), x._mask, x.dims)
+
+
+def _check_contraction(op: str, a: Any, b: Any) -> tuple[Any, Any]:
+    """Each example's sizes must agree where the operands meet, as in the loop.
+
+    The contracted dimension (the last of ``a``, the second to last of ``b``, or
+    a vector's only one): dynamic on both sides, each example's lengths must
+    agree; dynamic on one side and static on the other, each running example's
+    length must be the static size; static (or a plain tensor) on both, the
+    sizes must be equal; dynamic against a plain tensor, the tensor must span
+    the padded size.  The broadcast dimensions in front of the matrices, between
+    two batches, follow the pointwise rule.  Returns the operands grown to
+    common padded sizes where they differ.
+    """
+    ia = a.dim() - 1
+    ib = b.dim() - 2 if b.dim() >= 2 else 0
+    if isinstance(b, MaskedBatch) and ib == 0:
+        return a, b  # rank-2 examples: the contraction is over their size-one dim 0
+    (da, na), (db, nb) = _side(a, ia), _side(b, ib)
+    pairs = [(x, i) for x, i, d in ((a, ia, da), (b, ib, db)) if d]
+    fixed = [(x, i) for x, i, d in ((a, ia, da), (b, ib, db)) if d is False]
+    if len(pairs) == 2:
+        _masking.check_lengths_agree(op, pairs)
+    elif pairs and fixed:
+        _masking.check_static_extents(op, pairs, fixed, exact=True)
+    elif not pairs and na != nb:
+        _refuse_contraction(op, a, b, na, nb)
+    elif pairs and na != nb:
+        padded, plain = (na, nb) if da else (nb, na)
+        raise ValueError(
+            f"{op}: each example multiplies shape {_example_shape(a)} by "
+            f"{_example_shape(b)}; the contracted dimension is dynamic in the batch, so a "
+            f"plain tensor shared by every example must span its padded size {padded} "
+            f"there, not {plain}"
+        )
+    if na != nb and isinstance(a, MaskedBatch) and isinstance(b, MaskedBatch):
+        size = max(na, nb)
+        a, b = _extend(a, ia, size), _extend(b, ib, size)
+    if isinstance(a, MaskedBatch) and isinstance(b, MaskedBatch):
+        for i in range(1, a.dim() - 2):
+            (da, na), (db, nb) = _side(a, i), _side(b, i)
+            if da and db:
+                _masking.check_lengths_agree(op, [(a, i), (b, i)])
+            elif da or db:
+                dynamic, fixed_side = ((a, b) if da else (b, a))
+                _masking.check_static_extents(op, [(dynamic, i)], [(fixed_side, i)])
+                if fixed_side.data.size(i) == 1:
+                    continue
+            elif na != nb and 1 not in (na, nb):
+                raise ValueError(
+                    f"{op}: each example multiplies shape {_example_shape(a)} by "
+                    f"{_example_shape(b)}, whose dimension {i} (in front of the matrices) "
+                    f"has size {na} in the first and {nb} in the second; they do not "
+                    f"broadcast"
+                )
+            else:
+                continue
+            if na != nb:
+                a, b = _extend(a, i, max(na, nb)), _extend(b, i, max(na, nb))
+    return a, b
 
 
 def _refuse_empty_extents(op: str, operands: list[tuple[MaskedBatch, tuple[bool, ...]]]) -> None:
@@ -174,7 +267,7 @@ def _matmul_method(func: Any) -> Any:
     def method(self: MaskedBatch, other: Any) -> Any:
         if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2
                 and not self.dims[-1]):
-            return _times_weight(self, other)
+            return _times_weight(self, other, func)
         (other,), _ = _registry.adopt("MaskedBatch", (other,), {})
         return matmul(func, self, other)
 
@@ -226,6 +319,7 @@ def einsum(func, equation, *operands):
         letters = "".join(terms)
         output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
     new = next(c for c in string.ascii_letters if c not in equation)
+    operands = _check_einsum(op, terms, operands)
     dynamic: dict[str, bool] = {}
     masks = []
     for term, x in zip(terms, operands):
@@ -254,6 +348,61 @@ def einsum(func, equation, *operands):
     dims = tuple(dynamic.get(letter, False) for letter in output[1:])
     mask = _masking.fit_mask(mask, result, dims)
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
+
+
+def _check_einsum(op: str, terms: list[str], operands: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Each index must have each example's size in every operand, as in the loop.
+
+    The rule of :func:`_check_contraction`, index by index: dynamic in several
+    batch operands, each example's lengths agree; dynamic in one and static in
+    another, each running example's length is the static size; static sizes
+    (and plain tensors' sizes) agree, size one broadcasting; a plain tensor
+    along a dynamic index spans the padded size.  Returns the operands grown to
+    common padded sizes where they differ.
+    """
+    operands = list(operands)
+    for letter in dict.fromkeys("".join(terms)):
+        dynamic, fixed, plain = [], [], []
+        for k, (term, x) in enumerate(zip(terms, operands)):
+            if letter not in term or (isinstance(x, MaskedBatch) and term[0] == letter):
+                continue  # an example's dim 0 (size one) broadcasts
+            i = term.index(letter)
+            if isinstance(x, MaskedBatch):
+                (dynamic if x.dims[i - 1] else fixed).append((k, i))
+            elif i < x.dim():
+                plain.append((k, i))
+        if not dynamic and not fixed:
+            continue
+        sizes = {(k, i): (operands[k].data.size(i) if isinstance(operands[k], MaskedBatch)
+                          else operands[k].size(i)) for k, i in dynamic + fixed + plain}
+        shared = [(k, i) for k, i in fixed + plain if sizes[k, i] != 1]
+        if len({sizes[e] for e in shared}) > 1:
+            (k1, i1), (k2, i2) = shared[0], next(e for e in shared if sizes[e] != sizes[shared[0]])
+            raise ValueError(
+                f"{op}: index '{letter}' has size {sizes[k1, i1]} in operand {k1} and "
+                f"{sizes[k2, i2]} in operand {k2}, the same in every example; they do not "
+                f"broadcast"
+            )
+        label = f"index '{letter}'"
+        pairs = [(operands[k], i) for k, i in dynamic]
+        if len(pairs) > 1:
+            _masking.check_lengths_agree(op, pairs)
+        if pairs and fixed:
+            _masking.check_static_extents(op, pairs, [(operands[k], i) for k, i in fixed],
+                                          label=label)
+        padded = max([sizes[e] for e in dynamic] + [sizes[e] for e in shared], default=1)
+        if dynamic:
+            for k, i in plain:
+                if sizes[k, i] not in (1, padded):
+                    raise ValueError(
+                        f"{op}: index '{letter}' is dynamic in the batch operands; plain "
+                        f"operand {k}, shared by every example, has size {sizes[k, i]} "
+                        f"there, which must be 1 or span the padded size {padded}"
+                    )
+        for k, i in dynamic + fixed:
+            if sizes[k, i] not in (1, padded) or (sizes[k, i] == 1 and (k, i) in dynamic):
+                operands[k] = _extend(operands[k], i, padded)
+    return tuple(operands)
 
 
 def _einsum_mask(

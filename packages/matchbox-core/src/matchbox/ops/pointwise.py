@@ -191,6 +191,13 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
     broadcasts into it without growing it and without a size along a dynamic
     dimension or dimension 0.  Anything else takes the general path, which
     also gives the errors.
+
+    Batches that differ in layout (a dimension dynamic in one, static in
+    another) never come here: ``_masking.align`` checks the static size
+    against each running example's length, a device sync only they pay.  A
+    plain tensor spanning a dynamic dimension's padded size is the idiom
+    ``pe[:, :x.maxsize(1)]``, which in the loop slices each example's own
+    length: position for position the same values, so it needs no check.
     """
     first = next((a for a in args if isinstance(a, MaskedBatch)), None)
     shape = first.data.shape

@@ -12,7 +12,13 @@ padding with real values raises an error naming the op and the dimension.
 gather), so each example's result is exactly the concatenation of its parts.
 Along every other dynamic dimension the parts of a ``cat``/``stack`` must have
 each example's size (the loop would raise otherwise); a plain tensor part spans
-the padded size.
+the padded size.  A join along a static (or new static) dimension of parts real
+for different examples (the steps of ``x.unbind(1)`` for examples of different
+lengths) is refused: the loop joins each example's own number of parts.  With
+a part real for every example (a state, a plain tensor) it is a step of a loop,
+padding for an example whose step has ended, as in a pointwise op.
+``x.expand_as(y)`` with ``y`` a batch gives each size-one dimension each
+example's own size of ``y``.
 """
 
 from __future__ import annotations
@@ -282,9 +288,33 @@ def reshape(func, input, *shape):
 
 @_registry.implements(torch.Tensor.view_as, torch.Tensor.reshape_as, family="shape")
 def reshape_as(func, input, other):
-    return reshape_batch(_registry.op_name(func), input, [1] + [
-        -1 if d else other.data.size(i) for i, d in enumerate(other.dims, start=1)
-    ] if isinstance(other, MaskedBatch) else list(other.shape))
+    """``x.view_as(y)``: with ``y`` a batch, each example takes the shape of ``y``'s own.
+
+    A dynamic dimension of ``y`` is one of ``x`` kept (written -1): each
+    example's size there must be ``y``'s, as the loop's ``view_as`` needs the
+    same number of elements.  A plain ``x`` is the same for every example and
+    has one size: it can take the shape of examples that all have one shape
+    (``y`` static in every dimension) only.
+    """
+    op = _registry.op_name(func)
+    if not isinstance(other, MaskedBatch):
+        return reshape_batch(op, input, list(other.shape))
+    dynamic = [i for i, d in enumerate(other.dims, start=1) if d]
+    if not isinstance(input, MaskedBatch):
+        if dynamic:
+            raise ValueError(
+                f"{op}: the plain tensor is the same for every example, but the batch "
+                f"argument is dynamic in dimension(s) {dynamic}, so its examples differ in "
+                "shape; view a batch of the right sizes instead (built with new_zeros and "
+                "size_as_tensor, or expand_as for a size-one dimension)")
+        shape = [1] + [other.data.size(i) for i in range(1, other.dim())]
+        t = input.view(shape) if func is torch.Tensor.view_as else input.reshape(shape)
+        return MaskedBatch._make(t.expand(other.data.size(0), *shape[1:]), None, other.dims)
+    result = reshape_batch(op, input, [1] + [
+        -1 if d else other.data.size(i) for i, d in enumerate(other.dims, start=1)])
+    for i in dynamic:
+        _masking.check_lengths_agree(op, [(other, i), (result, i)])
+    return result
 
 
 @_registry.implements(torch.flatten, torch.Tensor.flatten, family="shape")
@@ -324,7 +354,8 @@ def unflatten(func, input, dim, sizes):
     return reshape_batch(op, input, old[:d] + sizes + old[d + 1:])
 
 
-@_registry.implements(torch.Tensor.expand, family="shape")
+@_registry.implements(torch.Tensor.expand, torch.broadcast_to, torch.Tensor.broadcast_to,
+                      family="shape")
 def expand(func, input, *sizes):
     op = _registry.op_name(func)
     sizes = _sizes(sizes)
@@ -346,10 +377,52 @@ def expand(func, input, *sizes):
 
 @_registry.implements(torch.Tensor.expand_as, family="shape")
 def expand_as(func, input, other):
-    if isinstance(other, MaskedBatch):
-        return expand(func, input, *[-1] + [-1 if d else other.data.size(i)
-                                              for i, d in enumerate(other.dims, 1)])
-    return expand(func, input, *other.shape)
+    """``x.expand_as(y)``: each example of ``x`` expanded to the shape of ``y``'s.
+
+    With ``y`` a batch, a dimension of size one in ``x`` takes each example's
+    own size of ``y`` there (``x.sum(1, keepdim=True).expand_as(x)``): the
+    result takes ``y``'s dims, and its mask is the *and* of both, as a
+    pointwise op of the two would give.  A plain ``x`` (the same for every
+    example) expanded as a batch gives a batch.
+    """
+    op = _registry.op_name(func)
+    if not isinstance(other, MaskedBatch):
+        return expand(func, input, *other.shape)
+    if not isinstance(input, MaskedBatch):
+        input = _plain_as_batch(op, input, other)
+    rank = other.dim()
+    if input.dim() > rank:
+        raise ValueError(f"{op}: examples of rank {input.dim()} cannot be expanded as "
+                         f"examples of rank {rank}")
+    x = _masking.raise_rank(input, rank)
+    for i in range(1, rank):
+        size, target = x.data.size(i), other.data.size(i)
+        if x.dims[i - 1] and not other.dims[i - 1]:
+            raise ValueError(
+                f"{op}: dimension {i} is dynamic in the batch but static (size {target}) in "
+                "the batch it is expanded as; expand its examples with expand(...) instead")
+        if not x.dims[i - 1] and size != 1 and (other.dims[i - 1] or size != target):
+            where = ("dynamic there (each example's own size)" if other.dims[i - 1]
+                     else f"of size {target} there")
+            raise ValueError(
+                f"{op}: dimension {i} has size {size}, and the batch it is expanded as is "
+                f"{where}; only a dimension of size one expands")
+    values, mask, dims = _masking.align(op, [x, other])
+    values = _masking.guard_wider([x, other], values, mask, dims)
+    data = values[0].expand(values[1].shape)
+    return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
+
+
+def _plain_as_batch(op: str, t: torch.Tensor, like: MaskedBatch) -> MaskedBatch:
+    """A plain tensor (the same for every example) as a batch of ``like``'s batch size."""
+    if t.dim() > like.dim() or (t.dim() == like.dim() and t.size(0) != 1):
+        raise ValueError(
+            f"{op}: the plain tensor of shape {tuple(t.shape)} is the same for every example "
+            f"of the batch argument, so it must look like one example (rank at most "
+            f"{like.dim()}, size 1 in dimension 0, each example's batch dimension)")
+    t = t.reshape((1,) * (like.dim() - t.dim()) + tuple(t.shape))
+    return MaskedBatch._make(t.expand(like.data.size(0), *t.shape[1:]), None,
+                             (False,) * (t.dim() - 1))
 
 
 @_registry.implements(torch.Tensor.contiguous, family="shape")
@@ -363,6 +436,14 @@ def contiguous(func, input, *args, **kwargs):
 @_registry.implements(torch.narrow, torch.Tensor.narrow, family="shape")
 def narrow(func, input, dim, start, length):
     op = _registry.op_name(func)
+    for name, value in (("start", start), ("length", length)):
+        if isinstance(value, MaskedBatch):
+            raise NotImplementedError(
+                f"{op}: the {name} argument is a batch (one value per example, e.g. from "
+                "size_as_tensor); per-example starts and lengths are not implemented: "
+                "narrow takes one int for every example (a dynamic dimension keeps each "
+                "example's own length), or keep the positions and mask them with "
+                "torch.where, or take one element per example with x[:, n]")
     d = _nonbatch_dim(op, dim, input.dim())
     if input.dims[d - 1] and start < 0:
         raise NotImplementedError(f"{op}: a negative start along dynamic dimension {d}")
@@ -459,11 +540,14 @@ def _check_joined_extents(op: str, tensors: Sequence[Any], parts: list[MaskedBat
     """The parts of a cat/stack must have each example's size along every other dynamic dim.
 
     The loop's ``torch.cat``/``torch.stack`` raises when an example's parts differ
-    there; the batch would silently keep only their overlap.  A plain tensor (or
-    a batch static in that dimension) is the same for every example: as in
-    pointwise ops, it must span the padded size (e.g. sliced with
-    ``x.maxsize(dim)``), each example taking its own length of it.  In a
-    ``dynamic_stack`` an example may be absent from a part (a finished step).
+    there; the batch would silently keep only their overlap.  A plain tensor is
+    the same for every example: as in pointwise ops, it must span the padded
+    size (e.g. sliced with ``x.maxsize(dim)``), each example taking its own
+    length of it.  A batch static in that dimension has its size in every
+    example, which each running example's length must equal
+    (``_masking.check_static_extents``); such a part is padded in place in
+    ``parts`` to the others' padded size.  In a ``dynamic_stack`` an example may
+    be absent from a part (a finished step).
     """
     for i in range(1, parts[0].dim()):
         if i == skip:
@@ -471,18 +555,70 @@ def _check_joined_extents(op: str, tensors: Sequence[Any], parts: list[MaskedBat
         dynamic = [p for t, p in zip(tensors, parts)
                    if isinstance(t, MaskedBatch) and t.dims[i - 1]]
         if not dynamic:
+            _masking.check_static_join(op, parts, i)
             continue
         _masking.check_lengths_agree(op, [(p, i) for p in dynamic],
                                      absent_agrees=dynamic_stack)
         padded = max(p.data.size(i) for p in dynamic)
+        static = [k for k, t in enumerate(tensors) if isinstance(t, MaskedBatch)
+                  and not t.dims[i - 1]]
+        if static:
+            _masking.check_static_extents(op, [(p, i) for p in dynamic],
+                                          [(parts[k], i) for k in static], exact=True,
+                                          absent_agrees=dynamic_stack)
+            for k in static:
+                parts[k] = _masking.pad_to(parts[k], i, padded)
         for k, (t, p) in enumerate(zip(tensors, parts)):
-            if not (isinstance(t, MaskedBatch) and t.dims[i - 1]) and p.data.size(i) != padded:
+            if not isinstance(t, MaskedBatch) and p.data.size(i) != padded:
                 raise ValueError(
                     f"{op}: tensor {k} of the list is the same for every example (a plain "
-                    f"tensor, or static in dimension {i}) and has size {p.data.size(i)} in "
-                    f"dimension {i}, which is dynamic in the batches; it must span their "
-                    f"padded size {padded} (e.g. sliced with x.maxsize({i}))"
+                    f"tensor) and has size {p.data.size(i)} in dimension {i}, which is "
+                    f"dynamic in the batches; it must span their padded size {padded} "
+                    f"(e.g. sliced with x.maxsize({i}))"
                 )
+
+
+def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None:
+    """Refuse a join along a static dim of parts real for different examples.
+
+    The steps of ``x.unbind(1)`` for examples of different lengths are real for
+    an example only up to its length: the loop would join each example's own
+    number of them, which a static dimension (one size for every example)
+    cannot hold, and the *and* of the masks would silently drop the example.
+
+    A part real for every example (no mask: a state kept by ``F.update``, a
+    plain tensor) makes the join a step of such a loop (``torch.cat([x_t, h])``)
+    where, as in a pointwise op, the result is padding for an example whose
+    step has ended, and the loop does not run the step for it: the *and* is
+    right there.  Otherwise every running example must be real in all parts or
+    in none.  A part with a dynamic dimension empty for an example may hold
+    that example's zero length rather than its absence (its extents are
+    checked by ``_check_joined_extents``), so only parts static in every
+    dimension count as absent.  Parts that share one mask (``same_mask``) or
+    include an unmasked one cost nothing; otherwise one comparison (a sync).
+    """
+    masks = [p._mask for p in parts]
+    if any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
+                                            for m in masks[1:]):
+        return
+    batch = parts[0].data.size(0)
+    rows = [m.reshape(batch, -1).any(1) for m in masks]
+    absent = [~r for r, p in zip(rows, parts) if not any(p.dims)]
+    if not absent:
+        return
+    differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
+    differ = _masking.running(differ).nonzero()
+    if differ.numel():
+        j = int(differ[0])
+        raise ValueError(
+            f"{op}: example {j} is real in some of the {len(parts)} tensors {joined} and "
+            "padding in others (as the steps of x.unbind(dim) are for examples of "
+            "different lengths): the examples have different numbers of real parts, which "
+            "a static dimension cannot hold; to stack per-step results into a new dynamic "
+            "dimension use matchbox.functional.stack(tensors, dim, dynamic=True)" + (
+                " (and flatten it into the next dimension to concatenate)"
+                if joined == "concatenated" else "")
+        )
 
 
 def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[MaskedBatch]:
@@ -503,6 +639,8 @@ def cat(func, tensors, dim=0, **kwargs):
     tensors = list(tensors)
     parts = _as_batches(op, tensors)
     d = _nonbatch_dim(op, dim, parts[0].dim())
+    if not any(p.dims[d - 1] for p in parts):
+        _check_same_examples(op, parts, "concatenated")
     _check_joined_extents(op, tensors, parts, d)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = [MaskedBatch._make(p.data, p.mask, dims) if p.dims != dims and not dims[d - 1]
@@ -608,6 +746,8 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
     tensors = list(tensors)
     parts = _as_batches(op, tensors)
     d = _nonbatch_dim(op, dim, parts[0].dim() + 1, scalars=parts[0].dims == ())
+    if not dynamic:
+        _check_same_examples(op, parts, "stacked")
     _check_joined_extents(op, tensors, parts, None, dynamic_stack=dynamic)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
     parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)

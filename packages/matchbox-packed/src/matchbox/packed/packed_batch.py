@@ -370,6 +370,20 @@ class PackedBatch(DataAttributes):
 
     __hash__ = object.__hash__
 
+    # Defined so that ``x[...]`` names the op and the way out, as the README
+    # promises, rather than Python's "object is not subscriptable".
+    def __getitem__(self, index: Any) -> Any:
+        if _dispatch.meets_masked((index,), {}):
+            return _dispatch.hand_to_masked(torch.Tensor.__getitem__, (self, index), {})
+        raise _dispatch.unsupported(torch.Tensor.__getitem__)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise NotImplementedError(
+            "PackedBatch.__setitem__ (indexed assignment, x[...] = value) is not implemented "
+            "for PackedBatch (nor for MaskedBatch): build the new batch instead, e.g. with "
+            "torch.where on matchbox.packed.as_masked(x)"
+        )
+
     def __repr__(self) -> str:
         layout = self.layout
         static = tuple(self.data.shape[1:])
