@@ -70,6 +70,11 @@ _NAMES: dict[Any, str] = {}
 
 
 def _op_name(func: Any) -> str:
+    descriptor = getattr(func, "__self__", None)
+    if getattr(func, "__name__", None) == "__get__" and isinstance(
+            getattr(descriptor, "__objclass__", None), type):
+        # A property's getter (``Tensor.mT.__get__``), as torch hands it over.
+        return f"Tensor.{descriptor.__name__}"
     name = getattr(func, "__name__", None) or repr(func)
     qualname = getattr(func, "__qualname__", name)
     if qualname.startswith("_TensorBase.") or qualname.startswith("TensorBase."):

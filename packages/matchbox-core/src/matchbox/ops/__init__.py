@@ -11,6 +11,10 @@
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
 |               |                 | (a batch of per-example ints: each example's own index) |
+| ordering      | ordering.py     | scans, sorts, topk, flips: static dim: on the data,   |
+|               |                 | mask kept; dynamic dim: within each example's real    |
+|               |                 | prefix (padding filled to sort last, scans guarded);  |
+|               |                 | movedim/mT: the same permutation of data and mask     |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """
@@ -20,6 +24,7 @@ from matchbox.ops import (  # noqa: F401
     conversion,
     indexing,
     linalg,
+    ordering,
     pointwise,
     reductions,
     shape,
