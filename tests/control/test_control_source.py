@@ -13,6 +13,7 @@ import torch
 from control_cases import scalars
 
 import matchbox
+from matchbox import MaskedBatch
 from matchbox.control import SourceNotFoundError, source
 
 
@@ -35,6 +36,38 @@ def test_traceback_points_at_the_users_file_and_line():
     assert frame.lineno == expected
     assert frame.line == 'raise RuntimeError("boom")  # the line the traceback must show'
     assert frame.name == "fails_in_a_branch"
+
+
+@matchbox.batch
+def failing_headers(x, which):
+    y = x * 2
+    z = y
+    if which == "if" and y.sum(-1) > 0:  # a vector per example: the condition raises
+        z = y
+    elif which == "elif" and y.sum(-1) < 0:  # here too
+        z = -y
+    else:
+        z = y * 0
+    while which == "while" and y.sum(-1) > 5:  # and here
+        y = y - 1
+    return z
+
+
+@pytest.mark.parametrize("which", ["if", "elif", "while"])
+def test_a_failing_condition_is_reported_at_its_own_line(which):
+    # The runtime calls the rewritten code makes for a statement carry the
+    # statement's first line (they carried its whole extent, and CPython 3.11
+    # reported a call spanning lines at its last: the end of the else block).
+    lines, start = inspect.getsourcelines(failing_headers.__wrapped__)
+    marker = f'{which} which == "{which}"'
+    expected = start + next(i for i, line in enumerate(lines) if marker in line)
+    xb = MaskedBatch.fromlist([torch.randn(1, 2, 3), torch.randn(1, 1, 3)], (True, False))
+    with pytest.raises(ValueError, match="must hold one truth value per example") as info:
+        failing_headers(xb, which)
+    frame = [f for f in traceback.extract_tb(info.value.__traceback__)
+             if f.filename == __file__][-1]
+    assert frame.lineno == expected
+    assert frame.line.startswith(marker)
 
 
 def test_inspect_shows_the_users_source():

@@ -55,11 +55,22 @@ def replace_expr(template: str, origin: Any = None, **subs: Any) -> Any:
 
 
 def copy_location(tree: Any, origin: Any) -> Any:
-    """Give every node of ``tree`` without a location the location of ``origin``."""
+    """Give every node of ``tree`` without a location the first line of ``origin``.
+
+    Only its first line: CPython 3.11 reports a method call that spans lines
+    (``mb__.branch(...)`` given a whole ``if`` statement's extent) at the line
+    where the method's name ends, so a generated call would point at the last
+    line of the user's block instead of its ``if``/``while``/``for`` line.
+    """
+    line = getattr(origin, "lineno", None)
+    column = getattr(origin, "col_offset", None)
+    one_line = getattr(origin, "end_lineno", None) == line
+    location = {"lineno": line, "col_offset": column, "end_lineno": line,
+                "end_col_offset": getattr(origin, "end_col_offset", None) if one_line else column}
     for node in gast.walk(tree):
         if "lineno" in getattr(node, "_attributes", ()) and getattr(node, "lineno", None) is None:
             for attribute in _LOCATION:
-                setattr(node, attribute, getattr(origin, attribute, None))
+                setattr(node, attribute, location[attribute])
     return tree
 
 
