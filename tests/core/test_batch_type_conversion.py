@@ -41,8 +41,8 @@ def _same(result, expected):
 
 
 def test_every_entry_into_maskedbatch_dispatch_converts(registered):
-    _, x = mb_rand(3, (True, 4), (False, 2))
-    _, y = mb_rand(3, (False, 2), (False, 5))
+    _, x = mb_rand(3, (True, 4), (False, 2), min_size=0)
+    _, y = mb_rand(3, (False, 2), (False, 5), min_size=0)
     stand = Stand(x)
     _same(torch.add(x, stand), x + x)          # __torch_function__, batch first
     _same(x * stand, x * x)                    # pointwise method (operator)
@@ -53,7 +53,7 @@ def test_every_entry_into_maskedbatch_dispatch_converts(registered):
 
 
 def test_adopt_returns_the_same_objects_when_nothing_converts(registered):
-    _, x = mb_rand(2, (True, 3))
+    _, x = mb_rand(2, (True, 3), min_size=0)
     args, kwargs = (x, [1, 2], 3.0), {"dim": 1}
     assert _registry.adopt("MaskedBatch", args, kwargs) == (args, kwargs)
     assert _registry.adopt("MaskedBatch", args, kwargs)[0] is args
@@ -62,7 +62,7 @@ def test_adopt_returns_the_same_objects_when_nothing_converts(registered):
 
 
 def test_without_a_registered_conversion_the_op_fails_as_before():
-    _, x = mb_rand(2, (True, 3))
+    _, x = mb_rand(2, (True, 3), min_size=0)
     with pytest.raises(TypeError, match=r"Multiple dispatch failed for 'torch.add'"):
         torch.add(x, Stand(x))
 

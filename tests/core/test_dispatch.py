@@ -16,7 +16,7 @@ from matchbox.testing import mb_rand
 
 
 def test_function_method_and_functional_forms_agree():
-    _, xb = mb_rand(3, (True, 4), (False, 2), padding_value=0.0)
+    _, xb = mb_rand(3, (True, 4), (False, 2), padding_value=0.0, min_size=0)
     expected = xb.data.tanh()
     for result in (torch.tanh(xb), xb.tanh(), F.tanh(xb), MF.tanh(xb)):
         assert isinstance(result, MaskedBatch)
@@ -25,7 +25,7 @@ def test_function_method_and_functional_forms_agree():
 
 
 def test_unsupported_op_names_itself():
-    _, xb = mb_rand(2, (True, 3))
+    _, xb = mb_rand(2, (True, 3), min_size=0)
     with pytest.raises(NotImplementedError, match=r"torch.roll is not implemented for "
                                                   r"MaskedBatch"):
         torch.roll(xb, 1, 1)
@@ -34,7 +34,7 @@ def test_unsupported_op_names_itself():
 
 
 def test_unknown_attribute_is_an_attribute_error():
-    _, xb = mb_rand(2, (True, 3))
+    _, xb = mb_rand(2, (True, 3), min_size=0)
     assert not hasattr(xb, "no_such_thing")
     with pytest.raises(AttributeError, match=r"'MaskedBatch' object has no attribute"):
         xb.no_such_thing  # noqa: B018
@@ -43,7 +43,7 @@ def test_unknown_attribute_is_an_attribute_error():
 @pytest.mark.skipif(importlib.util.find_spec("matchbox.nn") is not None,
                     reason="names matchbox-nn only when that distribution is not installed")
 def test_nn_op_without_matchbox_nn_names_the_distribution():
-    _, xb = mb_rand(2, (True, 3))
+    _, xb = mb_rand(2, (True, 3), min_size=0)
     with pytest.raises(NotImplementedError,
                        match=r"torch.nn.functional.softmax is not implemented for MaskedBatch; "
                              r"it is provided by the matchbox-nn distribution: pip install "

@@ -37,7 +37,7 @@ def _masked_random(batched, first):
 @pytest.mark.parametrize("dims", [((True, 5), (False, 3)), ((False, 2),)],
                          ids=["dynamic", "static"])
 def test_pointwise_op_equals_loop(func, dims):
-    shapes, base = mb_rand(4, *dims, dtype=torch.float64)
+    shapes, base = mb_rand(4, *dims, dtype=torch.float64, min_size=0)
 
     def make_batch(xs):
         padding = float("nan") if xs[0].is_floating_point() else 0
@@ -48,14 +48,14 @@ def test_pointwise_op_equals_loop(func, dims):
 
 @pytest.mark.parametrize("name", ["add_", "mul_", "clamp_", "relu_", "__iadd__"])
 def test_inplace_returns_the_same_batch(name):
-    _, xb = mb_rand(3, (True, 4), (False, 2))
+    _, xb = mb_rand(3, (True, 4), (False, 2), min_size=0)
     target = xb * 1
     args = {"add_": (1.0,), "mul_": (1.0,), "__iadd__": (1.0,), "clamp_": (0.0,)}.get(name, ())
     assert getattr(target, name)(*args) is target
 
 
 def test_functional_inplace_flag_returns_the_same_batch():
-    _, xb = mb_rand(3, (True, 4), (False, 2))
+    _, xb = mb_rand(3, (True, 4), (False, 2), min_size=0)
     target = xb * 1
     assert F.relu(target, inplace=True) is target
     assert torch.equal(target.data[target.mask.expand_as(target.data)].clamp(max=0),
@@ -90,8 +90,8 @@ def test_two_batches_with_different_padded_lengths_combine():
 
 
 def test_where_and_comparisons_equal_loop(dtype):
-    xs, xb = mb_rand(5, (True, 4), (False, 3), dtype=dtype)
-    ys, yb = mb_rand(5, (False, 3), dtype=dtype)
+    xs, xb = mb_rand(5, (True, 4), (False, 3), dtype=dtype, min_size=0)
+    ys, yb = mb_rand(5, (False, 3), dtype=dtype, min_size=0)
     ys = [y.unsqueeze(1) for y in ys]
     yb = yb.unsqueeze(1)
     mb_assert(lambda x, y: torch.where(x > y, x, y * 2), [xs, ys], [xb, yb], 5)
@@ -99,7 +99,7 @@ def test_where_and_comparisons_equal_loop(dtype):
 
 
 def test_clamp_and_pow_with_tensor_bounds(dtype):
-    xs, xb = mb_rand(4, (True, 4), (False, 3), dtype=dtype)
+    xs, xb = mb_rand(4, (True, 4), (False, 3), dtype=dtype, min_size=0)
     low = torch.full((3,), -0.2, dtype=dtype)
     high = torch.full((3,), 0.7, dtype=dtype)
     mb_assert(lambda x: x.clamp(min=low, max=high).pow(2), [xs], [xb], 4)
@@ -107,7 +107,7 @@ def test_clamp_and_pow_with_tensor_bounds(dtype):
 
 
 def test_plain_tensor_with_full_rank_must_have_size_one_in_dim_zero():
-    _, xb = mb_rand(2, (True, 3), (False, 2))
+    _, xb = mb_rand(2, (True, 3), (False, 2), min_size=0)
     with pytest.raises(ValueError, match=r"torch.add: a plain tensor argument has size 5 in "
                                          r"dimension 0"):
         torch.add(xb, torch.zeros(5, 1, 2))
@@ -121,21 +121,21 @@ def test_plain_tensor_cannot_have_a_size_along_a_dynamic_dim():
 
 
 def test_batches_of_different_sizes_do_not_combine():
-    _, xb = mb_rand(2, (True, 3))
-    _, yb = mb_rand(3, (True, 3))
+    _, xb = mb_rand(2, (True, 3), min_size=0)
+    _, yb = mb_rand(3, (True, 3), min_size=0)
     with pytest.raises(ValueError, match=r"different batch sizes \(2 and 3\)"):
         xb + yb
 
 
 def test_static_dims_of_different_sizes_do_not_combine():
-    _, xb = mb_rand(2, (False, 3))
-    _, yb = mb_rand(2, (False, 4))
+    _, xb = mb_rand(2, (False, 3), min_size=0)
+    _, yb = mb_rand(2, (False, 4), min_size=0)
     with pytest.raises(ValueError, match=r"static dimension 1 has different sizes"):
         xb * yb
 
 
 def test_inplace_op_on_plain_tensor_with_batch_argument_is_refused():
-    _, xb = mb_rand(2, (False, 3))
+    _, xb = mb_rand(2, (False, 3), min_size=0)
     with pytest.raises(ValueError, match=r"in-place op on a plain tensor"):
         torch.zeros(1, 3).add_(xb)
 
@@ -143,7 +143,7 @@ def test_inplace_op_on_plain_tensor_with_batch_argument_is_refused():
 @lacks(INPLACE_LDEXP_HAS_DERIVATIVE, "differentiates the in-place ldexp_")
 def test_inplace_op_torch_cannot_differentiate_is_refused_by_name():
     # The loop meets torch's own error (about mul(out=...)); the batch names the op.
-    xs, xb = mb_rand(2, (True, 3), (False, 2), dtype=torch.float64)
+    xs, xb = mb_rand(2, (True, 3), (False, 2), dtype=torch.float64, min_size=0)
     exponent = torch.ones(2, dtype=torch.float64)
     with pytest.raises(RuntimeError, match=r"out=\.\.\. arguments don't support automatic"):
         (xs[0].requires_grad_() * 1).ldexp_(exponent)
@@ -156,7 +156,7 @@ def test_inplace_op_torch_cannot_differentiate_is_refused_by_name():
 
 
 def test_out_argument_is_refused():
-    _, xb = mb_rand(2, (False, 3))
+    _, xb = mb_rand(2, (False, 3), min_size=0)
     with pytest.raises(NotImplementedError, match=r"torch.add: out= is not supported"):
         torch.add(xb, 1, out=torch.empty(2, 3))
 
@@ -170,7 +170,7 @@ def test_padding_never_reaches_real_values_even_inf():
 
 
 def test_python_operators_equal_loop(dtype):
-    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype, min_size=0)
     mb_assert(lambda x: -x + (+x) * abs(x) - x ** 2 + 2 ** x + 1 / (x * x + 1), [xs], [xb], 4)
     mb_assert(lambda x: ~(x > 0) | (x < -1) & (x != 0) ^ (x >= 1), [xs], [xb], 4)
 
@@ -206,7 +206,7 @@ def test_a_batch_without_padding_is_checked_against_the_others_lengths():
 
 def test_plain_tensor_spanning_the_padded_size_lines_up_with_positions(dtype):
     positions = torch.randn(1, 10, 3, dtype=dtype, requires_grad=True)
-    xs, xb = mb_rand(4, (True, 6), (False, 3), dtype=dtype)
+    xs, xb = mb_rand(4, (True, 6), (False, 3), dtype=dtype, min_size=0)
     loop = [x + positions[:, : x.size(1)] for x in xs]
     batched = xb + positions[:, : xb.maxsize(1)]
     for y, expected in zip(batched.examples(), loop):

@@ -10,7 +10,7 @@ from matchbox.testing import mb_assert, mb_rand, mb_test
 
 
 def test_mb_rand_gives_examples_and_their_batch():
-    xs, xb = mb_rand(6, (True, 5), (False, 3), dtype=torch.float32)
+    xs, xb = mb_rand(6, (True, 5), (False, 3), dtype=torch.float32, min_size=0)
     assert len(xs) == 6 and xb.dims == (True, False) and xb.dtype == torch.float32
     assert all(x.shape[0] == 1 and x.shape[2] == 3 and 0 <= x.shape[1] <= 5 for x in xs)
     for x, y in zip(xs, xb.examples()):
@@ -21,7 +21,8 @@ def test_mb_rand_gives_examples_and_their_batch():
 
 def test_mb_test_passes_for_a_correct_batched_function():
     weight = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
-    mb_test(lambda x, w: (x @ w).tanh().sum(1), ((True, 4), (False, 3)), weight)
+    mb_test(lambda x, w: (x @ w).tanh().sum(1), ((True, 4), (False, 3)), weight,
+            dtype=torch.float64)
 
 
 def test_value_mismatch_names_example_and_position():
@@ -73,7 +74,7 @@ def test_output_count_mismatch_is_reported():
     def extra(x):
         return (x, x) if isinstance(x, MaskedBatch) else x
 
-    xs, xb = mb_rand(2, (False, 2))
+    xs, xb = mb_rand(2, (False, 2), min_size=0)
     with pytest.raises(AssertionError, match=r"the batch gave 2 outputs but an example gave"):
         mb_assert(extra, [xs], [xb], 2)
 
@@ -113,3 +114,46 @@ def test_an_extra_size_one_dimension_is_a_shape_mismatch(extra):
 def test_a_per_example_scalar_equals_the_loops_zero_dimensional_result():
     # A batch of per-example scalars holds each as (1,); the loop's full reduction is 0-d.
     mb_test(lambda x: x.sum(), ((True, 5), (False, 4)))
+
+
+def test_specs_in_the_original_form_give_the_batch_size_first():
+    # (batch_size, *dims) as mb_rand takes it; an int names an earlier argument;
+    # a tuple of ints is a plain tensor shared by every example (a weight).
+    seen = []
+
+    def f(x, y, w):
+        pairs = zip(x.examples(), y.examples()) if isinstance(x, MaskedBatch) else [(x, y)]
+        seen.append((type(x).__name__, all(torch.equal(a, b) for a, b in pairs), w.shape))
+        return (x + y) @ w
+
+    mb_test(f, (3, (True, 4), (False, 2)), 0, (2, 5))
+    assert seen == [("Tensor", True, (2, 5))] * 3 + [("MaskedBatch", True, (2, 5))]
+
+
+def test_a_modules_parameters_set_the_dtype_and_sizes_start_at_one():
+    cell = torch.nn.RNNCell(2, 3)  # float32 parameters
+    sizes = []
+
+    def f(x, h):
+        sizes.append(x.dtype)
+        return cell(x, h)
+
+    mb_test(cell, (4, (False, 2)), (4, (False, 3)))
+    mb_test(f, (4, (False, 2)), (4, (False, 3)))
+    assert set(sizes) == {torch.float32}  # torch's default dtype for a plain function
+    xs, _ = mb_rand(50, (True, 2))
+    assert min(x.size(1) for x in xs) >= 1  # the original drew sizes from [1, size]
+
+
+def test_differing_batch_sizes_in_the_specs_are_refused():
+    with pytest.raises(ValueError, match=r"mb_test: the arguments ask for different batch "
+                                         r"sizes \[3, 4\]"):
+        mb_test(lambda x, y: x + y, (3, (False, 2)), (4, (False, 2)))
+
+
+def test_mb_rand_with_two_dynamic_dimensions_draws_no_empty_example():
+    # A batch with several dynamic dimensions cannot hold an empty example.
+    for _ in range(10):
+        xs, xb = mb_rand(6, (True, 3), (True, 3), min_size=0)
+        assert all(x.size(1) >= 1 and x.size(2) >= 1 for x in xs)
+        assert xb.dims == (True, True)

@@ -76,7 +76,7 @@ def test_the_registry_holds_the_activations_of_the_contract():
 def test_matches_loop(name, dtype):
     for batch_size in (1, 4):
         xs, xb = mb_rand(batch_size, *layout(name), dtype=dtype,
-                         generator=random.Random(batch_size))
+                         generator=random.Random(batch_size), min_size=0)
         mb_assert(activation(name, dtype), [xs], [xb], batch_size)
 
 
@@ -98,7 +98,7 @@ def test_zero_and_one_length_examples(name, dtype):
        dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_hypothesis_shapes(name, batch, max_len, seed, dtype):
     spec = tuple((d, max_len if d else size) for d, size in layout(name))
-    xs, xb = mb_rand(batch, *spec, dtype=dtype, generator=random.Random(seed))
+    xs, xb = mb_rand(batch, *spec, dtype=dtype, generator=random.Random(seed), min_size=0)
     mb_assert(activation(name, dtype), [xs], [xb], batch)
 
 
@@ -117,7 +117,7 @@ def test_modules_match_loop(make, dtype):
     module = make().to(dtype)
     # The trailing dim (4) is PReLU(4)'s channel dimension only when it is dimension 1.
     spec = ((False, 4), (True, 5)) if isinstance(module, torch.nn.PReLU) else DEFAULT_LAYOUT
-    xs, xb = mb_rand(4, *spec, dtype=dtype)
+    xs, xb = mb_rand(4, *spec, dtype=dtype, min_size=0)
     if getattr(module, "inplace", False):
         mb_assert(lambda x: module(x * 1), [xs], [xb], 4)
     else:
@@ -163,7 +163,7 @@ def test_rrelu_in_training_draws_a_slope_per_position():
 
 
 def test_errors():
-    xs, xb = mb_rand(2, (True, 4), (False, 2))
+    xs, xb = mb_rand(2, (True, 4), (False, 2), min_size=0)
     with pytest.raises(ValueError, match=r"torch.nn.functional.glu: dim=1 is dynamic"):
         F.glu(xb, 1)
     with pytest.raises(ValueError, match=r"torch.nn.functional.glu: dim=0 is dimension 0"):
@@ -191,5 +191,5 @@ def test_on_cuda(name):
     args, kwargs, spec = ARGUMENTS.get(name, ((), {}, DEFAULT_LAYOUT))
     args = tuple(a.to(dtype).cuda() if isinstance(a, torch.Tensor) else a for a in args)
     func = getattr(F, name)
-    xs, xb = mb_rand(4, *spec, dtype=dtype, device="cuda")
+    xs, xb = mb_rand(4, *spec, dtype=dtype, device="cuda", min_size=0)
     mb_assert(lambda x: func(x * 1, *args, **kwargs), [xs], [xb], 4)

@@ -67,7 +67,7 @@ def test_every_registered_form_has_a_call():
 def test_eval_and_p_zero_match_loop(name, p, training, dtype):
     call, spec, _ = FORMS[name]
     for batch_size in (1, 4):
-        xs, xb = mb_rand(batch_size, *spec, dtype=dtype, generator=random.Random(batch_size))
+        xs, xb = mb_rand(batch_size, *spec, dtype=dtype, generator=random.Random(batch_size), min_size=0)
         mb_assert(lambda x: call(x, p, training), [xs], [xb], batch_size)
 
 
@@ -77,12 +77,12 @@ def test_modules_in_eval_mode_match_loop(dtype):
     for module in (torch.nn.Dropout(0.5), torch.nn.Dropout2d(0.5), torch.nn.AlphaDropout(0.5),
                    torch.nn.FeatureAlphaDropout(0.5)):
         mb_assert(module.eval(), [examples], [xb], 3)
-    xs, xb = mb_rand(3, *CHANNELS_1D, dtype=dtype)  # Dropout1d takes (1, C, L) examples
+    xs, xb = mb_rand(3, *CHANNELS_1D, dtype=dtype, min_size=0)  # Dropout1d takes (1, C, L) examples
     mb_assert(torch.nn.Dropout1d(0.5).eval(), [xs], [xb], 3)
 
 
 def test_eval_mode_returns_the_input_batch_itself():
-    xs, xb = mb_rand(3, *ELEMENTWISE)
+    xs, xb = mb_rand(3, *ELEMENTWISE, min_size=0)
     assert F.dropout(xb, 0.5, training=False) is xb
 
 
@@ -173,7 +173,7 @@ def test_nn_dropout_module_in_training_keeps_real_positions_scaled():
 def test_a_plain_input_with_a_batch_elsewhere_is_refused():
     # torch.dropout's arguments after the input are numbers; a batch there
     # can only come through a keyword.
-    xs, xb = mb_rand(2, *ELEMENTWISE)
+    xs, xb = mb_rand(2, *ELEMENTWISE, min_size=0)
     with pytest.raises(TypeError, match=r"torch.nn.functional.dropout: the input must be the "
                                         r"MaskedBatch; got Tensor"):
         _registry.lookup(F.dropout)(F.dropout, torch.ones(2), xb)
@@ -181,7 +181,7 @@ def test_a_plain_input_with_a_batch_elsewhere_is_refused():
 
 @needs_cuda
 def test_on_cuda():
-    xs, xb = mb_rand(4, *ELEMENTWISE, device="cuda")
+    xs, xb = mb_rand(4, *ELEMENTWISE, device="cuda", min_size=0)
     mb_assert(lambda x: F.dropout(x, 0.5, training=False), [xs], [xb], 4)
     ones = ones_batch(ELEMENTWISE, 2000).cuda()
     units, _ = dropped_units("torch.nn.functional.dropout", F.dropout(ones, 0.3, True))

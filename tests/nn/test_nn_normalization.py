@@ -73,7 +73,7 @@ def test_matches_loop(name, layout, spec, trailing, affine, dtype):
        seed=st.integers(0, 10_000), dtype=st.sampled_from([torch.float32, torch.float64]))
 def test_hypothesis_shapes(name, batch, max_len, features, seed, dtype):
     xs, xb = mb_rand(batch, (True, max_len), (False, features), dtype=dtype,
-                     generator=random.Random(seed))
+                     generator=random.Random(seed), min_size=0)
     w, b = torch.randn(features, dtype=dtype), torch.randn(features, dtype=dtype)
     mb_assert(lambda x, w, b: CALLS[name](x, [features], w, b),
               [xs, [w] * batch, [b] * batch], [xb, w, b], batch)
@@ -121,7 +121,7 @@ def test_without_padding_takes_the_data_as_is(dtype):
 
 @pytest.mark.parametrize("name", REGISTERED)
 def test_normalising_a_dynamic_dim_is_refused(name):
-    xs, xb = mb_rand(2, (False, 2), (True, 3))
+    xs, xb = mb_rand(2, (False, 2), (True, 3), min_size=0)
     with pytest.raises(ValueError, match=rf"{name}: normalized_shape \[3\] covers dimension 2, "
                                          r"which is dynamic"):
         CALLS[name](xb, [3], None, None)
@@ -129,14 +129,14 @@ def test_normalising_a_dynamic_dim_is_refused(name):
 
 @pytest.mark.parametrize("name", REGISTERED)
 def test_normalising_dimension_zero_is_refused(name):
-    xs, xb = mb_rand(2, (False, 3))
+    xs, xb = mb_rand(2, (False, 3), min_size=0)
     with pytest.raises(ValueError, match=rf"{name}: normalized_shape \[1, 3\] covers all 2 "
                                          r"dimensions of each example, including dimension 0"):
         CALLS[name](xb, [1, 3], None, None)
 
 
 def test_a_batched_weight_is_refused():
-    xs, xb = mb_rand(2, (True, 3), (False, 2))
+    xs, xb = mb_rand(2, (True, 3), (False, 2), min_size=0)
     wb = MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(1, 2)], (False,))
     with pytest.raises(NotImplementedError, match=r"torch.nn.functional.layer_norm: weight must "
                                                   r"be a plain tensor shared by every example"):
@@ -145,7 +145,7 @@ def test_a_batched_weight_is_refused():
 
 @needs_cuda
 def test_on_cuda():
-    xs, xb = mb_rand(4, (True, 5), (False, 3), device="cuda")
+    xs, xb = mb_rand(4, (True, 5), (False, 3), device="cuda", min_size=0)
     mb_assert(torch.nn.LayerNorm(3).double().cuda(), [xs], [xb], 4)
     if HAS_RMS_NORM:
         mb_assert(torch.nn.RMSNorm(3).double().cuda(), [xs], [xb], 4)

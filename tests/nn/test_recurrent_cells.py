@@ -33,27 +33,27 @@ def test_cell_loop_equals_per_example_loop(kind, batch, max_len, seed):
     torch.manual_seed(seed)
     for dtype in (torch.float32, torch.float64):
         cell = kind(3, 4).to(dtype)
-        xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype)
+        xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype, min_size=0)
         mb_assert(lambda x, cell=cell: run_cell(cell, x, 4), [xs], [xb], batch,
                   params=list(cell.parameters()))
 
 
 def test_relu_rnn_cell(dtype):
     cell = torch.nn.RNNCell(3, 4, nonlinearity="relu").to(dtype)
-    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype, min_size=0)
     mb_assert(lambda x: run_cell(cell, x, 4), [xs], [xb], 4, params=list(cell.parameters()))
 
 
 @given(batch=st.integers(1, 5), max_len=st.integers(0, 6))
 def test_linear_module_equals_loop(batch, max_len):
     layer = torch.nn.Linear(3, 2).double()
-    xs, xb = mb_rand(batch, (True, max_len), (False, 3))
+    xs, xb = mb_rand(batch, (True, max_len), (False, 3), min_size=0)
     mb_assert(layer, [xs], [xb], batch)
 
 
 def test_linear_without_bias_on_static_batch(dtype):
     layer = torch.nn.Linear(3, 2, bias=False).to(dtype)
-    xs, xb = mb_rand(3, (False, 3), dtype=dtype)
+    xs, xb = mb_rand(3, (False, 3), dtype=dtype, min_size=0)
     mb_assert(layer, [xs], [xb], 3)
 
 
@@ -97,14 +97,14 @@ def test_linear_computes_real_rows_only():
 
 def test_linear_with_a_weight_vector_drops_the_feature_dimension(dtype):
     # F.linear(x, w) with w of shape (features,): one output per row, the last dim summed away.
-    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype, min_size=0)
     w = torch.randn(3, dtype=dtype)
     mb_assert(lambda x, w: torch.nn.functional.linear(x, w), [xs, [w] * 4], [xb, w], 4)
 
 
 @needs(LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS, "takes a weight vector with a bias in F.linear")
 def test_linear_with_a_weight_vector_and_a_scalar_bias(dtype):
-    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype)
+    xs, xb = mb_rand(4, (True, 5), (False, 3), dtype=dtype, min_size=0)
     w, b = torch.randn(3, dtype=dtype), torch.randn((), dtype=dtype)
     mb_assert(lambda x, w, b: torch.nn.functional.linear(x, w, b), [xs, [w] * 4, [b] * 4],
               [xb, w, b], 4)

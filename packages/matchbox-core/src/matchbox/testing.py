@@ -26,17 +26,23 @@ def mb_rand(
     *dims: DimSpec,
     dtype: torch.dtype = torch.float64,
     device: Any = None,
-    min_size: int = 0,
+    min_size: int = 1,
     padding_value: float = float("nan"),
     generator: random.Random | None = None,
 ) -> tuple[list[torch.Tensor], MaskedBatch]:
     """Random examples and their batch.
 
     Each dim is ``(dynamic, size)``: a static dimension has ``size``; a dynamic
-    one a random size in ``[min_size, size]`` per example.  Padding holds
+    one a random size in ``[min_size, size]`` per example (``min_size=1`` as
+    in the original Matchbox; ``min_size=0`` adds empty examples, which only a
+    batch with one dynamic dimension can hold: with several, sizes start at
+    one).  An empty ``()`` dim is skipped, as the original did.  Padding holds
     ``padding_value`` (NaN by default), which must never reach a real result.
     """
     rng = generator or random
+    dims = tuple(d for d in dims if d != ())
+    if sum(dynamic for dynamic, _ in dims) > 1:
+        min_size = max(min_size, 1)
     examples = []
     for _ in range(batch_size):
         shape = [rng.randint(min_size, size) if dynamic else size for dynamic, size in dims]
@@ -48,31 +54,74 @@ def mb_rand(
 def mb_test(
     f: Callable[..., Any],
     *specs: Any,
-    batch_size: int = 4,
-    dtype: torch.dtype = torch.float64,
+    batch_size: int | None = None,
+    dtype: torch.dtype | None = None,
+    min_size: int = 1,
     **tolerances: Any,
 ) -> None:
     """Run ``f`` on random batches built from ``specs`` and on their examples.
 
-    Each spec is a tuple of ``(dynamic, size)`` pairs (a random batch argument),
-    or anything else, passed unchanged to every call (a weight, a flag).
+    One spec per argument of ``f``:
+
+    - ``(batch_size, (dynamic, size), ...)``: a random batch argument, the
+      arguments of :func:`mb_rand` (the original Matchbox form);
+    - ``((dynamic, size), ...)``: the same, of ``batch_size`` examples (4 unless
+      another spec or the keyword says);
+    - a tuple of ints: a random plain tensor of that shape, shared by every
+      example (a weight);
+    - an int ``k``: the same examples as argument ``k``;
+    - anything else: passed unchanged to every call (a module, a flag).
+
+    ``dtype`` defaults to that of ``f``'s parameters (an ``nn.Module``), else
+    torch's default dtype (what ``torch.randn`` gives).  Dynamic sizes are drawn
+    from ``[min_size, size]``.
     """
+    if dtype is None:
+        parameter = next(f.parameters(), None) if isinstance(f, torch.nn.Module) else None
+        dtype = parameter.dtype if parameter is not None else torch.get_default_dtype()
+    size = _spec_batch_size(specs, batch_size)
     example_args: list[list[Any]] = []
     batch_args: list[Any] = []
     for spec in specs:
-        if _is_dim_spec(spec):
-            xs, xb = mb_rand(batch_size, *spec, dtype=dtype)
-            example_args.append(xs)
-            batch_args.append(xb)
+        if _is_dim_spec(spec) or _is_sized_dim_spec(spec):
+            dims = spec[1:] if _is_sized_dim_spec(spec) else spec
+            xs, xb = mb_rand(size, *dims, dtype=dtype, min_size=min_size)
+        elif isinstance(spec, tuple) and spec and all(type(n) is int for n in spec):
+            xb = torch.randn(*spec, dtype=dtype)
+            xs = [xb] * size
+        elif type(spec) is int:
+            if not 0 <= spec < len(batch_args):
+                raise ValueError(f"mb_test: argument spec {spec} refers to argument {spec}, "
+                                 f"but only {len(batch_args)} come before it")
+            xs, xb = example_args[spec], batch_args[spec]
         else:
-            example_args.append([spec] * batch_size)
-            batch_args.append(spec)
-    mb_assert(f, example_args, batch_args, batch_size, **tolerances)
+            xs, xb = [spec] * size, spec
+        example_args.append(xs)
+        batch_args.append(xb)
+    mb_assert(f, example_args, batch_args, size, **tolerances)
+
+
+def _spec_batch_size(specs: Sequence[Any], batch_size: int | None) -> int:
+    """The one batch size of the specs that give one, and the keyword (default 4)."""
+    sizes = {spec[0] for spec in specs if _is_sized_dim_spec(spec)}
+    if batch_size is not None:
+        sizes.add(batch_size)
+    if len(sizes) > 1:
+        raise ValueError(f"mb_test: the arguments ask for different batch sizes {sorted(sizes)}")
+    return sizes.pop() if sizes else 4
+
+
+def _is_sized_dim_spec(spec: Any) -> bool:
+    """``(batch_size, (dynamic, size), ...)``, as :func:`mb_rand` takes it."""
+    return (isinstance(spec, tuple) and len(spec) >= 1 and type(spec[0]) is int
+            and _is_dim_spec(spec[1:]))
 
 
 def _is_dim_spec(spec: Any) -> bool:
-    return isinstance(spec, tuple) and all(
-        isinstance(d, tuple) and len(d) == 2 and isinstance(d[0], bool) for d in spec
+    """``((dynamic, size), ...)`` (``()`` entries allowed, as the original wrote them)."""
+    return isinstance(spec, tuple) and any(d != () for d in spec) and all(
+        d == () or (isinstance(d, tuple) and len(d) == 2 and isinstance(d[0], bool))
+        for d in spec
     )
 
 
