@@ -12,8 +12,9 @@ import torch
 from hypothesis import given
 from strategies import example_lists
 
+import matchbox.functional as MF
 from matchbox import MaskedBatch, _registry
-from matchbox.testing import mb_assert
+from matchbox.testing import mb_assert, mb_rand
 
 
 def assert_loop(f, pair):
@@ -158,6 +159,7 @@ VALUES = {
 }
 LAYOUTS = {
     "Tensor.new_empty": lambda x: x.new_empty(1, x.size_as_tensor(1), 2),
+    "Tensor.new": lambda x: x.new(1, x.size_as_tensor(1), 2),
     "torch.empty_like": torch.empty_like, "torch.rand_like": torch.rand_like,
     "torch.randn_like": torch.randn_like,
 }
@@ -174,3 +176,24 @@ def test_every_registered_constructor_has_a_case_equal_to_the_loop(name, pair):
     else:
         xs, xb = pair
         assert_same_layout(LAYOUTS[name](xb), [LAYOUTS[name](x) for x in xs])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_legacy_new_constructor_equals_the_loop(dtype):
+    # ``x.new(1, n).zero_()``: how the original Matchbox README started a state.
+    def f(x):
+        h = x.new(1, x.size(-1)).zero_()
+        return (h + x.sum(1)).tanh()
+
+    xs, xb = mb_rand(4, (True, 3), (False, 2), dtype=dtype, min_size=0)
+    mb_assert(f, [xs], [xb], 4)
+    sizes = xb.new(torch.Size([1, 2]))
+    assert isinstance(sizes, MaskedBatch) and sizes.dtype == dtype and sizes.dims == (False,)
+    data = xb.new([[1.0, 2.0]])  # data, not sizes: a plain tensor, as in the loop
+    assert type(data) is torch.Tensor and data.dtype == dtype
+    assert data.tolist() == [[1.0, 2.0]]
+
+
+def test_functional_cat_is_torch_cat():
+    xs, xb = mb_rand(3, (True, 3), (False, 2), dtype=torch.float64, min_size=0)
+    mb_assert(lambda x: MF.cat((x, x * 2), 2), [xs], [xb], 3)

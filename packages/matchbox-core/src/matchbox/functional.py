@@ -46,6 +46,12 @@ def stack(sequences: Sequence[Any], dim: int, dynamic: bool | None = None) -> An
                          dynamic=True if dynamic is None else dynamic)
 
 
+def cat(tensors: Sequence[Any], dim: int = 0) -> Any:
+    """``torch.cat`` (batches join through it as any op does), under the name the
+    original Matchbox's functional module gave it."""
+    return torch.cat(list(tensors), dim)
+
+
 def update(old: Any, new: Any) -> Any:
     """``new`` where it is real, ``old`` elsewhere: assignment in a per-example loop.
 
@@ -75,5 +81,5 @@ def update(old: Any, new: Any) -> Any:
 
 __all__ = [name for name in dir(_torch_functional) if not name.startswith("_")] + [
     "stack", "batch_zeros", "batch_ones", "batch_empty", "size_as_tensor", "maxsize",
-    "split_dim", "join_dims", "causal_mask", "batch_sum", "batch_mean", "update",
+    "split_dim", "join_dims", "causal_mask", "batch_sum", "batch_mean", "update", "cat",
 ]

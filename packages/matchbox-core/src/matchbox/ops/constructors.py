@@ -81,6 +81,19 @@ def new_filled(func, input, *sizes, **kwargs):
     return batch.requires_grad_(requires_grad) if requires_grad else batch
 
 
+@_registry.implements(torch.Tensor.new, family="constructor")
+def new(func, input, *args, **kwargs):
+    """``x.new(1, n)``, the legacy constructor the original Matchbox README used:
+    sizes give an uninitialised batch (as ``new_empty``); data (a list, a tensor)
+    gives a plain tensor, the same for every example, as in the loop."""
+    sizes = args[0] if len(args) == 1 and isinstance(args[0], torch.Size) else args
+    if sizes and all(isinstance(n, (int, MaskedBatch)) for n in sizes):
+        kwargs = _factory_kwargs(input, kwargs)
+        return new_batch(_registry.op_name(func), input, sizes,
+                         lambda shape: torch.empty(shape, **kwargs))
+    return input.data.new(*args, **kwargs)
+
+
 @_registry.implements(torch.Tensor.new_full, family="constructor")
 def new_full(func, input, size, fill_value, **kwargs):
     kwargs = _factory_kwargs(input, kwargs)
