@@ -11,6 +11,7 @@ size-one dimension.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -209,9 +210,9 @@ def test_sort_and_topk_of_integers_and_bools_match_loop(dtype_, padding):
         check(lambda x, desc=descending: torch.argsort(x, dim=1, descending=desc, stable=True),
               examples, batch)
         if dtype_ == torch.bool:  # the loop's topk refuses bool on CPU: so does the batch
-            with pytest.raises(RuntimeError, match="topk does not support bool"):
+            with pytest.raises(RuntimeError) as loop_error:  # torch's words vary by release
                 examples[0].topk(1, 1)
-            with pytest.raises(RuntimeError, match="topk does not support bool"):
+            with pytest.raises(RuntimeError, match=re.escape(str(loop_error.value))):
                 batch.topk(1, 1, largest=descending)
         else:
             check(lambda x, desc=descending: x.topk(1, 1, largest=desc), examples, batch)

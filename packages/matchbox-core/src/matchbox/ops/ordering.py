@@ -106,7 +106,12 @@ def cumsum_cumprod(func, input, dim, *, dtype=None, out=None):
     # zeros, which reads nothing from there on (tested with outputs that overflow
     # to inf).  cumsum's backward reads no values.
     fill = 0 if func in (torch.cumprod, torch.Tensor.cumprod) else None
-    result, mixed = _scan(op, lambda data, d: func(data, d, dtype=dtype), input, dim, fill)
+    if dtype is not None and input.dtype != dtype:
+        # The cast first: torch 2.3's cumprod backward through ``dtype=`` fails on
+        # an input with zeros (its masked_scatter mixes the two dtypes), and the
+        # zero fill makes one; values and gradients are those of ``dtype=``.
+        input = MaskedBatch._make(input.data.to(dtype), input._mask, input.dims)
+    result, mixed = _scan(op, lambda data, d: func(data, d), input, dim, fill)
     if mixed:
         result = _masking.guard_gradient(result, input._mask)
     return MaskedBatch._make(result, input._mask, input.dims)
