@@ -74,6 +74,8 @@ def test_device_argument_places_the_batch():
     text.build_vocab(["a b"])
     xb = text.process(["a", "a b"], device="cpu")
     assert xb.data.device == torch.device("cpu") and xb.mask.device == torch.device("cpu")
+    legacy = text.process(["a", "a b"], device=-1)  # torchtext's Field: -1 is the CPU
+    assert legacy.data.device == torch.device("cpu")
 
 
 def test_max_size_min_freq_and_extra_specials():

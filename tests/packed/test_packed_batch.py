@@ -107,7 +107,9 @@ def test_fromlist_errors_name_the_problem():
         PackedBatch.fromlist([torch.zeros(1, 2, 3), [1, 2]])
     with pytest.raises(ValueError, match=r"PackedBatch.fromlist: dimension 2 is static but the "
                                          r"examples differ in size there: example 0 has 3, "
-                                         r"example 1 has 4"):
+                                         r"example 1 has 4 \(a PackedBatch has one "
+                                         r"dynamic dimension, 1; use MaskedBatch.fromlist "
+                                         r"for more\)"):
         PackedBatch.fromlist([torch.zeros(1, 2, 3), torch.zeros(1, 2, 4)])
     with pytest.raises(ValueError, match=r"PackedBatch.fromlist: dimension 2 is dynamic too; a "
                                          r"PackedBatch packs one dynamic dimension"):

@@ -605,8 +605,11 @@ def _refuse_empty_extent(shapes: list[torch.Size], dims: tuple[bool, ...]) -> No
 
 
 def _check_examples(
-    examples: Sequence[Any], dims: tuple[bool, ...], op: str = "MaskedBatch.fromlist"
+    examples: Sequence[Any], dims: tuple[bool, ...], op: str = "MaskedBatch.fromlist",
+    static_hint: str = "mark it dynamic in dims",
 ) -> list[torch.Size]:
+    """Each example's shape, after checking the list (``static_hint``: what to do
+    when examples differ along a static dimension)."""
     if isinstance(examples, torch.Tensor) or not isinstance(examples, Sequence):
         raise TypeError(
             f"{op}: examples must be a list of tensors, got "
@@ -645,7 +648,7 @@ def _check_examples(
                 raise ValueError(
                     f"{op}: dimension {i} is static but the examples differ "
                     f"in size there: example 0 has {first.size(i)}, example {b} has "
-                    f"{example.size(i)} (mark it dynamic in dims)"
+                    f"{example.size(i)} ({static_hint})"
                 )
     return [e.shape for e in examples]
 

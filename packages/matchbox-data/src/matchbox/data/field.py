@@ -335,8 +335,11 @@ class _Field:
     # ------------------------------------------------------------------ batching
 
     def process(self, examples: Sequence[Any], device: Any = None) -> Any:
-        """A batch of raw examples (strings, token lists or numbers), on ``device``."""
-        return self._process(examples, device, None)
+        """A batch of raw examples (strings, token lists or numbers), on ``device``.
+
+        ``device=-1`` is the CPU, as torchtext's ``Field`` read it.
+        """
+        return self._process(examples, "cpu" if device == -1 else device, None)
 
     def _process(self, examples: Sequence[Any], device: Any, label: str | None) -> Any:
         raise NotImplementedError  # each field makes its own kind of batch

@@ -107,7 +107,9 @@ class PackedBatch(DataAttributes):
             rank = first.dim() if isinstance(first, torch.Tensor) else 2
             dims = (True,) + (False,) * (rank - 2) if rank >= 2 else ()
         dims = _check_dims(op, tuple(bool(d) for d in dims))
-        shapes = _check_examples(examples, dims, op)
+        shapes = _check_examples(
+            examples, dims, op, static_hint="a PackedBatch has one dynamic dimension, 1; "
+            "use MaskedBatch.fromlist for more")
         device = examples[0].device
         layout = Layout.from_lengths(torch.tensor([s[1] for s in shapes]), device)
         # One cat gives the jagged layout (each example's rows together); one
