@@ -130,17 +130,28 @@ def test_specs_in_the_original_form_give_the_batch_size_first():
     assert seen == [("Tensor", True, (2, 5))] * 3 + [("MaskedBatch", True, (2, 5))]
 
 
+class _Mix(torch.nn.Module):
+    """A module with float32 parameters (core ops only: no matchbox-nn needed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(2, 3))
+
+    def forward(self, x, h):
+        return (x @ self.weight).tanh() + h
+
+
 def test_a_modules_parameters_set_the_dtype_and_sizes_start_at_one():
-    cell = torch.nn.RNNCell(2, 3)  # float32 parameters
-    sizes = []
+    dtypes = []
 
     def f(x, h):
-        sizes.append(x.dtype)
-        return cell(x, h)
+        dtypes.append(x.dtype)
+        return x.tanh() + h
 
-    mb_test(cell, (4, (False, 2)), (4, (False, 3)))
-    mb_test(f, (4, (False, 2)), (4, (False, 3)))
-    assert set(sizes) == {torch.float32}  # torch's default dtype for a plain function
+    mb_test(_Mix(), (4, (False, 2)), (4, (False, 3)))  # float32, from the parameters
+    mb_test(_Mix().double(), (4, (True, 3), (False, 2)), (4, (False, 3)))
+    mb_test(f, (4, (False, 3)), (4, (False, 3)))
+    assert set(dtypes) == {torch.get_default_dtype()}  # a plain function: torch's default
     xs, _ = mb_rand(50, (True, 2))
     assert min(x.size(1) for x in xs) >= 1  # the original drew sizes from [1, size]
 
