@@ -9,10 +9,16 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+# Derandomized: every run draws the same examples, so a run of the matrix is
+# reproducible (with torch seeded per test below, the values too).  A float32
+# comparison of a parameter gradient summed in another order can land just past
+# torch's float32 tolerance on a rare draw; a fresh draw each run made that a
+# flaky failure rather than one seen, and kept, when the examples change.
 settings.register_profile(
     "matchbox",
     max_examples=int(os.environ.get("MATCHBOX_HYPOTHESIS_EXAMPLES", "25")),
     deadline=None,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile("matchbox")
