@@ -111,7 +111,7 @@ def cumsum_cumprod(func, input, dim, *, dtype=None, out=None):
         # an input with zeros (its masked_scatter mixes the two dtypes), and the
         # zero fill makes one; values and gradients are those of ``dtype=``.
         input = MaskedBatch._make(input.data.to(dtype), input._mask, input.dims)
-    result, mixed = _scan(op, lambda data, d: func(data, d), input, dim, fill)
+    result, mixed = _scan(op, func, input, dim, fill)
     if mixed:
         result = _masking.guard_gradient(result, input._mask)
     return MaskedBatch._make(result, input._mask, input.dims)
@@ -124,7 +124,7 @@ def logcumsumexp(func, input, dim, *, out=None):
     # -inf (the identity) keeps the outputs at padding finite where the real ones are;
     # integers are refused by torch itself, as in the loop.
     floating = input.dtype.is_floating_point or input.dtype.is_complex
-    result, mixed = _scan(op, lambda data, d: func(data, d), input, dim,
+    result, mixed = _scan(op, func, input, dim,
                           -math.inf if floating else None)
     if mixed:
         result = _masking.guard_gradient(result, input._mask)
@@ -239,6 +239,11 @@ def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
 # ------------------------------------------------------------------ flips
 
 
+def _dim_list(value: Any) -> list[Any]:
+    """A dimension argument (an int, or a tuple/list/Size of them) as a list."""
+    return list(value) if isinstance(value, (tuple, list, torch.Size)) else [value]
+
+
 def _flip(op: str, x: MaskedBatch, wanted: list[int]) -> MaskedBatch:
     rank = x.dim()
     ds = [normalize_dim(w, rank, op) for w in wanted]
@@ -268,8 +273,7 @@ def flip(func, input, *args, dims=None):
     op = _registry.op_name(func)
     if dims is None:
         dims = args[0] if len(args) == 1 else args
-    wanted = list(dims) if isinstance(dims, (tuple, list, torch.Size)) else [dims]
-    return _flip(op, input, wanted)
+    return _flip(op, input, _dim_list(dims))
 
 
 @_registry.implements(torch.fliplr, torch.Tensor.fliplr, torch.flipud, torch.Tensor.flipud,
@@ -284,10 +288,6 @@ def fliplr_flipud(func, input):
 
 
 # ------------------------------------------------------------------ moving dimensions
-
-
-def _dim_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (tuple, list, torch.Size)) else [value]
 
 
 @_registry.implements(torch.movedim, torch.Tensor.movedim, torch.moveaxis,

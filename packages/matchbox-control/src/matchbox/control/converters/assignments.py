@@ -29,6 +29,7 @@ import gast
 
 from matchbox.control import naming, templates
 from matchbox.control.context import Context
+from matchbox.control.runtime.effects import CONTAINER_WRITES
 
 _AUGMENTED = {
     gast.Add: "+=", gast.Sub: "-=", gast.Mult: "*=", gast.Div: "/=", gast.FloorDiv: "//=",
@@ -55,14 +56,7 @@ def _changes_in_place(call: Any) -> bool:
     owner, attr = call.func.value, call.func.attr
     if isinstance(owner, gast.Name) and owner.id == naming.RUNTIME:
         return False
-    return attr in _CONTAINER_WRITES or (attr.endswith("_") and not attr.startswith("_"))
-
-
-# Methods that change a list or dict in place: under a batch mask the runtime
-# does them for the running examples (append, extend, dict update) or refuses
-# them (see ``runtime.effects.call_method``); on other objects they are plain calls.
-_CONTAINER_WRITES = {"append", "extend", "insert", "pop", "remove", "clear", "sort",
-                     "reverse", "update", "setdefault", "popitem"}
+    return attr in CONTAINER_WRITES or (attr.endswith("_") and not attr.startswith("_"))
 
 
 def _writes_object(target: Any) -> bool:

@@ -100,7 +100,7 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
         for key, value in dict(*args, **kwargs).items():
             set_item(mask, obj, key, value)
         return None
-    if type(obj) in (list, dict) and name in _CONTAINER_WRITES:
+    if type(obj) in (list, dict) and name in CONTAINER_WRITES:
         raise NotImplementedError(
             f"@batch: {type(obj).__name__}.{name}() under a per-example condition: a Python "
             f"{type(obj).__name__} is shared by every example, so it would change for the "
@@ -116,8 +116,11 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     return method(*args, **kwargs)
 
 
-_CONTAINER_WRITES = {"insert", "pop", "remove", "clear", "sort", "reverse", "setdefault",
-                     "popitem", "append", "extend", "update"}
+#: Methods that change a list or dict in place.  The rewrite routes every call of
+#: one through :func:`call_method` (on other objects they are plain calls), which
+#: does append, extend and dict update for the running examples and refuses the rest.
+CONTAINER_WRITES = frozenset({"append", "extend", "update", "insert", "pop", "remove",
+                              "clear", "sort", "reverse", "setdefault", "popitem"})
 
 
 def _update_running(mask: Any, target: MaskedBatch, new: MaskedBatch, name: str) -> None:
