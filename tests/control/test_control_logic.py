@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from control_cases import assert_batch_equals_loop, assert_oracle, scalars
 from hypothesis import given
@@ -148,3 +149,86 @@ def test_and_guards_an_index_per_example():
     loop = [int(first_non_positive(x)) for x in xs]
     assert loop == [2, 0, 1, 0, 2]
     assert [int(v) for v in first_non_positive(xb).data] == loop
+
+
+@matchbox.batch
+def halting(x, limit):
+    steps = 0
+    while x < 10 and steps < limit:
+        x = x * 2
+        steps = steps + 1
+    return x, steps
+
+
+def test_comparison_of_names_is_a_pure_right_operand():
+    # `steps < limit` can change nothing: the rewrite marks it so, and the
+    # runtime computes it for every example instead of under a mask.
+    text = " ".join(matchbox.control.source(halting).split())
+    assert "lambda : steps < limit, pure=True)" in text
+    assert "pure=True" not in matchbox.control.source(first_non_positive)
+
+
+def test_pure_right_operand_equals_the_loop(dtype):
+    assert_batch_equals_loop(halting, scalars([0.5, 3.0, 12.0, 1.0, 9.0], dtype),
+                             ([2] * 5, 2))
+    assert_oracle(lambda x: halting(x, 3)[1], [0.5, 3.0, 12.0, 6.0], [3, 2, 0, 1],
+                  dtype=dtype)
+
+
+def test_pure_right_operand_spares_the_masked_run():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CountAny(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket is torch.ops.aten.any:
+                CountAny.count += 1
+            return func(*args, **(kwargs or {}))
+
+    @matchbox.batch
+    def both_pure(x, y):
+        return x > 0 and y > 0
+
+    @matchbox.batch
+    def right_not_pure(x, y):
+        return x > 0 and y + 0 > 0
+
+    _, xb = scalars([1.0, -1.0, 2.0])
+    _, yb = scalars([1.0, 1.0, -1.0])
+    for f, syncs in ((both_pure, 0), (right_not_pure, 1)):
+        CountAny.count = 0
+        with CountAny():
+            result = f(xb, yb)
+        assert [e.item() for e in result.examples()] == [True, False, False]
+        assert CountAny.count == syncs, f.__name__
+
+
+@matchbox.batch
+def reads_a_name_only_some_examples_assigned(x):
+    if x > 0:
+        bound = x * 0 + 5
+    # Only the examples with x > 0 read `bound`, as in Python.
+    if x > 0 and x < bound:
+        x = x + 100
+    return x
+
+
+def test_pure_right_operand_that_fails_runs_again_where_needed():
+    assert_oracle(reads_a_name_only_some_examples_assigned, [1.0, -1.0, 7.0, 0.0],
+                  [101.0, -1.0, 7.0, 0.0])
+    # No example assigned `bound`: computed for every example it fails, and run
+    # again where needed (nowhere) it is not evaluated, as in the loop.
+    assert_oracle(reads_a_name_only_some_examples_assigned, [-1.0, 0.0], [-1.0, 0.0])
+
+    @matchbox.batch
+    def needs_an_unassigned_name(x):
+        if x > 100:
+            bound = x
+        return x > 0 and x < bound
+
+    examples, batch = scalars([-1.0, 2.0])
+    with pytest.raises(UnboundLocalError, match="'bound'"):
+        needs_an_unassigned_name(examples[1])  # the loop fails on example 1
+    with pytest.raises(UnboundLocalError, match="'bound'"):
+        needs_an_unassigned_name(batch)

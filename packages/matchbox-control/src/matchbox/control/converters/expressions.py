@@ -4,6 +4,7 @@
 |-------------------------|--------------------------------------------------------|
 | ``a and b and c``       | ``mb__.and_(a, lambda: mb__.and_(b, lambda: c))``      |
 | ``a or b``              | ``mb__.or_(a, lambda: b)``                             |
+| ``a and n < 3``         | ``mb__.and_(a, lambda: n < 3, pure=True)``             |
 | ``not a``               | ``mb__.not_(a)``                                       |
 | ``a < b <= c``          | ``mb__.compare(a, '<', lambda: b, '<=', lambda: c)``   |
 | ``a if c else b``       | ``mb__.if_exp(c, lambda mb__g: a, lambda mb__g: b)``,  |
@@ -12,7 +13,11 @@
 
 Later operands are thunks, so they are evaluated when (and only as often as)
 Python would evaluate them; the runtime helpers are plain Python for plain
-operands (see ``runtime.expressions``).
+operands (see ``runtime.expressions``).  A right operand that only compares
+names and constants (``steps < max_steps``, a loop's second condition) is
+marked ``pure``: it cannot change anything, so with a batch on the left it is
+computed once for every example instead of under a mask, which spares a
+device sync per evaluation.
 """
 
 from __future__ import annotations
@@ -48,7 +53,8 @@ class _Expressions(gast.NodeTransformer):
         helper = "and_" if isinstance(node.op, gast.And) else "or_"
         result = node.values[-1]
         for value in reversed(node.values[:-1]):
-            result = templates.replace_expr(f"mb__.{helper}(left, lambda: right)",
+            pure = ", pure=True" if _is_pure_comparison(result) else ""
+            result = templates.replace_expr(f"mb__.{helper}(left, lambda: right{pure})",
                                             origin=node, left=value, right=result)
         return result
 
@@ -89,6 +95,25 @@ class _Expressions(gast.NodeTransformer):
                                     origin=node, test=node.test, msg=node.msg)
         anno.set_(new[0], PLAIN, True)
         return new
+
+
+_ORDERINGS = (gast.Lt, gast.LtE, gast.Gt, gast.GtE, gast.Eq, gast.NotEq)
+
+
+def _is_pure_comparison(node: Any) -> bool:
+    """Whether ``node`` is one comparison (``<``, ``==``, ...) of names, constants and
+    attributes of names: evaluating it has no effect but its value."""
+    return (isinstance(node, gast.Compare) and len(node.ops) == 1
+            and isinstance(node.ops[0], _ORDERINGS)
+            and _is_plain_operand(node.left) and _is_plain_operand(node.comparators[0]))
+
+
+def _is_plain_operand(node: Any) -> bool:
+    if isinstance(node, gast.UnaryOp) and isinstance(node.op, gast.USub):
+        node = node.operand
+    if isinstance(node, gast.Attribute):
+        node = node.value
+    return isinstance(node, (gast.Name, gast.Constant))
 
 
 class _GuardedReads(gast.NodeTransformer):

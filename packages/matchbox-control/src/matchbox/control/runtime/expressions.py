@@ -51,12 +51,30 @@ def _for_examples_where(left: MaskedBatch, holds: torch.Tensor, right: Thunk) ->
 _SKIPPED = object()
 
 
-def and_(left: Any, right: Thunk) -> Any:
+def _right_operand(left: MaskedBatch, needed: torch.Tensor, right: Thunk, pure: bool) -> Any:
+    """The right operand of ``and``/``or`` for the examples in ``needed``.
+
+    A ``pure`` operand (a comparison of names and constants, see
+    ``converters.expressions``) is computed for every example: it has no effect
+    to keep from the others, and that spares the ``.any()`` of a masked run.
+    Should it fail (a name assigned only on some examples' paths), it is run
+    again as Python would run it, only where needed, so that it fails only if
+    an example needs it.
+    """
+    if pure:
+        try:
+            return right()
+        except Exception:  # run again where needed, which raises again if it must
+            pass
+    return _for_examples_where(left, needed, right)
+
+
+def and_(left: Any, right: Thunk, pure: bool = False) -> Any:
     """``left and right()``."""
     if type(left) is not MaskedBatch:
         return left if not left else right()
     holds = per_example_truth(left)
-    value = _for_examples_where(left, holds, right)
+    value = _right_operand(left, holds, right, pure)
     if value is _SKIPPED:
         return left
     if _is_bool_like(value):
@@ -66,12 +84,12 @@ def and_(left: Any, right: Thunk) -> Any:
     return select(holds, value, left, "the right operand of 'and'")
 
 
-def or_(left: Any, right: Thunk) -> Any:
+def or_(left: Any, right: Thunk, pure: bool = False) -> Any:
     """``left or right()``."""
     if type(left) is not MaskedBatch:
         return left if left else right()
     holds = per_example_truth(left)
-    value = _for_examples_where(left, ~holds, right)
+    value = _right_operand(left, ~holds, right, pure)
     if value is _SKIPPED:
         return left
     if _is_bool_like(value):
@@ -107,7 +125,8 @@ def compare(left: Any, *rest: Any) -> Any:
             return result
         right = rest[i + 1]()
         step = _COMPARE[rest[i]](left, right)
-        result = step if i == 0 else and_(result, lambda step=step: step)
+        # ``step`` is computed already: ``pure`` spares a masked run of the thunk.
+        result = step if i == 0 else and_(result, lambda step=step: step, pure=True)
         left = right
     return result
 
