@@ -161,6 +161,11 @@ def test_out_argument_is_refused():
         torch.add(xb, 1, out=torch.empty(2, 3))
 
 
+def test_out_none_is_torchs_default_and_accepted():
+    xs, xb = mb_rand(3, (True, 4), (False, 2), min_size=0)
+    mb_assert(lambda x: torch.tanh(x, out=None) + torch.add(x, 1, out=None), [xs], [xb], 3)
+
+
 def test_padding_never_reaches_real_values_even_inf():
     examples = [torch.ones(1, n, 2) for n in (1, 3)]
     xb = MaskedBatch.fromlist(examples, (True, False), padding_value=float("inf"))

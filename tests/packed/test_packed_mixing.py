@@ -63,6 +63,23 @@ def test_packed_with_packed_stays_packed(call, dtype):
     mb_assert(CALLS[call], [xs, ys], [pb, pb2], len(xs))
 
 
+@pytest.mark.parametrize("op", ["add_", "mul_", "sub_"])
+def test_in_place_op_on_packed_with_masked_argument_changes_the_packed_batch(op, dtype):
+    # The loop changes each x in place: the packed batch must change too (the
+    # op runs on a masked copy, whose rows are written back), and gradients
+    # reach both arguments through the write.
+    def f(x, y):
+        x = x * 1  # a non-leaf, which may be written in place
+        same = getattr(x, op)(y)
+        assert same is x
+        return x
+
+    xs, ys, pb, mb = pair(dtype)
+    result = f(pb, mb)
+    assert isinstance(result, PackedBatch)
+    mb_assert(f, [xs, ys], [pb, mb], len(xs))
+
+
 def test_reductions_over_the_packed_dimension_give_masked_batches():
     _, _, pb, _ = pair(lengths=[3, 1, 5, 2])  # max of an empty example raises
     for result in (pb.sum(1), pb.mean(1, keepdim=True), pb.max(1).values, pb.sum()):

@@ -120,6 +120,7 @@ def test_errors_name_the_op_and_the_problem():
         torch.add(pb, torch.zeros(2, 1, 1, 3))
     with pytest.raises(NotImplementedError, match=r"torch.add: out= is not supported"):
         torch.add(pb, 1, out=torch.zeros(5, 3))
+    assert torch.equal(torch.add(pb, 1, out=None).data, pb.data + 1)  # torch's default
     with pytest.raises(ValueError, match=r"torch.add: batch arguments have different batch sizes "
                                          r"\(2 and 3\)"):
         torch.add(pb, PackedBatch.fromlist(examples_of_lengths([2, 3, 1])))

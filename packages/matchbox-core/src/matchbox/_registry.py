@@ -301,6 +301,14 @@ def declare_provider(predicate: Callable[[Any], bool], distribution: str) -> Non
     _PROVIDERS.append((predicate, distribution))
 
 
+def refuse_out(op: Any, out: Any) -> None:
+    """Batches have no ``out=`` (a result's layout is the op's to choose); ``out=None``,
+    torch's default spelled out, is accepted."""
+    if out is not None:
+        name = op if isinstance(op, str) else op_name(op)
+        raise NotImplementedError(f"{name}: out= is not supported for batches")
+
+
 def unsupported(func: Any, batch_type: str = "MaskedBatch") -> NotImplementedError:
     """The error for an op that is not in the registry, naming the op."""
     name = op_name(func)

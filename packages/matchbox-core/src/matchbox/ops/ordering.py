@@ -49,11 +49,6 @@ from matchbox.masked_batch import MaskedBatch, normalize_dim
 FAMILY = "ordering"
 
 
-def _refuse_out(op: str, out: Any) -> None:
-    if out is not None:
-        raise NotImplementedError(f"{op}: out= is not supported for batches")
-
-
 def _on_batch_dim(fn: Callable[[torch.Tensor, int], Any], data: torch.Tensor) -> Any:
     """``fn(data, d)`` along each example's size-one dimension 0: a dimension of size one
     per example is put in position 1, worked along, and removed again."""
@@ -100,7 +95,7 @@ def _scan(op: str, run: Callable[[torch.Tensor, int], torch.Tensor], x: MaskedBa
                       family=FAMILY)
 def cumsum_cumprod(func, input, dim, *, dtype=None, out=None):
     op = _registry.op_name(func)
-    _refuse_out(op, out)
+    _registry.refuse_out(op, out)
     # cumprod's backward reads its outputs (grad * output), and 0 * inf is NaN: a 0
     # at the first padding position sends torch to its formula for inputs with
     # zeros, which reads nothing from there on (tested with outputs that overflow
@@ -120,7 +115,7 @@ def cumsum_cumprod(func, input, dim, *, dtype=None, out=None):
 @_registry.implements(torch.logcumsumexp, torch.Tensor.logcumsumexp, family=FAMILY)
 def logcumsumexp(func, input, dim, *, out=None):
     op = _registry.op_name(func)
-    _refuse_out(op, out)
+    _registry.refuse_out(op, out)
     # -inf (the identity) keeps the outputs at padding finite where the real ones are;
     # integers are refused by torch itself, as in the loop.
     floating = input.dtype.is_floating_point or input.dtype.is_complex
@@ -135,7 +130,7 @@ def logcumsumexp(func, input, dim, *, out=None):
                       family=FAMILY)
 def cummax_cummin(func, input, dim, *, out=None):
     op = _registry.op_name(func)
-    _refuse_out(op, out)
+    _registry.refuse_out(op, out)
     (values, indices), mixed = _scan(op, lambda data, d: tuple(func(data, d)), input, dim, None)
     if mixed:
         # At padding the running extreme may be a real value, whose index there
@@ -171,7 +166,7 @@ def _sort(op: str, x: MaskedBatch, dim: Any, descending: bool,
 @_registry.implements(torch.sort, torch.Tensor.sort, family=FAMILY)
 def sort(func, input, dim=-1, descending=False, *, stable=False, out=None):
     op = _registry.op_name(func)
-    _refuse_out(op, out)
+    _registry.refuse_out(op, out)
     values, indices = _sort(op, input, dim, descending, stable)
     return torch.return_types.sort((MaskedBatch._make(values, input._mask, input.dims),
                                     MaskedBatch._make(indices, input._mask, input.dims)))
@@ -187,7 +182,7 @@ def argsort(func, input, dim=-1, descending=False, *, stable=False):
 @_registry.implements(torch.topk, torch.Tensor.topk, family=FAMILY)
 def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
     op = _registry.op_name(func)
-    _refuse_out(op, out)
+    _registry.refuse_out(op, out)
     k = int(k)
     d = normalize_dim(-1 if dim is None else dim, input.dim(), op)
     if k < 0:

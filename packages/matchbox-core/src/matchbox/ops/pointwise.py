@@ -162,8 +162,9 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     kind = _KINDS.get(func) or _kind(func)
     if kwargs:
         if "out" in kwargs:
-            raise NotImplementedError(
-                f"{_registry.op_name(func)}: out= is not supported for batches")
+            _registry.refuse_out(func, kwargs.pop("out"))
+            if not kwargs:
+                return pointwise(func, *args)
         if kwargs.get("inplace"):
             kind = _INPLACE
     if kind == _INPLACE:

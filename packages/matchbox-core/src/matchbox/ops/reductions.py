@@ -461,8 +461,7 @@ def _norm(op: str, x: MaskedBatch, order: Any, dim: Any, keepdim: bool, dtype: A
 def norm(func, input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     op = _registry.op_name(func)
     # torch.norm is Python code that forwards out= (usually None) to us.
-    if out is not None:
-        raise NotImplementedError(f"{op}: out= is not supported for batches")
+    _registry.refuse_out(op, out)
     # "fro" is the 2-norm of the flattened dims; "nuc" (a matrix norm) is not supported.
     return _norm(op, input, 2 if p in ("fro", None) else p, dim, keepdim, dtype)
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch
+from matchbox.nn.packing import gather_padded
+from matchbox.ops.pointwise import _writes_first_argument
 
 BATCH_TYPE = "PackedBatch"
 
@@ -32,10 +34,23 @@ def meets_masked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 
 def hand_to_masked(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run ``func`` through ``MaskedBatch``'s dispatch; it converts the packed arguments."""
+    """Run ``func`` through ``MaskedBatch``'s dispatch; it converts the packed arguments.
+
+    An in-place op on a packed batch (``packed.add_(masked)``) runs on the
+    masked copy of it that the conversion made; the batch then holds that
+    copy's rows, so that it changes as each example would in the loop.  (Its
+    data tensor is replaced, not written: autograd may have saved the old one.)
+    """
     # The types say that other batch types are present (PyTorch passes the
     # overloaded argument types), which is what makes MaskedBatch convert them.
-    return MaskedBatch.__torch_function__(func, _registry.batch_types(), args, kwargs)
+    result = MaskedBatch.__torch_function__(func, _registry.batch_types(), args, kwargs)
+    target = args[0] if args else kwargs.get("input")
+    # (By name: the PackedBatch class imports this module.)
+    if type(target).__name__ == BATCH_TYPE and (
+            _writes_first_argument(func) or kwargs.get("inplace")):
+        target.data = gather_padded(result.data, target.layout)
+        return target
+    return result
 
 
 def implements(*funcs: Any, family: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -65,8 +65,7 @@ def prelu(func, input, weight):
 def normalize(func, input, p=2.0, dim=1, eps=1e-12, out=None):
     op = _registry.op_name(func)
     only_input_batched(op, input)
-    if out is not None:
-        raise NotImplementedError(f"{op}: out= is not supported for batches")
+    _registry.refuse_out(op, out)
     d = example_dim(op, dim, input.dim())
     if input._mask is None or not input.dims[d - 1]:
         return MaskedBatch._make(func(input.data, p, d, eps), input._mask, input.dims)

@@ -43,7 +43,7 @@ _INPLACE: dict[Any, bool] = {}
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the packed rows."""
     if "out" in kwargs:
-        raise NotImplementedError(f"{name(func)}: out= is not supported for batches")
+        _registry.refuse_out(func, kwargs.pop("out"))
     first = _first_batch(args, kwargs)
     values = [rows(func, a, first) for a in args]
     named = {k: rows(func, v, first) for k, v in kwargs.items()}

@@ -49,8 +49,7 @@ def transpose(func, input, dim0, dim1):
 @_dispatch.implements(torch.cat, torch.concat, torch.concatenate, family="shape")
 def cat(func, tensors, dim=0, *, axis=None, out=None):
     op = _registry.op_name(func)
-    if out is not None:
-        raise NotImplementedError(f"{op}: out= is not supported for batches")
+    _registry.refuse_out(op, out)
     dim = dim if axis is None else axis
     parts = list(tensors)
     for i, part in enumerate(parts):
