@@ -112,6 +112,18 @@ def test_large_values_stay_finite():
     mb_assert(lambda x: F.log_softmax(x, 1), [xs], [pb], 3)
 
 
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "logsumexp"])
+def test_infinite_values_give_the_loops_results(op):
+    # An example holding +inf: softmax is NaN and logsumexp inf, as torch gives
+    # each example; -inf entries (masked scores) and an all -inf example too.
+    inf = float("inf")
+    xs = [torch.tensor([[[1.0], [inf], [0.5]]]), torch.tensor([[[0.2], [-inf]]]),
+          torch.tensor([[[-inf], [-inf]]]), torch.tensor([[[inf], [-inf], [inf]]])]
+    got = list(getattr(PackedBatch.fromlist(xs), op)(1).examples())
+    for x, value in zip(xs, got):
+        torch.testing.assert_close(value, getattr(x, op)(1), equal_nan=True)
+
+
 def test_empty_examples_reduce_as_in_the_loop():
     pb = PackedBatch.fromlist(examples_of_lengths([0, 2]))
     assert pb.sum(1).data[0].eq(0).all()

@@ -94,10 +94,16 @@ def per_row(per_example: torch.Tensor, layout: Any) -> torch.Tensor:
     return per_example.index_select(0, layout.row_examples)
 
 
-def _shift(data: torch.Tensor, layout: Any) -> torch.Tensor:
-    """A per-example shift that keeps ``exp`` finite (no gradient: results do not depend on it)."""
+def _shift(data: torch.Tensor, layout: Any, *, keep_inf: bool = False) -> torch.Tensor:
+    """A per-example shift that keeps ``exp`` finite (no gradient: results do not depend on it).
+
+    ``keep_inf``: an example holding ``+inf`` is shifted by it, as torch's
+    softmax does (its result is then NaN, as the loop's); logsumexp is ``inf``
+    there, which a shift of zero gives.
+    """
     top = segment_extreme(data.detach(), layout, largest=True)
-    return torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+    finite = torch.isfinite(top) | (top == float("inf")) if keep_inf else torch.isfinite(top)
+    return torch.where(finite, top, torch.zeros_like(top))
 
 
 def segment_logsumexp(data: torch.Tensor, layout: Any) -> torch.Tensor:
@@ -228,7 +234,7 @@ def softmax(func, input, dim=None, _stacklevel=3, dtype=None):
         result = torch.log_softmax(data, d - 1) if log else torch.softmax(data, d - 1)
         return PackedBatch._make(result, input.layout)
     layout = input.layout
-    shifted = data - per_row(_shift(data, layout), layout)
+    shifted = data - per_row(_shift(data, layout, keep_inf=True), layout)
     if log:
         result = shifted - per_row(segment_sum(shifted.exp(), layout).log(), layout)
     else:
