@@ -7,6 +7,8 @@ examples, ``torch.nested`` components.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from hypothesis import given
@@ -432,3 +434,17 @@ def test_offsets_are_where_each_steps_rows_begin(lengths):
     offsets = pb.offsets.tolist()
     assert offsets[0] == 0 and offsets[-1] == pb.data.size(0)
     assert [b - a for a, b in zip(offsets, offsets[1:])] == pb.batch_sizes.tolist()
+
+
+def test_pin_memory_pins_the_rows_or_gives_torchs_error():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 0, 3]))
+    assert not pb.is_pinned()
+    if not torch.cuda.is_available():  # no accelerator: torch's own error, as a tensor's
+        with pytest.raises(RuntimeError) as plain:
+            torch.ones(1).pin_memory()
+        with pytest.raises(RuntimeError, match=re.escape(str(plain.value))):
+            pb.pin_memory()
+        return
+    pinned = pb.pin_memory()
+    assert pinned.is_pinned() and pinned.layout is pb.layout
+    assert torch.equal(pinned.data, pb.data)

@@ -327,6 +327,15 @@ class MaskedBatch(DataAttributes):
     def cpu(self) -> MaskedBatch:
         return self.to("cpu")
 
+    def pin_memory(self) -> MaskedBatch:
+        """The batch in page-locked memory, for faster, asynchronous copies to an accelerator
+        (``DataLoader(pin_memory=True)`` calls this on every batch it loads)."""
+        mask = None if self._mask is None else self._mask.pin_memory()
+        return MaskedBatch._make(self.data.pin_memory(), mask, self.dims)
+
+    def is_pinned(self) -> bool:
+        return self.data.is_pinned()
+
     def detach(self) -> MaskedBatch:
         return MaskedBatch._make(self.data.detach(), self._mask, self.dims)
 

@@ -250,6 +250,14 @@ class PackedBatch(DataAttributes):
     def cpu(self) -> PackedBatch:
         return self.to("cpu")
 
+    def pin_memory(self) -> PackedBatch:
+        """The rows in page-locked memory, for faster, asynchronous copies to an accelerator
+        (``DataLoader(pin_memory=True)`` calls this on every batch it loads)."""
+        return PackedBatch._make(self.data.pin_memory(), self.layout)
+
+    def is_pinned(self) -> bool:
+        return self.data.is_pinned()
+
     def detach(self) -> PackedBatch:
         return PackedBatch._make(self.data.detach(), self.layout)
 
