@@ -16,6 +16,11 @@ from matchbox.data.tokenizers import TOKENIZERS
     ("chars", "ab c", ["a", "b", " ", "c"]),
     ("identifier", "getHTTPResponse_code2", ["get", "http", "response", "code", "2"]),
     ("identifier", "__init__", ["init"]),
+    # Identifiers in any script: no letter is dropped.
+    ("identifier", "café_au_lait", ["café", "au", "lait"]),
+    ("identifier", "größeBerechnen", ["größe", "berechnen"]),
+    ("identifier", "ÄrgerNIS2Über", ["ärger", "nis", "2", "über"]),
+    ("identifier", "λ_calc", ["λ", "calc"]),
     ("python", "def f(x):\n    return x  # c\n", ["def", "f", "(", "x", ")", ":", "return", "x",
                                                  "# c"]),
 ])

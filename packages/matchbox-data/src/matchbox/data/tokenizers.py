@@ -23,9 +23,12 @@ from collections.abc import Callable
 Tokenizer = Callable[[str], list[str]]
 
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-# Parts of an identifier: an upper-case run not followed by lower case (an acronym),
-# a capitalised or lower-case word, or a number.
-_IDENTIFIER_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# An identifier's runs of letters and digits (any script), between underscores.
+_ALNUM_RUNS = re.compile(r"[^\W_]+")
+# Parts of a run, over its characters' kinds (U upper case, L lower case or a letter
+# without case, D digit): an upper-case run not followed by lower case (an
+# acronym), a capitalised or lower-case word, or a number.
+_KIND_PARTS = re.compile(r"U+(?!L)|U?L+|D+")
 # Token types that carry layout, not text.
 _LAYOUT = {
     _tokenize.ENCODING, _tokenize.NEWLINE, _tokenize.NL, _tokenize.INDENT,
@@ -49,8 +52,13 @@ def chars(text: str) -> list[str]:
 
 
 def identifier(name: str) -> list[str]:
-    """The lower-case parts of a snake_case or camelCase identifier."""
-    return [part.lower() for part in _IDENTIFIER_PARTS.findall(name)]
+    """The lower-case parts of a snake_case or camelCase identifier, in any script
+    (``"größeBerechnen"`` → ``größe berechnen``)."""
+    parts = []
+    for run in _ALNUM_RUNS.findall(name):
+        kinds = "".join("D" if c.isdigit() else "U" if c.isupper() else "L" for c in run)
+        parts += [run[m.start():m.end()].lower() for m in _KIND_PARTS.finditer(kinds)]
+    return parts
 
 
 def python(source: str) -> list[str]:
