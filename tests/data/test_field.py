@@ -191,6 +191,31 @@ def test_unknown_token_without_unk_names_field_example_and_token():
         field.process(["a", "b zzz"])
 
 
+def test_failing_tokenizer_names_field_and_example():
+    code = MaskedBatchField(tokenize="python", name="code")
+    with pytest.raises(FieldError, match=r"^MaskedBatchField 'code': the tokenizer failed on "
+                                         r"example 1 \('f\(x'\): TokenError: "):
+        code.build_vocab(["x = 1", "f(x"])
+    code.build_vocab(["x = 1"])
+    with pytest.raises(FieldError, match=r"^MaskedBatchField 'code': the tokenizer failed on "
+                                         r"example 0 \('  x = 1\\n y = 2'\): "
+                                         r"IndentationError: "):
+        code.process(["  x = 1\n y = 2"])
+    with pytest.raises(FieldError, match=r"the tokenizer failed on an example \('f\(x'\)"):
+        code.preprocess("f(x")
+
+
+def test_unhashable_token_names_field_example_and_position():
+    field = trained()
+    with pytest.raises(TypeError, match=r"^MaskedBatchField 'text': example 1: token 1 is a "
+                                        r"list, which cannot be a token \(tokens must be "
+                                        r"hashable\)$"):
+        field.process([["a"], ["a", ["b"]]])
+    with pytest.raises(TypeError, match=r"^MaskedBatchField 'text': example 0: token 0 is a "
+                                        r"dict"):
+        field.build_vocab([[{}]])
+
+
 def test_static_field_whose_examples_disagree_in_size():
     field = MaskedBatchField(sequential=False, use_vocab=False, name="features")
     with pytest.raises(FieldError, match=r"MaskedBatchField 'features': examples must agree in "

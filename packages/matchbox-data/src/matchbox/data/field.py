@@ -108,9 +108,21 @@ class _Field:
         """Tokenize (a string, when sequential), lower-case, then run ``preprocessing``.
 
         A list or tuple given to a sequential field is taken as already tokenized.
+        A tokenizer that fails (``"python"`` on code that does not tokenize) raises
+        a ``FieldError`` naming the field.
         """
+        return self._preprocess(example, None, None)
+
+    def _preprocess(self, example: Any, index: int | None, label: str | None) -> Any:
         if self.sequential and isinstance(example, str):
-            example = self.tokenize(example)
+            try:
+                example = self.tokenize(example)
+            except Exception as error:
+                which = "an example" if index is None else f"example {index}"
+                raise FieldError(
+                    f"{self._label(label)}: the tokenizer failed on {which} ({example[:40]!r}"
+                    f"{'...' if len(example) > 40 else ''}): {type(error).__name__}: {error}"
+                ) from error
         if self.lower:
             if isinstance(example, str):
                 example = example.lower()
@@ -140,10 +152,13 @@ class _Field:
         counter: Counter = Counter()
         for source in sources:
             for index, example in enumerate(source):
-                tokens = self.preprocess(example)
+                tokens = self._preprocess(example, index, None)
                 if self.sequential:
                     self._check_token_list(tokens, index, None)
-                    counter.update(tokens)
+                    try:
+                        counter.update(tokens)
+                    except TypeError:
+                        raise self._unhashable(tokens, index, None) from None
                 else:
                     self._check_single_token(tokens, index, None)
                     counter[tokens] += 1
@@ -174,7 +189,7 @@ class _Field:
                 f"{self._label(label)}: the field has no vocabulary; call build_vocab first "
                 "(or pass vocab=)"
             )
-        values = [self._numericalize_one(self.preprocess(ex), i, label)
+        values = [self._numericalize_one(self._preprocess(ex, i, label), i, label)
                   for i, ex in enumerate(examples)]
         if self.postprocessing is not None:
             processed = self.postprocessing(values, self.vocab)
@@ -203,6 +218,8 @@ class _Field:
     def _lookup(self, tokens: list, index: int, label: str | None) -> list[int]:
         try:
             return self.vocab.lookup_indices(tokens)
+        except TypeError:
+            raise self._unhashable(tokens, index, label) from None
         except KeyError as error:
             raise FieldError(
                 f"{self._label(label)}: example {index}: token {error.args[0]!r} is not in the "
@@ -215,6 +232,14 @@ class _Field:
                 f"{self._label(label)}: example {index} is a {type(tokens).__name__}; a "
                 "sequential field with a vocabulary takes a string or a list of tokens"
             )
+
+    def _unhashable(self, tokens: list, index: int, label: str | None) -> TypeError:
+        """The error for a token list holding something that cannot be a token."""
+        position, token = next((k, t) for k, t in enumerate(tokens) if not _hashable(t))
+        return TypeError(
+            f"{self._label(label)}: example {index}: token {position} is a "
+            f"{type(token).__name__}, which cannot be a token (tokens must be hashable)"
+        )
 
     def _check_single_token(self, token: Any, index: int, label: str | None) -> None:
         if isinstance(token, list | tuple | torch.Tensor):
@@ -421,3 +446,11 @@ def _as_vocab(vocab: Any) -> Any:
                 f"{type(vocab).__name__} (it has no {attribute!r})"
             )
     return vocab
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
