@@ -195,8 +195,14 @@ def test_time_major_packed_input_takes_and_gives_state_views(dtype):
 
 def test_batch_first_false_module_on_a_batch_names_the_packed_dimension():
     pb = PackedBatch.fromlist(examples_of_lengths([2, 5]))
-    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is the packed dimension"):
+    with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is the packed dimension.* "
+                                         r"\(asked by an nn.RNN/LSTM/GRU built with "
+                                         r"batch_first=False, .* a PackedBatch is batch-major: "
+                                         r"build the module with batch_first=True, or call it "
+                                         r"on matchbox.nn.time_major\(x\)\)$"):
         make_module("lstm", batch_first=False)(pb)
+    with pytest.raises(ValueError, match=r"or lengths\(\)$"):
+        pb.size(1)  # asked by the user: no hint about modules
     module = make_module("gru", batch_first=False)
     with pytest.raises(ValueError, match=r"torch.gru: the module has batch_first=False, so it "
                                          r"reads dimension 1 of its input as the batch, but a "
@@ -207,8 +213,14 @@ def test_batch_first_false_module_on_a_batch_names_the_packed_dimension():
 
 def test_time_major_view_to_a_batch_first_module_is_refused():
     pb = PackedBatch.fromlist(examples_of_lengths([2, 5]))
-    with pytest.raises(ValueError, match=r"TimeMajorBatch.size\(0\): dimension 0 is the time"):
+    with pytest.raises(ValueError, match=r"TimeMajorBatch.size\(0\): dimension 0 is the time.*"
+                                         r" \(asked by an nn.RNN/LSTM/GRU built with "
+                                         r"batch_first=True, .* a TimeMajorBatch is time-major: "
+                                         r"build the module with batch_first=False, or call it "
+                                         r"on the batch itself\)$"):
         make_module("lstm")(time_major(pb))
+    with pytest.raises(ValueError, match=r"for the padded length$"):
+        time_major(pb).size(0)
 
 
 def test_examples_without_static_features_are_refused():

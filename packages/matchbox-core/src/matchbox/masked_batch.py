@@ -239,7 +239,7 @@ class MaskedBatch(DataAttributes):
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
-                f"for each example's size{_why_size_was_asked(i)}"
+                f"for each example's size{why_size_was_asked(i)}"
             )
         return self.data.size(i)
 
@@ -445,17 +445,24 @@ def _dims_argument(op: str, dims: Any) -> tuple[bool, ...]:
     return tuple(bool(d) for d in entries)
 
 
-def _why_size_was_asked(dim: int) -> str:
-    """A hint when PyTorch's own code asked for a dynamic size, not the user's.
+def why_size_was_asked(dim: int, kind: str = "MaskedBatch") -> str:
+    """A hint when PyTorch's own code asked a batch of type ``kind`` for a size that
+    differs between examples, not the user's code (call it from ``size``).
 
-    ``nn.RNN``/``nn.LSTM``/``nn.GRU`` built with ``batch_first=False`` ask for
-    ``size(1)`` as their batch size before the op that would explain it runs.
+    ``nn.RNN``/``nn.LSTM``/``nn.GRU`` ask for their batch size before the op
+    that would explain it runs: ``size(1)`` when built with
+    ``batch_first=False``, ``size(0)`` when built with ``batch_first=True``.
     """
-    caller = sys._getframe(2).f_globals.get("__name__")
-    if dim == 1 and caller == "torch.nn.modules.rnn":
+    if sys._getframe(2).f_globals.get("__name__") != "torch.nn.modules.rnn":
+        return ""
+    if dim == 1:
         return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=False, which reads "
-                "dimension 1 of its input as the batch; a MaskedBatch is batch-major: build "
+                f"dimension 1 of its input as the batch; a {kind} is batch-major: build "
                 "the module with batch_first=True, or call it on matchbox.nn.time_major(x))")
+    if dim == 0:
+        return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=True, which reads "
+                f"dimension 0 of its input as the batch; a {kind} is time-major: build the "
+                "module with batch_first=False, or call it on the batch itself)")
     return ""
 
 

@@ -70,7 +70,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _registry
-from matchbox.masked_batch import BatchShape, normalize_dim
+from matchbox.masked_batch import BatchShape, normalize_dim, why_size_was_asked
 from matchbox.ops.pointwise import pointwise_ops
 
 __all__ = ["TimeMajorBatch", "time_major", "batch_major"]
@@ -139,6 +139,7 @@ class TimeMajorBatch:
                 raise ValueError(
                     "TimeMajorBatch.size(0): dimension 0 is the time, which differs between "
                     "examples; use batch_major(x) and maxsize(1) for the padded length"
+                    f"{why_size_was_asked(0, 'TimeMajorBatch')}"
                 )
             return self.batch.size(1)
         return self.batch.size(0) if i == 1 else self.batch.size(2)

@@ -38,6 +38,7 @@ from matchbox.masked_batch import (
     MaskedBatch,
     _check_examples,
     normalize_dim,
+    why_size_was_asked,
 )
 from matchbox.nn.packing import (
     Layout,
@@ -345,6 +346,7 @@ class PackedBatch(DataAttributes):
             raise ValueError(
                 f"size({dim}): dimension 1 is the packed dimension, whose size differs "
                 "between examples; use maxsize(1) for the longest example or lengths()"
+                f"{why_size_was_asked(1, 'PackedBatch')}"
             )
         return self.batch_size if i == 0 else self.data.size(i - 1)
 
