@@ -118,7 +118,12 @@ def test_fromlist_errors_name_the_problem():
         PackedBatch.fromlist([torch.zeros(1, 2, 3), torch.zeros(1, 2, 4)], (True, True))
     with pytest.raises(ValueError, match=r"PackedBatch.fromlist: examples need a dimension 1 to "
                                          r"pack"):
-        PackedBatch.fromlist([torch.zeros(1), torch.zeros(1)])
+        PackedBatch.fromlist([torch.zeros(1), torch.zeros(1)], ())
+    with pytest.raises(ValueError, match=r"^PackedBatch.fromlist: each example must be \(1, "
+                                         r"length, ...\), a batch dimension of size one first; "
+                                         r"example 0 has shape \(3,\) \(add it with "
+                                         r"x.unsqueeze\(0\)\)$"):
+        PackedBatch.fromlist([torch.zeros(3), torch.zeros(5)])
     with pytest.raises(ValueError, match=r"PackedBatch.fromlist: example 0 has size 2 in "
                                          r"dimension 0"):
         PackedBatch.fromlist([torch.zeros(2, 3)])

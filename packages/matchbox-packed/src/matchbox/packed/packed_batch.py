@@ -106,7 +106,13 @@ class PackedBatch(DataAttributes):
         if dims is None:
             first = examples[0] if isinstance(examples, Sequence) and len(examples) else None
             rank = first.dim() if isinstance(first, torch.Tensor) else 2
-            dims = (True,) + (False,) * (rank - 2) if rank >= 2 else ()
+            if rank < 2:
+                raise ValueError(
+                    f"{op}: each example must be (1, length, ...), a batch dimension of size "
+                    f"one first; example 0 has shape {tuple(first.shape)} (add it with "
+                    "x.unsqueeze(0))"
+                )
+            dims = (True,) + (False,) * (rank - 2)
         dims = _check_dims(op, tuple(bool(d) for d in dims))
         shapes = _check_examples(
             examples, dims, op, static_hint="a PackedBatch has one dynamic dimension, 1; "
