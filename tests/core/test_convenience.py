@@ -24,7 +24,7 @@ from strategies import example_lists
 import matchbox.functional as MF
 from matchbox import MaskedBatch, _registry
 from matchbox.convenience import CONVENIENCE
-from matchbox.testing import mb_assert
+from matchbox.testing import mb_assert, mb_rand
 
 
 def assert_loop(f, *pairs):
@@ -247,6 +247,7 @@ CONVERSIONS = {
     "Tensor.byte": lambda x: (x.abs() * 10).byte(),
     "Tensor.bool": lambda x: (x > 0).bool(),
     "Tensor.type_as": lambda x: x.type_as(torch.zeros(1, dtype=torch.float16)),
+    "Tensor.type": lambda x: x.type(torch.float64) + x.type("torch.DoubleTensor"),
     "Tensor.to": lambda x: x.to(torch.float32),
     "Tensor.cpu": lambda x: x.cpu() * 2,
     "Tensor.detach": lambda x: x.detach() * x,
@@ -258,6 +259,12 @@ CONVERSIONS = {
     "torch.is_complex": lambda x: torch.is_complex(x),
 }
 CONVERSION_OPS = [e.name for e in _registry.entries() if e.family == "conversion"]
+
+
+def test_type_without_arguments_names_the_type_as_a_tensors_does():
+    xs, xb = mb_rand(2, (True, 3), min_size=0)
+    assert xb.type() == xs[0].type() == xb.data.type()
+    assert xb.type() in ("torch.FloatTensor", "torch.DoubleTensor")
 
 
 @pytest.mark.parametrize("name", CONVERSION_OPS)

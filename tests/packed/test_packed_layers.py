@@ -116,3 +116,52 @@ def test_errors_name_the_op_and_argument():
     with pytest.raises(NotImplementedError, match=r"torch.nn.functional.embedding: "
                                                   r"scale_grad_by_freq=True"):
         F.embedding(ids, torch.randn(5, 2), scale_grad_by_freq=True)
+
+
+ACTIVATIONS = {e.name for e in _registry.entries("PackedBatch") if e.family == "activation"}
+
+
+def test_every_registered_activation_is_tested_here():
+    assert ACTIVATIONS == {"torch.nn.functional.glu", "torch.prelu", "Tensor.prelu",
+                           "torch.nn.functional.normalize"}
+
+
+@pytest.mark.parametrize("module", [
+    lambda: nn.GLU(-1), lambda: nn.GLU(2), lambda: nn.PReLU(), lambda: nn.Softmin(-1),
+    lambda: nn.Softmin(1), lambda: (lambda x: F.normalize(x, dim=-1)),
+    lambda: (lambda x: F.normalize(x, p=1.0, dim=2)), lambda: (lambda x: x.prelu(
+        torch.tensor([0.2], dtype=x.dtype)))],
+    ids=["glu-1", "glu2", "prelu", "softmin-1", "softmin1", "normalize", "normalize-p1",
+         "Tensor.prelu"])
+def test_activations_that_are_not_pointwise_equal_loop(module, dtype):
+    # (1, T, 4) examples, lengths 0 and 1 among them; PReLU's weight gets its gradient.
+    xs = examples_of_lengths([3, 0, 1, 4], static=(4,), dtype=dtype)
+    f = module()
+    if isinstance(f, nn.Module):
+        f = f.to(dtype)
+    mb_assert(f, [xs], [PackedBatch.fromlist(xs)], len(xs))
+
+
+def test_type_and_contiguous_keep_the_layout():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 0, 3]))
+    assert pb.type() == pb.data.type()  # the name of the type, as a tensor's
+    cast = pb.type(torch.float32)
+    assert cast.dtype == torch.float32 and cast.layout is pb.layout
+    same = pb.contiguous()
+    assert same.layout is pb.layout and torch.equal(same.data, pb.data)
+
+
+def test_non_pointwise_activations_over_the_packed_dimension_are_refused():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 3], static=(4,)))
+    with pytest.raises(ValueError, match=r"^torch.nn.functional.glu: dim=1 is the packed "
+                                         r"dimension of each example; a PackedBatch splits "
+                                         r"over its static trailing dimensions only \(use "
+                                         r"as_masked\(x\) for the other\)$"):
+        F.glu(pb, 1)
+    with pytest.raises(ValueError, match=r"^torch.nn.functional.normalize: dim=0 is the batch "
+                                         r"dimension \(size one\) of each example"):
+        F.normalize(pb, dim=0)
+    with pytest.raises(ValueError, match=r"^torch.prelu: a weight of 4 channels reads "
+                                         r"dimension 1 of each example as the channels, but "
+                                         r"dimension 1 is the packed dimension"):
+        nn.PReLU(4).double()(pb)

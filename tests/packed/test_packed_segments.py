@@ -41,6 +41,7 @@ SOFTMAX = {
     "torch.nn.functional.log_softmax": lambda x, d: F.log_softmax(x, d),
     "torch.log_softmax": lambda x, d: torch.log_softmax(x, d),
     "Tensor.log_softmax": lambda x, d: x.log_softmax(d),
+    "torch.nn.functional.softmin": lambda x, d: F.softmin(x, d),
 }
 NEEDS_NONEMPTY = ("max", "min", "amax", "amin")
 

@@ -11,7 +11,7 @@ from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch
 
 _CASTS = ["float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte",
-          "bool", "type_as"]
+          "bool", "type_as", "type"]
 
 
 @_registry.implements(*[getattr(torch.Tensor, name) for name in _CASTS], family="conversion")
@@ -20,7 +20,10 @@ def cast(func, input, *args, **kwargs):
     if not isinstance(input, MaskedBatch):
         # ``t.type_as(batch)``: the batch's dtype (and device), a plain tensor as in the loop.
         return func(input, *args, **kwargs)
-    return MaskedBatch._make(func(input.data, *args, **kwargs), input.mask, input.dims)
+    data = func(input.data, *args, **kwargs)
+    if not isinstance(data, torch.Tensor):  # ``x.type()``: the name of the data's type
+        return data
+    return MaskedBatch._make(data, input._mask, input.dims)
 
 
 @_registry.implements(torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu, torch.Tensor.detach,

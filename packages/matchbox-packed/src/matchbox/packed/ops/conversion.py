@@ -16,7 +16,16 @@ from matchbox.packed.packed_batch import PackedBatch
 @_dispatch.implements(*[getattr(torch.Tensor, name) for name in _CASTS], family="conversion")
 def cast(func, input, *args, **kwargs):
     args = tuple(a.data if isinstance(a, PackedBatch) else a for a in args)
-    return PackedBatch._make(func(input.data, *args, **kwargs), input.layout)
+    data = func(input.data, *args, **kwargs)
+    if not isinstance(data, torch.Tensor):  # ``x.type()``: the name of the data's type
+        return data
+    return PackedBatch._make(data, input.layout)
+
+
+@_dispatch.implements(torch.Tensor.contiguous, family="conversion")
+def contiguous(func, input, *args, **kwargs):
+    """The rows in contiguous memory (they are, unless a view made them otherwise)."""
+    return PackedBatch._make(input.data.contiguous(*args, **kwargs), input.layout)
 
 
 @_dispatch.implements(torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu, torch.Tensor.detach,

@@ -1,4 +1,5 @@
-"""Layers that treat every row alike: ``linear``, ``embedding``, ``dropout``, norms.
+"""Layers that treat every row alike: ``linear``, ``embedding``, ``dropout``, norms,
+and the activations that are not pointwise (``glu``, ``prelu``, ``normalize``).
 
 Semantics: each runs once on the packed rows (``data``), which are exactly
 the real rows, so there is nothing to mask and no work on padding; the
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _registry
+from matchbox.masked_batch import normalize_dim
 from matchbox.packed import _dispatch
 from matchbox.packed.packed_batch import PackedBatch
 
@@ -100,3 +102,42 @@ if hasattr(F, "rms_norm"):  # torch >= 2.4
         _shared(op, weight=weight)
         _norm_over_static(op, input, normalized_shape)
         return PackedBatch._make(func(input.data, normalized_shape, weight, eps), input.layout)
+
+
+def _static_dim(op: str, input: PackedBatch, dim: int, what: str) -> int:
+    """Example dimension ``dim`` as a dimension of the rows; refused unless static."""
+    d = normalize_dim(dim, input.dim(), op)
+    if d < 2:
+        which = "the batch dimension (size one)" if d == 0 else "the packed dimension"
+        raise ValueError(
+            f"{op}: dim={dim} is {which} of each example; a PackedBatch {what} over its static "
+            "trailing dimensions only (use as_masked(x) for the other)")
+    return d - 1
+
+
+@_dispatch.implements(F.glu, family="activation")
+def glu(func, input, dim=-1):
+    op = _registry.op_name(func)
+    return PackedBatch._make(func(input.data, _static_dim(op, input, dim, "splits")),
+                             input.layout)
+
+
+@_dispatch.implements(torch.prelu, torch.Tensor.prelu, family="activation")
+def prelu(func, input, weight):
+    op = _registry.op_name(func)
+    _shared(op, weight=weight)
+    if weight.numel() != 1:
+        # torch reads dimension 1 of each example as the channels.
+        raise ValueError(
+            f"{op}: a weight of {weight.numel()} channels reads dimension 1 of each example "
+            "as the channels, but dimension 1 is the packed dimension (its size differs "
+            "between examples); use one weight (nn.PReLU()) or put the channels there")
+    return PackedBatch._make(func(input.data, weight), input.layout)
+
+
+@_dispatch.implements(F.normalize, family="activation")
+def normalize(func, input, p=2.0, dim=1, eps=1e-12, out=None):
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    d = _static_dim(op, input, dim, "normalizes")
+    return PackedBatch._make(func(input.data, p, d, eps), input.layout)

@@ -218,9 +218,11 @@ def logsumexp(func, input, dim, keepdim=False):
 
 
 @_dispatch.implements(F.softmax, torch.softmax, torch.Tensor.softmax, F.log_softmax,
-                      torch.log_softmax, torch.Tensor.log_softmax, family="softmax")
+                      torch.log_softmax, torch.Tensor.log_softmax, F.softmin, family="softmax")
 def softmax(func, input, dim=None, _stacklevel=3, dtype=None):
     op = _registry.op_name(func)
+    if func is F.softmin:  # softmin(x) is softmax(-x), as torch computes it
+        input = PackedBatch._make(-input.data, input.layout)
     if dim is None:
         raise ValueError(f"{op}: dim must be given for a batch (implicit dim choice is "
                          "deprecated in PyTorch and ambiguous for examples)")
