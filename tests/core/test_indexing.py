@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from strategies import example_lists
 
 from matchbox import MaskedBatch, _registry
-from matchbox.testing import mb_assert
+from matchbox.testing import mb_assert, mb_rand
 
 
 def assert_loop(f, pair):
@@ -309,3 +309,53 @@ def test_an_index_a_non_running_example_does_not_reach_gives_it_padding(index):
         assert bool(got.mask[b].all()) == reaches
         if reaches:
             torch.testing.assert_close(got.data[b:b + 1], x[:, index], rtol=0, atol=0)
+
+
+IN_PLACE_ON_SLICES = {
+    "x[:, :2].mul_(2)": lambda x: x[:, :2].mul_(2),
+    "x[:, 1:3].zero_()": lambda x: x[:, 1:3].zero_(),
+    "x[:, 1:].add_(1)": lambda x: x[:, 1:].add_(1),
+    "x[:, 0:4:2].masked_fill_": lambda x: x[:, 0:4:2].masked_fill_(x[:, 0:4:2] > 0, 9.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(IN_PLACE_ON_SLICES))
+def test_in_place_op_on_a_dynamic_slice_writes_through_as_in_the_loop(name, dtype):
+    # A slice with bounds that are the same for every example is a view of just
+    # its positions: the op changes the batch there and nowhere else.
+    def f(x):
+        x = x * 1  # a non-leaf, which may be written in place
+        IN_PLACE_ON_SLICES[name](x)
+        return x
+
+    xs, xb = mb_rand(4, (True, 5), (False, 2), dtype=dtype, min_size=0)
+    mb_assert(f, [xs], [xb], 4)
+
+
+@pytest.mark.parametrize("index", ["x[:, -1]", "x[:, -2:]", "x[:, :-1]", "x[:, i]"])
+def test_in_place_op_on_a_copy_made_by_indexing_is_refused(index):
+    # Positions that differ between examples (counted from each example's end,
+    # or given per example) are gathered: a copy, so the op could not reach x.
+    xb = MaskedBatch.fromlist([torch.ones(1, n, 2) for n in (3, 1, 2)], (True, False))
+    i = MaskedBatch.fromlist([torch.tensor([k]) for k in (0, 0, 1)], ())
+    part = eval(index, {"x": xb, "i": i})
+    with pytest.raises(NotImplementedError, match=r"^Tensor.add_: the batch was indexed along "
+                                                  r"a dynamic dimension at positions that "
+                                                  r"differ between examples .* use the "
+                                                  r"out-of-place op$"):
+        part.add_(1)
+    assert torch.equal((part + 1).data, part.data + 1)  # out of place: as before
+
+
+def test_truncating_slice_bounds_the_padded_size():
+    # x[:, :max_len] is at most max_len long in every example: its padded size
+    # too, so a positional table sliced with maxsize lines up with it.
+    xs, xb = mb_rand(3, (True, 7), (False, 2), min_size=1)
+    pos = torch.randn(4, 2)
+
+    def f(x):
+        x = x[:, :4]
+        return x + pos[:x.maxsize(1)]
+
+    assert xb[:, :4].maxsize(1) == min(4, xb.maxsize(1))
+    mb_assert(f, [xs], [xb], 3)

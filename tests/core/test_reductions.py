@@ -18,7 +18,7 @@ from strategies import example_lists
 import matchbox
 from matchbox import MaskedBatch
 from matchbox._registry import entries
-from matchbox.testing import mb_assert
+from matchbox.testing import mb_assert, mb_rand
 
 NAN = float("nan")
 
@@ -647,3 +647,21 @@ def test_backward_of_a_batch_with_dims_raises():
     with pytest.raises(RuntimeError, match=r"grad can be implicitly created only for a batch of "
                                            r"per-example scalars"):
         batch.requires_grad_().backward()
+
+
+NUMPY_SPELLINGS = {
+    "x.sum(axis=1)": lambda x: x.sum(axis=1),
+    "torch.sum(x, axis=1)": lambda x: torch.sum(x, axis=1),
+    "x.mean(axis=-1, keepdims=True)": lambda x: x.mean(axis=-1, keepdims=True),
+    "x.amax(axis=1)": lambda x: x.amax(axis=1),
+    "x.std(axis=2)": lambda x: x.std(axis=2),
+    "x.logsumexp(axis=1)": lambda x: x.logsumexp(axis=1),
+    "(x > 0).any(axis=1)": lambda x: (x > 0).any(axis=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NUMPY_SPELLINGS))
+def test_numpy_keyword_spellings_torch_accepts(name, dtype):
+    # torch takes axis= for dim= and keepdims= for keepdim=; so do batches.
+    xs, xb = mb_rand(3, (True, 4), (False, 3), dtype=dtype, min_size=2)
+    mb_assert(NUMPY_SPELLINGS[name], [xs], [xb], 3)

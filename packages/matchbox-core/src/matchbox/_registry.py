@@ -187,7 +187,7 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs:
-                args, kwargs = adopt(batch_type, args, kwargs)
+                args, kwargs = adopt(batch_type, args, with_torch_names(kwargs))
                 return handler(func, self, *args, **kwargs)
             if args:
                 args, _ = adopt(batch_type, args, kwargs)
@@ -257,6 +257,18 @@ def register_conversion(cls: type, batch_type: str, convert: Callable[[Any], Any
     the order of the arguments.
     """
     _CONVERSIONS.setdefault(batch_type, {})[cls] = convert
+
+
+# Keyword spellings torch accepts for NumPy's sake, as the names handlers use.
+_KEYWORD_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
+
+
+def with_torch_names(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with NumPy's spellings that torch accepts (``x.sum(axis=1)``,
+    ``keepdims=True``) under torch's own names, which handlers take."""
+    if not any(name in kwargs for name in _KEYWORD_ALIASES):
+        return kwargs
+    return {_KEYWORD_ALIASES.get(name, name): value for name, value in kwargs.items()}
 
 
 def adopt(batch_type: str, args: tuple[Any, ...],

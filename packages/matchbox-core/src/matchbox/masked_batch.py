@@ -72,7 +72,7 @@ _new = object.__new__
 class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards")
+    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -86,6 +86,11 @@ class MaskedBatch(DataAttributes):
     # (matchbox-control's gradient guard is a new batch): an in-place update of
     # the guard is written through to it, as Python would write into the object.
     _guards: MaskedBatch
+    # Unset, or True for the result of indexing a dynamic dimension at positions
+    # that differ between examples (``x[:, -1]``, ``x[:, :-1]``): in the loop a
+    # view of each example, here a copy (or a view reaching past the result), so
+    # an in-place op on it is refused rather than silently lost.
+    _not_a_view: bool
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
@@ -379,7 +384,7 @@ class MaskedBatch(DataAttributes):
             # registered to become MaskedBatch here are converted (_registry.adopt).
             args, kwargs = _registry.adopt("MaskedBatch", args, kwargs or {})
         if kwargs:
-            return handler(func, *args, **kwargs)
+            return handler(func, *args, **_registry.with_torch_names(kwargs))
         return handler(func, *args)
 
     def __getattr__(self, name: str) -> Any:

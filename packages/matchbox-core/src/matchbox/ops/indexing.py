@@ -98,7 +98,11 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
             "a batch with several dynamic dimensions cannot hold an empty example"
         )
     if start is None or start >= 0:
-        data = x.data[(slice(None),) * d + (slice(start, None, step),)]
+        # A stop that is the same for every example bounds the data too, so the
+        # result is a view of exactly the positions it holds (an in-place op on
+        # it reaches only those, as in the loop).
+        end = stop if stop is not None and stop >= 0 else None
+        data = x.data[(slice(None),) * d + (slice(start, end, step),)]
     else:
         size = (x.data.size(d) + step - 1) // step
         positions = first[:, None] + step * torch.arange(size, device=n.device)
@@ -181,6 +185,7 @@ def getitem(func, input, index):
     op = _registry.op_name(func)
     items = _expand_index(op, index, input.dim())
     x, d = input, 1
+    view = True  # whether the result is a view of each example's positions, as in the loop
     for item in items[1:]:
         if item is None:
             x = MaskedBatch._make(x.data.unsqueeze(d), x.mask.unsqueeze(d),
@@ -189,11 +194,14 @@ def getitem(func, input, index):
         elif isinstance(item, slice):
             if x.dims[d - 1] and item != slice(None):
                 x = _slice_dynamic(op, x, d, item)
+                view = view and not any(
+                    bound is not None and bound < 0 for bound in (item.start, item.stop))
             else:
                 x = MaskedBatch._make(x.data[(slice(None),) * d + (item,)], x.mask, x.dims)
             d += 1
         elif _is_per_example_int(item):
             x = _select_per_example(x, d, item)
+            view = False
         elif isinstance(item, int):
             if not -x.data.size(d) <= item < x.data.size(d) and not x.dims[d - 1]:
                 raise IndexError(
@@ -202,9 +210,12 @@ def getitem(func, input, index):
                 )
             if x.dims[d - 1]:
                 x = _select_dynamic(x, d, item)
+                view = view and item >= 0
             else:
                 dims = x.dims[: d - 1] + x.dims[d:]
                 x = MaskedBatch._make(x.data.select(d, item), x.mask.select(d, 0), dims)
         else:
             raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")
+    if not view:
+        x._not_a_view = True
     return x

@@ -277,6 +277,13 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
             f"{op}: an in-place op on a plain tensor cannot take a batch argument (the "
             "tensor would have to hold every example); use the out-of-place op"
         )
+    if getattr(target, "_not_a_view", False):
+        raise NotImplementedError(
+            f"{op}: the batch was indexed along a dynamic dimension at positions that "
+            "differ between examples (a negative index or bound, or per-example indices): "
+            "each example's result is a view in the loop, but the batch's is not, so an "
+            "in-place op would not reach the indexed batch; use the out-of-place op"
+        )
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     values, mask, dims = _masking.align(op, flat, inplace_target=target)

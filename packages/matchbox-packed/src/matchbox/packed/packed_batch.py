@@ -417,7 +417,7 @@ class PackedBatch(DataAttributes):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = kwargs or {}
+        kwargs = _registry.with_torch_names(kwargs) if kwargs else {}
         handler = _registry.lookup(func, _dispatch.BATCH_TYPE)
         if handler is not None:
             return handler(func, *args, **kwargs)  # the mixing rule is in the handler
