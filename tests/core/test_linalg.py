@@ -271,6 +271,16 @@ def test_einsum_weight_gradient_ignores_nan_gradients_at_padding(dtype):
                      r"not supported$", id="repeated"),
         pytest.param(lambda x: torch.einsum("bij,jk->bik", x), ValueError,
                      r"^torch.einsum: the equation has 2 operands, got 1$", id="operand-count"),
+        pytest.param(lambda x: torch.einsum("bij,bkj", x, x), ValueError,
+                     r"^torch.einsum: label 'b' of operand 'bij' is dimension 0 of each example "
+                     r"\(size one\) and must be the first label of the output, but the output "
+                     r"is 'ik'; implicit mode \(no '->'\) sums the labels that appear more than "
+                     r"once, 'b' among them: write the output explicitly, e.g. '->b...'$",
+                     id="implicit-sums-example-dim"),
+        pytest.param(lambda x: torch.einsum("bij->ib", x), ValueError,
+                     r"^torch.einsum: label 'b' of operand 'bij' is dimension 0 of each example "
+                     r"\(size one\) and must be the first label of the output, but the output "
+                     r"is 'ib'$", id="example-dim-moved"),
     ],
 )
 def test_einsum_errors(f, error, message):

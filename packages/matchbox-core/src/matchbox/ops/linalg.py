@@ -303,6 +303,22 @@ def _require_rank(func: Any, rank: int, *args: Any) -> None:
             )
 
 
+def _check_example_dim_kept(op: str, terms: list[str], operands: tuple[Any, ...], output: str,
+                            implicit: bool) -> None:
+    """Each example's dimension 0 (size one) must stay the result's dimension 0: a
+    per-example result without it is not an example of a batch (a 0-d one, every label
+    summed, is a per-example scalar)."""
+    for term, x in zip(terms, operands):
+        if isinstance(x, MaskedBatch) and term and output and not output.startswith(term[0]):
+            hint = (f"; implicit mode (no '->') sums the labels that appear more than once, "
+                    f"'{term[0]}' among them: write the output explicitly, e.g. "
+                    f"'->{term[0]}...'" if implicit else "")
+            raise ValueError(
+                f"{op}: label '{term[0]}' of operand '{term}' is dimension 0 of each example "
+                f"(size one) and must be the first label of the output, but the output is "
+                f"'{output}'{hint}")
+
+
 @_registry.implements(torch.einsum, family="linalg")
 def einsum(func, equation, *operands):
     op = _registry.op_name(func)
@@ -318,6 +334,7 @@ def einsum(func, equation, *operands):
     if "->" not in equation:
         letters = "".join(terms)
         output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    _check_example_dim_kept(op, terms, operands, output, implicit="->" not in equation)
     new = next(c for c in string.ascii_letters if c not in equation)
     operands = _check_einsum(op, terms, operands)
     dynamic: dict[str, bool] = {}
