@@ -251,3 +251,37 @@ def largest_or_zero(x):
 @given(lengths=st.lists(st.integers(0, 4), min_size=1, max_size=5))
 def test_a_branch_guarding_an_empty_example(lengths):
     assert_batch_equals_loop(largest_or_zero, sequences(lengths))
+
+
+@matchbox.batch
+def else_reads_what_then_rebinds(x):
+    a = x * 1.0
+    if x > 0:
+        a = x * 100.0
+        out = a
+    else:
+        out = a + 1.0  # the value before the if: the then side ran first, for others
+    return out
+
+
+@matchbox.batch
+def elif_reads_what_then_rebinds(x):
+    a = x * 2.0
+    if x > 1:
+        a = a.exp()
+        out = a
+    elif x > -1:
+        out = a * 3.0
+    else:
+        out = a - 1.0
+    return out
+
+
+def test_else_reads_the_value_the_then_side_rebinds_for_its_examples(dtype):
+    # `a` is dead after the if, but the else side, run after the then side,
+    # reads it: the then side must merge it, or the else examples read its value.
+    assert_oracle(else_reads_what_then_rebinds, [2.0, -3.0, 0.5, -0.5],
+                  [200.0, -2.0, 50.0, 0.5])
+    assert_batch_equals_loop(else_reads_what_then_rebinds, scalars([2.0, -3.0, 0.0], dtype))
+    assert_batch_equals_loop(elif_reads_what_then_rebinds,
+                             scalars([2.0, 0.5, -3.0, 1.5, -0.2], dtype))

@@ -131,3 +131,22 @@ def return_last_in_for(x):
 
 def test_oracle_return_as_the_last_statement_of_a_for_body():
     assert_oracle(return_last_in_for, [0, 3, 10, 100], [1, 2, 4, -1])
+
+
+@matchbox.batch
+def returns_only_for_positive(x):
+    if x > 0:
+        return x * 2
+    # the others reach the end: Python returns None
+
+
+def test_falling_off_the_end_for_some_examples_is_an_error_as_return_none_is():
+    _, xb = scalars([1.0, -1.0, 2.0, -3.0])
+    with pytest.raises(TypeError, match=r"^@batch: the function returns a value for some "
+                                        r"examples but reaches its end without a return for "
+                                        r"examples \[1, 3\], where Python returns None"):
+        returns_only_for_positive(xb)
+    # Every example returns: the batch of their values; none does: None, as Python.
+    _, positive = scalars([1.0, 2.0])
+    assert [e.item() for e in returns_only_for_positive(positive).examples()] == [2.0, 4.0]
+    assert returns_only_for_positive(torch.tensor([-1.0])) is None

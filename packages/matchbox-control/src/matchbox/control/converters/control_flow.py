@@ -106,7 +106,11 @@ class _ControlFlow:
         then, orelse = self.namer.new("then"), self.namer.new("else")
         live = anno.get(node, liveness.LIVE_OUT)
         defined = anno.get(node, definitely.DEFINED_BEFORE)
-        then_region = self.region(then, outer, node.body, live, defined, node)
+        # The else side runs after the then side (SIMT: one after the other), so
+        # what it reads must be merged out of the then side too, even where
+        # nothing reads it after the if (`a` in `if c: a = ... else: out = a`).
+        read_by_else = liveness.upward_exposed(node.orelse) if node.orelse else frozenset()
+        then_region = self.region(then, outer, node.body, live | read_by_else, defined, node)
         result = templates.replace("""
             then, orelse = mb__.branch(outer, test)
             if then is not False:

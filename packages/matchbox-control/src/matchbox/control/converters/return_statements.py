@@ -38,7 +38,8 @@ def transform(function: Any, ctx: Context) -> None:
     body = lowering.block(body)
     start = templates.replace("flag = False\nvalue = mb__.Undefined('the return value')",
                               origin=function, flag=flag, value=value)
-    end = templates.replace("return mb__.return_value(value)", origin=returns[-1], value=value)
+    end = templates.replace("return mb__.return_value(value, flag)", origin=returns[-1],
+                            value=value, flag=flag)
     function.body = docstring + start + body + end
 
 

@@ -36,16 +36,37 @@ from matchbox.control.runtime.masks import (
     loop_mask,
     masked,
     narrow,
+    per_example_truth,
     still_running,
 )
 from matchbox.control.runtime.select import Undefined, merge, only_active, select
+from matchbox.masked_batch import MaskedBatch
 
 slice_ = slice  # `obj[a:b] = v` under a mask becomes set_item(..., slice_(a, b, None), v)
 
 
-def return_value(value):
-    """The value of the function's one ``return``: ``None`` if no ``return`` ran."""
-    return None if isinstance(value, Undefined) else value
+def return_value(value, returned=True):
+    """The value of the function's one ``return``: ``None`` if no ``return`` ran.
+
+    ``returned`` says, per example, which examples ran a ``return``: the others
+    reached the end of the function, where Python returns ``None``, which a
+    batch cannot hold next to the others' values (as an explicit ``return
+    None`` on one path cannot).
+    """
+    if isinstance(value, Undefined):
+        return None
+    if type(returned) is MaskedBatch:
+        outer = current_mask()
+        fell_through = ~per_example_truth(returned)
+        if outer is not None:
+            fell_through = fell_through & outer
+        if fell_through.any():
+            examples = fell_through.nonzero().flatten().tolist()
+            raise TypeError(
+                f"@batch: the function returns a value for some examples but reaches its end "
+                f"without a return for examples {examples}, where Python returns None, which "
+                "a batch cannot hold next to the others' values; return a value on every path")
+    return value
 
 __all__ = [
     "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item", "branch",
