@@ -9,6 +9,7 @@ environment of the tox matrix (the oldest torch included) runs one of the two.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -62,3 +63,19 @@ def lacks(flag: bool, what: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(flag, reason=f"torch {torch.__version__} {what}; Matchbox's "
                               "error for a torch that cannot is tested on such a torch (tox -e "
                               "oldest)")
+
+
+def pinned_or_torchs_error(batch: Any) -> Any:
+    """``batch.pin_memory()`` where this machine can pin memory (an accelerator);
+    elsewhere, check that the batch gives torch's own error, as a tensor does, and
+    return ``None``."""
+    assert not batch.is_pinned()
+    if torch.cuda.is_available():
+        pinned = batch.pin_memory()
+        assert pinned.is_pinned() and torch.equal(pinned.data, batch.data)
+        return pinned
+    with pytest.raises(RuntimeError) as plain:
+        torch.ones(1).pin_memory()
+    with pytest.raises(RuntimeError, match=re.escape(str(plain.value))):
+        batch.pin_memory()
+    return None
