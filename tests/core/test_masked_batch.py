@@ -85,6 +85,17 @@ def test_conversions_and_autograd_flags():
     assert xb.double().mask is xb.mask
 
 
+def test_grad_can_be_cleared_and_set_as_on_a_tensor():
+    xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
+    xb.requires_grad_()
+    (xb * 2).sum(-1).sum(-1).backward(MaskedBatch.fromlist([torch.ones(1)] * 2, ()))
+    assert [e.flatten().tolist() for e in xb.grad.examples()] == [[2.0] * 2, [2.0] * 6]
+    xb.grad = None
+    assert xb.grad is None and xb.data.grad is None
+    xb.grad = MaskedBatch._make(torch.zeros_like(xb.data), xb._mask, xb.dims)
+    assert torch.equal(xb.data.grad, torch.zeros_like(xb.data))
+
+
 def test_dtype_queries_and_is_nested():
     # Modules ask these before choosing a path (nn.MultiheadAttention, Transformer layers).
     xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))

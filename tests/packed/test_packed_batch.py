@@ -445,3 +445,11 @@ def test_pin_memory_pins_the_rows_or_gives_torchs_error():
     pinned = pinned_or_torchs_error(pb)
     if pinned is not None:
         assert pinned.layout is pb.layout
+
+
+def test_grad_can_be_cleared_as_on_a_tensor():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 0, 3])).requires_grad_()
+    matchbox.batch_sum((pb * 3).sum(-1).sum(1)).backward()
+    assert torch.equal(pb.grad.data, torch.full_like(pb.data, 3.0))
+    pb.grad = None
+    assert pb.grad is None and pb.data.grad is None

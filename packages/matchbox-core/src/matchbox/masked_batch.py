@@ -207,6 +207,11 @@ class MaskedBatch(DataAttributes):
         grad = self.data.grad
         return None if grad is None else MaskedBatch._make(grad, self._mask, self.dims)
 
+    @grad.setter
+    def grad(self, value: MaskedBatch | torch.Tensor | None) -> None:
+        # ``x.grad = None`` between steps, as on a tensor; a batch sets its data.
+        self.data.grad = value.data if isinstance(value, MaskedBatch) else value
+
     @property
     def is_nested(self) -> bool:
         """Always ``False``: a batch is not a ``torch.nested`` tensor (modules ask first)."""

@@ -324,6 +324,11 @@ class PackedBatch(DataAttributes):
         grad = self.data.grad
         return None if grad is None else PackedBatch._make(grad, self.layout)
 
+    @grad.setter
+    def grad(self, value: PackedBatch | torch.Tensor | None) -> None:
+        # ``x.grad = None`` between steps, as on a tensor; a batch sets its rows.
+        self.data.grad = value.data if isinstance(value, PackedBatch) else value
+
     @property
     def ndim(self) -> int:
         return self.dim()
