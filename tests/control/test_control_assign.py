@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import matchbox
 import matchbox.functional as F
 from matchbox import MaskedBatch
+from matchbox.testing import mb_assert
 
 
 @matchbox.batch
@@ -207,3 +208,22 @@ def test_lists_of_different_lengths_name_their_lengths():
     with pytest.raises(TypeError, match=r"'items' is a list of 3 items for the examples that ran "
                                         r"this code and a list of 1 item for the others"):
         f(xb)
+
+
+@matchbox.batch
+def scale_first_where_positive(x):
+    out = x * 1
+    if out.sum(-1) > 0:
+        out[:, 0] = out[:, 0] * 3.0
+    else:
+        out[:, 1] += 1.0
+    return out
+
+
+def test_subscript_assignment_into_a_batch_under_a_mask_equals_the_loop(dtype):
+    # `out[:, 0] = ...` writes into the batch for the examples that take the branch,
+    # `out[:, 1] += ...` for the others.
+    xs = [torch.tensor([[1.0, 2.0]], dtype=dtype), torch.tensor([[-1.0, -2.0]], dtype=dtype),
+          torch.tensor([[0.5, -0.1]], dtype=dtype)]
+    xb = MaskedBatch.fromlist(xs, (False,))
+    mb_assert(scale_first_where_positive, [xs], [xb], 3)

@@ -251,14 +251,54 @@ def test_a_per_example_slice_bound_is_refused_with_the_op_name(index):
         xb[index]
 
 
-@pytest.mark.parametrize("index", [(slice(None), 0), (slice(None), slice(0, 1)), 0])
-def test_item_assignment_is_refused_with_the_op_name(index):
+ASSIGNMENTS = {
+    "x[:, 0] = x[:, 0] * 3": lambda x: x.__setitem__((slice(None), 0), x[:, 0] * 3),
+    "x[:, 1:3] = 0.5": lambda x: x.__setitem__((slice(None), slice(1, 3)), 0.5),
+    "x[:, :, 1] = x[:, :, 0].exp()": lambda x: x.__setitem__((slice(None), slice(None), 1),
+                                                             x[:, :, 0].exp()),
+    "x[..., 0] = w": lambda x: x.__setitem__((Ellipsis, 0), torch.tensor(2.0, dtype=x.dtype)),
+    "x[:, 1] += 1": lambda x: x.__setitem__((slice(None), 1), x[:, 1] + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
+def test_item_assignment_at_the_same_position_in_every_example_equals_the_loop(name, dtype):
+    def f(x):
+        x = x * 1  # a non-leaf, which may be written in place
+        ASSIGNMENTS[name](x)
+        return x
+
+    # At least two positions: the loop's x[:, 1] needs them (as the batch's check does).
+    xs, xb = mb_rand(4, (True, 5), (False, 2), dtype=dtype, min_size=2)
+    mb_assert(f, [xs], [xb], 4)
+
+
+@pytest.mark.parametrize("index, message", [
+    ((slice(None), -1), r"^Tensor.__setitem__: x\[:, -1\] selects positions that differ "
+                        r"between examples .*torch.where"),
+    ((slice(None), slice(None, -1)), r"^Tensor.__setitem__: x\[:, :-1\] selects positions"),
+])
+def test_item_assignment_where_examples_differ_is_refused(index, message):
     _, xb = batch_of(3, 1)
-    with pytest.raises(NotImplementedError, match=r"MaskedBatch\.__setitem__ \(indexed "
-                                                  r"assignment, x\[\.\.\.\] = value\) is not "
-                                                  r"implemented for MaskedBatch: build the new "
-                                                  r"batch instead, e\.g\. torch\.where"):
+    with pytest.raises(NotImplementedError, match=message):
         xb[index] = 0
+
+
+def test_item_assignment_errors_are_the_loops():
+    xs, xb = batch_of(3, 1)
+    with pytest.raises(IndexError, match=r"the first index must be ':'"):
+        xb[0] = 0
+    short = MaskedBatch.fromlist([torch.ones(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(IndexError, match=r"index 2 is out of range for example 1"):
+        short[:, 2] = 0  # example 1 has one position, as in the loop
+    other = MaskedBatch.fromlist([torch.ones(1, n, 2) for n in (1, 3)], (True, False))
+    with pytest.raises(ValueError, match=r"example 0 has size 3 in one argument and 1 in another"):
+        short[:, :3] = other
+    # A step example 0 does not have (it is padding there): the loop has no value for it.
+    step = other.unbind(1)[2]
+    with pytest.raises(ValueError, match=r"^Tensor.copy_: example 0 of the value is padding at "
+                                         r"positions where the batch written to is real"):
+        short[:, 0] = step
 
 
 @pytest.mark.parametrize("step", [0, -1])
@@ -272,7 +312,21 @@ def test_a_non_positive_step_along_a_dynamic_dim_is_refused(step):
 # ------------------------------------------------------------------ the registry
 
 INDEXING_OPS = [e.name for e in _registry.entries() if e.family == "indexing"]
-COVERED = {"Tensor.__getitem__": lambda x: x[:, 1:, 0]}
+
+
+def _assigned(x):
+    x = x * 1
+    x[:, :1] = x[:, :1] * 2
+    return x
+
+
+def _copied(x):
+    x = x * 1
+    return x.copy_(x.exp())
+
+
+COVERED = {"Tensor.__getitem__": lambda x: x[:, 1:, 0], "Tensor.__setitem__": _assigned,
+           "Tensor.copy_": _copied}
 
 
 @pytest.mark.parametrize("name", INDEXING_OPS)

@@ -295,16 +295,6 @@ class MaskedBatch(DataAttributes):
 
     __hash__ = object.__hash__
 
-    def __setitem__(self, index: Any, value: Any) -> None:
-        # Defined so that ``x[:, 0] = v`` names the op, as the README promises,
-        # rather than Python's "does not support item assignment".
-        raise NotImplementedError(
-            "MaskedBatch.__setitem__ (indexed assignment, x[...] = value) is not implemented "
-            "for MaskedBatch: build the new batch instead, e.g. torch.where(condition, value, "
-            "x) with a condition on positions, or torch.cat / matchbox.functional.stack of "
-            "the parts"
-        )
-
     def __repr__(self) -> str:
         if any(self.dims):
             sizes = [tuple(row) for row in self.lengths().tolist()]

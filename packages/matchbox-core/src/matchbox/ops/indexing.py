@@ -14,6 +14,13 @@ int index.  Tensor (advanced) indices are not supported.
 
 Only running examples (see ``_masking.EXECUTION_MASK``) must reach an int
 index; for the others the result is padding.
+
+Assignment ``x[index] = value`` writes into the positions ``x[index]`` views
+(``copy_`` on the view, broadcasting ``value`` as in the loop), for an index
+that is the same position in every example: static positions, and ints and
+slices counted from the start along a dynamic dimension.  Positions counted
+from each example's end or given per example are at different places in
+different examples; such an assignment is refused.
 """
 
 from __future__ import annotations
@@ -219,3 +226,62 @@ def getitem(func, input, index):
     if not view:
         x._not_a_view = True
     return x
+
+
+@_registry.implements(torch.Tensor.copy_, family="indexing")
+def copy_(func, input, src, non_blocking=False):
+    """``x.copy_(src)``: ``src`` broadcast into every example, as each example's ``copy_``."""
+    from matchbox.ops.pointwise import _pointwise_inplace
+
+    if not isinstance(src, (torch.Tensor, MaskedBatch)):
+        raise TypeError(f"Tensor.copy_: src must be a tensor or a batch, got "
+                        f"{type(src).__name__}")
+    _check_value_covers(func, input, src)
+    return _pointwise_inplace(func, (input, src), {"non_blocking": non_blocking}
+                              if non_blocking else {})
+
+
+@_registry.implements(torch.Tensor.__setitem__, family="indexing")
+def setitem(func, input, index, value):
+    """``x[index] = value``: ``copy_`` into the view ``x[index]`` (see the module docstring)."""
+    target = getitem(torch.Tensor.__getitem__, input, index)
+    if getattr(target, "_not_a_view", False) or not _shares_memory(target.data, input.data):
+        raise NotImplementedError(
+            f"Tensor.__setitem__: x[{_format_index(index)}] selects positions that differ between "
+            "examples (counted from each example's end, or per example), which the batch "
+            "cannot write in place; build the new batch instead, e.g. torch.where with a "
+            "condition on positions, or torch.cat / matchbox.functional.stack of the parts"
+        )
+    if not isinstance(value, (torch.Tensor, MaskedBatch)):
+        value = torch.as_tensor(value, dtype=input.dtype, device=input.device)
+    copy_(torch.Tensor.copy_, target, value)
+
+
+def _format_index(index: Any) -> str:
+    def one(item: Any) -> str:
+        if isinstance(item, slice):
+            text = ":".join("" if b is None else str(b) for b in (item.start, item.stop))
+            return text + ("" if item.step is None else f":{item.step}")
+        return "..." if item is Ellipsis else repr(item)
+
+    return ", ".join(one(i) for i in (index if isinstance(index, tuple) else (index,)))
+
+
+def _shares_memory(view: torch.Tensor, data: torch.Tensor) -> bool:
+    return view.untyped_storage().data_ptr() == data.untyped_storage().data_ptr()
+
+
+def _check_value_covers(op: Any, target: MaskedBatch, value: Any) -> None:
+    """A value that is padding where ``target`` is real would leave padding's arbitrary
+    values at real positions: refused (in the loop that example has no such value)."""
+    if (not isinstance(value, MaskedBatch) or value._mask is None or target._mask is value._mask
+            or any(value.dims)):  # lengths along dynamic dims: the op's own check
+        return
+    lacking = (target.mask & ~value.mask).reshape(target.data.size(0), -1).any(1)
+    failing = _masking.running(lacking).nonzero()
+    if failing.numel():
+        raise ValueError(
+            f"{_registry.op_name(op)}: example {int(failing[0])} of the value is padding at "
+            "positions where the batch written to is real (the value lacks them in that "
+            "example)"
+        )

@@ -57,9 +57,18 @@ def set_attr(mask: Any, obj: Any, name: str, value: Any) -> None:
 
 
 def set_item(mask: Any, obj: Any, index: Any, value: Any) -> None:
-    """``obj[index] = value`` for the running examples."""
+    """``obj[index] = value`` for the running examples.
+
+    A batch written inside a region may be a gradient guard of the batch the
+    name held before: the write reaches that batch too (as ``_update_running``).
+    """
     if mask is None:
         obj[index] = value
+        return
+    if type(obj) is MaskedBatch:
+        while obj is not None:
+            obj[index] = select(mask, value, obj[index], f"item [{index!r}]")
+            obj = getattr(obj, "_guards", None)
         return
     try:
         old = obj[index]
