@@ -282,6 +282,9 @@ def test_item_assignment_where_examples_differ_is_refused(index, message):
     _, xb = batch_of(3, 1)
     with pytest.raises(NotImplementedError, match=message):
         xb[index] = 0
+    with pytest.raises(NotImplementedError, match=r"^Tensor.__setitem__: x\[\.\.\., 0\] "
+                                                  r"selects positions that differ"):
+        xb[index][..., 0] = 0  # an index of a copy is a view of the copy only
 
 
 def test_item_assignment_errors_are_the_loops():
@@ -386,7 +389,8 @@ def test_in_place_op_on_a_dynamic_slice_writes_through_as_in_the_loop(name, dtyp
     mb_assert(f, [xs], [xb], 4)
 
 
-@pytest.mark.parametrize("index", ["x[:, -1]", "x[:, -2:]", "x[:, :-1]", "x[:, i]"])
+@pytest.mark.parametrize("index", ["x[:, -1]", "x[:, -2:]", "x[:, :-1]", "x[:, i]",
+                                   "x[:, -1][..., 0]", "x[:, -2:][:, :1]"])
 def test_in_place_op_on_a_copy_made_by_indexing_is_refused(index):
     # Positions that differ between examples (counted from each example's end,
     # or given per example) are gathered: a copy, so the op could not reach x.

@@ -21,6 +21,8 @@ from matchbox.data.tokenizers import TOKENIZERS
     ("identifier", "größeBerechnen", ["größe", "berechnen"]),
     ("identifier", "ÄrgerNIS2Über", ["ärger", "nis", "2", "über"]),
     ("identifier", "λ_calc", ["λ", "calc"]),
+    ("identifier", "नमस्ते_दुनिया", ["नमस्ते", "दुनिया"]),  # vowel signs are combining marks
+    ("identifier", "cafe\u0301_au_lait", ["cafe\u0301", "au", "lait"]),  # a decomposed accent
     ("python", "def f(x):\n    return x  # c\n", ["def", "f", "(", "x", ")", ":", "return", "x",
                                                  "# c"]),
 ])

@@ -192,7 +192,9 @@ def getitem(func, input, index):
     op = _registry.op_name(func)
     items = _expand_index(op, index, input.dim())
     x, d = input, 1
-    view = True  # whether the result is a view of each example's positions, as in the loop
+    # Whether the result is a view of each example's positions, as in the loop
+    # (an index of a copy is a view of the copy only).
+    view = not getattr(input, "_not_a_view", False)
     for item in items[1:]:
         if item is None:
             x = MaskedBatch._make(x.data.unsqueeze(d), x.mask.unsqueeze(d),

@@ -18,13 +18,12 @@ from __future__ import annotations
 import io
 import re
 import tokenize as _tokenize
+import unicodedata
 from collections.abc import Callable
 
 Tokenizer = Callable[[str], list[str]]
 
 _WORDS = re.compile(r"\w+|[^\w\s]", re.UNICODE)
-# An identifier's runs of letters and digits (any script), between underscores.
-_ALNUM_RUNS = re.compile(r"[^\W_]+")
 # Parts of a run, over its characters' kinds (U upper case, L lower case or a letter
 # without case, D digit): an upper-case run not followed by lower case (an
 # acronym), a capitalised or lower-case word, or a number.
@@ -55,10 +54,30 @@ def identifier(name: str) -> list[str]:
     """The lower-case parts of a snake_case or camelCase identifier, in any script
     (``"größeBerechnen"`` → ``größe berechnen``)."""
     parts = []
-    for run in _ALNUM_RUNS.findall(name):
-        kinds = "".join("D" if c.isdigit() else "U" if c.isupper() else "L" for c in run)
-        parts += [run[m.start():m.end()].lower() for m in _KIND_PARTS.finditer(kinds)]
+    for run in _identifier_runs(name):
+        kinds, kind = [], "L"
+        for c in run:
+            # A combining mark (an accent, a vowel sign) belongs to the letter before it.
+            if unicodedata.category(c)[0] != "M":
+                kind = "D" if c.isdigit() else "U" if c.isupper() else "L"
+            kinds.append(kind)
+        parts += [run[m.start():m.end()].lower() for m in _KIND_PARTS.finditer("".join(kinds))]
     return parts
+
+
+def _identifier_runs(name: str) -> list[str]:
+    """The runs of letters, marks and digits of any script, between underscores and
+    other separators."""
+    runs, run = [], []
+    for c in name:
+        if unicodedata.category(c)[0] in "LMN":
+            run.append(c)
+        elif run:
+            runs.append("".join(run))
+            run = []
+    if run:
+        runs.append("".join(run))
+    return runs
 
 
 def python(source: str) -> list[str]:
