@@ -263,13 +263,19 @@ ASSIGNMENTS = {
 
 @pytest.mark.parametrize("name", sorted(ASSIGNMENTS))
 def test_item_assignment_at_the_same_position_in_every_example_equals_the_loop(name, dtype):
+    # At least two positions: the loop's x[:, 1] needs them (as the batch's check does).
+    _assert_write_equals_loop(ASSIGNMENTS[name], dtype, min_size=2)
+
+
+def _assert_write_equals_loop(write, dtype, min_size):
+    """``write(x)`` on a non-leaf copy of each example and of the batch: equal values and
+    gradients (the write changes the batch in place, as it changes each example)."""
     def f(x):
         x = x * 1  # a non-leaf, which may be written in place
-        ASSIGNMENTS[name](x)
+        write(x)
         return x
 
-    # At least two positions: the loop's x[:, 1] needs them (as the batch's check does).
-    xs, xb = mb_rand(4, (True, 5), (False, 2), dtype=dtype, min_size=2)
+    xs, xb = mb_rand(4, (True, 5), (False, 2), dtype=dtype, min_size=min_size)
     mb_assert(f, [xs], [xb], 4)
 
 
@@ -380,13 +386,7 @@ IN_PLACE_ON_SLICES = {
 def test_in_place_op_on_a_dynamic_slice_writes_through_as_in_the_loop(name, dtype):
     # A slice with bounds that are the same for every example is a view of just
     # its positions: the op changes the batch there and nowhere else.
-    def f(x):
-        x = x * 1  # a non-leaf, which may be written in place
-        IN_PLACE_ON_SLICES[name](x)
-        return x
-
-    xs, xb = mb_rand(4, (True, 5), (False, 2), dtype=dtype, min_size=0)
-    mb_assert(f, [xs], [xb], 4)
+    _assert_write_equals_loop(IN_PLACE_ON_SLICES[name], dtype, min_size=0)
 
 
 @pytest.mark.parametrize("index", ["x[:, -1]", "x[:, -2:]", "x[:, :-1]", "x[:, i]",
