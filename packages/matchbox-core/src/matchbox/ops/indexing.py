@@ -31,6 +31,7 @@ import torch
 
 from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch
+from matchbox.ops.pointwise import _pointwise_inplace
 
 
 def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
@@ -233,8 +234,6 @@ def getitem(func, input, index):
 @_registry.implements(torch.Tensor.copy_, family="indexing")
 def copy_(func, input, src, non_blocking=False):
     """``x.copy_(src)``: ``src`` broadcast into every example, as each example's ``copy_``."""
-    from matchbox.ops.pointwise import _pointwise_inplace
-
     if not isinstance(src, (torch.Tensor, MaskedBatch)):
         raise TypeError(f"Tensor.copy_: src must be a tensor or a batch, got "
                         f"{type(src).__name__}")
@@ -247,7 +246,7 @@ def copy_(func, input, src, non_blocking=False):
 def setitem(func, input, index, value):
     """``x[index] = value``: ``copy_`` into the view ``x[index]`` (see the module docstring)."""
     target = getitem(torch.Tensor.__getitem__, input, index)
-    if getattr(target, "_not_a_view", False) or not _shares_memory(target.data, input.data):
+    if getattr(target, "_not_a_view", False):
         raise NotImplementedError(
             f"Tensor.__setitem__: x[{_format_index(index)}] selects positions that differ between "
             "examples (counted from each example's end, or per example), which the batch "
@@ -267,10 +266,6 @@ def _format_index(index: Any) -> str:
         return "..." if item is Ellipsis else repr(item)
 
     return ", ".join(one(i) for i in (index if isinstance(index, tuple) else (index,)))
-
-
-def _shares_memory(view: torch.Tensor, data: torch.Tensor) -> bool:
-    return view.untyped_storage().data_ptr() == data.untyped_storage().data_ptr()
 
 
 def _check_value_covers(op: Any, target: MaskedBatch, value: Any) -> None:
