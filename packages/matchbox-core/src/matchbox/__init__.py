@@ -16,12 +16,14 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 
 from matchbox import _registry, ops  # noqa: E402,F401  (importing ops fills the registry)
 from matchbox.batch_reduce import batch_mean, batch_sum  # noqa: E402
+from matchbox.compiler import compile, hide_from_torch_compile  # noqa: E402
 from matchbox.convenience import install as _install_convenience  # noqa: E402
 from matchbox.masked_batch import MaskedBatch  # noqa: E402
 
 __version__ = "0.1.0"
 
 _install_convenience()
+hide_from_torch_compile(__name__)
 
 # Names that live in other distributions: resolved on first use.
 _LAZY = {
@@ -80,5 +82,5 @@ def _load_op_providers() -> None:
 
 _load_op_providers()
 
-__all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "PackedBatch", "as_masked",
-           "as_packed", "data"]
+__all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "compile", "PackedBatch",
+           "as_masked", "as_packed", "data"]

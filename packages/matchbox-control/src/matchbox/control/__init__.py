@@ -23,6 +23,9 @@ there), reading analyses (``analysis``) and generating code from templates
 from matchbox.control.api import batch, source
 from matchbox.control.errors import ConversionError, SourceNotFoundError, UnsupportedConstructError
 from matchbox.control.runtime import current_mask
+from matchbox.compiler import hide_from_torch_compile
+
+hide_from_torch_compile(__name__)  # torch.compile runs this package eagerly
 
 __all__ = [
     "batch", "source", "current_mask", "ConversionError", "SourceNotFoundError",

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
+from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -244,9 +244,9 @@ def _refuse_empty_extents(op: str, operands: list[tuple[MaskedBatch, tuple[bool,
     if not empty:
         return
     flags = torch.stack([e for _, e in empty])
-    partly = (flags.any(0) & ~flags.all(0)).nonzero()
-    if partly.numel():
-        j = int(partly[0])
+    partly = flags.any(0) & ~flags.all(0)
+    if _capture.fails(partly):
+        j = int(partly.nonzero()[0])
         i = next(i for i, e in empty if bool(e[j]))
         raise ValueError(
             f"{op}: example {j} is empty in dynamic dimension {i} but not in the others, and a "

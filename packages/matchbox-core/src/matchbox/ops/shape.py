@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
+from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import (
     MaskedBatch,
     has_zero_padding,
@@ -450,9 +450,9 @@ def narrow(func, input, dim, start, length):
     if input.dims[d - 1] and input._mask is not None:
         # Unlike a slice, narrow raises (in the loop) for an example that is too short.
         sizes = _masking.lengths_along(input, d)
-        short = (sizes < start + length).nonzero()
-        if short.numel():
-            j = int(short[0])
+        short = _masking.running(sizes < start + length)
+        if _capture.fails(short):
+            j = int(short.nonzero()[0])
             raise RuntimeError(
                 f"{op}: start ({start}) + length ({length}) exceeds the size of example {j}, "
                 f"{int(sizes[j])}, in dynamic dimension {d}"
@@ -607,9 +607,9 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
     if not absent:
         return
     differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
-    differ = _masking.running(differ).nonzero()
-    if differ.numel():
-        j = int(differ[0])
+    differ = _masking.running(differ)
+    if _capture.fails(differ):
+        j = int(differ.nonzero()[0])
         raise ValueError(
             f"{op}: example {j} is real in some of the {len(parts)} tensors {joined} and "
             "padding in others (as the steps of x.unbind(dim) are for examples of "
@@ -708,7 +708,8 @@ def _present_steps_first(data: torch.Tensor, mask: torch.Tensor,
     """
     steps = mask.size(d)
     present = mask.movedim(d, 1).reshape(mask.size(0), steps, -1).any(-1)   # (batch, steps)
-    if steps < 2 or not bool((present[:, 1:] & ~present[:, :-1]).any()):
+    if steps < 2 or (_capture.capturing() is None
+                     and not bool((present[:, 1:] & ~present[:, :-1]).any())):
         return data, mask
     # A stable sort of "absent" keeps the present steps in order, first.
     order = torch.sort((~present).to(torch.uint8), dim=1, stable=True).indices

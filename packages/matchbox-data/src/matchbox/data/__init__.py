@@ -19,6 +19,9 @@ from matchbox.data.field import FieldError, MaskedBatchField, PackedBatchField
 from matchbox.data.sampler import BucketBatchSampler
 from matchbox.data.tokenizers import get_tokenizer
 from matchbox.data.vocab import Vocab
+from matchbox.compiler import hide_from_torch_compile
+
+hide_from_torch_compile(__name__)  # torch.compile runs this package eagerly
 
 __all__ = [
     "BucketBatchSampler",

@@ -36,7 +36,10 @@ from matchbox.nn.ops import (  # noqa: F401
     softmax,
 )
 from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
+from matchbox.compiler import hide_from_torch_compile
 from matchbox.nn.transformer import run_decoder, run_encoder
+
+hide_from_torch_compile(__name__)  # torch.compile runs this package eagerly
 
 __all__: list[str] = ["TimeMajorBatch", "batch_major", "run_decoder", "run_encoder",
                       "time_major"]

@@ -12,6 +12,7 @@ modules hold one concern each:
 - ``expressions``: ``and``/``or``/``not``, comparisons, conditional expressions.
 """
 
+from matchbox._capture import fails
 from matchbox.control.runtime.effects import (
     aug_assign,
     aug_attr,
@@ -34,6 +35,7 @@ from matchbox.control.runtime.masks import (
     entry_mask,
     guard,
     loop_mask,
+    loop_start,
     masked,
     narrow,
     per_example_truth,
@@ -60,7 +62,7 @@ def return_value(value, returned=True):
         fell_through = ~per_example_truth(returned)
         if outer is not None:
             fell_through = fell_through & outer
-        if fell_through.any():
+        if fails(fell_through):
             examples = fell_through.nonzero().flatten().tolist()
             raise TypeError(
                 f"@batch: the function returns a value for some examples but reaches its end "
@@ -71,7 +73,8 @@ def return_value(value, returned=True):
 __all__ = [
     "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item", "branch",
     "call_method", "compare", "current_mask", "entry_mask", "for_steps", "guard", "if_exp",
-    "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "loop_mask", "masked", "merge",
+    "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "loop_mask", "loop_start",
+    "masked", "merge",
     "narrow", "not_", "only_active", "or_", "return_value", "select", "set_attr", "set_item", "slice_",
     "still_running",
 ]
