@@ -50,6 +50,9 @@ PAD_TAKES_EMPTY_DIMENSIONS = _works(lambda: F.pad(torch.zeros(1, 1, 0), [0, 0, 1
 # vector without a bias.  (Every release so far refuses it for a rank-2 input.)
 LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS = _works(
     lambda: F.linear(torch.zeros(1, 1, 2), torch.zeros(2), torch.zeros(())))
+# torch.load(weights_only=True) can be told to trust more classes (a batch type):
+# torch.serialization.add_safe_globals, new in torch 2.4.
+SAFE_GLOBALS = hasattr(torch.serialization, "add_safe_globals")
 
 
 def needs(flag: bool, what: str) -> pytest.MarkDecorator:

@@ -69,7 +69,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _registry
+from matchbox import _interop, _registry
 from matchbox.masked_batch import BatchShape, normalize_dim, why_size_was_asked
 from matchbox.ops.pointwise import pointwise_ops
 
@@ -191,8 +191,17 @@ class TimeMajorBatch:
     def __setitem__(self, index: Any, value: Any) -> None:
         raise _unsupported(torch.Tensor.__setitem__)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TimeMajorBatch, (self.batch,))
+
 
 _registry.register_batch_view(TimeMajorBatch)  # @batch merges a view through its batch
+# PyTorch's tools see the batch the view holds (a pytree node and a dataclass
+# field; its constructor's one argument).
+_interop.declare_batch_type(
+    TimeMajorBatch, fields=("batch",), flatten=lambda view: ([view.batch], None),
+    unflatten=lambda children, _: TimeMajorBatch(children[0]), child_names=("batch",),
+)
 
 
 def _unsupported(func: Any) -> NotImplementedError:

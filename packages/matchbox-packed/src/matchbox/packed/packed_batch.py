@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from matchbox import _registry
+from matchbox import _interop, _registry
 from matchbox._masking import lengths_along
 from matchbox.masked_batch import (
     BatchShape,
@@ -385,13 +385,17 @@ class PackedBatch(DataAttributes):
     def __len__(self) -> int:
         raise TypeError("len() of a PackedBatch is ambiguous: use size(0) for the batch size")
 
-    def __iter__(self) -> Iterator[Any]:
-        raise TypeError(
-            "iterating over a PackedBatch would iterate over dimension 0, the batch; use "
-            "examples() for the examples"
-        )
+    # Not iterable, as MaskedBatch (see there): use examples().
+    __iter__ = None
 
     __hash__ = object.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through the validating constructor, from CPU copies of the
+        # permutations (a loaded batch is checked as a constructed one is).
+        layout = self.layout
+        return (PackedBatch, (self.data, layout.batch_sizes, layout.sorted_cpu,
+                              layout.unsorted_cpu))
 
     # Defined so that ``x[...]`` names the op and the way out, as the README
     # promises, rather than Python's "object is not subscriptable".
@@ -473,3 +477,78 @@ def _describe(x: Any) -> str:
 
 
 _registry.register_host(_dispatch.BATCH_TYPE, PackedBatch)
+
+
+# ---------------------------------------------------------------------------- PyTorch's tools
+
+
+class _LayoutContext:
+    """A ``PackedBatch``'s pytree context: its layout and the rank of its rows, equal
+    to any that puts every row in the same place (``torch.export`` checks that a
+    call's inputs have the tree spec, and so the layout, of the example inputs)."""
+
+    __slots__ = ("layout", "rank")
+
+    def __init__(self, layout: Layout, rank: int):
+        self.layout = layout
+        self.rank = rank
+
+    def key(self) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        layout = self.layout
+        return self.rank, tuple(layout.lengths.tolist()), tuple(layout.sorted_cpu.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _LayoutContext) and (
+            (other.layout is self.layout and other.rank == self.rank)
+            or other.key() == self.key())
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        rank, lengths, order = self.key()
+        return f"PackedLayout(rank={rank}, lengths={list(lengths)}, sorted_indices={list(order)})"
+
+
+def _flatten(batch: PackedBatch) -> tuple[list[torch.Tensor], _LayoutContext]:
+    # The rows are the one child: the layout's index tensors are not values a
+    # transform may change (torch.func would try to differentiate them).
+    return [batch.data], _LayoutContext(batch.layout, len(batch.dims))  # the rows' rank
+
+
+def _unflatten(children: list[Any], context: _LayoutContext) -> PackedBatch:
+    data, = children
+    layout = context.layout
+    if not isinstance(data, torch.Tensor):
+        # A tree of other leaves (tools map a tree to its in_dims, its shapes, ...).
+        batch = object.__new__(PackedBatch)
+        batch.data, batch.layout = data, layout
+        batch.dims = (True,) + (False,) * (context.rank - 1)
+        return batch
+    if data.dim() != context.rank:
+        raise _interop.pytree_rank_error("PackedBatch", "rows", data.dim(), context.rank)
+    return PackedBatch._make(data, layout.to(data.device))
+
+
+def _dumpable(context: _LayoutContext) -> list[Any]:
+    rank, lengths, order = context.key()
+    return [rank, list(lengths), list(order)]
+
+
+def _from_dumpable(dumped: list[Any]) -> _LayoutContext:
+    rank, lengths, order = dumped
+    layout = Layout.from_lengths(torch.tensor(lengths, dtype=torch.int64), "cpu")
+    if list(order) != layout.sorted_cpu.tolist():
+        layout = Layout(layout.lengths, torch.tensor(order, dtype=torch.int64),
+                        layout.batch_sizes, "cpu")
+    return _LayoutContext(layout, rank)
+
+
+# Dataclass fields: the constructor's arguments (dataclasses.replace rebuilds a
+# batch), those whose dimension 0 is the batch first (a batch-size search
+# finds the number of examples before the rows).
+_interop.declare_batch_type(
+    PackedBatch, fields=("sorted_indices", "unsorted_indices", "data", "batch_sizes"),
+    flatten=_flatten, unflatten=_unflatten, child_names=("data",),
+    to_dumpable_context=_dumpable, from_dumpable_context=_from_dumpable,
+)
