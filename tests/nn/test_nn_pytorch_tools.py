@@ -50,3 +50,13 @@ def test_torch_load_weights_only_round_trip():
     torch.save(view, buffer)
     buffer.seek(0)
     _same_view(torch.load(buffer, weights_only=True), view)
+
+
+def test_profiler_labels_name_the_view_and_the_family():
+    from torch.profiler import ProfilerActivity, profile
+
+    view = _view()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        view.tanh()
+    names = [e.name for e in prof.events() if e.name.startswith("matchbox.")]
+    assert names[0] == "matchbox.TimeMajorBatch.time_major"

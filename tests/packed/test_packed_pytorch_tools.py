@@ -123,3 +123,16 @@ def test_export_of_a_packed_batch_is_specialised_to_its_layout():
             torch.testing.assert_close(got, _Scaled()(y))
     with pytest.raises(ValueError, match=r"exported input tree spec"):
         exported.module()(PackedBatch.fromlist(examples_of_lengths([3, 0, 2])))
+
+
+def test_profiler_labels_name_the_batch_type_and_the_family():
+    from torch.profiler import ProfilerActivity, profile
+
+    xs = examples_of_lengths([2, 0, 3])
+    pb = PackedBatch.fromlist(xs)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        results = [pb.tanh(), torch.tanh(pb), pb * pb, pb.sum(1)]
+    names = [e.name for e in prof.events() if e.name.startswith("matchbox.")]
+    assert names == ["matchbox.PackedBatch.pointwise"] * 3 + ["matchbox.PackedBatch.reduction"]
+    for x, got in zip(xs, results[0].examples()):
+        torch.testing.assert_close(got, x.tanh())

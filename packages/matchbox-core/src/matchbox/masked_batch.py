@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _interop, _registry
 
@@ -377,6 +378,8 @@ class MaskedBatch(DataAttributes):
         handler = _HANDLERS.get(func)
         if handler is None:
             raise _registry.unsupported(func, "MaskedBatch")
+        if autograd_profiler._is_profiler_enabled:
+            handler = _registry.labelled("MaskedBatch", func, handler)
         if len(types) > 1:
             # Another batch type among the arguments (PackedBatch, ...): the ones
             # registered to become MaskedBatch here are converted (_registry.adopt).

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 from torch.nn.utils.rnn import PackedSequence
 
 from matchbox import _interop, _registry
@@ -429,6 +430,8 @@ class PackedBatch(DataAttributes):
         kwargs = _registry.with_torch_names(kwargs) if kwargs else {}
         handler = _registry.lookup(func, _dispatch.BATCH_TYPE)
         if handler is not None:
+            if autograd_profiler._is_profiler_enabled:
+                handler = _registry.labelled(_dispatch.BATCH_TYPE, func, handler)
             return handler(func, *args, **kwargs)  # the mixing rule is in the handler
         if _dispatch.meets_masked(args, kwargs):
             return _dispatch.hand_to_masked(func, args, kwargs)
