@@ -171,6 +171,28 @@ class MaskedBatch(DataAttributes):
             mark_zero_padding(batch)
         return batch
 
+    @classmethod
+    def from_nested(cls, nested: torch.Tensor) -> MaskedBatch:
+        """The batch a jagged ``torch.nested`` tensor ``(B, j, *S)`` holds: example ``e`` is
+        ``nested[e].unsqueeze(0)``, dimension 1 dynamic and the others static.
+
+        The padding holds zeros; gradients flow back to the nested tensor.
+        """
+        from matchbox._jagged import masked_from_nested  # it imports this module
+
+        return masked_from_nested(nested)
+
+    def to_nested(self) -> torch.Tensor:
+        """The examples as a jagged ``torch.nested`` tensor ``(B, j, *S)``: component ``e``
+        is example ``e`` without its leading dimension.
+
+        Dimension 1 must be the one dynamic dimension (or none is).  The real rows
+        are copied (the padding never); gradients flow back to the batch.
+        """
+        from matchbox._jagged import masked_to_nested  # it imports this module
+
+        return masked_to_nested(self)
+
     # ------------------------------------------------------------------ inspection
 
     def examples(self) -> Iterator[torch.Tensor]:

@@ -32,6 +32,7 @@ from torch.autograd import profiler as autograd_profiler
 from torch.nn.utils.rnn import PackedSequence
 
 from matchbox import _interop, _registry
+from matchbox._jagged import describe, make_jagged, read_jagged
 from matchbox._masking import lengths_along
 from matchbox.masked_batch import (
     BatchShape,
@@ -73,7 +74,7 @@ class PackedBatch(DataAttributes):
         op = "PackedBatch"
         if not isinstance(data, torch.Tensor) or data.dim() == 0:
             raise ValueError(f"{op}: data must be a tensor of packed rows (rows, *static), "
-                             f"got {_describe(data)}")
+                             f"got {describe(data)}")
         layout = Layout.from_packed(op, batch_sizes, sorted_indices, unsorted_indices,
                                     batch_size, data.device)
         if data.size(0) != layout.n_rows:
@@ -170,24 +171,9 @@ class PackedBatch(DataAttributes):
     def from_nested(cls, nested: torch.Tensor) -> PackedBatch:
         """The batch a jagged ``torch.nested`` tensor ``(B, j, *S)`` holds: example ``e`` is
         ``nested[e].unsqueeze(0)``.  Its values are gathered into the packed order."""
-        op = "PackedBatch.from_nested"
-        if not isinstance(nested, torch.Tensor) or not nested.is_nested or (
-                nested.layout != torch.jagged):
-            raise TypeError(f"{op}: expected a nested tensor with layout=torch.jagged, got "
-                            f"{_describe(nested)}")
-        ragged = getattr(nested, "_ragged_idx", 1)
-        if ragged != 1:
-            raise ValueError(f"{op}: the nested tensor is ragged in dimension {ragged}; a "
-                             "PackedBatch packs dimension 1 (a (B, j, ...) nested tensor)")
-        offsets = nested.offsets()
-        lengths = nested.lengths()
-        starts = offsets[:-1]
-        if lengths is None:
-            lengths = offsets[1:] - starts
-        layout = Layout.from_lengths(lengths.cpu(), nested.device)
-        values = nested.values()
-        return cls._make(gather_jagged(values, starts.to(values.device, torch.int64), layout),
-                         layout)
+        values, starts, lengths = read_jagged("PackedBatch.from_nested", nested)
+        layout = Layout.from_lengths(lengths, nested.device)
+        return cls._make(gather_jagged(values, starts, layout), layout)
 
     # ------------------------------------------------------------------ conversions
 
@@ -225,17 +211,7 @@ class PackedBatch(DataAttributes):
     def to_nested(self) -> torch.Tensor:
         """A jagged ``torch.nested`` tensor ``(B, j, *S)``; component ``e`` is example ``e``
         without its leading dimension.  The rows are copied into the caller's order."""
-        layout = self.layout
-        values = scatter_jagged(self.data, layout)
-        factory = getattr(torch.nested, "nested_tensor_from_jagged", None)
-        if factory is None:
-            # torch 2.3 has no public constructor from values and offsets; from the
-            # examples' views (one split) it concatenates them again: one more copy.
-            return torch.nested.as_nested_tensor(list(values.split(layout.lengths.tolist())),
-                                                 layout=torch.jagged)
-        offsets = torch.cat([torch.zeros(1, dtype=torch.int64),
-                             layout.lengths.cumsum(0)]).to(self.device)
-        return factory(values, offsets)
+        return make_jagged(scatter_jagged(self.data, self.layout), self.layout.lengths)
 
     def examples(self) -> Iterator[torch.Tensor]:
         """Each example ``(1, T_e, *S)`` in the caller's order (views of one gathered tensor;
@@ -470,13 +446,6 @@ def _check_dims(op: str, dims: tuple[bool, ...]) -> tuple[bool, ...]:
             "dimension (dimension 1) and keeps the others static (use a MaskedBatch)"
         )
     return dims
-
-
-def _describe(x: Any) -> str:
-    if isinstance(x, torch.Tensor):
-        kind = "nested " if x.is_nested else ""
-        return f"a {kind}{x.dim()}-D {x.dtype} tensor (layout {x.layout})"
-    return type(x).__name__
 
 
 _registry.register_host(_dispatch.BATCH_TYPE, PackedBatch)
