@@ -251,3 +251,23 @@ def test_an_exported_program_refuses_a_batch_of_another_structure():
     exported = torch.export.export(_Scaled(), (xb,))
     with pytest.raises(ValueError, match=r"exported input tree spec"):
         exported.module()(full)  # no mask: another tree than the one exported
+
+
+# ---------------------------------------------------------------------------- torch.compile
+
+
+def test_compile_takes_and_returns_batches():
+    # A compiled function that reads a batch's tensors and builds a batch: the
+    # declarations above change nothing in how torch.compile treats the objects.
+    # (Compiling Matchbox's ops themselves is matchbox.compile's and issue 14's.)
+    xs, xb = _padded()
+
+    def masked_sum_and_double(b):
+        return (b.data.nan_to_num() * b.mask).sum(1), MaskedBatch(b.data * 2, b.mask, b.dims)
+
+    torch._dynamo.reset()
+    total, doubled = torch.compile(masked_sum_and_double)(xb)
+    for x, t, d in zip(xs, total, doubled.examples()):
+        torch.testing.assert_close(t, x[0].sum(0))
+        torch.testing.assert_close(d, x * 2)
+    assert doubled.dims == xb.dims and torch.equal(doubled.mask, xb.mask)
