@@ -171,13 +171,25 @@ def test_func_grad_of_a_padded_batch_is_refused_by_torch_for_its_mask():
         torch.func.grad(lambda b: matchbox.batch_sum(_example_loss(b)))(xb)
 
 
+class _Project(torch.nn.Module):
+    """``x @ W + b`` in core ops (matchbox-nn's F.linear is not installed with core alone)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(2, 3, dtype=torch.float64))
+        self.bias = torch.nn.Parameter(torch.randn(3, dtype=torch.float64))
+
+    def forward(self, x):
+        return x @ self.weight + self.bias
+
+
 def test_func_grad_over_parameters_with_functional_call_equals_the_loop():
     xs, xb = _padded()
-    linear = torch.nn.Linear(2, 3).double()
-    params = dict(linear.named_parameters())
+    module = _Project()
+    params = dict(module.named_parameters())
 
     def loss(p, x):
-        return torch.func.functional_call(linear, p, (x,)).tanh().sum(2).sum(1)
+        return torch.func.functional_call(module, p, (x,)).tanh().sum(2).sum(1)
 
     grads = torch.func.grad(lambda p: matchbox.batch_sum(loss(p, xb)))(params)
     expected = torch.autograd.grad(sum(loss(params, x).sum() for x in xs),
