@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.utils._pytree as pytree
 from torch.nn.parallel.distributed import _find_tensors
-from torch_features import SAFE_GLOBALS, needs
+from torch_features import PYTREE_KEY_PATHS, SAFE_GLOBALS, needs
 
 import matchbox
 from matchbox import MaskedBatch
@@ -46,6 +46,11 @@ def test_pytree_children_are_data_and_mask_and_dims_the_context():
     assert leaves[0] is xb.data and leaves[1] is xb._mask and len(leaves) == 2
     back = pytree.tree_unflatten(leaves, spec)
     assert back.data is xb.data and back._mask is xb._mask and back.dims == xb.dims
+
+
+@needs(PYTREE_KEY_PATHS, "registers pytree nodes with key paths")
+def test_pytree_key_paths_name_the_attributes():
+    _, xb = _padded()
     paths = [pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(xb)[0]]
     assert paths == [".data", "._mask"]
 
@@ -226,15 +231,18 @@ class _Scaled(torch.nn.Module):
 
 def _exports_batches() -> bool:
     try:
-        torch.export.export(_Scaled(), (_padded()[1],))
+        buffer = io.BytesIO()
+        torch.export.save(torch.export.export(_Scaled(), (_padded()[1],)), buffer)
+        buffer.seek(0)
+        torch.export.load(buffer)
     except Exception:  # noqa: BLE001 (any failure of the tracer means it cannot)
         return False
     return True
 
 
 EXPORTS_BATCHES = _exports_batches()
-exports = needs(EXPORTS_BATCHES, "exports a function of a MaskedBatch (torch.export traces "
-                "Matchbox's ops)")
+exports = needs(EXPORTS_BATCHES, "exports (and saves) a function of a MaskedBatch: torch.export "
+                "traces Matchbox's ops and serialises the batch's tree spec")
 
 
 @exports

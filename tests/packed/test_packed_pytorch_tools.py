@@ -103,14 +103,18 @@ class _Scaled(torch.nn.Module):
 
 def _exports_packed_batches() -> bool:
     try:
-        torch.export.export(_Scaled(), (PackedBatch.fromlist(examples_of_lengths([2, 1])),))
+        buffer = io.BytesIO()
+        batch = PackedBatch.fromlist(examples_of_lengths([2, 1]))
+        torch.export.save(torch.export.export(_Scaled(), (batch,)), buffer)
+        buffer.seek(0)
+        torch.export.load(buffer)
     except Exception:  # noqa: BLE001 (any failure of the tracer means it cannot)
         return False
     return True
 
 
-@needs(_exports_packed_batches(), "exports a function of a PackedBatch (torch.export traces "
-       "Matchbox's ops)")
+@needs(_exports_packed_batches(), "exports (and saves) a function of a PackedBatch: "
+       "torch.export traces Matchbox's ops and serialises the batch's tree spec")
 def test_export_of_a_packed_batch_is_specialised_to_its_layout():
     xs, ys = examples_of_lengths([2, 0, 3]), examples_of_lengths([2, 0, 3])
     exported = torch.export.export(_Scaled(), (PackedBatch.fromlist(xs),))
