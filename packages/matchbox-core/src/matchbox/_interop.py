@@ -6,15 +6,16 @@ protocols, and a batch type declares itself in each (:func:`declare_batch_type`)
 | protocol | who walks it | what a batch declares |
 |----------|--------------|-----------------------|
 | pytree (``torch.utils._pytree``) | DDP (``find_unused_parameters``, ``static_graph``), ``torch.func``, ``torch.export`` | its tensors as children, the rest (``dims``) as context |
-| dataclass fields (``dataclasses.fields``) | DDP's ``_find_tensors``, FSDP, Lightning's batch-size inference | tensors whose dimension 0 is the batch, first |
+| dataclass fields (``dataclasses.fields``) | DDP's ``_find_tensors``, Lightning's batch-size inference | tensors whose dimension 0 is the batch, first |
 | ``weights_only`` unpickling (``torch.serialization.add_safe_globals``) | ``torch.load`` | the classes and functions its pickle calls |
 
 The dataclass declaration sets the field table of the ``dataclasses`` protocol
 (``__dataclass_fields__``, what ``dataclasses.is_dataclass`` and
 ``dataclasses.fields`` read) and nothing else: no generated ``__init__``,
-``__eq__`` or ``__repr__``.  A batch's fields are not all of its constructor's
-arguments (``dims`` is not a tensor, and a batch-size search must not meet it),
-so ``dataclasses.replace`` of a batch raises ``TypeError``.
+``__eq__`` or ``__repr__``.  A ``MaskedBatch``'s fields are not all of its
+constructor's arguments (``dims`` is not a tensor, and a batch-size search must
+not meet it), so ``dataclasses.replace`` of one raises ``TypeError`` (and FSDP,
+which rebuilds dataclasses that way, cannot take one); a ``PackedBatch``'s are.
 
 A pytree's children may be replaced by the tool that flattened it (DDP
 passes them through an autograd function; ``torch.func`` wraps them); each
