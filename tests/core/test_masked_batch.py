@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections.abc
+
 import pytest
 import torch
 from hypothesis import given
@@ -229,9 +231,11 @@ def test_len_and_iteration_are_refused():
     xb = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
     with pytest.raises(TypeError, match=r"len\(\) of a MaskedBatch is ambiguous"):
         len(xb)
-    with pytest.raises(TypeError, match=r"use examples\(\) for the examples or unbind.*an op "
-                                        r"that takes a tuple of tensors, such as "
-                                        r"nn.LSTMCell's state \(h, c\), was given one batch"):
+    # Not iterable by declaration (__iter__ = None), so that tools which check
+    # isinstance(x, Iterable) before walking a collection (Lightning's batch-size
+    # search) take a batch as one value.
+    assert not isinstance(xb, collections.abc.Iterable)
+    with pytest.raises(TypeError, match=r"'MaskedBatch' object is not iterable"):
         iter(xb)
 
 

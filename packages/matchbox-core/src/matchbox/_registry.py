@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 Handler = Callable[..., Any]
 
@@ -171,6 +172,39 @@ def batch_types() -> tuple[type, ...]:
     return tuple(_HOSTS.values())
 
 
+# ---------------------------------------------------------------------------- profiler labels
+
+# Labelled handlers, made on first use while a profiler records.
+_LABELLED: dict[tuple[str, Any, Handler], Handler] = {}
+
+
+def labelled(batch_type: str, func: Any, handler: Handler) -> Handler:
+    """``handler`` run inside ``torch.profiler.record_function("matchbox.<family>")``.
+
+    Every dispatch (``__torch_function__``, the generated methods) asks for it
+    only while a profiler records: torch sets the flag
+    ``torch.autograd.profiler._is_profiler_enabled`` when a profiler starts and
+    stops, and reading it is the whole cost of labels otherwise.  Ops of
+    another batch type than ``MaskedBatch`` are labelled
+    ``"matchbox.<batch type>.<family>"``.
+    """
+    key = (batch_type, func, handler)
+    run = _LABELLED.get(key)
+    if run is None:
+        entry = _TABLE.get((batch_type, func))
+        family = entry.family if entry is not None else "unregistered"
+        label = (f"matchbox.{family}" if batch_type == "MaskedBatch"
+                 else f"matchbox.{batch_type}.{family}")
+        record = torch.profiler.record_function
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with record(label):
+                return handler(*args, **kwargs)
+
+        _LABELLED[key] = run
+    return run
+
+
 def _install_method(batch_type: str, cls: type, func: Any, handler: Handler) -> None:
     for name in tensor_method_names(func):
         if name in cls.__dict__ and not getattr(cls.__dict__[name], "_matchbox_generated", False):
@@ -186,12 +220,14 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
     if method is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            run = (labelled(batch_type, func, handler)
+                   if autograd_profiler._is_profiler_enabled else handler)
             if kwargs:
                 args, kwargs = adopt(batch_type, args, with_torch_names(kwargs))
-                return handler(func, self, *args, **kwargs)
+                return run(func, self, *args, **kwargs)
             if args:
                 args, _ = adopt(batch_type, args, kwargs)
-            return handler(func, self, *args)
+            return run(func, self, *args)
 
     method.__name__ = name
     method.__qualname__ = f"{cls.__name__}.{name}"

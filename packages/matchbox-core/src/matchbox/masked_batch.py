@@ -25,8 +25,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _registry
+from matchbox import _interop, _registry
 
 
 class DataAttributes:
@@ -170,6 +171,28 @@ class MaskedBatch(DataAttributes):
             mark_zero_padding(batch)
         return batch
 
+    @classmethod
+    def from_nested(cls, nested: torch.Tensor) -> MaskedBatch:
+        """The batch a jagged ``torch.nested`` tensor ``(B, j, *S)`` holds: example ``e`` is
+        ``nested[e].unsqueeze(0)``, dimension 1 dynamic and the others static.
+
+        The padding holds zeros; gradients flow back to the nested tensor.
+        """
+        from matchbox._jagged import masked_from_nested  # it imports this module
+
+        return masked_from_nested(nested)
+
+    def to_nested(self) -> torch.Tensor:
+        """The examples as a jagged ``torch.nested`` tensor ``(B, j, *S)``: component ``e``
+        is example ``e`` without its leading dimension.
+
+        Dimension 1 must be the one dynamic dimension (or none is).  The real rows
+        are copied (the padding never); gradients flow back to the batch.
+        """
+        from matchbox._jagged import masked_to_nested  # it imports this module
+
+        return masked_to_nested(self)
+
     # ------------------------------------------------------------------ inspection
 
     def examples(self) -> Iterator[torch.Tensor]:
@@ -285,15 +308,18 @@ class MaskedBatch(DataAttributes):
             "len() of a MaskedBatch is ambiguous: use size(0) for the batch size"
         )
 
-    def __iter__(self) -> Iterator[Any]:
-        raise TypeError(
-            "iterating over a MaskedBatch would iterate over dimension 0, the batch; "
-            "use examples() for the examples or unbind(dim) to iterate over a dimension "
-            "(an op that takes a tuple of tensors, such as nn.LSTMCell's state (h, c), "
-            "was given one batch?)"
-        )
+    # Not iterable (``iter(x)`` raises TypeError): iterating would go over dimension
+    # 0, the batch; use examples() or unbind(dim).  Declared with None, not a method
+    # that raises, so that tools asking ``isinstance(x, Iterable)`` before walking
+    # a collection (Lightning's batch-size search) see a batch as one value.
+    __iter__ = None
 
     __hash__ = object.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through the validating constructor: a loaded batch (torch.load,
+        # also with weights_only=True) is checked as a constructed one is.
+        return (MaskedBatch, (self.data, self._mask, self.dims))
 
     def __repr__(self) -> str:
         if any(self.dims):
@@ -374,6 +400,8 @@ class MaskedBatch(DataAttributes):
         handler = _HANDLERS.get(func)
         if handler is None:
             raise _registry.unsupported(func, "MaskedBatch")
+        if autograd_profiler._is_profiler_enabled:
+            handler = _registry.labelled("MaskedBatch", func, handler)
         if len(types) > 1:
             # Another batch type among the arguments (PackedBatch, ...): the ones
             # registered to become MaskedBatch here are converted (_registry.adopt).
@@ -670,3 +698,35 @@ def _check_examples(
 
 
 _registry.register_host("MaskedBatch", MaskedBatch)
+
+
+# ---------------------------------------------------------------------------- PyTorch's tools
+
+
+def _flatten(batch: MaskedBatch) -> tuple[list[torch.Tensor], tuple[tuple[bool, ...], bool]]:
+    # Children: the data, and the mask unless it is None (a batch without
+    # padding): tools such as torch.func want tensors only, and the unflattened
+    # batch keeps its None (and its fast paths).  Context: dims, and whether
+    # there is a mask.
+    if batch._mask is None:
+        return [batch.data], (batch.dims, False)
+    return [batch.data, batch._mask], (batch.dims, True)
+
+
+def _unflatten(children: list[Any], context: tuple[tuple[bool, ...], bool]) -> MaskedBatch:
+    dims, has_mask = context
+    data, mask = (children[0], children[1]) if has_mask else (children[0], None)
+    for name, value in (("data", data), ("mask", mask)):
+        if isinstance(value, torch.Tensor) and value.dim() != len(dims) + 1:
+            raise _interop.pytree_rank_error("MaskedBatch", name, value.dim(), len(dims) + 1)
+    return MaskedBatch._make(data, mask, dims)
+
+
+# Dataclass fields: the two tensors whose dimension 0 is the batch (dims is
+# not a field: a batch-size search must meet tensors only).
+_interop.declare_batch_type(
+    MaskedBatch, fields=("data", "mask"), flatten=_flatten, unflatten=_unflatten,
+    child_names=("data", "_mask"),
+    to_dumpable_context=lambda context: [list(context[0]), context[1]],
+    from_dumpable_context=lambda dumped: (tuple(bool(d) for d in dumped[0]), bool(dumped[1])),
+)

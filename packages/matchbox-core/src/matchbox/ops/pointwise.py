@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch
@@ -313,7 +314,7 @@ def _method(func: Any) -> Any:
     make = MaskedBatch._make
 
     def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs:
+        if not kwargs and not autograd_profiler._is_profiler_enabled:
             if not args:
                 return make(func(self.data), self._mask, self.dims)
             if len(args) == 1:
@@ -336,6 +337,8 @@ def _method(func: Any) -> Any:
                         return _run_same_layout(func, pair)
         # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
         args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
+        if autograd_profiler._is_profiler_enabled:  # labelled, by the general rule
+            return _registry.labelled("MaskedBatch", func, pointwise)(func, self, *args, **kwargs)
         return pointwise(func, self, *args, **kwargs)
 
     return method

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox._masking import _ZERO, EXECUTION_MASK
 from matchbox._masking import mask_rows as rows
@@ -59,6 +60,22 @@ class _Masked:
         return False
 
 
+class _LabelledMasked(_Masked):
+    """A masked region while a profiler records: also a ``matchbox.batch.step`` range."""
+
+    __slots__ = ("_range",)
+
+    def __enter__(self) -> None:
+        self._range = torch.profiler.record_function("matchbox.batch.step")
+        self._range.__enter__()
+        super().__enter__()
+
+    def __exit__(self, *exc: Any) -> bool:
+        super().__exit__(*exc)
+        self._range.__exit__(*exc)
+        return False
+
+
 class _Unchanged:
     __slots__ = ()
 
@@ -76,9 +93,13 @@ def masked(mask: Mask, outer: Mask = False) -> Any:
     """``with masked(mask, outer):`` makes ``mask`` the current execution mask.
 
     A region running under its outer mask (a plain condition) leaves the
-    context variable as it is: it already holds that mask.
+    context variable as it is: it already holds that mask.  While a profiler
+    records, a region run under a mask of its own (a branch taken by some
+    examples, a loop iteration) is labelled ``matchbox.batch.step``.
     """
-    return _UNCHANGED if mask is outer else _Masked(mask)
+    if mask is outer:
+        return _UNCHANGED
+    return _LabelledMasked(mask) if autograd_profiler._is_profiler_enabled else _Masked(mask)
 
 
 def per_example_truth(value: MaskedBatch, what: str = "condition") -> torch.Tensor:

@@ -28,6 +28,7 @@ import numbers
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _masking
 from matchbox._registry import BATCH_VIEWS
@@ -79,6 +80,13 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     """
     if mask is outer or new is old:
         return new
+    if autograd_profiler._is_profiler_enabled:
+        with torch.profiler.record_function("matchbox.batch.merge"):
+            return _merge(mask, new, old, name)
+    return _merge(mask, new, old, name)
+
+
+def _merge(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _registry
 from matchbox.nn.packing import relayout
@@ -159,6 +160,8 @@ def _method(func: Any, dispatch: Any) -> Any:
         return None
 
     def method(self: PackedBatch, *args: Any, **kwargs: Any) -> Any:
+        if autograd_profiler._is_profiler_enabled:
+            return _registry.labelled(_dispatch.BATCH_TYPE, func, dispatch)(func, self, *args, **kwargs)
         if not kwargs and len(args) <= 1:
             if not args:
                 return PackedBatch._make(func(self.data), self.layout)
