@@ -351,8 +351,8 @@ def align(
     """
     batches = [a for a in args if isinstance(a, MaskedBatch)]
     rank = example_rank(*args)
-    check_plain_batch_dim(op, args, rank)
     batch_size = batches[0].data.size(0)
+    args = check_plain_batch_dim(op, args, rank, batch_size)
     for b in batches:
         if b.data.size(0) != batch_size:
             raise ValueError(
@@ -638,12 +638,25 @@ def _check_plain_tensors(
             )
 
 
-def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int) -> None:
-    """A plain tensor of full rank must have size one in dimension 0."""
-    for a in args:
+def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int,
+                          batch_size: int | None = None) -> list[Any]:
+    """A plain tensor of full rank must have size one in dimension 0.
+
+    Or the batch size, with stride 0 there: an ``expand`` of size one, the same
+    for every example (``encodings.unsqueeze(0).expand(x.maxsize())``, as the
+    original Matchbox's code wrote it); it stands as its first row.  Returns the
+    arguments with such tensors narrowed to that row.
+    """
+    out = list(args)
+    for k, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.dim() == rank and a.size(0) != 1:
+            if a.size(0) == batch_size and a.stride(0) == 0:
+                out[k] = a.narrow(0, 0, 1)
+                continue
             raise ValueError(
                 f"{op}: a plain tensor argument has size {a.size(0)} in dimension 0, which "
                 "is the batch dimension of each example (size one); a tensor shared by "
-                "all examples must have size 1 there or fewer dimensions"
+                "all examples must have size 1 there or fewer dimensions (or be expanded "
+                "to the batch size from size 1, as expand(x.maxsize()) does)"
             )
+    return out

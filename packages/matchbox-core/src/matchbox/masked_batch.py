@@ -253,8 +253,15 @@ class MaskedBatch(DataAttributes):
             )
         return self.data.size(i)
 
-    def maxsize(self, dim: int) -> int:
-        """The padded size of a dimension (the largest example's size, or more)."""
+    def maxsize(self, dim: int | None = None) -> Any:
+        """The padded size of a dimension (the largest example's size, or more).
+
+        Without ``dim``, every dimension's padded size as a ``torch.Size`` (dimension
+        0: the batch size), as the original Matchbox gave it:
+        ``encodings.expand(x.maxsize())``.
+        """
+        if dim is None:
+            return self.data.size()
         return self.data.size(normalize_dim(dim, self.dim(), "maxsize"))
 
     def __bool__(self) -> bool:
