@@ -380,7 +380,7 @@ class MaskedBatch(DataAttributes):
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
         handler = _HANDLERS.get(func)
         if handler is None:
-            raise _registry.unsupported(func, "MaskedBatch")
+            raise _registry.unsupported(func, "MaskedBatch", kwargs)
         if len(types) > 1:
             # Another batch type among the arguments (PackedBatch, ...): the ones
             # registered to become MaskedBatch here are converted (_registry.adopt).
