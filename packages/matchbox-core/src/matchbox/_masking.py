@@ -653,6 +653,8 @@ def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int,
             if a.size(0) == batch_size and a.stride(0) == 0:
                 out[k] = a.narrow(0, 0, 1)
                 continue
+            if rank == 1:
+                raise ValueError(_against_scalars(op, a.size(0)))
             raise ValueError(
                 f"{op}: a plain tensor argument has size {a.size(0)} in dimension 0, which "
                 "is the batch dimension of each example (size one); a tensor shared by "
@@ -660,3 +662,15 @@ def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int,
                 "to the batch size from size 1, as expand(x.maxsize()) does)"
             )
     return out
+
+
+def _against_scalars(op: str, size: int) -> str:
+    """Why a plain vector cannot meet a batch of per-example scalars (a counter)."""
+    return (
+        f"{op}: a plain tensor of shape ({size},) meets a batch of per-example scalars (a "
+        "counter, a length, x.sum()); in the loop each example's scalar broadcasts to shape "
+        f"({size},), but a batch holds each example with dimension 0 of size one (its batch "
+        f"dimension), so no batch can hold ({size},) per example. Give the plain tensor a "
+        f"leading dimension of size one, e.g. torch.arange({size}).unsqueeze(0) < n: each "
+        f"example's result is then (1, {size}), in the loop and in the batch"
+    )
