@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from matchbox._autograd_function import grad_enabled, refuse_untracked
+
 Handler = Callable[..., Any]
 
 
@@ -186,6 +188,8 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
     if method is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+                refuse_untracked(func, (self, *args))
             if kwargs:
                 args, kwargs = adopt(batch_type, args, with_torch_names(kwargs))
                 return handler(func, self, *args, **kwargs)

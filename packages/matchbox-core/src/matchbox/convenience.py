@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from matchbox import _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._masking import lengths_along
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.constructors import new_batch
@@ -88,6 +89,8 @@ def split_dim(x: Any, dim: int, split_by: int) -> Any:
                         f"new dimension), got {split_by!r}")
     d = normalize_dim(dim, x.dim(), "split_dim")
     if isinstance(x, MaskedBatch):
+        if not grad_enabled():
+            refuse_untracked("split_dim", (x,))
         if d == 0:
             return _split_batch(x, split_by)
         if x.dims[d - 1]:
@@ -118,6 +121,8 @@ def join_dims(x: Any, dim1: int, dim2: int) -> Any:
     d2 = normalize_dim(dim2, rank, "join_dims")
     if d1 == d2:
         raise ValueError(f"join_dims: dimensions {dim1} and {dim2} are the same")
+    if isinstance(x, MaskedBatch) and not grad_enabled():
+        refuse_untracked("join_dims", (x,))
     if isinstance(x, MaskedBatch) and 0 in (d1, d2):
         if d1 != 0:
             raise ValueError(
@@ -193,6 +198,8 @@ def causal_mask(x: Any, in_dim: int, out_dim: int) -> Any:
     later = (torch.arange(data.size(i), device=data.device).reshape(shape_i)
              > torch.arange(data.size(o), device=data.device).reshape(shape_o))
     if isinstance(x, MaskedBatch):
+        if not grad_enabled():
+            refuse_untracked("causal_mask", (x,))
         # ``later`` has padded sizes along dynamic dimensions, which a plain
         # tensor argument of masked_fill may not; positions are the same in
         # every example, so fill the data and keep the mask.

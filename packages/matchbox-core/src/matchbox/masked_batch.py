@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from matchbox import _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 
 
 class DataAttributes:
@@ -381,6 +382,8 @@ class MaskedBatch(DataAttributes):
         handler = _HANDLERS.get(func)
         if handler is None:
             raise _registry.unsupported(func, "MaskedBatch", kwargs)
+        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+            refuse_untracked(func, args)
         if len(types) > 1:
             # Another batch type among the arguments (PackedBatch, ...): the ones
             # registered to become MaskedBatch here are converted (_registry.adopt).
