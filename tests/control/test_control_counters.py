@@ -18,7 +18,7 @@ from matchbox.testing import mb_assert
 @matchbox.batch
 def steps_then_positions(x):
     steps = 0
-    for xt in x.unbind(1):
+    for _step in x.unbind(1):
         steps = steps + 1
     return (torch.arange(4).unsqueeze(0) < steps).to(x.dtype) * x.sum()
 
@@ -26,7 +26,7 @@ def steps_then_positions(x):
 @matchbox.batch
 def steps_against_a_vector(x):
     steps = 0
-    for xt in x.unbind(1):
+    for _step in x.unbind(1):
         steps = steps + 1
     return torch.arange(4) < steps
 
