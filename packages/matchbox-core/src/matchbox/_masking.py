@@ -49,8 +49,12 @@ EXECUTION_MASK: contextvars.ContextVar[torch.Tensor | None] = contextvars.Contex
 def running(failing: torch.Tensor) -> torch.Tensor:
     """Per-example ``failing`` (``(batch,)`` bool) restricted to the running examples."""
     mask = EXECUTION_MASK.get()
-    if mask is None or mask.shape != failing.shape:
+    if mask is None or failing.dim() != 1:
         return failing
+    if mask.shape != failing.shape:
+        mask = rows_for(mask, failing.size(0), 1)
+        if mask is None:
+            return failing
     return failing & mask
 
 
@@ -132,6 +136,22 @@ def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
     return view
 
 
+def rows_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
+    """A ``(B,)`` per-example mask as the rows of a batch of ``batch`` examples.
+
+    ``batch == B``: :func:`mask_rows`.  A multiple ``B * k``: a batch whose examples
+    are ``k`` slices of each of the ``B`` (``join_dims(0, d)``, the original
+    Matchbox's attention heads: example ``b``'s slices are ``b * k .. b * k + k - 1``),
+    each slice running where its example runs.  Anything else: ``None``.
+    """
+    size = mask.size(0)
+    if size == batch:
+        return mask_rows(mask, rank)
+    if size == 0 or batch % size:
+        return None
+    return mask.repeat_interleave(batch // size).view(batch, *(1,) * (rank - 1))
+
+
 def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
     """Make ``mask_rows(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
 
@@ -153,9 +173,12 @@ def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tenso
     drop such rows as they drop padding.
     """
     running = EXECUTION_MASK.get()
-    if running is None or running.dim() != 1 or running.size(0) != batch:
+    if running is None or running.dim() != 1:
         return mask
-    rows = mask_rows(running, rank)
+    rows = mask_rows(running, rank) if running.size(0) == batch else rows_for(running, batch,
+                                                                               rank)
+    if rows is None:
+        return mask
     if mask is None or mask is rows:
         return rows
     if same_mask(mask, rows):
