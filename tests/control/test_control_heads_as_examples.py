@@ -23,6 +23,11 @@ def batch(xs):
     return MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
 
 
+def softmax(s, dim):
+    """Softmax in core ops (``Tensor.softmax`` on batches is matchbox-nn's)."""
+    return (s - s.logsumexp(dim, keepdim=True)).exp()
+
+
 def heads(x, k=2):
     return x.split_dim(-1, k).join_dims(0, -1)
 
@@ -35,7 +40,7 @@ def unheads(h, k=2):
 def heads_across_a_branch(x):
     h = heads(x)
     if x.sum() > 0:
-        h = h.softmax(1) * 2
+        h = softmax(h, 1) * 2
     return unheads(h)
 
 
@@ -52,7 +57,7 @@ def heads_in_a_loop(x):
     steps = x.size_as_tensor(1)
     while steps > 0:
         h = heads(x)
-        x = unheads((h @ h.transpose(1, 2)).softmax(-1) @ h)
+        x = unheads(softmax(h @ h.transpose(1, 2), -1) @ h)
         steps = steps - 1
     return x
 

@@ -188,8 +188,13 @@ def heads_as_examples(x, n, f):
     return f(x.split_dim(-1, n).join_dims(0, -1)).split_dim(0, n).join_dims(-1, 1)
 
 
+def softmax(s, dim):
+    """Softmax in core ops (``Tensor.softmax`` on batches is matchbox-nn's)."""
+    return (s - s.logsumexp(dim, keepdim=True)).exp()
+
+
 def attention(q):
-    return (q @ q.transpose(1, 2)).causal_mask(2, 1).softmax(-1) @ q
+    return softmax((q @ q.transpose(1, 2)).causal_mask(2, 1), -1) @ q
 
 
 SPLIT_JOIN = {
@@ -213,7 +218,7 @@ SPLIT_JOIN = {
     "join_dims(0, d), d between dynamic dims": ((None, 2, None), lambda x: x.join_dims(0, 2)
                                                  .sum(1).split_dim(0, 2)),
     "heads as examples, reduced over the dynamic dim": (
-        (None, 6), lambda x: heads_as_examples(x, 3, lambda h: h.softmax(1) * h.sum(1, True))),
+        (None, 6), lambda x: heads_as_examples(x, 3, lambda h: softmax(h, 1) * h.sum(1, True))),
     "heads as examples, a weight per head-dim": (
         (None, 6), lambda x: heads_as_examples(x, 2, lambda h: h @ torch.linspace(
             -1, 1, 9, dtype=h.dtype).reshape(3, 3))),

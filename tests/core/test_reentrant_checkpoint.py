@@ -34,27 +34,31 @@ def examples(lengths, dtype, width=4):
 
 
 class Block(nn.Module):
+    """A layer in core ops (``nn.Linear`` on batches is matchbox-nn's)."""
+
     def __init__(self, width=4):
         super().__init__()
-        self.linear = nn.Linear(width, width)
+        self.weight = nn.Parameter(torch.randn(width, width))
+        self.bias = nn.Parameter(torch.randn(width))
 
     def forward(self, x):
-        return self.linear(x).tanh()
+        return torch.tanh(x @ self.weight + self.bias)
 
 
-# Blocks whose first op on the batch goes through each way an op is reached: a
-# module (__torch_function__), a pointwise method, an operator, a matmul method, a
+# Blocks whose first op on the batch goes through each way an op is reached: a torch
+# function (__torch_function__), a pointwise method, an operator, a matmul method, a
 # generated method of another family, a convenience method, a function of a list.
 W = torch.linspace(-1, 1, 16).reshape(4, 4)
 FIRST_OPS = {
-    "nn.Linear": Block(),
+    "a module": Block(),
+    "torch.tanh": lambda x: torch.tanh(x),
     "x.tanh()": lambda x: x.tanh(),
     "x * 2": lambda x: x * 2,
     "x @ W": lambda x: x @ W,
     "x.sum(1)": lambda x: x.sum(1),
     "x.split_dim": lambda x: x.split_dim(-1, 2),
+    "MF.join_dims": lambda x: MF.join_dims(x, 0, 2),
     "torch.cat([x, x])": lambda x: torch.cat([x, x], 2),
-    "F.softmax": lambda x: MF.softmax(x, -1),
 }
 
 
@@ -88,6 +92,16 @@ def test_non_reentrant_checkpoint_equals_the_loop(lengths, dtype):
 
     xs, xb = examples(lengths, dtype)
     mb_assert(f, [xs], [xb], len(xs), params=list(block.parameters()))
+
+
+def test_a_layer_of_matchbox_nn_is_refused_too():
+    pytest.importorskip("matchbox.nn", reason="nn.Linear on batches is in matchbox-nn")
+    _, xb = examples([2, 0, 3], torch.float64)
+    xb.requires_grad_()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match=r"torch\.nn\.functional\.linear: " + REENTRANT):
+            checkpoint(nn.Linear(4, 4).double(), xb, use_reentrant=True)
 
 
 def test_a_batch_that_needs_no_gradient_runs_as_torch_runs_it():
