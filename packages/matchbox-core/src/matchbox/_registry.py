@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
+from matchbox._autograd_function import grad_enabled, refuse_untracked
+
 Handler = Callable[..., Any]
 
 
@@ -220,6 +222,8 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
     if method is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+                refuse_untracked(func, (self, *args))
             run = (labelled(batch_type, func, handler)
                    if autograd_profiler._is_profiler_enabled else handler)
             if kwargs:
@@ -357,9 +361,18 @@ def refuse_out(op: Any, out: Any) -> None:
         raise NotImplementedError(f"{name}: out= is not supported for batches")
 
 
-def unsupported(func: Any, batch_type: str = "MaskedBatch") -> NotImplementedError:
+def unsupported(func: Any, batch_type: str = "MaskedBatch",
+                kwargs: dict[str, Any] | None = None) -> NotImplementedError:
     """The error for an op that is not in the registry, naming the op."""
     name = op_name(func)
+    if kwargs and isinstance(kwargs.get("out"), batch_types()):
+        # A factory handed a batch to write into (torch.arange(0, T, out=x.new(1, T))).
+        return NotImplementedError(
+            f"{name}: out= a {batch_type} is not supported (torch would resize out to the "
+            "result's shape, which a batch's examples cannot take); leave out= away and pass "
+            "dtype= and device=, or give a plain tensor: x.new(T) with a single size is one, "
+            "as in the original Matchbox's torch.arange(0, T, out=x.new(T))"
+        )
     message = f"{name} is not implemented for {batch_type}"
     for predicate, distribution in _PROVIDERS:
         if predicate(func):

@@ -28,6 +28,7 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _interop, _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 
 
 class DataAttributes:
@@ -276,8 +277,15 @@ class MaskedBatch(DataAttributes):
             )
         return self.data.size(i)
 
-    def maxsize(self, dim: int) -> int:
-        """The padded size of a dimension (the largest example's size, or more)."""
+    def maxsize(self, dim: int | None = None) -> Any:
+        """The padded size of a dimension (the largest example's size, or more).
+
+        Without ``dim``, every dimension's padded size as a ``torch.Size`` (dimension
+        0: the batch size), as the original Matchbox gave it:
+        ``encodings.expand(x.maxsize())``.
+        """
+        if dim is None:
+            return self.data.size()
         return self.data.size(normalize_dim(dim, self.dim(), "maxsize"))
 
     def __bool__(self) -> bool:
@@ -399,7 +407,9 @@ class MaskedBatch(DataAttributes):
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
         handler = _HANDLERS.get(func)
         if handler is None:
-            raise _registry.unsupported(func, "MaskedBatch")
+            raise _registry.unsupported(func, "MaskedBatch", kwargs)
+        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+            refuse_untracked(func, args)
         if autograd_profiler._is_profiler_enabled:
             handler = _registry.labelled("MaskedBatch", func, handler)
         if len(types) > 1:

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _masking, _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox.masked_batch import MaskedBatch
 
 # Python operators and the ATen op each one is.
@@ -314,6 +315,8 @@ def _method(func: Any) -> Any:
     make = MaskedBatch._make
 
     def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
+        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+            refuse_untracked(func, (self, *args))
         if not kwargs and not autograd_profiler._is_profiler_enabled:
             if not args:
                 return make(func(self.data), self._mask, self.dims)

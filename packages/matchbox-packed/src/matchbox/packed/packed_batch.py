@@ -338,8 +338,11 @@ class PackedBatch(DataAttributes):
             )
         return self.batch_size if i == 0 else self.data.size(i - 1)
 
-    def maxsize(self, dim: int) -> int:
-        """The longest example's size along ``dim`` (for a static dimension, its size)."""
+    def maxsize(self, dim: int | None = None) -> Any:
+        """The longest example's size along ``dim`` (for a static dimension, its size);
+        without ``dim``, every dimension's as a ``torch.Size``."""
+        if dim is None:
+            return torch.Size(self.maxsize(d) for d in range(self.dim()))
         i = normalize_dim(dim, self.dim(), "maxsize")
         if i == 1:
             return self.layout.max_length

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox._masking import _ZERO, EXECUTION_MASK
+from matchbox._masking import _ZERO, EXECUTION_MASK, rows_for
 from matchbox._masking import mask_rows as rows
 from matchbox._registry import BATCH_VIEWS
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
@@ -211,7 +211,7 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
     data = value.data
     if not data.requires_grad or not torch.is_grad_enabled():
         return value
-    view = rows(mask, data.dim())
+    view = rows(example_mask(mask, value, "a value read in the region"), data.dim())
     if value._mask is None and data.is_floating_point():
         # The region's values for the examples that do not run it are discarded:
         # zeros serve, and recorded as such they spare ops with a weight, which
@@ -223,3 +223,20 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
                                     value.dims)
     guarded._guards = value  # an in-place update in the region reaches ``value``
     return guarded
+
+
+def example_mask(mask: torch.Tensor, value: MaskedBatch, name: str) -> torch.Tensor:
+    """``mask`` (one entry per example) with one entry per example of ``value``.
+
+    A batch of ``k`` times as many examples holds ``k`` slices of each
+    (``join_dims(0, d)``: attention heads as examples); each runs where its example
+    runs.
+    """
+    batch = value.data.size(0)
+    if batch == mask.size(0):
+        return mask
+    expanded = rows_for(mask, batch, 1)
+    if expanded is None:
+        raise ValueError(f"@batch: '{name}' holds {batch} examples but the code runs "
+                         f"on a batch of {mask.size(0)}")
+    return expanded

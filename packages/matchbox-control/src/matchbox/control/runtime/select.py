@@ -32,7 +32,7 @@ from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _masking
 from matchbox._registry import BATCH_VIEWS
-from matchbox.control.runtime.masks import rows
+from matchbox.control.runtime.masks import example_mask, rows
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -144,7 +144,7 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
     error; otherwise it is returned as it is.
     """
     if isinstance(value, MaskedBatch):
-        view = mask.view(mask.size(0), *(1,) * (value.data.dim() - 1))
+        view = rows(example_mask(mask, value, name), value.data.dim())
         real = view if value._mask is None else value._mask & view
         return MaskedBatch._make(value.data, _masking.fit_mask(real, value.data, value.dims),
                                  value.dims)
@@ -176,10 +176,8 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     if new.data.shape != old.data.shape:
         new, old = _align_padding(new, old, name)
     data_new = new.data
-    batch = data_new.size(0)
-    if mask.size(0) != batch:
-        raise ValueError(f"@batch: '{name}' holds {batch} examples but the code runs on "
-                         f"a batch of {mask.size(0)}")
+    if mask.size(0) != data_new.size(0):
+        mask = example_mask(mask, new, name)  # slices of the examples: heads
     if not any(new.dims):
         return _select_rows(mask, new, old)
     view = rows(mask, data_new.dim())
