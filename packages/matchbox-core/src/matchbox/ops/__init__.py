@@ -11,6 +11,9 @@
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
 |               |                 | (a batch of per-example ints: each example's own index) |
+| gather        | gather.py       | gather/take_along_dim/x[:, idx]: the index's layout   |
+|               |                 | (positions inside each example, checked); scatter:    |
+|               |                 | the input's (padding index positions write nowhere)   |
 | ordering      | ordering.py     | scans, sorts, topk, flips: static dim: on the data,   |
 |               |                 | mask kept; dynamic dim: within each example's real    |
 |               |                 | prefix (padding filled to sort last, scans guarded);  |
@@ -22,6 +25,7 @@
 from matchbox.ops import (  # noqa: F401
     constructors,
     conversion,
+    gather,
     indexing,
     linalg,
     ordering,
