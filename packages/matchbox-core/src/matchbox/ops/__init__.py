@@ -14,9 +14,10 @@
 | gather        | gather.py       | gather/take_along_dim/x[:, idx]: the index's layout   |
 |               |                 | (positions inside each example, checked); scatter:    |
 |               |                 | the input's (padding index positions write nowhere)   |
-| ordering      | ordering.py     | scans, sorts, topk, flips: static dim: on the data,   |
+| ordering      | ordering.py     | scans, sorts, topk, flips, roll: static: on the data, |
 |               |                 | mask kept; dynamic dim: within each example's real    |
-|               |                 | prefix (padding filled to sort last, scans guarded);  |
+|               |                 | prefix (padding filled to sort last, scans guarded;   |
+|               |                 | flips and rolls permute each example's positions);    |
 |               |                 | movedim/mT: the same permutation of data and mask     |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
