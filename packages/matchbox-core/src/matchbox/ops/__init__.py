@@ -19,6 +19,9 @@
 |               |                 | prefix (padding filled to sort last, scans guarded;   |
 |               |                 | flips and rolls permute each example's positions);    |
 |               |                 | movedim/mT: the same permutation of data and mask     |
+| repeat        | repeat.py       | repeat/tile/repeat_interleave: static dim: on the     |
+|               |                 | data, mask kept; dynamic dim: each example's own      |
+|               |                 | values repeated (length r * n), the mask follows      |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """
@@ -32,5 +35,6 @@ from matchbox.ops import (  # noqa: F401
     ordering,
     pointwise,
     reductions,
+    repeat,
     shape,
 )

@@ -404,16 +404,20 @@ def tensor_index(op: str, x: MaskedBatch, d: int, item: Any) -> tuple[MaskedBatc
                                         *[1] * (rank - 1 - d))
     dims = x.dims[:d - 1] + index_dims + x.dims[d:]
     if sum(dims) > 1:
-        _refuse_partly_empty(op, x, d, idx)
+        refuse_partly_empty(op, [_masking.sizes_along(b, j) for b, skip in ((x, d), (idx, None))
+                                 for j in range(1, b.dim()) if j != skip and b.dims[j - 1]])
     mask = _masking.fit_mask(_masking.combine_masks([mask, index_mask]), out, dims)
     return MaskedBatch._make(_masking.guard_gradient(out, mask), mask, dims), k
 
 
-def _refuse_partly_empty(op: str, x: MaskedBatch, d: int, idx: MaskedBatch) -> None:
+def refuse_partly_empty(op: str, sizes: list[torch.Tensor]) -> None:
     """A result with several dynamic dimensions cannot hold an example empty in only some
-    of them (its mask would lose the other sizes): refused, as ``fromlist`` refuses it."""
-    sizes = [_masking.sizes_along(b, j) for b, skip in ((x, d), (idx, None))
-             for j in range(1, b.dim()) if j != skip and b.dims[j - 1]]
+    of them (its mask would lose the other sizes): refused, as ``fromlist`` refuses it.
+
+    ``sizes``: each example's size in each dynamic dimension of the result, ``(batch,)``.
+    """
+    if len(sizes) < 2:
+        return
     table = torch.stack(sizes, 1)
     partly = _masking.running((table == 0).any(1) & (table != 0).any(1)).nonzero()
     if partly.numel():
