@@ -22,6 +22,8 @@
 | repeat        | repeat.py       | repeat/tile/repeat_interleave: static dim: on the     |
 |               |                 | data, mask kept; dynamic dim: each example's own      |
 |               |                 | values repeated (length r * n), the mask follows      |
+| matrix        | matrix.py       | tril/triu: mask kept; diagonal: each example's own    |
+|               |                 | length; cdist: padding 0, real where both rows are    |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """
@@ -32,6 +34,7 @@ from matchbox.ops import (  # noqa: F401
     gather,
     indexing,
     linalg,
+    matrix,
     ordering,
     pointwise,
     reductions,
