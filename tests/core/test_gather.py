@@ -201,8 +201,8 @@ def test_index_select_with_a_plain_index_matches_loop(layout, method, dtype):
                       torch.tensor(max(n - 1, 0))):
             if n == 0 and index.numel():
                 continue
-            f = ((lambda x: x.index_select(d, index)) if method
-                 else (lambda x: torch.index_select(x, d, index)))
+            f = ((lambda x, d=d, index=index: x.index_select(d, index)) if method
+                 else (lambda x, d=d, index=index: torch.index_select(x, d, index)))
             mb_assert(f, [examples], [batch], len(examples))
 
 

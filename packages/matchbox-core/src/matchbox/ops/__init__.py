@@ -24,6 +24,9 @@
 |               |                 | values repeated (length r * n), the mask follows      |
 | matrix        | matrix.py       | tril/triu: mask kept; diagonal: each example's own    |
 |               |                 | length; cdist: padding 0, real where both rows are    |
+| selection     | selection.py    | median/kthvalue/mode/quantile: static dim: torch's op |
+|               |                 | on the data; dynamic dim: each example's k-th real    |
+|               |                 | value (stable sort, padding last); dim leaves the mask |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """
@@ -39,5 +42,6 @@ from matchbox.ops import (  # noqa: F401
     pointwise,
     reductions,
     repeat,
+    selection,
     shape,
 )
