@@ -242,7 +242,7 @@ def test_one_hot_refuses_a_dynamic_number_of_classes():
     with pytest.raises(ValueError, match=r"^torch\.nn\.functional\.one_hot: num_classes must "
                                          r"be one int for every example; a dynamic number of "
                                          r"classes"):
-        F.one_hot(torch.tensor([[1, 2]]), counts)
+        F.one_hot(xb, counts)
     with pytest.raises(RuntimeError, match=r"^torch\.nn\.functional\.one_hot: class values must "
                                            r"be in \[0, num_classes=2\): example 0 has"):
         F.one_hot(MaskedBatch.fromlist([torch.tensor([[1, 3]]), torch.tensor([[0]])], (True,)),

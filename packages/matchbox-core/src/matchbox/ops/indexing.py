@@ -40,9 +40,12 @@ from matchbox.ops.pointwise import _pointwise_inplace
 
 def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
+    tensor_indices = 0
     for item in items:
         if _is_per_example_int(item):
             continue
+        if is_tensor_index(item):
+            tensor_indices += 1
         if isinstance(item, slice) and any(
                 isinstance(b, MaskedBatch) for b in (item.start, item.stop, item.step)):
             raise NotImplementedError(
@@ -64,7 +67,7 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
                 f"{op}: a batch used as an index must hold integers (per-example ints, or "
                 f"per-example index tensors), got {item.dtype}"
             )
-    if sum(1 for item in items if is_tensor_index(item)) > 1:
+    if tensor_indices > 1:
         raise NotImplementedError(
             f"{op}: more than one tensor index in one subscript is not supported for batches "
             "(torch would broadcast them together, and may move the result's dimensions in "
@@ -226,11 +229,6 @@ def getitem(func, input, index):
         elif _is_per_example_int(item):
             x = _select_per_example(x, d, item)
             view = False
-        elif is_tensor_index(item):
-            # A copy, in the loop too (advanced indexing): in-place ops on it are the
-            # loop's, which do not reach the indexed tensor either.
-            x, added = tensor_index(op, x, d, item)
-            d += added
         elif isinstance(item, int):
             if not -x.data.size(d) <= item < x.data.size(d) and not x.dims[d - 1]:
                 raise IndexError(
@@ -243,6 +241,11 @@ def getitem(func, input, index):
             else:
                 dims = x.dims[: d - 1] + x.dims[d:]
                 x = MaskedBatch._make(x.data.select(d, item), x.mask.select(d, 0), dims)
+        elif is_tensor_index(item):
+            # A copy, in the loop too (advanced indexing): in-place ops on it are the
+            # loop's, which do not reach the indexed tensor either.
+            x, added = tensor_index(op, x, d, item)
+            d += added
         else:
             raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")
     if not view:
