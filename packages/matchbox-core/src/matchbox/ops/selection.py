@@ -75,10 +75,10 @@ def _counts(x: MaskedBatch, d: int) -> torch.Tensor:
     return x._mask.sum(d, keepdim=True)
 
 
-def _positions_of(x: MaskedBatch, d: int, rank: torch.Tensor) -> torch.Tensor:
+def _positions_of(op: str, x: MaskedBatch, d: int, rank: torch.Tensor) -> torch.Tensor:
     """The input positions of each line's ``rank``-th real value in sorted order (padding
     sorts last; equal values keep their order)."""
-    _, order = _sort("", x, d, False, True)
+    _, order = _sort(op, x, d, False, True)
     rank = rank.clamp(0, max(x.data.size(d) - 1, 0))
     return order.gather(d, rank.expand(*order.shape[:d], 1, *order.shape[d + 1:]))
 
@@ -97,7 +97,7 @@ def median(func, input, dim=None, keepdim=False, *, out=None):
     if not _padded_along(input, d):
         values, indices = torch.median(input.data, d, True)
         return _pair(torch.return_types.median, input, d, keepdim, values, indices)
-    index = _positions_of(input, d, (_counts(input, d) - 1).clamp(min=0) // 2)
+    index = _positions_of(op, input, d, (_counts(input, d) - 1).clamp(min=0) // 2)
     if input.dtype.is_floating_point:
         # torch's median of a line holding NaN is NaN, at its first NaN.
         nan = input.data.isnan() & input._mask
@@ -163,7 +163,7 @@ def kthvalue(func, input, k, dim=-1, keepdim=False, *, out=None):
         raise RuntimeError(f"{op}: selected number k={k} is out of range for example {e}, "
                            f"which has size {int(lengths[e])} in dynamic dimension {d}")
     rank = torch.full([1] * input.data.dim(), k - 1, dtype=torch.long, device=input.device)
-    index = _positions_of(input, d, rank)
+    index = _positions_of(op, input, d, rank)
     return _pair(torch.return_types.kthvalue, input, d, keepdim, input.data.gather(d, index),
                  index)
 
