@@ -258,6 +258,14 @@ def test_a_batch_of_per_example_index_tensors_matches_loop(layout, where, dtype)
     mb_assert(f, [examples, indices], [batch, ib], len(examples))
 
 
+def test_int32_indices_work_where_torch_takes_them(dtype):
+    examples, batch = batch_of([(4, 2), (2, 2)], (True, False), dtype)
+    index = torch.tensor([1, 0], dtype=torch.int32)
+    mb_assert(lambda x: x[:, index] + x.index_select(1, index), [examples], [batch], 2)
+    with pytest.raises(NotImplementedError, match=r"bool \(mask\) indices are not supported"):
+        batch[:, index.to(torch.uint8)]
+
+
 def test_per_example_index_tensors_of_rank_three_match_loop(dtype):
     examples, batch = batch_of([(4, 2), (2, 2), (3, 2)], (True, False), dtype)
     indices = [torch.tensor([[[0, 3], [1, 1]]]), torch.tensor([[[1, 0]]]),

@@ -317,7 +317,7 @@ def index_select(func, input, dim, index, *, out=None):
         idx = MaskedBatch._make(index.reshape(shape).expand(x.data.size(0), *shape[1:]),
                                 None, (False,) * (x.dim() - 1))
     sizes = _masking.sizes_along(x, d)
-    positions = checked_positions(op, idx, sizes, d, negative=False)
+    positions = checked_positions(op, idx, sizes, d, negative=False).long()  # int32 too
     full = list(x.data.shape)
     full[d] = positions.size(d)
     positions = positions.expand(full)
@@ -371,13 +371,13 @@ def tensor_index(op: str, x: MaskedBatch, d: int, item: Any) -> tuple[MaskedBatc
     else:
         values = item.to(x.device).expand(batch, *item.shape)
         index_mask, index_dims = None, (False,) * item.dim()
-    if values.dtype == torch.bool:
+    if values.dtype in (torch.bool, torch.uint8):  # torch reads a uint8 index as a mask
         raise NotImplementedError(
             f"{op}: bool (mask) indices are not supported for batches (each example would "
             "keep its own number of positions); use torch.where, or sort the kept positions "
             "first")
     idx = MaskedBatch._make(values, index_mask, index_dims)
-    positions = checked_positions(op, idx, _masking.sizes_along(x, d), d, negative=True)
+    positions = checked_positions(op, idx, _masking.sizes_along(x, d), d, negative=True).long()
     # Gather along d at the flattened index positions, every other dimension kept.
     count = positions[0].numel()
     rank = x.data.dim()
