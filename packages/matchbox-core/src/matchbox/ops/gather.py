@@ -157,7 +157,7 @@ def _example_real(x: MaskedBatch) -> torch.Tensor | None:
 # ------------------------------------------------------------------ gather
 
 
-def gather_positions(x: MaskedBatch, d: int, index: MaskedBatch, positions: torch.Tensor,
+def _gather_positions(x: MaskedBatch, d: int, index: MaskedBatch, positions: torch.Tensor,
                      sparse_grad: bool = False) -> MaskedBatch:
     """``x`` gathered along ``d`` at checked ``positions`` (the data of ``index``).
 
@@ -198,7 +198,7 @@ def _gather(op: str, x: MaskedBatch, d: int, idx: MaskedBatch, sparse_grad: bool
             negative: bool) -> MaskedBatch:
     check_not_larger(op, idx, x, d, "index", "input")
     positions = checked_positions(op, idx, _masking.sizes_along(x, d), d, negative=negative)
-    return gather_positions(x, d, idx, positions, sparse_grad)
+    return _gather_positions(x, d, idx, positions, sparse_grad)
 
 
 def _along(d: int, x: MaskedBatch, idx: MaskedBatch,
