@@ -442,6 +442,18 @@ def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
     return mask.sum(dim).reshape(-1)
 
 
+def sizes_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
+    """Each example's size along any dimension ``dim``: int64 ``(batch,)``.
+
+    A static dimension (or a batch without padding) has its padded size in
+    every example; dimension 0 has size one.
+    """
+    if dim > 0 and batch.dims[dim - 1] and batch._mask is not None:
+        return lengths_along(batch, dim)
+    size = batch.data.size(dim) if dim > 0 else 1
+    return torch.full((batch.data.size(0),), size, dtype=torch.long, device=batch.data.device)
+
+
 def check_lengths_agree(
     op: Any, pairs: Sequence[tuple[MaskedBatch, int]], *, absent_agrees: bool = False
 ) -> None:

@@ -297,9 +297,19 @@ class MaskedBatch(DataAttributes):
         )
 
     def _no_single_value(self, *args: Any) -> Any:
+        # int(x), float(x), complex(x), x.item(), x.tolist(): a Python value is one value
+        # for the whole batch, where each example has its own.
+        what = ("one scalar per example" if self.dims == () else
+                "one tensor per example")
         raise TypeError(
-            "a MaskedBatch holds one value per example, not a single value; use "
-            "matchbox.batch_sum / batch_mean for a plain tensor, or examples()"
+            f"a MaskedBatch holds one value per example, not a single value ({what}, "
+            f"{self.data.size(0)} examples), so int(), float(), .item() and .tolist() have "
+            "no answer: a Python number would be the same for every example, where the loop "
+            "gives each its own. Keep the value a batch (arithmetic, comparisons, torch ops "
+            "and indexing x[:, n] take one value per example), write branches and loops that "
+            "differ per example in a function decorated with @matchbox.batch, or leave the "
+            "batch explicitly: use matchbox.batch_sum / batch_mean for a plain tensor, or "
+            "examples() for each example's tensor"
         )
 
     __float__ = __int__ = __complex__ = item = tolist = _no_single_value
