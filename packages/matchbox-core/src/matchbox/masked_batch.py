@@ -72,7 +72,8 @@ _new = object.__new__
 class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view")
+    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
+                 "_present")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -91,6 +92,11 @@ class MaskedBatch(DataAttributes):
     # view of each example, here a copy (or a view reaching past the result), so
     # an in-place op on it is refused rather than silently lost.
     _not_a_view: bool
+    # Unset, or a ``(batch,)`` bool tensor: the examples that have this batch as an
+    # item of a Python list (matchbox-control sets it on an item appended, or made by
+    # a comprehension step, under a per-example condition; the others' rows are
+    # padding).  ``len(items)`` and ``items[-1]`` in ``@batch`` count per example by it.
+    _present: torch.Tensor
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
