@@ -10,8 +10,8 @@ place) is written at once, and under a mask only for the examples that run:
 | ``obj[i] = v``               | ``obj[i] = where(mask, v, obj[i])``                  |
 | ``x += v`` (and ``obj.a``,   | a batch is updated in place for the running examples; |
 | ``obj[i]``)                  | an immutable value is rebound (and merged)           |
-| ``items.append(v)``,         | ``v`` is appended, padding for the other examples    |
-| ``items.extend(vs)``         | (each of ``vs``)                                     |
+| ``items.append(v)``,         | ``v`` is appended, padding for the other examples,   |
+| ``items.extend(vs)``         | recording which examples have it (``sequences``)     |
 | ``d.update(...)``            | each key as ``d[k] = v``                             |
 | ``items.pop()`` and the      | ``NotImplementedError``: a Python list or dict is    |
 | other list/dict writes       | shared by every example                              |
@@ -29,7 +29,8 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from matchbox.control.runtime.select import Undefined, only_active, select
+from matchbox.control.runtime.select import Undefined, select
+from matchbox.control.runtime.sequences import per_example_item, refuse_positional_write
 from matchbox.masked_batch import MaskedBatch
 
 _MISSING = object()
@@ -62,6 +63,8 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any) -> None:
     A batch written inside a region may be a gradient guard of the batch the
     name held before: the write reaches that batch too (as ``_update_running``).
     """
+    if type(obj) is list:
+        refuse_positional_write(obj, "item assignment")
     if mask is None:
         obj[index] = value
         return
@@ -100,10 +103,12 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     """A statement ``obj.name(...)`` that may change ``obj`` in place."""
     method = getattr(obj, name)
     if mask is None:
+        if type(obj) is list and name in _POSITIONAL:
+            refuse_positional_write(obj, f"list.{name}()")
         return method(*args, **kwargs)
     if type(obj) is list and name in ("append", "extend") and len(args) == 1 and not kwargs:
         values = [args[0]] if name == "append" else list(args[0])
-        obj.extend(only_active(mask, v, f"the {name}ed value") for v in values)
+        obj.extend(per_example_item(mask, v, f"the {name}ed value") for v in values)
         return None
     if type(obj) is dict and name == "update":
         for key, value in dict(*args, **kwargs).items():
@@ -124,6 +129,10 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
         return obj
     return method(*args, **kwargs)
 
+
+# List methods that write by position: wrong on a list whose items only some
+# examples have (see ``sequences``), where positions differ between examples.
+_POSITIONAL = frozenset({"insert", "pop", "remove", "sort", "reverse"})
 
 #: Methods that change a list or dict in place.  The rewrite routes every call of
 #: one through :func:`call_method` (on other objects they are plain calls), which
