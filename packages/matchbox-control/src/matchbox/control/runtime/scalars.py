@@ -39,10 +39,11 @@ def _values(batch: MaskedBatch, what: str) -> tuple[torch.Tensor, torch.Tensor |
     data = batch.data
     size = data.size(0)
     if any(batch.dims) or data.numel() != size:
-        shape = (1, *("*" if d else s for d, s in zip(batch.dims, data.shape[1:])))
+        shape = ", ".join(["1", *("*" if d else str(s) for d, s in zip(batch.dims,
+                                                                     data.shape[1:]))])
         raise ValueError(
             f"@batch: {what} needs one value per example, but the examples have shape "
-            f"{shape} (dims {batch.dims}); in the loop over examples only a one-element "
+            f"({shape}) (dims {batch.dims}); in the loop over examples only a one-element "
             "tensor converts to a Python number: reduce each example first (sum, max, ...)")
     real = None if batch._mask is None else batch._mask.reshape(size)
     return data.detach().reshape(size), real
