@@ -9,6 +9,8 @@ left; the function's entry mask outside them):
 |----------------------------|------------------------------------------------------|
 | ``obj.attr = v``           | ``mb__.set_attr(mask, obj, 'attr', v)``              |
 | ``obj[i] = v``             | ``mb__.set_item(mask, obj, i, v)``                   |
+| ``x[i] = v``, ``x`` a local| ``x = mb__.set_item(mask, x, i, v, 'x')`` (a plain   |
+|                            | tensor becomes a batch where the write differs)      |
 | ``a, obj.attr = v``        | ``mb__value_n = v; a, mb__value_m = mb__value_n; ...``|
 | ``x += v``                 | ``x = mb__.aug_assign(mask, '+=', x, v, 'x')``       |
 | ``obj.attr += v``          | ``mb__.aug_attr(mask, '+=', obj, 'attr', v)``        |
@@ -162,6 +164,13 @@ class _Assignments(gast.NodeTransformer):
             return templates.replace("mb__.set_attr(mask, obj, attr, value)", origin=origin,
                                      mask=self.mask, obj=target.value,
                                      attr=templates.constant(target.attr), value=value)
+        if isinstance(target.value, gast.Name):
+            # A local variable: a plain tensor it holds may become a batch (the
+            # write differs between examples), which the variable then holds.
+            return templates.replace("var = mb__.set_item(mask, var, index, value, label)",
+                                     origin=origin, mask=self.mask, var=target.value.id,
+                                     index=index_expression(target.slice), value=value,
+                                     label=templates.constant(target.value.id))
         return templates.replace("mb__.set_item(mask, obj, index, value)", origin=origin,
                                  mask=self.mask, obj=target.value,
                                  index=index_expression(target.slice),
@@ -179,6 +188,12 @@ class _Assignments(gast.NodeTransformer):
             return templates.replace("mb__.aug_attr(mask, op, obj, attr, value)", origin=node,
                                      mask=self.mask, op=op, obj=target.value,
                                      attr=templates.constant(target.attr), value=node.value)
+        if isinstance(target.value, gast.Name):
+            return templates.replace(
+                "var = mb__.aug_item(mask, op, var, index, value, label)", origin=node,
+                mask=self.mask, op=op, var=target.value.id,
+                index=index_expression(target.slice), value=node.value,
+                label=templates.constant(target.value.id))
         return templates.replace("mb__.aug_item(mask, op, obj, index, value)", origin=node,
                                  mask=self.mask, op=op, obj=target.value,
                                  index=index_expression(target.slice), value=node.value)

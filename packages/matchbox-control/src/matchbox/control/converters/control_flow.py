@@ -79,7 +79,9 @@ class _ControlFlow:
                defined: frozenset[str], origin: Any, prefix: list[Any] = ()) -> list[Any]:
         """``prefix + body`` run under ``mask``, with its saves, guards and merges."""
         statements = list(prefix) + list(body)
-        assigned = names.block_writes(statements) & self.locals
+        # A variable whose items the region writes may be rebound too (a plain
+        # tensor written per example becomes a batch): merged like an assignment.
+        assigned = (names.block_writes(statements) | names.item_writes(statements)) & self.locals
         outputs = sorted(assigned & live_after)
         inputs = sorted(v for v in liveness.upward_exposed(statements) & self.locals
                         if not naming.is_reserved(v))
