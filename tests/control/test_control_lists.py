@@ -178,3 +178,21 @@ def test_len_of_per_example_items_is_a_batch_of_counts():
         return len(kept)
 
     assert per_example(f(nb)) == [0, 2, 4]
+
+
+@matchbox.batch
+def stack_in_each_step(x):
+    items = []
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            items.append(xt)
+    pairs = x.sum(1, keepdim=True).expand(-1, 2, -1) * 0
+    for v in items:
+        pairs = pairs + torch.stack([v, v * 2], 1)  # every running example has both
+    return pairs
+
+
+def test_stacking_items_every_running_example_has_stays_static(dtype):
+    xs, xb = sequences([3, 0, 2, 4], dtype=dtype)
+    assert stack_in_each_step(xb).dims == (False, False)
+    assert_batch_equals_loop(stack_in_each_step, (xs, xb))

@@ -597,24 +597,8 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
     dimension count as absent.  Parts that share one mask (``same_mask``) or
     include an unmasked one cost nothing; otherwise one comparison (a sync).
     """
-    masks = [p._mask for p in parts]
-    batch = parts[0].data.size(0)
-    if _recorded_items(parts):
-        # Items of a list that only some examples have (matchbox-control records
-        # them): an unmasked one is an item every example has, not a state.
-        rows = [_item_rows(p, batch) for p in parts]
-    elif any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
-                                              for m in masks[1:]):
-        return
-    else:
-        rows = [m.reshape(batch, -1).any(1) for m in masks]
-    absent = [~r for r, p in zip(rows, parts) if not any(p.dims)]
-    if not absent:
-        return
-    differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
-    differ = _masking.running(differ).nonzero()
-    if differ.numel():
-        j = int(differ[0])
+    j = _example_with_other_parts(parts)
+    if j is not None:
         raise ValueError(
             f"{op}: example {j} is real in some of the {len(parts)} tensors {joined} and "
             "padding in others (as the steps of x.unbind(dim) are for examples of "
@@ -624,6 +608,28 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
                 " (and flatten it into the next dimension to concatenate)"
                 if joined == "concatenated" else "")
         )
+
+
+def _example_with_other_parts(parts: list[MaskedBatch]) -> int | None:
+    """A running example real in some parts and absent from others (see
+    ``_check_same_examples``), or ``None``."""
+    masks = [p._mask for p in parts]
+    batch = parts[0].data.size(0)
+    if _recorded_items(parts):
+        # Items of a list that only some examples have (matchbox-control records
+        # them): an unmasked one is an item every example has, not a state.
+        rows = [_item_rows(p, batch) for p in parts]
+    elif any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
+                                              for m in masks[1:]):
+        return None
+    else:
+        rows = [m.reshape(batch, -1).any(1) for m in masks]
+    absent = [~r for r, p in zip(rows, parts) if not any(p.dims)]
+    if not absent:
+        return None
+    differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
+    differ = _masking.running(differ).nonzero()
+    return int(differ[0]) if differ.numel() else None
 
 
 def _recorded_items(tensors: Sequence[Any]) -> bool:
@@ -756,9 +762,12 @@ def stack(func, tensors, dim=0, **kwargs):
         # batches stacked along 1.
         return view(op, stack_batches(op, tensors, 1, dynamic=False))
     # The items of a list that only some examples have (appended, or made by a
-    # comprehension, under a per-example condition in @batch): each example
-    # stacks its own items, as many as it has, into a dynamic dimension.
-    return stack_batches(op, tensors, dim, dynamic=_recorded_items(tensors))
+    # comprehension, under a per-example condition in @batch): where the running
+    # examples have different numbers of them, each stacks its own items, as many
+    # as it has, into a dynamic dimension.
+    dynamic = _recorded_items(tensors) and _example_with_other_parts(
+        _as_batches(op, list(tensors))) is not None
+    return stack_batches(op, tensors, dim, dynamic=dynamic)
 
 
 def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> MaskedBatch:
