@@ -81,7 +81,9 @@ class _ControlFlow:
         statements = list(prefix) + list(body)
         # A variable whose items the region writes may be rebound too (a plain
         # tensor written per example becomes a batch): merged like an assignment.
-        assigned = (names.block_writes(statements) | names.item_writes(statements)) & self.locals
+        bound = names.block_writes(statements) & self.locals
+        written = names.item_writes(statements) & self.locals - bound
+        assigned = bound | written
         outputs = sorted(assigned & live_after)
         inputs = sorted(v for v in liveness.upward_exposed(statements) & self.locals
                         if not naming.is_reserved(v))
@@ -99,7 +101,10 @@ class _ControlFlow:
                 + each("var = mb__.guard(mask, outer, var)", inputs)
                 + templates.replace("with mb__.masked(mask, outer):\n    body", origin=origin,
                                     mask=mask, outer=outer, body=new_body)
-                + each("var = mb__.merge(mask, outer, var, saved, label)", outputs)
+                + each("var = mb__.merge(mask, outer, var, saved, label)",
+                       [v for v in outputs if v not in written])
+                + each("var = mb__.merge_written(mask, outer, var, saved, label)",
+                       [v for v in outputs if v in written])
                 + each("var = saved", [v for v in inputs if v not in assigned]))
 
     # ------------------------------------------------------------------ statements

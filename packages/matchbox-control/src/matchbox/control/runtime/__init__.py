@@ -55,7 +55,7 @@ from matchbox.control.runtime.masks import (
     still_running,
 )
 from matchbox.control.runtime.scalars import item
-from matchbox.control.runtime.select import Undefined, merge, only_active, select
+from matchbox.control.runtime.select import Undefined, merge, merge_written, only_active, select
 from matchbox.control.runtime.sequences import get_item
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.masked_batch import MaskedBatch
@@ -91,6 +91,6 @@ __all__ = [
     "branch", "call", "call_method", "compare", "compare_type", "comp_for", "comp_if",
     "current_mask", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
-    "loop_mask", "masked", "merge", "narrow", "not_", "only_active", "or_", "return_value",
+    "loop_mask", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_", "return_value",
     "select", "set_attr", "set_comp", "set_item", "slice_", "still_running",
 ]

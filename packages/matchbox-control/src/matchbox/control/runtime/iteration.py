@@ -30,7 +30,6 @@ import torch
 
 from matchbox._masking import fit_mask, remember_rows
 from matchbox.control.runtime.masks import Mask
-from matchbox.control.runtime.sequences import has_records
 from matchbox.functional import stack
 from matchbox.masked_batch import MaskedBatch
 
@@ -126,7 +125,8 @@ def _presence(items: Any) -> torch.Tensor | None:
     """Which examples have each item of a sequence of batches, ``(steps, batch)``;
     ``None`` when every example has every item."""
     masks = [item._mask for item in items]
-    recorded = has_records(items)
+    # Every item is a batch here: a direct look at each one's record.
+    recorded = any(getattr(item, "_present", None) is not None for item in items)
     if not recorded and all(m is None for m in masks):
         return None
     batch = items[0].data.size(0)

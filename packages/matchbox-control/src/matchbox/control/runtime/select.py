@@ -79,15 +79,21 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     """
     if mask is outer or new is old:
         return new
-    if type(new) is MaskedBatch and getattr(new, "_guards", None) is old:
-        # The region's gradient guard of the old value, written through (an item
-        # or in-place write): the old value is the variable, updated.
-        return old
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):
         return _select_rows(mask, new, old)  # the commonest merge: a state
     return select(mask, new, old, name)
+
+
+def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
+    """``merge`` of a variable the region did not assign but whose items it wrote
+    (``x[i] = v``): a plain tensor written per example became a batch (merged);
+    a batch seen through the region's gradient guard was written through to the
+    old value, which is the variable, updated (and keeps its aliases)."""
+    if type(new) is MaskedBatch and getattr(new, "_guards", None) is old:
+        return old
+    return merge(mask, outer, new, old, name)
 
 
 def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
