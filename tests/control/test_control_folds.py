@@ -197,3 +197,12 @@ def test_a_users_own_sum_is_called_as_it_is():
 
     _, xb = sequences([2, 1])
     assert f(xb) == "mine"
+
+
+@matchbox.batch
+def folds_of_ranges(n):
+    return sum(range(n)) + max(range(n + 1)) * 10 + reduce(lambda a, b: a + b, range(n), 100)
+
+
+def test_oracle_folds_of_a_per_example_range():
+    assert_oracle(folds_of_ranges, [0, 1, 3], [100, 110, 136], dtype=torch.int64)

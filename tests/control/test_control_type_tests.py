@@ -65,7 +65,7 @@ def test_each_type_test_warns(test, message):
             return isinstance(x, (torch.Tensor, list))
         if test == "type_is":
             return type(x) is torch.Tensor
-        return type(x) == torch.Tensor
+        return type(x) == torch.Tensor  # noqa: E721 - the spelling users write
 
     _, xb = sequences([2])
     with pytest.warns(BatchTypeTestWarning, match=message):

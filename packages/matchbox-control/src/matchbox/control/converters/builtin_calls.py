@@ -29,6 +29,7 @@ import gast
 from matchbox.control import anno, templates
 from matchbox.control.context import Context
 from matchbox.control.converters.assignments import index_expression
+from matchbox.control.converters.control_flow import _iterable
 from matchbox.control.runtime.calls import ATTRIBUTES, NAMES
 
 _TYPE_COMPARISONS = {gast.Is: "is", gast.IsNot: "is not", gast.Eq: "==", gast.NotEq: "!="}
@@ -37,6 +38,13 @@ _TYPE_COMPARISONS = {gast.Is: "is", gast.IsNot: "is not", gast.Eq: "==", gast.No
 def _lowered_callable(func: Any) -> bool:
     return ((isinstance(func, gast.Name) and func.id in NAMES)
             or (isinstance(func, gast.Attribute) and func.attr in ATTRIBUTES))
+
+
+_FOLDS = frozenset({"sum", "max", "min", "any", "all", "reduce"})
+
+
+def _name(func: Any) -> str:
+    return func.id if isinstance(func, gast.Name) else func.attr
 
 
 def _type_call(node: Any) -> bool:
@@ -66,7 +74,13 @@ class _BuiltinCalls(gast.NodeTransformer):
         if _lowered_callable(node.func) and not any(
                 isinstance(a, gast.Starred) for a in node.args):
             new = templates.replace_expr("mb__.call(function)", origin=node, function=node.func)
-            new.args.extend(node.args)
+            args = list(node.args)
+            # The sequence a fold reads: range/enumerate/zip/reversed as a for
+            # statement's (``sum(range(n))`` with per-example ``n``).
+            position = 1 if _name(node.func) == "reduce" else 0
+            if _name(node.func) in _FOLDS and len(args) > position:
+                args[position] = _iterable(args[position])
+            new.args.extend(args)
             new.keywords.extend(node.keywords)
             return new
         if (isinstance(node.func, gast.Attribute) and node.func.attr == "item"

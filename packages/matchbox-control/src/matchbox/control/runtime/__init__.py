@@ -18,14 +18,6 @@ modules hold one concern each:
 - ``calls``: which builtin a call reaches, at run time.
 """
 
-from matchbox.control.runtime.effects import (
-    aug_assign,
-    aug_attr,
-    aug_item,
-    call_method,
-    set_attr,
-    set_item,
-)
 from matchbox.control.runtime.calls import call
 from matchbox.control.runtime.comprehensions import (
     comp_for,
@@ -34,6 +26,14 @@ from matchbox.control.runtime.comprehensions import (
     gen_exp,
     list_comp,
     set_comp,
+)
+from matchbox.control.runtime.effects import (
+    aug_assign,
+    aug_attr,
+    aug_item,
+    call_method,
+    set_attr,
+    set_item,
 )
 from matchbox.control.runtime.expressions import and_, assert_, compare, if_exp, not_, or_
 from matchbox.control.runtime.iteration import (
@@ -86,11 +86,12 @@ def return_value(value, returned=True):
                 "a batch cannot hold next to the others' values; return a value on every path")
     return value
 
+
 __all__ = [
     "BatchTypeTestWarning", "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item",
     "branch", "call", "call_method", "compare", "compare_type", "comp_for", "comp_if",
     "current_mask", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
-    "loop_mask", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_", "return_value",
-    "select", "set_attr", "set_comp", "set_item", "slice_", "still_running",
+    "loop_mask", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
+    "return_value", "select", "set_attr", "set_comp", "set_item", "slice_", "still_running",
 ]

@@ -7,15 +7,16 @@ padding for the examples that did not make it, and it records which examples
 have it (``MaskedBatch._present``, a ``(batch,)`` bool tensor).  Items without
 the record belong to every example.  From the records:
 
-| written                  | gives, per example                                      |
-|--------------------------|---------------------------------------------------------|
-| ``len(items)``           | the number of its own items (a batch of ints)           |
-| ``items[i]``, ``items[-1]`` | its own ``i``-th (last) item; ``IndexError`` naming the |
-|                          | examples whose list is too short; ``i`` may be a batch  |
-|                          | of per-example ints (a counter)                         |
-| ``items[a:b]``           | a list of its own items ``a`` to ``b`` (recorded again) |
-| ``items.pop()``, ``insert``, ``remove``, ``sort``, ``reverse``, ``items[i] = v`` | ``NotImplementedError``: |
-|                          | positions differ between examples                       |
+| written                    | gives, per example                                    |
+|----------------------------|-------------------------------------------------------|
+| ``len(items)``             | the number of its own items (a batch of ints)         |
+| ``items[i]``, ``items[-1]``| its own ``i``-th (last) item; ``IndexError`` naming   |
+|                            | the examples whose list is too short; ``i`` may be a  |
+|                            | batch of per-example ints (a counter)                 |
+| ``items[a:b:c]``           | a list of its own items ``a`` to ``b`` (recorded)     |
+| ``items.pop()``, ``insert``,| ``NotImplementedError``: positions differ between    |
+| ``remove``, ``sort``,      | examples                                              |
+| ``reverse``, ``items[i] = v``|                                                     |
 
 A list none of whose items has a record is an ordinary Python list: each helper
 is then the Python operation itself.  ``for`` loops, comprehensions and
