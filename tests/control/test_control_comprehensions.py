@@ -235,7 +235,7 @@ def names_of_steps(x):
 
 def test_items_that_cannot_differ_between_examples_are_refused():
     _, xb = sequences([3, 1])
-    with pytest.raises(TypeError, match=r"'a list comprehension's item' is str 'step .*', "
+    with pytest.raises(TypeError, match=r"'an item of a list comprehension' is str 'step .*', "
                                         r"which cannot be given to only some examples"):
         names_of_steps(xb)
 

@@ -206,3 +206,14 @@ def folds_of_ranges(n):
 
 def test_oracle_folds_of_a_per_example_range():
     assert_oracle(folds_of_ranges, [0, 1, 3], [100, 110, 136], dtype=torch.int64)
+
+
+def test_any_of_examples_with_several_values_is_refused():
+    @matchbox.batch
+    def f(x):
+        return any(xt for xt in x.unbind(1))
+
+    _, xb = sequences([2, 3])
+    with pytest.raises(ValueError, match=r"a value tested by any\(\) must hold one truth value "
+                                         r"per example"):
+        f(xb)

@@ -112,7 +112,8 @@ def comp_if(test: Any, body: Callable[[Any], Any]) -> Stream:
 def list_comp(stream: Stream) -> list[Any]:
     """``[...]``: an item some examples do not have is padding for them, recorded."""
     outer = _MASK.get()
-    return [value if mask is outer else per_example_item(mask, value, "a list comprehension's item")
+    return [value if mask is outer else per_example_item(mask, value,
+                                                         "an item of a list comprehension")
             for mask, value in stream.pairs]
 
 
@@ -121,7 +122,7 @@ def gen_exp(stream: Stream) -> Iterator[Any]:
     outer = _MASK.get()
     for mask, value in stream.pairs:
         yield value if mask is outer else per_example_item(
-            mask, value, "a generator expression's item")
+            mask, value, "an item of a generator expression")
 
 
 def set_comp(stream: Stream) -> set[Any]:

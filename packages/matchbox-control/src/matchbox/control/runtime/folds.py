@@ -178,7 +178,7 @@ def _truths(name: str, iterable: Any, stop_at: bool) -> Any:
     decided: Any = None  # (batch,) bool: the examples an item of their own has decided
     for mask, item in for_steps(iterable, outer):
         if type(item) is MaskedBatch:
-            truth: Any = per_example_truth(item, f"item of {name}()")
+            truth: Any = per_example_truth(item, f"value tested by {name}()")
         else:
             truth = condition(item)
         if type(truth) is bool and mask is outer:  # the same item for every running example
