@@ -196,3 +196,28 @@ def test_stacking_items_every_running_example_has_stays_static(dtype):
     xs, xb = sequences([3, 0, 2, 4], dtype=dtype)
     assert stack_in_each_step(xb).dims == (False, False)
     assert_batch_equals_loop(stack_in_each_step, (xs, xb))
+
+
+@matchbox.batch
+def steps_per_example(x):
+    steps = x.unbind(1)
+    last = steps[-1]
+    middle = torch.stack(steps[1:], 1)  # each example's own steps after its first
+    return last * len(steps), middle, torch.stack(torch.unbind(x, 1), 1)
+
+
+@pytest.mark.parametrize("lengths", [[3, 2, 4], [2], [2, 2]])
+def test_the_steps_of_unbind_are_each_examples_own(lengths, dtype):
+    assert_batch_equals_loop(steps_per_example, sequences(lengths, dtype=dtype))
+
+
+def test_the_last_step_of_an_empty_example_raises_as_in_the_loop():
+    @matchbox.batch
+    def f(x):
+        return x.unbind(1)[-1]
+
+    xs, xb = sequences([2, 0])
+    with pytest.raises(IndexError, match=r"list index out of range for examples \[1\]"):
+        f(xb)
+    with pytest.raises(IndexError):
+        f(xs[1])

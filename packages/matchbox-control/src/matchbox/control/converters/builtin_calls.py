@@ -7,6 +7,8 @@
 | ``bool``, ``isinstance``, ``reduce``,    | (``runtime.calls``), else the call itself |
 | ``functools.reduce``, ``torch.is_tensor``|                                           |
 | ``x.item()``                             | ``mb__.item(x)``                          |
+| ``x.unbind(d)``, ``torch.unbind(x, d)``  | ``mb__.unbind(x, d)``: steps along a      |
+|                                          | dynamic dim record their examples         |
 | ``obj[i]``, ``obj[a:b]`` (one index,     | ``mb__.get_item(obj, i)``: a list's items |
 | read)                                    | per example (``runtime.sequences``)       |
 | ``type(x) is T`` (``is not``, ``==``,    | ``mb__.compare_type(type, x, 'is', T)``:  |
@@ -86,6 +88,12 @@ class _BuiltinCalls(gast.NodeTransformer):
         if (isinstance(node.func, gast.Attribute) and node.func.attr == "item"
                 and not node.args and not node.keywords):
             return templates.replace_expr("mb__.item(obj)", origin=node, obj=node.func.value)
+        if isinstance(node.func, gast.Attribute) and node.func.attr == "unbind":
+            new = templates.replace_expr("mb__.unbind(owner)", origin=node,
+                                         owner=node.func.value)
+            new.args.extend(node.args)
+            new.keywords.extend(node.keywords)
+            return new
         return node
 
     def visit_Subscript(self, node: Any) -> Any:

@@ -18,6 +18,9 @@ the record belong to every example.  From the records:
 | ``remove``, ``sort``,      | examples                                              |
 | ``reverse``, ``items[i] = v``|                                                     |
 
+The steps of ``x.unbind(d)`` along a dynamic dimension record their examples too
+(:func:`unbind`): ``len(x.unbind(1))`` and ``x.unbind(1)[-1]`` are each example's.
+
 A list none of whose items has a record is an ordinary Python list: each helper
 is then the Python operation itself.  ``for`` loops, comprehensions and
 ``sum``/``max``/... read the same records (``iteration.example_real``).
@@ -85,6 +88,32 @@ def per_example_presence(items: Any) -> torch.Tensor | None:
         return None
     every = torch.ones_like(known)
     return torch.stack([every if r is None else r for r in records])
+
+
+def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
+    """A call written ``owner.unbind(...)`` (``x.unbind(1)``, ``torch.unbind(x, 1)``).
+
+    Along a dynamic dimension each step records the examples that have it, so
+    that ``len(x.unbind(1))``, ``x.unbind(1)[-1]`` and slices of the steps are
+    each example's own, as in the loop.
+    """
+    if owner is torch:
+        steps = torch.unbind(*args, **kwargs)
+        batch, rest = (args[0], args[1:]) if args else (kwargs.get("input"), ())
+    else:
+        steps = owner.unbind(*args, **kwargs)
+        batch, rest = owner, args
+    if type(batch) is not MaskedBatch or batch._mask is None:
+        return steps
+    dim = rest[0] if rest else kwargs.get("dim", 0)
+    d = dim % batch.dim() if type(dim) is int else 0
+    if d == 0 or not batch.dims[d - 1]:
+        return steps
+    mask = batch._mask
+    present = mask.movedim(d, 0).reshape(mask.size(d), mask.size(0), -1).any(-1)
+    for step, row in zip(steps, present.unbind(0)):
+        step._present = row
+    return steps
 
 
 def _sequence(obj: Any) -> bool:
