@@ -74,7 +74,8 @@ _new = object.__new__
 class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view")
+    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
+                 "_present")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -93,6 +94,13 @@ class MaskedBatch(DataAttributes):
     # view of each example, here a copy (or a view reaching past the result), so
     # an in-place op on it is refused rather than silently lost.
     _not_a_view: bool
+    # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an
+    # item of a Python list (matchbox-control sets it on an item appended, or made by
+    # a comprehension step, under a per-example condition; the others' rows are
+    # padding).  ``len(items)`` and ``items[-1]`` in ``@batch`` count per example by it.
+    # Set (to None) at construction: it is read on hot paths (a ``for``'s steps, the
+    # parts of ``cat``/``stack``), where an unset slot would go through ``__getattr__``.
+    _present: torch.Tensor | None
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
@@ -106,6 +114,7 @@ class MaskedBatch(DataAttributes):
         self.data = data
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
+        self._present = None
 
     @staticmethod
     def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
@@ -119,6 +128,7 @@ class MaskedBatch(DataAttributes):
         batch.data = data
         batch._mask = mask
         batch.dims = dims
+        batch._present = None
         return batch
 
     @property
