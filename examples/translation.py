@@ -78,10 +78,10 @@ class MultiHead(nn.Module):
         self.wk = nn.Linear(d_model, d_model)
         self.wv = nn.Linear(d_model, d_model)
         self.wo = nn.Linear(d_model, d_model)
-        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
 
     def forward(self, query, key, value):                         # (1, T, d_model) each
-        query, key, value = (x.split_dim(-1, self.n_heads).transpose(1, 2)   # (1, heads, T, d)
+        query, key, value = (x.split_dim(-1, self.d_head).transpose(1, 2)    # (1, heads, T, d)
                              for x in (self.wq(query), self.wk(key), self.wv(value)))
         outputs = self.attention(query, key, value)
         return self.wo(outputs.transpose(1, 2).join_dims(-2, -1))  # (1, Tq, d_model)

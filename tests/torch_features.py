@@ -9,6 +9,7 @@ environment of the tox matrix (the oldest torch included) runs one of the two.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils._pytree
 
 
 def _works(call: Callable[[], Any]) -> bool:
@@ -50,6 +52,13 @@ PAD_TAKES_EMPTY_DIMENSIONS = _works(lambda: F.pad(torch.zeros(1, 1, 0), [0, 0, 1
 # vector without a bias.  (Every release so far refuses it for a rank-2 input.)
 LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS = _works(
     lambda: F.linear(torch.zeros(1, 1, 2), torch.zeros(2), torch.zeros(())))
+# torch.load(weights_only=True) can be told to trust more classes (a batch type):
+# torch.serialization.add_safe_globals, new in torch 2.4.
+SAFE_GLOBALS = hasattr(torch.serialization, "add_safe_globals")
+# Pytree nodes registered with key paths (flatten_with_keys_fn), which torch.export names
+# its inputs by.
+PYTREE_KEY_PATHS = "flatten_with_keys_fn" in inspect.signature(
+    torch.utils._pytree.register_pytree_node).parameters
 
 
 def needs(flag: bool, what: str) -> pytest.MarkDecorator:

@@ -47,6 +47,17 @@ NEW = {
     "new_zeros + x": lambda x: x.new_zeros(1, x.size_as_tensor(1), x.size(2)) + x,
     "x * new_ones": lambda x: x * x.new_ones(x.size(0), x.size_as_tensor(1), 1),
     "new_full + x": lambda x: x + x.new_full((1, x.size_as_tensor(1), x.size(2)), 2.0),
+    # A per-example fill value: each example's own (its length, a detached reduction).
+    "new_full, per-example fill": lambda x: x.new_full((1, 3), x.size_as_tensor(1)),
+    "new_full, per-example fill, dynamic size": lambda x: x + x.new_full(
+        (x.size(0), x.size_as_tensor(1), x.size(2)), x.size_as_tensor(1)),
+    "new_full, a detached per-example sum": lambda x: x.sum(1) * x.new_full(
+        (1, x.size(2)), x.sum().detach()),
+    "new_full, per-example fill, dtype": lambda x: x.new_full(
+        (1, 2), x.size_as_tensor(1), dtype=torch.float16),
+    "torch.full, per-example fill": lambda x: torch.full((1, 2), x.size_as_tensor(1)),
+    "torch.full, per-example float fill": lambda x: x.sum(1) + torch.full(
+        (1, x.size(2)), x.sum().detach(), dtype=x.dtype),
 }
 
 
@@ -104,6 +115,39 @@ def test_a_first_size_other_than_one_or_the_batch_size_is_refused(f):
         f(xb)
 
 
+def test_torch_full_infers_its_dtype_from_a_per_example_fill_as_torch_does():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 1, 3)], (True, False))
+    assert torch.full((1, 2), xb.size_as_tensor(1)).dtype == torch.long
+    assert torch.full((1, 2), xb.sum().detach().double()).dtype == torch.get_default_dtype()
+    assert torch.full((1, 2), xb.sum() > 0).dtype == torch.bool
+    assert xb.new_full((1, 2), xb.size_as_tensor(1)).dtype == xb.dtype
+
+
+def test_a_bad_per_example_fill_value_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 1, 3)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor\.new_full: a per-example fill_value must be a "
+                                         r"batch of per-example scalars \(dims \(\)\), got one "
+                                         r"with dims \(True, False\)"):
+        xb.new_full((1, 2), xb)
+    other = MaskedBatch.fromlist([torch.randn(1, 2)], (True,)).size_as_tensor(1)
+    with pytest.raises(ValueError, match=r"Tensor\.new_full: fill_value has values for 1 "
+                                         "examples, but the batch has 3"):
+        xb.new_full((1, 2), other)
+    # torch reads a fill value as a number: one that requires grad is refused in the loop.
+    x = torch.randn(1, 2, 2, requires_grad=True)
+    with pytest.raises(TypeError, match="must be Number, not Tensor"):
+        x.new_full((1, 2), x.sum())
+    xb.requires_grad_()
+    with pytest.raises(TypeError, match=r"Tensor\.new_full: fill_value requires grad, and a "
+                                        r"fill value is a number to torch, which has no "
+                                        r"gradient; detach it, or multiply: "
+                                        r"x\.new_ones\(size\) \* v"):
+        xb.new_full((1, 2), xb.sum())
+    with pytest.raises(ValueError, match=r"torch\.full: the first size is each example's batch "
+                                         r"dimension and must be 1 \(or the batch size 3\)"):
+        torch.full((2, 2), xb.size_as_tensor(1))
+
+
 def test_a_bad_per_example_size_is_refused():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 1, 3)], (True, False))
     with pytest.raises(ValueError, match=r"Tensor\.new_zeros: size 1 must be a batch of "
@@ -155,6 +199,7 @@ def test_random_and_empty_like_keep_the_examples_layout(func, pair):
 VALUES = {
     "Tensor.new_zeros": NEW["new_zeros dynamic"], "Tensor.new_ones": NEW["new_ones dynamic"],
     "Tensor.new_full": NEW["new_full dynamic"], "torch.zeros_like": LIKE["zeros_like"],
+    "torch.full": NEW["torch.full, per-example fill"],
     "torch.ones_like": LIKE["ones_like"], "torch.full_like": LIKE["full_like"],
 }
 LAYOUTS = {
@@ -194,6 +239,35 @@ def test_the_legacy_new_constructor_equals_the_loop(dtype):
     assert data.tolist() == [[1.0, 2.0]]
 
 
+def test_legacy_new_with_sizes_that_name_no_batch_dimension_is_a_plain_tensor():
+    # The original Matchbox's x.new was data.new: x.new(T) is a plain tensor, the same
+    # for every example, as in the loop; torch.arange(0, T, out=x.new(T)) its positions.
+    xs, xb = mb_rand(4, (True, 3), (False, 2), min_size=0)
+    for sizes in [(3,), (1,), (4,), (5, 3), ()]:
+        made = xb.new(*sizes)
+        assert type(made) is torch.Tensor and made.dtype == xb.dtype
+        assert made.shape == xs[0].new(*sizes).shape
+    assert isinstance(xb.new(xb.size(0), 2), MaskedBatch)
+    assert isinstance(xb.new(1, xb.size_as_tensor(1)), MaskedBatch)
+
+    def positions(x):
+        length = x.maxsize(1)
+        return x + torch.arange(0, length, out=x.new(length)).unsqueeze(-1)
+
+    for dtype in (torch.float32, torch.float64):
+        xs, xb = mb_rand(4, (True, 3), (False, 2), dtype=dtype, min_size=0)
+        mb_assert(positions, [xs], [xb], 4)
+        mb_assert(positions, [xs[:1]], [MaskedBatch.fromlist(xs[:1], xb.dims)], 1)
+
+
 def test_functional_cat_is_torch_cat():
     xs, xb = mb_rand(3, (True, 3), (False, 2), dtype=torch.float64, min_size=0)
     mb_assert(lambda x: MF.cat((x, x * 2), 2), [xs], [xb], 3)
+
+
+def test_a_factory_writing_into_a_batch_is_refused_with_the_plain_spelling():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 1, 3)], (True, False))
+    with pytest.raises(NotImplementedError, match=r"torch\.arange: out= a MaskedBatch is not "
+                                                  r"supported .* x\.new\(T\) with a single size "
+                                                  r"is one"):
+        torch.arange(0, 3, out=xb.new(xb.size(0), 3))

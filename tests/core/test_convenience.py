@@ -126,7 +126,76 @@ def test_maxsize_is_the_padded_size_and_the_size_of_a_plain_tensor(pair):
         assert x.maxsize(-1) == x.size(-1)
 
 
+@given(pair=example_lists(dims=(True, False, True)))
+def test_maxsize_without_a_dim_gives_every_padded_size_as_a_torch_size(pair):
+    # As the original Matchbox's ``batch.data.size()``: dimension 0 is the batch size.
+    xs, xb = pair
+    sizes = xb.maxsize()
+    assert type(sizes) is torch.Size
+    assert sizes == xb.data.shape == torch.Size([xb.maxsize(d) for d in range(xb.dim())])
+    assert MF.maxsize(xb) == sizes
+    for x in xs:
+        assert type(x.maxsize()) is torch.Size
+        assert x.maxsize() == MF.maxsize(x) == x.shape
+
+
+def positional_encodings_like(x):
+    """The original Matchbox transformer's idiom: sinusoids of the padded length,
+    expanded to ``x.maxsize()``, added to a batch as a plain tensor."""
+    length, size = x.maxsize(-2), x.maxsize(-1)
+    positions = torch.arange(0, length, out=x.new(length))
+    channels = 1 / (10000 ** (torch.arange(0, size, 2, out=x.new(size // 2)) / size))
+    encodings = positions.unsqueeze(-1) @ channels.unsqueeze(0)
+    encodings = torch.stack((encodings.sin(), encodings.cos()), -1).flatten(-2)
+    return encodings.unsqueeze(0).expand(x.maxsize())
+
+
+@given(pair=example_lists(dims=(True, False), max_size=6))
+def test_a_plain_tensor_expanded_to_maxsize_is_the_same_for_every_example(pair):
+    xs, xb = pair
+    assume_even = xb.maxsize(-1) % 2 == 0
+    if not assume_even:
+        xs = [torch.cat([x, x], -1) for x in xs]
+        xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    assert_loop(lambda x: x + positional_encodings_like(x), (xs, xb))
+    assert_loop(lambda x: (positional_encodings_like(x) * x).tanh(), (xs, xb))
+
+    def in_place(x):
+        y = x * 1
+        y += positional_encodings_like(x)
+        return y
+
+    assert_loop(in_place, (xs, xb))
+
+
+def test_a_plain_tensor_of_the_batch_size_that_is_not_an_expand_is_refused():
+    # A (B, T, D) tensor with B rows of its own is not one value for every example:
+    # each example's loop call would broadcast it to B rows.
+    _, xb = batch_of(2, 3, width=4)
+    with pytest.raises(ValueError, match=r"Tensor.__add__: a plain tensor argument has size 2 in "
+                                         r"dimension 0, .* \(or be expanded to the batch size "
+                                         r"from size 1, as expand\(x.maxsize\(\)\) does\)"):
+        xb + torch.randn(xb.maxsize())
+    with pytest.raises(ValueError, match=r"a plain tensor argument has size 3 in dimension 0"):
+        xb + torch.randn(1, 3, 4).expand(3, 3, 4)  # stride 0, but not the batch size
+
+
 # ------------------------------------------------------------------ split_dim, join_dims
+
+def heads_as_examples(x, n, f):
+    """The original Matchbox's multi-head idiom around ``f``: ``(1, T, D)`` ->
+    ``(1, T, D / n, n)`` -> ``n`` examples ``(1, T, D / n)`` -> ``f`` -> back."""
+    return f(x.split_dim(-1, n).join_dims(0, -1)).split_dim(0, n).join_dims(-1, 1)
+
+
+def softmax(s, dim):
+    """Softmax in core ops (``Tensor.softmax`` on batches is matchbox-nn's)."""
+    return (s - s.logsumexp(dim, keepdim=True)).exp()
+
+
+def attention(q):
+    return softmax((q @ q.transpose(1, 2)).causal_mask(2, 1), -1) @ q
+
 
 SPLIT_JOIN = {
     "split_dim": ((None, 6), lambda x: x.split_dim(2, 2)),
@@ -143,15 +212,27 @@ SPLIT_JOIN = {
                            .transpose(1, 2).join_dims(-2, -1)),
     "MF.split_dim / MF.join_dims": ((None, 6), lambda x: MF.join_dims(MF.split_dim(x, 2, 3),
                                                                       2, 3)),
+    # Dimension 0: each slice of a static dimension an example, and back.
+    "join_dims(0, 1) and split_dim(0, n)": ((3, None), lambda x: x.join_dims(0, 1).exp()
+                                             .split_dim(0, 3)),
+    "join_dims(0, d), d between dynamic dims": ((None, 2, None), lambda x: x.join_dims(0, 2)
+                                                 .sum(1).split_dim(0, 2)),
+    "heads as examples, reduced over the dynamic dim": (
+        (None, 6), lambda x: heads_as_examples(x, 3, lambda h: softmax(h, 1) * h.sum(1, True))),
+    "heads as examples, a weight per head-dim": (
+        (None, 6), lambda x: heads_as_examples(x, 2, lambda h: h @ torch.linspace(
+            -1, 1, 9, dtype=h.dtype).reshape(3, 3))),
+    "one head": ((None, 4), lambda x: heads_as_examples(x, 1, lambda h: h.cumsum(1))),
 }
 
 
 @st.composite
-def batches(draw, shape):
+def batches(draw, shape, min_length=0):
     """(examples, batch): ``shape`` gives static sizes (ints) and dynamic dims (None)."""
     batch_size = draw(st.integers(1, 4))
     dtype = draw(st.sampled_from([torch.float32, torch.float64]))
-    xs = [torch.randn(1, *[draw(st.integers(0, 4)) if s is None else s for s in shape],
+    low = min_length if shape.count(None) <= 1 else max(min_length, 1)
+    xs = [torch.randn(1, *[draw(st.integers(low, 4)) if s is None else s for s in shape],
                       dtype=dtype) for _ in range(batch_size)]
     return xs, MaskedBatch.fromlist(xs, [s is None for s in shape], padding_value=float("nan"))
 
@@ -163,12 +244,53 @@ def test_split_dim_and_join_dims_equal_the_loop(case, data):
     assert_loop(f, data.draw(batches(shape)))
 
 
+@pytest.mark.parametrize("heads", [1, 2, 3])
+@given(data=st.data())
+def test_multi_head_attention_with_heads_as_examples_equals_the_loop(heads, data):
+    # Scores (T, T) have two dynamic dims, which cannot hold an empty example.
+    assert_loop(lambda x: heads_as_examples(x, heads, attention),
+                data.draw(batches((None, 6), min_length=1)))
+
+
+@given(pair=example_lists(dims=(True, False, False), min_length=0))
+def test_join_dims_0_makes_each_slice_an_example_in_the_original_order(pair):
+    # Example b's slice n becomes example b * N + n, with b's own length.
+    xs, xb = pair
+    n = xb.maxsize(2)
+    joined = xb.join_dims(0, 2)
+    assert joined.dims == (True, False) and joined.batch_size == len(xs) * n
+    examples = list(joined.examples())
+    for b, x in enumerate(xs):
+        for k in range(n):
+            assert torch.equal(examples[b * n + k], x[:, :, k])
+    back = list(joined.split_dim(0, n).transpose(1, 2).examples())
+    for b, x in enumerate(xs):
+        assert torch.equal(back[b], x)
+
+
 def test_split_dim_and_join_dims_on_a_plain_tensor():
     x = torch.randn(1, 5, 6, 2)
-    assert torch.equal(x.split_dim(2, 3), x.reshape(1, 5, 3, 2, 2))
+    assert torch.equal(x.split_dim(2, 3), x.reshape(1, 5, 2, 3, 2))
+    assert torch.equal(x.split_dim(-1, 1), x.reshape(1, 5, 6, 2, 1))
     assert torch.equal(x.join_dims(1, 2), x.reshape(1, 30, 2))
     assert torch.equal(x.join_dims(1, 3), x.permute(0, 1, 3, 2).reshape(1, 10, 6))
     assert torch.equal(x.join_dims(3, 1), x.permute(0, 2, 3, 1).reshape(1, 6, 10))
+    # Dimension 0 of one example: the plain reshapes the original gave.
+    assert torch.equal(x.join_dims(0, 3), x.permute(0, 3, 1, 2).reshape(2, 5, 6))
+    assert torch.equal(x.join_dims(0, 1), x.reshape(5, 6, 2))
+    heads = x.join_dims(0, 3)
+    assert torch.equal(heads.split_dim(0, 2), heads.reshape(1, 2, 5, 6))
+    assert torch.equal(heads.split_dim(0, 2).join_dims(-1, 1), x.reshape(1, 5, 12))
+
+
+def test_split_dim_is_the_inverse_of_join_dims_in_the_original_head_order():
+    # x.split_dim(-1, N): feature d = i * N + n goes to [i, n], heads last, as the
+    # original's multi-head attention relies on; join_dims(-1, 1) puts them back.
+    x = torch.arange(12.0).reshape(1, 1, 12)
+    heads = x.split_dim(-1, 3)
+    assert heads.shape == (1, 1, 4, 3)
+    assert heads[0, 0, :, 0].tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert torch.equal(heads.join_dims(0, -1).split_dim(0, 3).join_dims(-1, 1), x)
 
 
 def test_split_dim_errors_name_the_dimension():
@@ -178,11 +300,24 @@ def test_split_dim_errors_name_the_dimension():
         xb.split_dim(1, 2)
     with pytest.raises(ValueError, match="split_dim: dimension 2 has size 6, not divisible by 4"):
         xb.split_dim(2, 4)
-    with pytest.raises(TypeError, match=r"split_dim: split_size must be a positive int \(the "
-                                        r"size of the first new dimension\), got \(2, 3\)"):
+    with pytest.raises(TypeError, match=r"split_dim: split_by must be a positive int \(the "
+                                        r"size of the second new dimension\), got \(2, 3\)"):
         xb.split_dim(-1, (2, 3))
     with pytest.raises(ValueError, match="split_dim: dimension 2 has size 6, not divisible by 4"):
         torch.randn(1, 2, 6).split_dim(-1, 4)
+    with pytest.raises(ValueError, match=r"split_dim\(0, 3\): the batch has 2 examples, not "
+                                         "divisible by 3"):
+        xb.split_dim(0, 3)
+
+
+def test_split_dim_0_refuses_examples_of_different_sizes():
+    # The two examples joined into one have lengths 2 and 1: no static dimension holds them.
+    _, xb = batch_of(2, 1, width=6)
+    with pytest.raises(ValueError, match=r"split_dim\(0, 2\): the examples joined into one "
+                                         r"differ in their real positions \(each run of 2 "
+                                         r"consecutive examples becomes one example"):
+        xb.split_dim(0, 2)
+    assert xb.join_dims(0, -1).split_dim(0, 6).dims == (False, True)
 
 
 def test_join_dims_errors():
@@ -190,9 +325,13 @@ def test_join_dims_errors():
     xb = MaskedBatch.fromlist(xs, (True, False, False))
     with pytest.raises(ValueError, match="join_dims: dimensions 2 and -2 are the same"):
         xb.join_dims(2, -2)
-    with pytest.raises(ValueError, match="join_dims: dimension 0 is the batch dimension of each "
-                                         "example and cannot be joined on a batch"):
+    with pytest.raises(ValueError, match=r"join_dims\(0, 1\): dimension 1 is dynamic; only a "
+                                         "static dimension can join the batch"):
         xb.join_dims(0, 1)
+    with pytest.raises(ValueError, match=r"join_dims\(2, 0\): merging the batch dimension into "
+                                         r"dimension 2 would mix examples; join_dims\(0, 2\) "
+                                         "makes each slice of dimension 2 an example"):
+        xb.join_dims(2, 0)
     # Joining the dynamic dim as the minor one would put padding between real values.
     with pytest.raises(ValueError, match="only the first of the merged dimensions may be "
                                          "dynamic"):

@@ -26,11 +26,11 @@ def test_function_method_and_functional_forms_agree():
 
 def test_unsupported_op_names_itself():
     _, xb = mb_rand(2, (True, 3), min_size=0)
-    with pytest.raises(NotImplementedError, match=r"torch.roll is not implemented for "
+    with pytest.raises(NotImplementedError, match=r"torch.masked_select is not implemented for "
                                                   r"MaskedBatch"):
-        torch.roll(xb, 1, 1)
-    with pytest.raises(NotImplementedError, match=r"Tensor.roll is not implemented"):
-        xb.roll(1, 1)
+        torch.masked_select(xb, xb > 0)
+    with pytest.raises(NotImplementedError, match=r"Tensor.nonzero is not implemented"):
+        xb.nonzero()
 
 
 def test_unknown_attribute_is_an_attribute_error():

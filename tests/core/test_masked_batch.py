@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import collections.abc
+import re
+
 import pytest
 import torch
 from hypothesis import given
@@ -229,18 +232,33 @@ def test_len_and_iteration_are_refused():
     xb = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
     with pytest.raises(TypeError, match=r"len\(\) of a MaskedBatch is ambiguous"):
         len(xb)
-    with pytest.raises(TypeError, match=r"use examples\(\) for the examples or unbind.*an op "
-                                        r"that takes a tuple of tensors, such as "
-                                        r"nn.LSTMCell's state \(h, c\), was given one batch"):
+    # Not iterable by declaration (__iter__ = None), so that tools which check
+    # isinstance(x, Iterable) before walking a collection (Lightning's batch-size
+    # search) take a batch as one value.
+    assert not isinstance(xb, collections.abc.Iterable)
+    with pytest.raises(TypeError, match=r"'MaskedBatch' object is not iterable"):
         iter(xb)
 
 
-def test_a_batch_has_no_single_value():
+@pytest.mark.parametrize("convert", [float, int, complex, lambda b: b.item(),
+                                     lambda b: b.tolist()],
+                         ids=["float", "int", "complex", "item", "tolist"])
+def test_a_batch_has_no_single_value(convert):
+    # Outside @batch a per-example scalar (a loss, a count) has no single Python value;
+    # the error says why and what to write instead.
     xb = MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(1, 2)], (False,))
-    for convert in (float, int, lambda b: b.item(), lambda b: b.tolist()):
-        with pytest.raises(TypeError, match=r"holds one value per example, not a single value; "
-                                            r"use matchbox.batch_sum"):
-            convert(xb.sum())
+    with pytest.raises(TypeError, match=re.escape(
+            "a MaskedBatch holds one value per example, not a single value (one scalar per "
+            "example, 2 examples), so int(), float(), .item() and .tolist() have no answer: a "
+            "Python number would be the same for every example, where the loop gives each "
+            "its own. Keep the value a batch (arithmetic, comparisons, torch ops and indexing "
+            "x[:, n] take one value per example), write branches and loops that differ per "
+            "example in a function decorated with @matchbox.batch, or leave the batch "
+            "explicitly: use matchbox.batch_sum / batch_mean for a plain tensor, or "
+            "examples() for each example's tensor")):
+        convert(xb.sum(1))
+    with pytest.raises(TypeError, match=r"\(one tensor per example, 2 examples\)"):
+        convert(xb)
 
 
 def test_a_batch_is_no_python_index():

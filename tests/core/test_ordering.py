@@ -71,6 +71,8 @@ CASES = {
     "torch.topk": lambda x, d, k: torch.topk(x, k, d),
     "Tensor.topk": lambda x, d, k: x.topk(k, dim=d, largest=False),
     "torch.flip": lambda x, d, k: torch.flip(x, (d,)),
+    "torch.roll": lambda x, d, k: torch.roll(x, 2, d),
+    "Tensor.roll": lambda x, d, k: x.roll((-1, 3), (d, -1)),
     "Tensor.flip": lambda x, d, k: x.flip(d),
 }
 
@@ -85,6 +87,9 @@ NO_DIM_CASES = {
     "torch.moveaxis": lambda x: torch.moveaxis(x, 2, -2),
     "Tensor.moveaxis": lambda x: x.moveaxis((1,), (2,)),
     "Tensor.mT": lambda x: x.mT,
+    # roll without dims: each example's flattened values rolled.
+    "torch.roll": lambda x: torch.roll(x, 3),
+    "Tensor.roll": lambda x: x.roll(-5),
 }
 
 REGISTERED = sorted(e.name for e in _registry.entries() if e.family == "ordering")
@@ -504,3 +509,26 @@ def test_chained_ordering_ops_match_loop(case, dim):
     check(lambda x: x.cumsum(dim).flip(dim).sort(dim, descending=True).values.sum(dim),
           examples, batch)
     check(lambda x: torch.cummax(x.flip(dim), dim).values.logcumsumexp(dim), examples, batch)
+
+
+# ---------------------------------------------------------------- roll
+
+
+@given(example_lists(dims=(True, True), max_size=4), st.integers(-7, 7))
+def test_roll_without_dims_on_random_two_dynamic_batches_matches_loop(case, shift):
+    check(lambda x: x.roll(shift), *case)
+
+
+@given(example_lists(dims=(False, True), min_length=0), st.integers(-7, 7),
+       st.sampled_from([1, 2, -1]))
+def test_roll_on_random_batches_matches_loop(case, shift, dim):
+    check(lambda x: torch.roll(x, shift, dim), *case)
+
+
+def test_roll_with_mismatched_shifts_and_dims_raises():
+    _, batch = batch_of([(3, 2), (1, 2)], (True, False))
+    with pytest.raises(RuntimeError, match=r"^Tensor\.roll: shifts and dimensions must align: "
+                                           r"2 shifts, 1 dims$"):
+        batch.roll((1, 2), 1)
+    with pytest.raises(RuntimeError, match=r"^torch\.roll: without dims, shifts must be one int"):
+        torch.roll(batch, (1, 2))

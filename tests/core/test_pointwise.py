@@ -113,6 +113,19 @@ def test_plain_tensor_with_full_rank_must_have_size_one_in_dim_zero():
         torch.add(xb, torch.zeros(5, 1, 2))
 
 
+def test_a_length_against_plain_positions_says_why_the_shapes_differ(dtype):
+    # Per example the length is a scalar and ``arange(T) < n`` a vector (T,), which a
+    # batch cannot hold; with a leading one, (1, T), the loop and the batch agree.
+    xs, xb = mb_rand(4, (True, 3), (False, 2), dtype=dtype, min_size=0)
+    with pytest.raises(ValueError, match=r"Tensor\.lt: a plain tensor of shape \(3,\) meets a "
+                                         r"batch of per-example scalars"):
+        _ = torch.arange(xb.maxsize(1)) < xb.size_as_tensor(1)
+    with pytest.raises(ValueError, match=r"Tensor\.__gt__: a plain tensor of shape \(5,\)"):
+        _ = xb.size_as_tensor(1) > torch.arange(5)
+    mb_assert(lambda x: (torch.arange(3).unsqueeze(0) < x.size_as_tensor(1)).to(dtype) + x.sum(),
+              [xs], [xb], 4)
+
+
 def test_plain_tensor_cannot_have_a_size_along_a_dynamic_dim():
     xb = MaskedBatch.fromlist([torch.rand(1, n, 2) for n in (1, 3)], (True, False))
     with pytest.raises(ValueError, match=r"size 2 in dimension 1, which is dynamic in the "

@@ -57,7 +57,7 @@ def _reduce(name, method):
         kwargs = {} if dim is None else {"dim": dim}
         if dim is not None or keepdim:
             kwargs["keepdim"] = keepdim
-        if dim is None and keepdim and name in ("sum", "nansum", "mean", "logsumexp"):
+        if dim is None and keepdim and name in ("sum", "nansum", "mean", "nanmean", "logsumexp"):
             kwargs["dim"] = None
         if method:
             return getattr(x, name)(**kwargs)
@@ -67,7 +67,7 @@ def _reduce(name, method):
 
 
 # op name -> which dim arguments torch accepts for it (multi = a tuple of dims).
-MULTI_DIM_OPS = ["sum", "nansum", "mean", "amax", "amin", "logsumexp", "var", "std"]
+MULTI_DIM_OPS = ["sum", "nansum", "mean", "nanmean", "amax", "amin", "logsumexp", "var", "std"]
 SINGLE_DIM_OPS = ["prod", "argmax", "argmin"]
 
 
@@ -300,6 +300,24 @@ def test_nansum_skips_real_nans_and_padding_alike():
     check(lambda x: torch.nansum(x), examples, batch)
 
 
+def test_nanmean_skips_real_nans_and_padding_alike(dtype):
+    # Real NaN values count for neither the sum nor the count, and get no gradient;
+    # an example of NaN only, or empty, has a nanmean of NaN, as in the loop.
+    examples = [torch.tensor([[[1.0], [NAN], [2.0]]], dtype=dtype),
+                torch.tensor([[[NAN]]], dtype=dtype), torch.zeros(1, 0, 1, dtype=dtype),
+                torch.tensor([[[4.0], [-1.0]]], dtype=dtype)]
+    batch = MaskedBatch.fromlist(examples, (True, False), padding_value=NAN)
+    check(lambda x: x.nanmean(1), examples, batch)
+    check(lambda x: torch.nanmean(x), examples, batch)
+    check(lambda x: torch.nanmean(x, (1, 2), keepdim=True, dtype=torch.float64), examples, batch)
+
+
+def test_nanmean_of_integers_raises_like_torch():
+    batch = MaskedBatch.fromlist([torch.tensor([[1, 2]]), torch.tensor([[3]])], (True,))
+    with pytest.raises(RuntimeError, match=r"nanmean\(\): expected input to have floating point"):
+        batch.nanmean(1)
+
+
 def test_prod_of_several_dims_matches_loop():
     # torch.prod takes one dim; composing two prods exercises the dynamic fill of 1.
     examples, batch = batch_of([(3, 2), (1, 2), (2, 2)], (True, False))
@@ -357,6 +375,7 @@ ZERO_LENGTHS = [(0, 3), (1, 3), (4, 3)]
         pytest.param(lambda x: x.nansum(1), id="nansum"),
         pytest.param(lambda x: x.prod(1), id="prod"),
         pytest.param(lambda x: x.mean(1), id="mean"),
+        pytest.param(lambda x: x.nanmean(1), id="nanmean"),
         pytest.param(lambda x: torch.mean(x, (1, 2), keepdim=True), id="mean-all-keepdim"),
         pytest.param(lambda x: x.var(1), id="var"),
         pytest.param(lambda x: x.std(1, correction=0), id="std"),
@@ -515,7 +534,7 @@ def test_norm_with_an_unsupported_order_or_out_raises():
 
 def test_every_registered_reduction_is_covered_here():
     # A newly registered reduction must get a test in this file.
-    tested = {"sum", "nansum", "prod", "mean", "var", "std", "max", "min", "amax", "amin",
+    tested = {"sum", "nansum", "prod", "mean", "nanmean", "var", "std", "max", "min", "amax", "amin",
               "argmax", "argmin", "logsumexp", "norm", "linalg_vector_norm", "any", "all"}
     registered = {getattr(e.func, "__name__", e.name) for e in entries() if e.family == "reduction"}
     assert registered <= tested, sorted(registered - tested)
@@ -525,7 +544,7 @@ def test_every_registered_reduction_is_covered_here():
 
 
 @given(example_lists(dims=(True, False)), st.sampled_from(["sum", "mean", "var", "logsumexp",
-                                                          "norm", "nansum"]),
+                                                          "norm", "nansum", "nanmean"]),
        st.sampled_from([1, 2, -1, (1, 2)]), st.booleans())
 def test_reductions_on_random_batches_match_loop(case, name, dim, keepdim):
     examples, batch = case

@@ -168,3 +168,41 @@ def test_mb_rand_with_two_dynamic_dimensions_draws_no_empty_example():
         xs, xb = mb_rand(6, (True, 3), (True, 3), min_size=0)
         assert all(x.size(1) >= 1 and x.size(2) >= 1 for x in xs)
         assert xb.dims == (True, True)
+
+
+def test_every_spec_form_of_the_original_is_a_batch_or_a_tensor():
+    # The original Matchbox's tests: (4, ()) per-example scalars (its control-flow tests),
+    # (4, (False, 2)), (4, (True, 3), (False, 2)), () entries anywhere, 0 naming an
+    # earlier argument, and a tuple of ints for a plain tensor.
+    seen = []
+
+    def record(*args):
+        seen.append([(type(a).__name__, a.dims if isinstance(a, MaskedBatch) else tuple(a.shape))
+                     for a in args])
+        return sum((a.sum() for a in args[1:]), args[0] * 2)
+
+    mb_test(record, (4, ()), (4, (), (True, 3), ()), (4, (False, 2)), 1, (2,))
+    assert seen[-1] == [("MaskedBatch", ()), ("MaskedBatch", (True,)),
+                        ("MaskedBatch", (False,)), ("MaskedBatch", (True,)), ("Tensor", (2,))]
+    assert seen[0][0] == ("Tensor", (1,)) and seen[0][4] == ("Tensor", (2,))
+    assert len(seen) == 5
+    xs, xb = mb_rand(4, ())
+    assert [tuple(x.shape) for x in xs] == [(1,)] * 4 and xb.dims == ()
+
+
+def test_a_batch_of_scalars_is_compared_with_the_loop():
+    # (4, ()) used to be passed to f unchanged, so a wrong batched f passed.
+    def wrong(x):
+        return x * 2 if isinstance(x, MaskedBatch) else x * 3
+
+    with pytest.raises(AssertionError, match="example 0, output 0 value differs"):
+        mb_test(wrong, (4, ()))
+    mb_test(lambda x: (x * 2).exp(), (4, ()), dtype=torch.float64)
+    mb_test(lambda x: (x * 2).exp(), (1, ()), dtype=torch.float32)
+
+
+def test_a_malformed_dimension_of_an_original_spec_is_refused():
+    with pytest.raises(ValueError, match=r"mb_test: argument spec \(4, \(True, 'a'\)\): each "
+                                         r"dimension after the batch size is \(dynamic, size\) "
+                                         r"or \(\), got \(True, 'a'\)"):
+        mb_test(lambda x: x, (4, (True, "a")))

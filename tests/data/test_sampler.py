@@ -13,26 +13,85 @@ lengths_st = st.lists(st.integers(0, 20), max_size=60)
 
 @given(lengths=lengths_st, batch_size=st.none() | st.integers(1, 8),
        max_tokens=st.none() | st.integers(20, 60), shuffle=st.booleans(),
-       seed=st.integers(0, 5), pool_size=st.integers(1, 4), replicas=st.integers(1, 3))
+       seed=st.integers(0, 5), pool_size=st.integers(1, 4))
 def test_every_example_exactly_once_within_the_limits(lengths, batch_size, max_tokens, shuffle,
-                                                      seed, pool_size, replicas):
+                                                      seed, pool_size):
     if batch_size is None and max_tokens is None:
         batch_size = 4
-    shards = [BucketBatchSampler(lengths, batch_size, max_tokens=max_tokens, shuffle=shuffle,
-                                 seed=seed, pool_size=pool_size, num_replicas=replicas,
-                                 rank=rank) for rank in range(replicas)]
-    batches = [list(s) for s in shards]
-    flat = [i for rank in batches for batch in rank for i in batch]
-    assert sorted(flat) == list(range(len(lengths)))
-    counts = [len(b) for b in batches]
-    assert counts == [len(s) for s in shards]
-    assert max(counts) - min(counts) <= 1
-    for batch in (b for rank in batches for b in rank):
+    sampler = BucketBatchSampler(lengths, batch_size, max_tokens=max_tokens, shuffle=shuffle,
+                                 seed=seed, pool_size=pool_size)
+    batches = list(sampler)
+    assert len(batches) == len(sampler)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    for batch in batches:
         assert batch
         if batch_size is not None:
             assert len(batch) <= batch_size
         if max_tokens is not None:
             assert max(max(lengths[i] for i in batch), 1) * len(batch) <= max_tokens
+
+
+def _shards(lengths, replicas, epoch=0, **options):
+    """Every rank's batches of an epoch, each rank's sampler built as that rank would."""
+    shards = []
+    for rank in range(replicas):
+        sampler = BucketBatchSampler(lengths, num_replicas=replicas, rank=rank, **options)
+        sampler.set_epoch(epoch)
+        shards.append((sampler, list(sampler)))
+    return shards
+
+
+@given(lengths=lengths_st, batch_size=st.integers(1, 8), replicas=st.integers(1, 4),
+       seed=st.integers(0, 5), epoch=st.integers(0, 3))
+def test_sharded_ranks_get_equal_batch_counts_repeating_a_few_batches(lengths, batch_size,
+                                                                      replicas, seed, epoch):
+    unsharded = BucketBatchSampler(lengths, batch_size, seed=seed)
+    unsharded.set_epoch(epoch)
+    epoch_batches = list(unsharded)
+    shards = _shards(lengths, replicas, epoch, batch_size=batch_size, seed=seed)
+    counts = {len(batches) for _, batches in shards} | {len(s) for s, _ in shards}
+    assert len(counts) == 1  # every rank the same number, as its len() says
+    count = counts.pop()
+    assert count == -(-len(epoch_batches) // replicas)  # rounded up: nothing left out
+    # Dealt round-robin from the epoch's batches, repeated from its start to fill.
+    dealt = [shards[k % replicas][1][k // replicas] for k in range(count * replicas)]
+    assert dealt == (epoch_batches * replicas)[:count * replicas]
+    seen = [i for _, batches in shards for batch in batches for i in batch]
+    assert set(seen) == set(range(len(lengths)))
+
+
+@given(lengths=lengths_st, batch_size=st.integers(1, 8), replicas=st.integers(1, 4),
+       seed=st.integers(0, 5))
+def test_sharded_with_drop_last_leaves_out_the_last_batches_only(lengths, batch_size, replicas,
+                                                                 seed):
+    epoch_batches = list(BucketBatchSampler(lengths, batch_size, seed=seed))
+    shards = _shards(lengths, replicas, batch_size=batch_size, seed=seed, drop_last=True)
+    count = len(epoch_batches) // replicas  # rounded down
+    assert [len(batches) for _, batches in shards] == [count] * replicas
+    assert [len(s) for s, _ in shards] == [count] * replicas
+    dealt = [shards[k % replicas][1][k // replicas] for k in range(count * replicas)]
+    assert dealt == epoch_batches[:count * replicas]
+    seen = [i for _, batches in shards for batch in batches for i in batch]
+    assert len(seen) == len(set(seen))  # nothing repeated
+
+
+def test_sharding_follows_set_epoch_on_every_rank():
+    lengths = list(range(30))
+    first = [batches for _, batches in _shards(lengths, 2, epoch=0, batch_size=4)]
+    again = [batches for _, batches in _shards(lengths, 2, epoch=0, batch_size=4)]
+    second = [batches for _, batches in _shards(lengths, 2, epoch=1, batch_size=4)]
+    assert first == again
+    assert first != second
+    for shards in (first, second):
+        assert len(shards[0]) == len(shards[1]) == 4  # 8 batches of 30 examples, dealt evenly
+
+
+def test_fewer_batches_than_ranks():
+    # One batch for three ranks: each gets it (drop_last=False), or none gets one.
+    shards = _shards([2, 3], 3, batch_size=4)
+    assert [batches for _, batches in shards] == [[[0, 1]]] * 3
+    assert [batches for _, batches in _shards([2, 3], 3, batch_size=4, drop_last=True)] == [
+        [], [], []]
 
 
 @given(lengths=lengths_st, seed=st.integers(0, 5))

@@ -1,4 +1,4 @@
-"""conv1d / conv2d / conv_transpose1d / conv_transpose2d on batches equal the per-example loop.
+"""conv1d / conv2d / conv3d and their transposed forms on batches equal the per-example loop.
 
 Values, input gradients and weight/bias gradients, with NaN padding (mb_assert rebuilds
 every batch with NaN padding), zero-length examples, examples shorter than the kernel
@@ -60,6 +60,12 @@ OP_CASES = {
     "torch.conv_transpose2d": ([(2, 3), (1, 1), (4, 2)], (False, True, True),
                                lambda x: F.conv_transpose2d(
                                    x, torch.ones(2, 3, 2, 2, dtype=x.dtype), padding=1), (2, 3)),
+    "torch.conv3d": ([(3, 4, 2), (1, 1, 1), (2, 5, 3)], (False, True, True, True),
+                     lambda x: F.conv3d(x, torch.ones(3, 2, 2, 2, 1, dtype=x.dtype)), (2, 3, 4)),
+    "torch.conv_transpose3d": ([(2, 3, 1), (1, 1, 2), (3, 2, 2)], (False, True, True, True),
+                               lambda x: F.conv_transpose3d(
+                                   x, torch.ones(2, 3, 2, 1, 2, dtype=x.dtype), stride=(2, 1, 1)),
+                               (2, 3, 4)),
 }
 
 
@@ -289,11 +295,43 @@ def test_conv_transpose_output_size_needs_a_single_size():
         conv(xb, output_size=[9])
 
 
-def test_unimplemented_convolutions_name_the_op():
+@given(sides=st.lists(st.tuples(st.integers(1, 5), st.integers(1, 4), st.integers(1, 4)),
+                     min_size=1, max_size=3),
+       kernel=st.tuples(st.integers(1, 3), st.integers(1, 2), st.integers(1, 2)),
+       stride=st.integers(1, 2), padding=st.integers(0, 1), dilation=st.integers(1, 2),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+def test_conv3d_equals_the_loop(sides, kernel, stride, padding, dilation, dtype, seed):
+    # Depth and height dynamic, width static (and wide enough for the kernel, which the
+    # loop needs too); examples too short for the kernel get an empty output.
+    width = max(sides[0][2], (kernel[2] - 1) * dilation + 1)
+    w, b = weights(3, 2, kernel, dtype, True, seed)
+    check(lambda x, w, b: F.conv3d(x, w, b, stride, padding, dilation),
+          examples([(d, h, width) for d, h, _ in sides], 2, dtype, seed),
+          (False, True, True, False), w, b, dynamic=(2, 3))
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv3d_module_equals_the_loop(padding_mode, dtype):
+    conv = torch.nn.Conv3d(2, 4, (3, 1, 2), padding=(1, 0, 1), padding_mode=padding_mode,
+                           groups=2).to(dtype)
+    xs = examples([(4, 2, 3), (2, 3, 2), (5, 1, 3)], 2, dtype)
+    mb_assert(loop_or_empty(conv, (2, 3, 4)), [xs], [batch(xs, (False, True, True, True))],
+              len(xs), params=list(conv.parameters()))
+
+
+def test_conv3d_is_one_convolution_for_the_batch():
+    xs = examples([(4, 2, 3), (2, 3, 2), (5, 1, 3)], 2)
+    conv = torch.nn.Conv3d(2, 4, 2).double()
+    with CountOps() as ops:
+        conv(batch(xs, (False, True, True, True)))
+    assert ops.names.count("convolution.default") == 1
+
+
+def test_unimplemented_3d_pooling_names_the_op():
     xb = batch(examples([(2, 2, 2), (3, 1, 2)], 2), (False, True, True, True))
-    with pytest.raises(NotImplementedError, match="torch.conv3d is not implemented for "
-                                                  "MaskedBatch"):
-        F.conv3d(xb, torch.rand(3, 2, 1, 1, 1))
+    with pytest.raises(NotImplementedError, match="torch.nn.functional.max_pool3d is not "
+                                                  "implemented for MaskedBatch"):
+        F.max_pool3d(xb, 2)
 
 
 # ---------------------------------------------------------------- CUDA

@@ -1,4 +1,5 @@
-"""embedding / nn.Embedding and embedding_bag / nn.EmbeddingBag on batches equal the loop.
+"""embedding / nn.Embedding, embedding_bag / nn.EmbeddingBag and one_hot on batches equal
+the loop.
 
 The ids' padding holds garbage (out-of-range and negative ids) that must
 neither fail the lookup nor reach a value or the weight's gradient.
@@ -203,6 +204,52 @@ def test_embedding_bag_per_sample_weights_errors():
     with pytest.raises(ValueError, match=r"torch.nn.functional.embedding_bag: per_sample_weights "
                                          r"must have the ids' layout \(\(2, 2\), dims \(True,\)\)"):
         F.embedding_bag(xb, weight(), mode="sum", per_sample_weights=static)
+
+
+# ---------------------------------------------------------------- one_hot
+
+
+@pytest.mark.parametrize("padding", [10**6, -5, 0])
+@pytest.mark.parametrize("lengths, trailing", [([3, 0, 1, 5], ()), ([2, 4], (2,)), ([3], ()),
+                                               ([2, 2], ())])
+def test_one_hot_matches_loop(padding, lengths, trailing):
+    # Values only: one_hot has no gradient.  A float use of it (one_hot(ids).float() @ W)
+    # gets its gradients from the product, which the linalg tests cover.
+    xs, xb = ids_batch(lengths, trailing=trailing, padding=padding)
+    mb_assert(lambda x: F.one_hot(x, VOCAB), [xs], [xb], len(xs))
+    mb_assert(lambda x: F.one_hot(x, num_classes=VOCAB + 2).sum(-1), [xs], [xb], len(xs))
+
+
+def test_one_hot_times_a_weight_matches_loop(dtype):
+    xs, xb = ids_batch([3, 0, 4, 1])
+    w = torch.randn(VOCAB, SIZE, dtype=dtype)
+    mb_assert(lambda x, w: F.one_hot(x, VOCAB).to(w.dtype) @ w, [xs, [w] * 4], [xb, w], 4)
+
+
+@given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5), seed=st.integers(0, 99))
+def test_one_hot_hypothesis_lengths(lengths, seed):
+    xs, xb = ids_batch(lengths, seed=seed, padding=-1)
+    mb_assert(lambda x: F.one_hot(x, VOCAB), [xs], [xb], len(xs))
+
+
+def test_one_hot_refuses_a_dynamic_number_of_classes():
+    xs, xb = ids_batch([3, 1])
+    with pytest.raises(ValueError, match=r"^torch\.nn\.functional\.one_hot: num_classes=-1 infers "
+                                         r"the number of classes from each example's largest "
+                                         r"index, which differs between examples"):
+        F.one_hot(xb)
+    counts = MaskedBatch(torch.tensor([3, 5]), None, ())
+    with pytest.raises(ValueError, match=r"^torch\.nn\.functional\.one_hot: num_classes must "
+                                         r"be one int for every example; a dynamic number of "
+                                         r"classes"):
+        F.one_hot(xb, counts)
+    with pytest.raises(RuntimeError, match=r"^torch\.nn\.functional\.one_hot: class values must "
+                                           r"be in \[0, num_classes=2\): example 0 has"):
+        F.one_hot(MaskedBatch.fromlist([torch.tensor([[1, 3]]), torch.tensor([[0]])], (True,)),
+                  2)
+    with pytest.raises(TypeError, match=r"^torch\.nn\.functional\.one_hot: the ids \(input\) "
+                                        r"must be an integer batch"):
+        F.one_hot(MaskedBatch.fromlist([torch.zeros(1, 2)], (True,)), 2)
 
 
 @needs_cuda

@@ -79,7 +79,9 @@ CLASS_LOSSES = ["torch.nn.functional.cross_entropy", "torch.nn.functional.nll_lo
 
 
 def test_every_registered_loss_is_tested():
-    assert set(REGISTERED) == set(ELEMENTWISE) | set(CLASS_LOSSES)
+    # ctc_loss is test_nn_ctc_loss.py's.
+    assert set(REGISTERED) == set(ELEMENTWISE) | set(CLASS_LOSSES) | {
+        "torch.nn.functional.ctc_loss"}
 
 
 def reductions(name):
@@ -259,6 +261,22 @@ def test_sequence_labelling_matches_loop(name, option, reduction, dtype):
         xs, ts, xb, tb = sequence_data(lengths, dtype, ignore=ignore,
                                        ignore_index=kwargs.get("ignore_index", -100))
         mb_assert(f, [xs, ts], [xb, tb], len(lengths))
+
+
+@pytest.mark.filterwarnings("ignore:size_average and reduce args will be deprecated")
+@pytest.mark.parametrize("name", CLASS_LOSSES)
+@pytest.mark.parametrize("size_average, reduce", [(None, False), (False, None), (True, True),
+                                                   (False, True)])
+def test_class_losses_take_the_legacy_size_average_and_reduce(name, size_average, reduce,
+                                                              dtype):
+    # F.cross_entropy(logits, targets, reduce=False): the original Matchbox's spelling of
+    # per-position losses, which PyTorch 2 still accepts.
+    f = class_loss(name, size_average=size_average, reduce=reduce)
+    for lengths in ([0, 1, 3, 5], [2], [1]):
+        xs, ts, xb, tb = sequence_data(lengths, dtype, ignore=[(len(lengths) - 1, 0)])
+        mb_assert(f, [xs, ts], [xb, tb], len(lengths))
+    out = f(xb, tb)
+    assert out.dims == ((True,) if reduce is False else ())
 
 
 @pytest.mark.parametrize("name, option", CLASS_CASES)

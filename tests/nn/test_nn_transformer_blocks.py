@@ -98,7 +98,7 @@ class MultiHead(nn.Module):
         memory = x if memory is None else memory
         q, k, v = self.wq(x), self.wk(memory), self.wv(memory)
         # (1, length, size) -> (1, length, heads, size / heads) -> (1, heads, length, ...)
-        q, k, v = (t.split_dim(-1, self.heads).transpose(1, 2) for t in (q, k, v))
+        q, k, v = (t.split_dim(-1, t.size(-1) // self.heads).transpose(1, 2) for t in (q, k, v))
         out = self.attention(q, k, v).transpose(1, 2).join_dims(2, 3)
         return self.wo(out)
 

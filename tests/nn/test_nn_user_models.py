@@ -387,7 +387,7 @@ class CausalSelfAttention(nn.Module):
         self.out = nn.Linear(size, size)
 
     def forward(self, x):                                   # (1, T, size)
-        q, k, v = (t.split_dim(-1, self.heads).transpose(1, 2)       # (1, heads, T, d)
+        q, k, v = (t.split_dim(-1, t.size(-1) // self.heads).transpose(1, 2)  # (1, heads, T, d)
                    for t in self.qkv(x).chunk(3, dim=-1))
         scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5         # (1, heads, T, T)
         weights = F.softmax(scores.causal_mask(in_dim=3, out_dim=2), dim=-1)

@@ -7,6 +7,8 @@ examples, ``torch.nested`` components.
 
 from __future__ import annotations
 
+import collections.abc
+
 import pytest
 import torch
 from hypothesis import given
@@ -383,7 +385,8 @@ def test_ambiguous_uses_are_refused():
         bool(pb)
     with pytest.raises(TypeError, match="len\\(\\) of a PackedBatch is ambiguous"):
         len(pb)
-    with pytest.raises(TypeError, match="iterating over a PackedBatch"):
+    assert not isinstance(pb, collections.abc.Iterable)  # see MaskedBatch's test
+    with pytest.raises(TypeError, match="'PackedBatch' object is not iterable"):
         iter(pb)
     with pytest.raises(TypeError, match="a PackedBatch holds one value per example"):
         float(pb)

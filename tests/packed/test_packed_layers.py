@@ -10,7 +10,7 @@ from hypothesis import given
 from packed_strategies import examples_of_lengths, packed_examples
 from torch import nn
 
-from matchbox import _registry
+from matchbox import MaskedBatch, _registry
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
 
@@ -165,3 +165,19 @@ def test_non_pointwise_activations_over_the_packed_dimension_are_refused():
                                          r"dimension 1 of each example as the channels, but "
                                          r"dimension 1 is the packed dimension"):
         nn.PReLU(4).double()(pb)
+
+
+def test_ctc_loss_of_a_packed_batchs_time_major_view_equals_loop(dtype):
+    # Per-example CTC code on packed scores: the view's batch is padded for the one call.
+    xs = examples_of_lengths([4, 2, 6], (5,), dtype)
+    ts = [torch.tensor([[1, 2]]), torch.tensor([[3]]), torch.tensor([[1, 1, 2]])]
+    targets = MaskedBatch.fromlist(ts, (True,), padding_value=10**6)
+    lengths = [torch.tensor([x.size(1)]) for x in xs]
+    label_counts = [torch.tensor([t.size(1)]) for t in ts]
+
+    def f(x, t, il, tl):
+        return F.ctc_loss(x.log_softmax(2).transpose(0, 1), t, il, tl, reduction="mean")
+
+    mb_assert(f, [xs, ts, lengths, label_counts],
+              [PackedBatch.fromlist(xs), targets, MaskedBatch.fromlist(lengths, ()),
+               MaskedBatch.fromlist(label_counts, ())], 3)

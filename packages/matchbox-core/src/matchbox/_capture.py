@@ -36,7 +36,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["Capture", "capturing", "fails", "some"]
+__all__ = ["Capture", "ValueDependent", "capturing", "fails", "refuse_value_dependent", "some"]
+
+
+class ValueDependent(RuntimeError):
+    """Raised while capturing where Matchbox would decide something from values that a
+    graph cannot hold (the layout of a result); the call then runs eagerly."""
 
 
 class Capture:
@@ -109,6 +114,12 @@ def some(flags: torch.Tensor) -> bool:
     if _CAPTURE.get() is not None:
         return True
     return bool(flags.any())
+
+
+def refuse_value_dependent(what: str) -> None:
+    """While capturing, raise :class:`ValueDependent` saying ``what`` depends on values."""
+    if _CAPTURE.get() is not None:
+        raise ValueDependent(what)
 
 
 def fails(failing: torch.Tensor) -> bool:

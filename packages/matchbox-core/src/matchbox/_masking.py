@@ -50,8 +50,12 @@ EXECUTION_MASK: contextvars.ContextVar[torch.Tensor | None] = contextvars.Contex
 def running(failing: torch.Tensor) -> torch.Tensor:
     """Per-example ``failing`` (``(batch,)`` bool) restricted to the running examples."""
     mask = EXECUTION_MASK.get()
-    if mask is None or mask.shape != failing.shape:
+    if mask is None or failing.dim() != 1:
         return failing
+    if mask.shape != failing.shape:
+        mask = rows_for(mask, failing.size(0), 1)
+        if mask is None:
+            return failing
     return failing & mask
 
 
@@ -133,6 +137,22 @@ def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
     return view
 
 
+def rows_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
+    """A ``(B,)`` per-example mask as the rows of a batch of ``batch`` examples.
+
+    ``batch == B``: :func:`mask_rows`.  A multiple ``B * k``: a batch whose examples
+    are ``k`` slices of each of the ``B`` (``join_dims(0, d)``, the original
+    Matchbox's attention heads: example ``b``'s slices are ``b * k .. b * k + k - 1``),
+    each slice running where its example runs.  Anything else: ``None``.
+    """
+    size = mask.size(0)
+    if size == batch:
+        return mask_rows(mask, rank)
+    if size == 0 or batch % size:
+        return None
+    return mask.repeat_interleave(batch // size).view(batch, *(1,) * (rank - 1))
+
+
 def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
     """Make ``mask_rows(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
 
@@ -154,9 +174,12 @@ def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tenso
     drop such rows as they drop padding.
     """
     running = EXECUTION_MASK.get()
-    if running is None or running.dim() != 1 or running.size(0) != batch:
+    if running is None or running.dim() != 1:
         return mask
-    rows = mask_rows(running, rank)
+    rows = mask_rows(running, rank) if running.size(0) == batch else rows_for(running, batch,
+                                                                               rank)
+    if rows is None:
+        return mask
     if mask is None or mask is rows:
         return rows
     if same_mask(mask, rows):
@@ -376,8 +399,8 @@ def align(
     """
     batches = [a for a in args if isinstance(a, MaskedBatch)]
     rank = example_rank(*args)
-    check_plain_batch_dim(op, args, rank)
     batch_size = batches[0].data.size(0)
+    args = check_plain_batch_dim(op, args, rank, batch_size)
     for b in batches:
         if b.data.size(0) != batch_size:
             raise ValueError(
@@ -442,6 +465,18 @@ def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
     if others:
         mask = mask.any(dim=others, keepdim=True)
     return mask.sum(dim).reshape(-1)
+
+
+def sizes_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
+    """Each example's size along any dimension ``dim``: int64 ``(batch,)``.
+
+    A static dimension (or a batch without padding) has its padded size in
+    every example; dimension 0 has size one.
+    """
+    if dim > 0 and batch.dims[dim - 1] and batch._mask is not None:
+        return lengths_along(batch, dim)
+    size = batch.data.size(dim) if dim > 0 else 1
+    return torch.full((batch.data.size(0),), size, dtype=torch.long, device=batch.data.device)
 
 
 def check_lengths_agree(
@@ -671,12 +706,39 @@ def _check_plain_tensors(
             )
 
 
-def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int) -> None:
-    """A plain tensor of full rank must have size one in dimension 0."""
-    for a in args:
+def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int,
+                          batch_size: int | None = None) -> list[Any]:
+    """A plain tensor of full rank must have size one in dimension 0.
+
+    Or the batch size, with stride 0 there: an ``expand`` of size one, the same
+    for every example (``encodings.unsqueeze(0).expand(x.maxsize())``, as the
+    original Matchbox's code wrote it); it stands as its first row.  Returns the
+    arguments with such tensors narrowed to that row.
+    """
+    out = list(args)
+    for k, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.dim() == rank and a.size(0) != 1:
+            if a.size(0) == batch_size and a.stride(0) == 0:
+                out[k] = a.narrow(0, 0, 1)
+                continue
+            if rank == 1:
+                raise ValueError(_against_scalars(op, a.size(0)))
             raise ValueError(
                 f"{op}: a plain tensor argument has size {a.size(0)} in dimension 0, which "
                 "is the batch dimension of each example (size one); a tensor shared by "
-                "all examples must have size 1 there or fewer dimensions"
+                "all examples must have size 1 there or fewer dimensions (or be expanded "
+                "to the batch size from size 1, as expand(x.maxsize()) does)"
             )
+    return out
+
+
+def _against_scalars(op: str, size: int) -> str:
+    """Why a plain vector cannot meet a batch of per-example scalars (a counter)."""
+    return (
+        f"{op}: a plain tensor of shape ({size},) meets a batch of per-example scalars (a "
+        "counter, a length, x.sum()); in the loop each example's scalar broadcasts to shape "
+        f"({size},), but a batch holds each example with dimension 0 of size one (its batch "
+        f"dimension), so no batch can hold ({size},) per example. Give the plain tensor a "
+        f"leading dimension of size one, e.g. torch.arange({size}).unsqueeze(0) < n: each "
+        f"example's result is then (1, {size}), in the loop and in the batch"
+    )

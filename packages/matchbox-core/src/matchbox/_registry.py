@@ -18,6 +18,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
+
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 
 Handler = Callable[..., Any]
 
@@ -171,6 +174,39 @@ def batch_types() -> tuple[type, ...]:
     return tuple(_HOSTS.values())
 
 
+# ---------------------------------------------------------------------------- profiler labels
+
+# Labelled handlers, made on first use while a profiler records.
+_LABELLED: dict[tuple[str, Any, Handler], Handler] = {}
+
+
+def labelled(batch_type: str, func: Any, handler: Handler) -> Handler:
+    """``handler`` run inside ``torch.profiler.record_function("matchbox.<family>")``.
+
+    Every dispatch (``__torch_function__``, the generated methods) asks for it
+    only while a profiler records: torch sets the flag
+    ``torch.autograd.profiler._is_profiler_enabled`` when a profiler starts and
+    stops, and reading it is the whole cost of labels otherwise.  Ops of
+    another batch type than ``MaskedBatch`` are labelled
+    ``"matchbox.<batch type>.<family>"``.
+    """
+    key = (batch_type, func, handler)
+    run = _LABELLED.get(key)
+    if run is None:
+        entry = _TABLE.get((batch_type, func))
+        family = entry.family if entry is not None else "unregistered"
+        label = (f"matchbox.{family}" if batch_type == "MaskedBatch"
+                 else f"matchbox.{batch_type}.{family}")
+        record = torch.profiler.record_function
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with record(label):
+                return handler(*args, **kwargs)
+
+        _LABELLED[key] = run
+    return run
+
+
 def _install_method(batch_type: str, cls: type, func: Any, handler: Handler) -> None:
     for name in tensor_method_names(func):
         if name in cls.__dict__ and not getattr(cls.__dict__[name], "_matchbox_generated", False):
@@ -186,12 +222,16 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
     if method is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+                refuse_untracked(func, (self, *args))
+            run = (labelled(batch_type, func, handler)
+                   if autograd_profiler._is_profiler_enabled else handler)
             if kwargs:
                 args, kwargs = adopt(batch_type, args, with_torch_names(kwargs))
-                return handler(func, self, *args, **kwargs)
+                return run(func, self, *args, **kwargs)
             if args:
                 args, _ = adopt(batch_type, args, kwargs)
-            return handler(func, self, *args)
+            return run(func, self, *args)
 
     method.__name__ = name
     method.__qualname__ = f"{cls.__name__}.{name}"
@@ -321,9 +361,18 @@ def refuse_out(op: Any, out: Any) -> None:
         raise NotImplementedError(f"{name}: out= is not supported for batches")
 
 
-def unsupported(func: Any, batch_type: str = "MaskedBatch") -> NotImplementedError:
+def unsupported(func: Any, batch_type: str = "MaskedBatch",
+                kwargs: dict[str, Any] | None = None) -> NotImplementedError:
     """The error for an op that is not in the registry, naming the op."""
     name = op_name(func)
+    if kwargs and isinstance(kwargs.get("out"), batch_types()):
+        # A factory handed a batch to write into (torch.arange(0, T, out=x.new(1, T))).
+        return NotImplementedError(
+            f"{name}: out= a {batch_type} is not supported (torch would resize out to the "
+            "result's shape, which a batch's examples cannot take); leave out= away and pass "
+            "dtype= and device=, or give a plain tensor: x.new(T) with a single size is one, "
+            "as in the original Matchbox's torch.arange(0, T, out=x.new(T))"
+        )
     message = f"{name} is not implemented for {batch_type}"
     for predicate, distribution in _PROVIDERS:
         if predicate(func):

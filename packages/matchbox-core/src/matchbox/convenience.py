@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from matchbox import _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._masking import lengths_along
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.constructors import new_batch
@@ -60,8 +61,10 @@ def size_as_tensor(x: Any, dim: int) -> Any:
     return MaskedBatch._make(sizes, mask, ())
 
 
-def maxsize(x: Any, dim: int) -> int:
-    """The padded size of ``dim`` (for a tensor, its size)."""
+def maxsize(x: Any, dim: int | None = None) -> Any:
+    """The padded size of ``dim`` (for a tensor, its size); without ``dim``, the padded
+    size of every dimension as a ``torch.Size`` (dimension 0: the batch size), as the
+    original Matchbox gave it."""
     return x.maxsize(dim) if isinstance(x, MaskedBatch) else x.size(dim)
 
 
@@ -71,43 +74,110 @@ def _example_shape(x: Any) -> list[int]:
     return list(x.shape)
 
 
-def split_dim(x: Any, dim: int, split_size: int) -> Any:
-    """Split static dimension ``dim`` of size ``s`` into ``(split_size, s // split_size)``."""
-    if isinstance(split_size, bool) or not isinstance(split_size, int) or split_size < 1:
-        raise TypeError(f"split_dim: split_size must be a positive int (the size of the first "
-                        f"new dimension), got {split_size!r}")
+def split_dim(x: Any, dim: int, split_by: int) -> Any:
+    """Split static dimension ``dim`` of size ``s`` into ``(s // split_by, split_by)``.
+
+    The original Matchbox's order: ``x.split_dim(-1, n_heads)`` gives
+    ``(1, T, D // n_heads, n_heads)``, the heads last.  ``split_dim(0, n)`` on a
+    batch of ``B * n`` examples undoes ``join_dims(0, d)``: each run of ``n``
+    consecutive examples becomes one example with a new static dimension 1 of
+    size ``n`` (they must have the same sizes).  On a plain tensor both are the
+    plain reshape.
+    """
+    if isinstance(split_by, bool) or not isinstance(split_by, int) or split_by < 1:
+        raise TypeError(f"split_dim: split_by must be a positive int (the size of the second "
+                        f"new dimension), got {split_by!r}")
     d = normalize_dim(dim, x.dim(), "split_dim")
+    if isinstance(x, MaskedBatch):
+        if not grad_enabled():
+            refuse_untracked("split_dim", (x,))
+        if d == 0:
+            return _split_batch(x, split_by)
+        if x.dims[d - 1]:
+            raise ValueError(f"split_dim: dimension {d} is dynamic; only static dimensions split")
     shape = _example_shape(x)
-    if isinstance(x, MaskedBatch) and d > 0 and x.dims[d - 1]:
-        raise ValueError(f"split_dim: dimension {d} is dynamic; only static dimensions split")
-    if shape[d] % split_size:
+    if shape[d] % split_by:
         raise ValueError(
-            f"split_dim: dimension {d} has size {shape[d]}, not divisible by {split_size}"
+            f"split_dim: dimension {d} has size {shape[d]}, not divisible by {split_by}"
         )
-    new = shape[:d] + [split_size, shape[d] // split_size] + shape[d + 1:]
+    new = shape[:d] + [shape[d] // split_by, split_by] + shape[d + 1:]
     if isinstance(x, MaskedBatch):
         return reshape_batch("split_dim", x, new)
     return x.reshape(new)
 
 
 def join_dims(x: Any, dim1: int, dim2: int) -> Any:
-    """Merge ``dim2`` into ``dim1`` (moving it next to ``dim1`` first)."""
+    """Merge ``dim2`` into ``dim1`` (moving it next to ``dim1`` first): ``dim1`` is the
+    major one.
+
+    ``join_dims(0, d)`` on a batch merges static dimension ``d`` into the batch:
+    ``B`` examples with ``d`` of size ``N`` become ``B * N`` examples, example
+    ``b``'s slice ``n`` the example ``b * N + n`` (as the original Matchbox
+    ordered them), each with ``b``'s sizes.  On a plain tensor this is the
+    plain reshape, ``(1, ..., N, ...) -> (N, ...)``.
+    """
     rank = x.dim()
     d1 = normalize_dim(dim1, rank, "join_dims")
     d2 = normalize_dim(dim2, rank, "join_dims")
     if d1 == d2:
         raise ValueError(f"join_dims: dimensions {dim1} and {dim2} are the same")
+    if isinstance(x, MaskedBatch) and not grad_enabled():
+        refuse_untracked("join_dims", (x,))
     if isinstance(x, MaskedBatch) and 0 in (d1, d2):
-        raise ValueError(
-            "join_dims: dimension 0 is the batch dimension of each example and cannot "
-            "be joined on a batch"
-        )
+        if d1 != 0:
+            raise ValueError(
+                f"join_dims({dim1}, {dim2}): merging the batch dimension into dimension {d1} "
+                f"would mix examples; join_dims(0, {dim1}) makes each slice of dimension {d1} "
+                "an example of its own"
+            )
+        return _join_batch(x, d2)
     if d2 != d1 + 1:
         order = [n for n in range(rank) if n != d2]
         order.insert(order.index(d1) + 1, d2)
         x = x.permute(*order)
         d1 = order.index(d1)
     return x.flatten(d1, d1 + 1)
+
+
+def _join_batch(x: MaskedBatch, d: int) -> MaskedBatch:
+    """``join_dims(0, d)`` of a batch: every slice of static dimension ``d`` an example."""
+    if x.dims[d - 1]:
+        raise ValueError(
+            f"join_dims(0, {d}): dimension {d} is dynamic; only a static dimension can join "
+            "the batch (each of its slices becomes an example, so it needs one size)"
+        )
+    batch, n = x.data.size(0), x.data.size(d)
+    data = x.data.movedim(d, 1)
+    data = data.reshape(batch * n, *data.shape[2:])
+    dims = x.dims[:d - 1] + x.dims[d:]
+    mask = x._mask
+    if mask is not None:
+        # Every slice of example b keeps b's mask: b's rows, each repeated n times.
+        mask = mask.movedim(d, 1)
+        mask = mask.expand(batch, n, *mask.shape[2:]).reshape(batch * n, *mask.shape[2:])
+    return MaskedBatch._make(data, mask, dims)
+
+
+def _split_batch(x: MaskedBatch, n: int) -> MaskedBatch:
+    """``split_dim(0, n)`` of a batch: each run of ``n`` examples one example."""
+    batch = x.data.size(0)
+    if batch % n:
+        raise ValueError(
+            f"split_dim(0, {n}): the batch has {batch} examples, not divisible by {n}"
+        )
+    data = x.data.reshape(batch // n, n, *x.data.shape[1:])
+    mask = x._mask
+    if mask is not None:
+        grouped = mask.reshape(batch // n, n, *mask.shape[1:])
+        mask = grouped[:, :1]
+        if not torch.equal(grouped, mask.expand_as(grouped)):
+            # One device sync, as other shape checks on per-example sizes pay.
+            raise ValueError(
+                f"split_dim(0, {n}): the examples joined into one differ in their real "
+                f"positions (each run of {n} consecutive examples becomes one example, with "
+                "a new static dimension 1, so they need the same sizes)"
+            )
+    return MaskedBatch._make(data, mask, (False, *x.dims))
 
 
 def causal_mask(x: Any, in_dim: int, out_dim: int) -> Any:
@@ -128,6 +198,8 @@ def causal_mask(x: Any, in_dim: int, out_dim: int) -> Any:
     later = (torch.arange(data.size(i), device=data.device).reshape(shape_i)
              > torch.arange(data.size(o), device=data.device).reshape(shape_o))
     if isinstance(x, MaskedBatch):
+        if not grad_enabled():
+            refuse_untracked("causal_mask", (x,))
         # ``later`` has padded sizes along dynamic dimensions, which a plain
         # tensor argument of masked_fill may not; positions are the same in
         # every example, so fill the data and keep the mask.

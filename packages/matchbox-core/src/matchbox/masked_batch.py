@@ -25,8 +25,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _registry
+from matchbox import _interop, _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 
 
 class DataAttributes:
@@ -72,7 +74,8 @@ _new = object.__new__
 class MaskedBatch(DataAttributes):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view")
+    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
+                 "_present")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -91,6 +94,13 @@ class MaskedBatch(DataAttributes):
     # view of each example, here a copy (or a view reaching past the result), so
     # an in-place op on it is refused rather than silently lost.
     _not_a_view: bool
+    # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an
+    # item of a Python list (matchbox-control sets it on an item appended, or made by
+    # a comprehension step, under a per-example condition; the others' rows are
+    # padding).  ``len(items)`` and ``items[-1]`` in ``@batch`` count per example by it.
+    # Set (to None) at construction: it is read on hot paths (a ``for``'s steps, the
+    # parts of ``cat``/``stack``), where an unset slot would go through ``__getattr__``.
+    _present: torch.Tensor | None
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
@@ -104,6 +114,7 @@ class MaskedBatch(DataAttributes):
         self.data = data
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
+        self._present = None
 
     @staticmethod
     def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
@@ -117,6 +128,7 @@ class MaskedBatch(DataAttributes):
         batch.data = data
         batch._mask = mask
         batch.dims = dims
+        batch._present = None
         return batch
 
     @property
@@ -169,6 +181,28 @@ class MaskedBatch(DataAttributes):
         if padding_value == 0:
             mark_zero_padding(batch)
         return batch
+
+    @classmethod
+    def from_nested(cls, nested: torch.Tensor) -> MaskedBatch:
+        """The batch a jagged ``torch.nested`` tensor ``(B, j, *S)`` holds: example ``e`` is
+        ``nested[e].unsqueeze(0)``, dimension 1 dynamic and the others static.
+
+        The padding holds zeros; gradients flow back to the nested tensor.
+        """
+        from matchbox._jagged import masked_from_nested  # it imports this module
+
+        return masked_from_nested(nested)
+
+    def to_nested(self) -> torch.Tensor:
+        """The examples as a jagged ``torch.nested`` tensor ``(B, j, *S)``: component ``e``
+        is example ``e`` without its leading dimension.
+
+        Dimension 1 must be the one dynamic dimension (or none is).  The real rows
+        are copied (the padding never); gradients flow back to the batch.
+        """
+        from matchbox._jagged import masked_to_nested  # it imports this module
+
+        return masked_to_nested(self)
 
     # ------------------------------------------------------------------ inspection
 
@@ -253,8 +287,15 @@ class MaskedBatch(DataAttributes):
             )
         return self.data.size(i)
 
-    def maxsize(self, dim: int) -> int:
-        """The padded size of a dimension (the largest example's size, or more)."""
+    def maxsize(self, dim: int | None = None) -> Any:
+        """The padded size of a dimension (the largest example's size, or more).
+
+        Without ``dim``, every dimension's padded size as a ``torch.Size`` (dimension
+        0: the batch size), as the original Matchbox gave it:
+        ``encodings.expand(x.maxsize())``.
+        """
+        if dim is None:
+            return self.data.size()
         return self.data.size(normalize_dim(dim, self.dim(), "maxsize"))
 
     def __bool__(self) -> bool:
@@ -266,9 +307,19 @@ class MaskedBatch(DataAttributes):
         )
 
     def _no_single_value(self, *args: Any) -> Any:
+        # int(x), float(x), complex(x), x.item(), x.tolist(): a Python value is one value
+        # for the whole batch, where each example has its own.
+        what = ("one scalar per example" if self.dims == () else
+                "one tensor per example")
         raise TypeError(
-            "a MaskedBatch holds one value per example, not a single value; use "
-            "matchbox.batch_sum / batch_mean for a plain tensor, or examples()"
+            f"a MaskedBatch holds one value per example, not a single value ({what}, "
+            f"{self.data.size(0)} examples), so int(), float(), .item() and .tolist() have "
+            "no answer: a Python number would be the same for every example, where the loop "
+            "gives each its own. Keep the value a batch (arithmetic, comparisons, torch ops "
+            "and indexing x[:, n] take one value per example), write branches and loops that "
+            "differ per example in a function decorated with @matchbox.batch, or leave the "
+            "batch explicitly: use matchbox.batch_sum / batch_mean for a plain tensor, or "
+            "examples() for each example's tensor"
         )
 
     __float__ = __int__ = __complex__ = item = tolist = _no_single_value
@@ -285,15 +336,18 @@ class MaskedBatch(DataAttributes):
             "len() of a MaskedBatch is ambiguous: use size(0) for the batch size"
         )
 
-    def __iter__(self) -> Iterator[Any]:
-        raise TypeError(
-            "iterating over a MaskedBatch would iterate over dimension 0, the batch; "
-            "use examples() for the examples or unbind(dim) to iterate over a dimension "
-            "(an op that takes a tuple of tensors, such as nn.LSTMCell's state (h, c), "
-            "was given one batch?)"
-        )
+    # Not iterable (``iter(x)`` raises TypeError): iterating would go over dimension
+    # 0, the batch; use examples() or unbind(dim).  Declared with None, not a method
+    # that raises, so that tools asking ``isinstance(x, Iterable)`` before walking
+    # a collection (Lightning's batch-size search) see a batch as one value.
+    __iter__ = None
 
     __hash__ = object.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through the validating constructor: a loaded batch (torch.load,
+        # also with weights_only=True) is checked as a constructed one is.
+        return (MaskedBatch, (self.data, self._mask, self.dims))
 
     def __repr__(self) -> str:
         if any(self.dims):
@@ -373,7 +427,11 @@ class MaskedBatch(DataAttributes):
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
         handler = _HANDLERS.get(func)
         if handler is None:
-            raise _registry.unsupported(func, "MaskedBatch")
+            raise _registry.unsupported(func, "MaskedBatch", kwargs)
+        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+            refuse_untracked(func, args)
+        if autograd_profiler._is_profiler_enabled:
+            handler = _registry.labelled("MaskedBatch", func, handler)
         if len(types) > 1:
             # Another batch type among the arguments (PackedBatch, ...): the ones
             # registered to become MaskedBatch here are converted (_registry.adopt).
@@ -670,3 +728,35 @@ def _check_examples(
 
 
 _registry.register_host("MaskedBatch", MaskedBatch)
+
+
+# ---------------------------------------------------------------------------- PyTorch's tools
+
+
+def _flatten(batch: MaskedBatch) -> tuple[list[torch.Tensor], tuple[tuple[bool, ...], bool]]:
+    # Children: the data, and the mask unless it is None (a batch without
+    # padding): tools such as torch.func want tensors only, and the unflattened
+    # batch keeps its None (and its fast paths).  Context: dims, and whether
+    # there is a mask.
+    if batch._mask is None:
+        return [batch.data], (batch.dims, False)
+    return [batch.data, batch._mask], (batch.dims, True)
+
+
+def _unflatten(children: list[Any], context: tuple[tuple[bool, ...], bool]) -> MaskedBatch:
+    dims, has_mask = context
+    data, mask = (children[0], children[1]) if has_mask else (children[0], None)
+    for name, value in (("data", data), ("mask", mask)):
+        if isinstance(value, torch.Tensor) and value.dim() != len(dims) + 1:
+            raise _interop.pytree_rank_error("MaskedBatch", name, value.dim(), len(dims) + 1)
+    return MaskedBatch._make(data, mask, dims)
+
+
+# Dataclass fields: the two tensors whose dimension 0 is the batch (dims is
+# not a field: a batch-size search must meet tensors only).
+_interop.declare_batch_type(
+    MaskedBatch, fields=("data", "mask"), flatten=_flatten, unflatten=_unflatten,
+    child_names=("data", "_mask"),
+    to_dumpable_context=lambda context: [list(context[0]), context[1]],
+    from_dumpable_context=lambda dumped: (tuple(bool(d) for d in dumped[0]), bool(dumped[1])),
+)

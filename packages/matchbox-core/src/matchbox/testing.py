@@ -64,7 +64,8 @@ def mb_test(
     One spec per argument of ``f``:
 
     - ``(batch_size, (dynamic, size), ...)``: a random batch argument, the
-      arguments of :func:`mb_rand` (the original Matchbox form);
+      arguments of :func:`mb_rand` (the original Matchbox form); ``()`` entries
+      are skipped, so ``(4, ())`` is a batch of 4 per-example scalars;
     - ``((dynamic, size), ...)``: the same, of ``batch_size`` examples (4 unless
       another spec or the keyword says);
     - a tuple of ints: a random plain tensor of that shape, shared by every
@@ -83,7 +84,7 @@ def mb_test(
     example_args: list[list[Any]] = []
     batch_args: list[Any] = []
     for spec in specs:
-        if _is_dim_spec(spec) or _is_sized_dim_spec(spec):
+        if _is_sized_dim_spec(spec) or _is_dim_spec(spec):
             dims = spec[1:] if _is_sized_dim_spec(spec) else spec
             xs, xb = mb_rand(size, *dims, dtype=dtype, min_size=min_size)
         elif isinstance(spec, tuple) and spec and all(type(n) is int for n in spec):
@@ -112,9 +113,24 @@ def _spec_batch_size(specs: Sequence[Any], batch_size: int | None) -> int:
 
 
 def _is_sized_dim_spec(spec: Any) -> bool:
-    """``(batch_size, (dynamic, size), ...)``, as :func:`mb_rand` takes it."""
-    return (isinstance(spec, tuple) and len(spec) >= 1 and type(spec[0]) is int
-            and _is_dim_spec(spec[1:]))
+    """``(batch_size, (dynamic, size), ...)``, as :func:`mb_rand` takes it.
+
+    As in the original Matchbox, a tuple of an int and tuples is one (``(4, ())``:
+    per-example scalars); a malformed dimension in it is an error, not a value.
+    """
+    if not (isinstance(spec, tuple) and len(spec) >= 2 and type(spec[0]) is int
+            and all(isinstance(d, tuple) for d in spec[1:])):
+        return False
+    for d in spec[1:]:
+        if not _is_dim(d):
+            raise ValueError(f"mb_test: argument spec {spec!r}: each dimension after the batch "
+                             f"size is (dynamic, size) or (), got {d!r}")
+    return True
+
+
+def _is_dim(d: Any) -> bool:
+    return d == () or (isinstance(d, tuple) and len(d) == 2 and d[0] in (True, False)
+                       and not isinstance(d[0], str) and type(d[1]) is int and d[1] >= 0)
 
 
 def _is_dim_spec(spec: Any) -> bool:

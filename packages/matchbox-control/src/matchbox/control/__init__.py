@@ -14,6 +14,8 @@ exactly what the undecorated one computes.
 - ``batch(obj)``: the decorator (also ``matchbox.batch``).
 - ``source(obj)``: the rewritten source, to read what ``@batch`` generated.
 - ``current_mask()``: the execution mask of the code running now.
+- ``BatchTypeTestWarning``: warned where ``@batch`` code tests a batch with
+  ``torch.is_tensor``/``isinstance(_, torch.Tensor)``/``type(_) is torch.Tensor``.
 
 The rewriting is a sequence of passes (``converters``, in the order written
 there), reading analyses (``analysis``) and generating code from templates
@@ -23,11 +25,12 @@ there), reading analyses (``analysis``) and generating code from templates
 from matchbox.control.api import batch, source
 from matchbox.control.errors import ConversionError, SourceNotFoundError, UnsupportedConstructError
 from matchbox.control.runtime import current_mask
+from matchbox.control.runtime.type_tests import BatchTypeTestWarning
 from matchbox.compiler import hide_from_torch_compile
 
 hide_from_torch_compile(__name__)  # torch.compile runs this package eagerly
 
 __all__ = [
-    "batch", "source", "current_mask", "ConversionError", "SourceNotFoundError",
-    "UnsupportedConstructError",
+    "batch", "source", "current_mask", "BatchTypeTestWarning", "ConversionError",
+    "SourceNotFoundError", "UnsupportedConstructError",
 ]

@@ -11,10 +11,22 @@
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
 |               |                 | (a batch of per-example ints: each example's own index) |
-| ordering      | ordering.py     | scans, sorts, topk, flips: static dim: on the data,   |
+| gather        | gather.py       | gather/take_along_dim/x[:, idx]: the index's layout   |
+|               |                 | (positions inside each example, checked); scatter:    |
+|               |                 | the input's (padding index positions write nowhere)   |
+| ordering      | ordering.py     | scans, sorts, topk, flips, roll: static: on the data, |
 |               |                 | mask kept; dynamic dim: within each example's real    |
-|               |                 | prefix (padding filled to sort last, scans guarded);  |
+|               |                 | prefix (padding filled to sort last, scans guarded;   |
+|               |                 | flips and rolls permute each example's positions);    |
 |               |                 | movedim/mT: the same permutation of data and mask     |
+| repeat        | repeat.py       | repeat/tile/repeat_interleave: static dim: on the     |
+|               |                 | data, mask kept; dynamic dim: each example's own      |
+|               |                 | values repeated (length r * n), the mask follows      |
+| matrix        | matrix.py       | tril/triu: mask kept; diagonal: each example's own    |
+|               |                 | length; cdist: padding 0, real where both rows are    |
+| selection     | selection.py    | median/kthvalue/mode/quantile: static dim: torch's op |
+|               |                 | on the data; dynamic dim: each example's k-th real    |
+|               |                 | value (stable sort, padding last); dim leaves the mask |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """
@@ -22,10 +34,14 @@
 from matchbox.ops import (  # noqa: F401
     constructors,
     conversion,
+    gather,
     indexing,
     linalg,
+    matrix,
     ordering,
     pointwise,
     reductions,
+    repeat,
+    selection,
     shape,
 )

@@ -83,22 +83,100 @@ def new_filled(func, input, *sizes, **kwargs):
 
 @_registry.implements(torch.Tensor.new, family="constructor")
 def new(func, input, *args, **kwargs):
-    """``x.new(1, n)``, the legacy constructor the original Matchbox README used:
-    sizes give an uninitialised batch (as ``new_empty``); data (a list, a tensor)
-    gives a plain tensor, the same for every example, as in the loop."""
+    """``x.new(...)``, the legacy constructor the original Matchbox used.
+
+    Sizes that name each example's batch dimension first (``x.new(x.size(0), H)``,
+    the README's state; or that hold a per-example size) give an uninitialised
+    batch, as ``new_empty``.  Anything else gives a plain tensor, the same for
+    every example, as the original Matchbox's ``x.new`` always did and as the
+    loop sees it: a single size (``torch.arange(0, T, out=x.new(T))``), sizes
+    that start elsewhere, or data (a list, a tensor).
+    """
     sizes = args[0] if len(args) == 1 and isinstance(args[0], torch.Size) else args
-    if sizes and all(isinstance(n, (int, MaskedBatch)) for n in sizes):
+    if _names_a_batch(sizes, input.data.size(0)):
         kwargs = _factory_kwargs(input, kwargs)
         return new_batch(_registry.op_name(func), input, sizes,
                          lambda shape: torch.empty(shape, **kwargs))
     return input.data.new(*args, **kwargs)
 
 
+def _names_a_batch(sizes: Sequence[Any], batch: int) -> bool:
+    """Whether ``x.new(*sizes)`` asks for one tensor per example (see :func:`new`)."""
+    if not sizes or not all(isinstance(n, (int, MaskedBatch)) for n in sizes):
+        return False
+    if any(isinstance(n, MaskedBatch) for n in sizes):
+        return True
+    return len(sizes) > 1 and sizes[0] in (1, batch)
+
+
 @_registry.implements(torch.Tensor.new_full, family="constructor")
 def new_full(func, input, size, fill_value, **kwargs):
-    kwargs = _factory_kwargs(input, kwargs)
-    return new_batch(_registry.op_name(func), input, [size],
-                     lambda shape: torch.full(shape, fill_value, **kwargs))
+    """``x.new_full(size, v)``: ``v`` a number, or a batch of per-example scalars
+    (``x.size_as_tensor(1)``, a per-example ``item()``) that fills each example's
+    tensor with its own value, as the loop does."""
+    op = _registry.op_name(func)
+    requires_grad = kwargs.pop("requires_grad", False)
+    reference = input if isinstance(input, MaskedBatch) else fill_value
+    kwargs.setdefault("dtype", input.dtype)
+    kwargs.setdefault("device", input.device)
+    batch = new_batch(op, reference, [size], _filler(op, reference, fill_value, kwargs))
+    return batch.requires_grad_(requires_grad) if requires_grad else batch
+
+
+@_registry.implements(torch.full, family="constructor")
+def full(func, size, fill_value, **kwargs):
+    """``torch.full(size, v)`` with a per-example ``v`` (see :func:`new_full`); the first
+    size is each example's batch dimension."""
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, kwargs.pop("out", None))
+    requires_grad = kwargs.pop("requires_grad", False)
+    if not isinstance(fill_value, MaskedBatch):
+        raise TypeError(f"{op}: a batch may only be the fill_value (one value per example), "
+                        f"got size={size!r}")
+    kwargs.setdefault("device", fill_value.device)
+    if kwargs.get("dtype") is None:
+        kwargs["dtype"] = _full_dtype(fill_value.dtype)
+    batch = new_batch(op, fill_value, [size], _filler(op, fill_value, fill_value, kwargs))
+    return batch.requires_grad_(requires_grad) if requires_grad else batch
+
+
+def _full_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype ``torch.full`` infers from a fill value of ``dtype`` (read as a number)."""
+    if dtype == torch.bool or dtype.is_complex:
+        return dtype
+    return torch.get_default_dtype() if dtype.is_floating_point else torch.long
+
+
+def _filler(op: str, reference: MaskedBatch, fill_value: Any,
+            kwargs: dict[str, Any]) -> Callable[[list[int]], torch.Tensor]:
+    """How to make the data of a filled batch: a number fills everything; a batch of
+    per-example scalars fills each example's row with its own value."""
+    if not isinstance(fill_value, MaskedBatch):
+        return lambda shape: torch.full(shape, fill_value, **kwargs)
+    if fill_value.dims:
+        raise ValueError(
+            f"{op}: a per-example fill_value must be a batch of per-example scalars (dims "
+            f"()), got one with dims {fill_value.dims}"
+        )
+    batch = reference.data.size(0)
+    if fill_value.data.size(0) != batch:
+        raise ValueError(
+            f"{op}: fill_value has values for {fill_value.data.size(0)} examples, but the "
+            f"batch has {batch}"
+        )
+    if fill_value.requires_grad and torch.is_grad_enabled():
+        # As torch refuses a fill value that requires grad (it is read as a number).
+        raise TypeError(
+            f"{op}: fill_value requires grad, and a fill value is a number to torch, which "
+            "has no gradient; detach it, or multiply: x.new_ones(size) * v"
+        )
+    values = fill_value.data.detach().to(device=kwargs["device"], dtype=kwargs["dtype"])
+
+    def make(shape: list[int]) -> torch.Tensor:
+        rows = values.reshape(batch, *[1] * (len(shape) - 1))
+        return rows.expand(shape).clone()  # a tensor of its own, written as any new one
+
+    return make
 
 
 @_registry.implements(torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like,

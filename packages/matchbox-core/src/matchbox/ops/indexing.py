@@ -10,7 +10,10 @@ each example what it has (possibly nothing).  With several dynamic dimensions, a
 leaves an example empty is refused (its mask could not keep its other sizes).
 A batch of per-example ints (``dims == ()``, an integer dtype: a counter that
 examples advance at their own pace in a ``@batch`` loop) is each example's own
-int index.  Tensor (advanced) indices are not supported.
+int index.  A tensor index (a plain tensor or list of positions, the same for every
+example, or a batch of per-example index tensors; ``ops/gather.py``) replaces the
+dimension it indexes by the index's shape, each example reading its own positions;
+one tensor index per subscript, bool (mask) indices are refused.
 
 Only running examples (see ``_masking.EXECUTION_MASK``) must reach an int
 index; for the others the result is padding.
@@ -31,14 +34,18 @@ import torch
 
 from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
+from matchbox.ops.gather import is_tensor_index, tensor_index
 from matchbox.ops.pointwise import _pointwise_inplace
 
 
 def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
+    tensor_indices = 0
     for item in items:
         if _is_per_example_int(item):
             continue
+        if is_tensor_index(item):
+            tensor_indices += 1
         if isinstance(item, slice) and any(
                 isinstance(b, MaskedBatch) for b in (item.start, item.stop, item.step)):
             raise NotImplementedError(
@@ -49,13 +56,23 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
                 "element per example with a per-example int index, x[:, n], which is "
                 "supported"
             )
-        if isinstance(item, (torch.Tensor, MaskedBatch, list)) or (
-            isinstance(item, bool)
-        ):
+        if isinstance(item, bool):
             raise NotImplementedError(
-                f"{op}: tensor, list and bool indices are not supported for batches; "
-                "use ints, slices, None, ... and batches of per-example ints"
+                f"{op}: bool indices are not supported for batches; use ints, slices, "
+                "None, ..., tensors of positions and batches of per-example ints"
             )
+        if isinstance(item, MaskedBatch) and (item.dtype.is_floating_point
+                                              or item.dtype.is_complex):
+            raise NotImplementedError(
+                f"{op}: a batch used as an index must hold integers (per-example ints, or "
+                f"per-example index tensors), got {item.dtype}"
+            )
+    if tensor_indices > 1:
+        raise NotImplementedError(
+            f"{op}: more than one tensor index in one subscript is not supported for batches "
+            "(torch would broadcast them together, and may move the result's dimensions in "
+            "front of each example's batch dimension); index one dimension at a time"
+        )
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
     if items.count(Ellipsis) > 1:
         raise IndexError(f"{op}: an index can only have a single ellipsis")
@@ -224,6 +241,11 @@ def getitem(func, input, index):
             else:
                 dims = x.dims[: d - 1] + x.dims[d:]
                 x = MaskedBatch._make(x.data.select(d, item), x.mask.select(d, 0), dims)
+        elif is_tensor_index(item):
+            # A copy, in the loop too (advanced indexing): in-place ops on it are the
+            # loop's, which do not reach the indexed tensor either.
+            x, added = tensor_index(op, x, d, item)
+            d += added
         else:
             raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")
     if not view:
@@ -245,6 +267,13 @@ def copy_(func, input, src, non_blocking=False):
 @_registry.implements(torch.Tensor.__setitem__, family="indexing")
 def setitem(func, input, index, value):
     """``x[index] = value``: ``copy_`` into the view ``x[index]`` (see the module docstring)."""
+    if any(is_tensor_index(item) for item in (index if isinstance(index, tuple) else (index,))):
+        # x[:, idx] is a copy: writing into it would silently leave x as it was.
+        raise NotImplementedError(
+            f"Tensor.__setitem__: x[{_format_index(index)}] = value with a tensor index is not "
+            "supported for batches; write the positions with x.scatter(dim, index, src) "
+            "(or scatter_), which take per-example indices"
+        )
     target = getitem(torch.Tensor.__getitem__, input, index)
     if getattr(target, "_not_a_view", False):
         raise NotImplementedError(

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _masking, _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -265,6 +266,8 @@ def _matmul_method(func: Any) -> Any:
     """``x @ W`` as a method, with the batch-times-weight product inlined (the hot path)."""
 
     def method(self: MaskedBatch, other: Any) -> Any:
+        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+            refuse_untracked(func, (self, other))
         if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2
                 and not self.dims[-1]):
             return _times_weight(self, other, func)

@@ -27,8 +27,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _masking, _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox.masked_batch import MaskedBatch
 
 # Python operators and the ATen op each one is.
@@ -313,7 +315,9 @@ def _method(func: Any) -> Any:
     make = MaskedBatch._make
 
     def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs:
+        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+            refuse_untracked(func, (self, *args))
+        if not kwargs and not autograd_profiler._is_profiler_enabled:
             if not args:
                 return make(func(self.data), self._mask, self.dims)
             if len(args) == 1:
@@ -336,6 +340,8 @@ def _method(func: Any) -> Any:
                         return _run_same_layout(func, pair)
         # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
         args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
+        if autograd_profiler._is_profiler_enabled:  # labelled, by the general rule
+            return _registry.labelled("MaskedBatch", func, pointwise)(func, self, *args, **kwargs)
         return pointwise(func, self, *args, **kwargs)
 
     return method

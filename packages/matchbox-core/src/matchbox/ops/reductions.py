@@ -144,6 +144,18 @@ def sum_(func, input, dim=None, keepdim=False, *, dtype=None):
                   lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), 0)
 
 
+@_registry.implements(torch.nanmean, torch.Tensor.nanmean, family="reduction")
+def nanmean(func, input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """The mean of the values that are not NaN: padding, filled with NaN, is skipped as
+    the loop skips a real NaN (and gets no gradient, as a real NaN gets none)."""
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
+        func(input.data.narrow(0, 0, 0))  # the loop's error: nanmean needs floats
+    return reduce(op, input, dim, keepdim,
+                  lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), math.nan)
+
+
 @_registry.implements(torch.prod, torch.Tensor.prod, family="reduction")
 def prod(func, input, dim=None, keepdim=False, *, dtype=None):
     op = _registry.op_name(func)
@@ -293,22 +305,30 @@ class _ExtremeOfReal(torch.autograd.Function):
     and where the real values all equal the fill (an example of ``-inf``
     scores) the padding would take a share.  The backward pass splits it over
     the real ties only, as the loop does.
+
+    Any value chosen among the real positions with that gradient rule works the
+    same way (``median()`` without ``dim``, ``ops/selection.py``); with
+    ``nan_ties`` a NaN result ties with the real NaN values, as in torch's
+    ``evenly_distribute_backward``.
     """
 
     @staticmethod
-    def forward(ctx, filled, mask, func, dims):  # noqa: ANN001
+    def forward(ctx, filled, mask, func, dims, nan_ties=False):  # noqa: ANN001
         result = func(filled, dims, keepdim=True)
         ctx.save_for_backward(filled, mask, result)
-        ctx.dims = dims
+        ctx.dims, ctx.nan_ties = dims, nan_ties
         return result
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):  # noqa: ANN001
         filled, mask, result = ctx.saved_tensors
-        ties = (filled == result) & mask
+        ties = filled == result
+        if ctx.nan_ties:
+            ties = ties | (filled.isnan() & result.isnan())
+        ties = ties & mask
         share = ties / ties.sum(ctx.dims, keepdim=True)
-        return grad * share, None, None, None
+        return grad * share, None, None, None, None
 
 
 def _extreme_of_real(func: Any, x: MaskedBatch, dims: tuple[int, ...], keepdim: bool,

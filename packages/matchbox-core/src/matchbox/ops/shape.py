@@ -597,18 +597,8 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
     dimension count as absent.  Parts that share one mask (``same_mask``) or
     include an unmasked one cost nothing; otherwise one comparison (a sync).
     """
-    masks = [p._mask for p in parts]
-    if any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
-                                            for m in masks[1:]):
-        return
-    batch = parts[0].data.size(0)
-    rows = [m.reshape(batch, -1).any(1) for m in masks]
-    absent = [~r for r, p in zip(rows, parts) if not any(p.dims)]
-    if not absent:
-        return
-    differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
-    differ = _masking.running(differ)
-    if _capture.fails(differ):
+    differ = _with_other_parts(parts)
+    if differ is not None and _capture.fails(differ):
         j = int(differ.nonzero()[0])
         raise ValueError(
             f"{op}: example {j} is real in some of the {len(parts)} tensors {joined} and "
@@ -619,6 +609,56 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
                 " (and flatten it into the next dimension to concatenate)"
                 if joined == "concatenated" else "")
         )
+
+
+def _example_with_other_parts(parts: list[MaskedBatch]) -> int | None:
+    """A running example real in some parts and absent from others (see
+    ``_check_same_examples``), or ``None``."""
+    differ = _with_other_parts(parts)
+    if differ is None:
+        return None
+    _capture.refuse_value_dependent(
+        "torch.stack of items that only some examples have (appended under a per-example "
+        "condition): whether the new dimension is dynamic depends on which examples have them")
+    differ = differ.nonzero()
+    return int(differ[0]) if differ.numel() else None
+
+
+def _with_other_parts(parts: list[MaskedBatch]) -> torch.Tensor | None:
+    """Per running example, whether it is real in some parts and absent from others;
+    ``None`` where no example can be (the parts share a mask, or one has none)."""
+    masks = [p._mask for p in parts]
+    batch = parts[0].data.size(0)
+    if _recorded_items(parts):
+        # Items of a list that only some examples have (matchbox-control records
+        # them): an unmasked one is an item every example has, not a state.
+        rows = [_item_rows(p, batch) for p in parts]
+    elif any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
+                                              for m in masks[1:]):
+        return None
+    else:
+        rows = [m.reshape(batch, -1).any(1) for m in masks]
+    absent = [~r for r, p in zip(rows, parts) if not any(p.dims)]
+    if not absent:
+        return None
+    differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
+    return _masking.running(differ)
+
+
+def _recorded_items(tensors: Sequence[Any]) -> bool:
+    """Whether some part is an item of a list that only some examples have
+    (``MaskedBatch._present``, recorded by matchbox-control's ``@batch``)."""
+    return any(type(t) is MaskedBatch and getattr(t, "_present", None) is not None
+               for t in tensors)
+
+
+def _item_rows(part: MaskedBatch, batch: int) -> torch.Tensor:
+    present = getattr(part, "_present", None)
+    if present is not None:
+        return present
+    if part._mask is None:
+        return torch.ones(batch, dtype=torch.bool, device=part.data.device)
+    return part._mask.reshape(batch, -1).any(1)
 
 
 def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[MaskedBatch]:
@@ -725,7 +765,8 @@ def _present_steps_first(data: torch.Tensor, mask: torch.Tensor,
 
 @_registry.implements(torch.stack, family="shape")
 def stack(func, tensors, dim=0, **kwargs):
-    """``torch.stack``: a new static dimension (every example stacks the same count)."""
+    """``torch.stack``: a new static dimension (every example stacks the same count), or a
+    dynamic one for the items of a list that only some examples have (``@batch``)."""
     op = _registry.op_name(func)
     tensors = list(tensors)
     first = next((t for t in tensors if isinstance(t, MaskedBatch)), None)
@@ -734,7 +775,13 @@ def stack(func, tensors, dim=0, **kwargs):
         # Per example N tensors (1, *S) -> (N, 1, *S): a time-major view of the
         # batches stacked along 1.
         return view(op, stack_batches(op, tensors, 1, dynamic=False))
-    return stack_batches(op, tensors, dim, dynamic=False)
+    # The items of a list that only some examples have (appended, or made by a
+    # comprehension, under a per-example condition in @batch): where the running
+    # examples have different numbers of them, each stacks its own items, as many
+    # as it has, into a dynamic dimension.
+    dynamic = _recorded_items(tensors) and _example_with_other_parts(
+        _as_batches(op, list(tensors))) is not None
+    return stack_batches(op, tensors, dim, dynamic=dynamic)
 
 
 def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> MaskedBatch:

@@ -5,15 +5,26 @@ shuffled, cut into pools of ``pool_size`` batches' worth, sorted by length
 within each pool (so a batch holds similar lengths and little padding), cut
 into batches, and the batches shuffled. Each epoch (``set_epoch``) reshuffles
 deterministically from ``seed``; every example is in exactly one batch per
-epoch, none dropped or repeated.
+epoch, none dropped or repeated (sharded over ranks, see below, a few may be).
 
 A batch holds at most ``batch_size`` examples, or at most ``max_tokens``
 padded tokens (the longest length in it times its size), or both limits.
 
-With ``num_replicas > 1`` (as ``DistributedSampler``), every rank computes the
-same batches and takes every ``num_replicas``-th one from ``rank``: each
-example still appears exactly once over all ranks, and the ranks' numbers of
-batches differ by at most one.
+Sharding for distributed training (``num_replicas > 1``, one sampler per rank,
+as ``DistributedSampler``): every rank computes the same batches of the epoch
+(the same ``seed`` and ``set_epoch`` on every rank) and takes every
+``num_replicas``-th one, starting at its ``rank``.  Whole batches are dealt, so
+each still holds similar lengths.  Every rank gets the same number of batches
+per epoch -- a DDP loop runs one all-reduce per batch, and a rank that has
+run out would leave the others waiting -- so when the batches do not divide
+evenly:
+
+- ``drop_last=False`` (the default) repeats batches from the start of the
+  epoch's order until they do: a few examples are seen twice this epoch;
+- ``drop_last=True`` leaves out the last ones: a few examples are not seen this
+  epoch (other ones each epoch, when shuffling).
+
+With one replica nothing is repeated or left out.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         pool_size: int = 100,
         num_replicas: int = 1,
         rank: int = 0,
+        drop_last: bool = False,
     ):
         if batch_size is None and max_tokens is None:
             raise ValueError("BucketBatchSampler: give batch_size, max_tokens, or both")
@@ -65,6 +77,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.pool_size = pool_size
         self.num_replicas = num_replicas
         self.rank = rank
+        self.drop_last = drop_last
         self.epoch = 0
         self._plan: tuple[int, list[list[int]]] | None = None
 
@@ -76,15 +89,28 @@ class BucketBatchSampler(Sampler[list[int]]):
         return iter(self._all_batches()[self.rank :: self.num_replicas])
 
     def __len__(self) -> int:
-        return len(self._all_batches()[self.rank :: self.num_replicas])
+        """The number of batches of this rank per epoch, the same on every rank."""
+        return len(self._all_batches()) // self.num_replicas
 
     # ------------------------------------------------------------------ the plan
 
     def _all_batches(self) -> list[list[int]]:
-        """Every rank's batches for this epoch, the same on every rank (computed once)."""
+        """Every rank's batches for this epoch, the same on every rank (computed once),
+        as many as a multiple of ``num_replicas``."""
         if self._plan is None or self._plan[0] != self.epoch:
-            self._plan = (self.epoch, self._plan_epoch())
+            self._plan = (self.epoch, self._even(self._plan_epoch()))
         return self._plan[1]
+
+    def _even(self, batches: list[list[int]]) -> list[list[int]]:
+        """``batches`` cut or repeated (``drop_last``) to a multiple of ``num_replicas``."""
+        uneven = len(batches) % self.num_replicas
+        if not uneven:
+            return batches
+        if self.drop_last:
+            return batches[: len(batches) - uneven]
+        missing = self.num_replicas - uneven
+        # Fewer batches than replicas: the epoch's order is repeated as often as needed.
+        return batches + (batches * missing)[:missing]
 
     def _plan_epoch(self) -> list[list[int]]:
         rng = random.Random(f"{self.seed}/{self.epoch}")

@@ -7,11 +7,12 @@ One module per family under ``matchbox/nn/ops/``; the table in its
 ``__init__`` says what each family does with the mask, and ``docs/ops.md``
 lists every supported op.
 
-Families: ``linear``/``bilinear``; ``embedding``; softmax and friends (over
-dynamic dimensions too); ``layer_norm``/``rms_norm``; dropout; activations;
-per-example losses; convolutions, pooling and ``F.pad`` over dynamic spatial
-dimensions; ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``
-(so the Transformer layers; ``run_encoder`` / ``run_decoder`` for the stacks);
+Families: ``linear``/``bilinear``; ``embedding`` and ``one_hot``; softmax and
+friends (over dynamic dimensions too); ``layer_norm``/``rms_norm``,
+``group_norm``/``instance_norm``/``batch_norm``; dropout; activations;
+per-example losses (``ctc_loss`` too); convolutions (1D to 3D), pooling and
+``F.pad`` over dynamic spatial dimensions; ``scaled_dot_product_attention`` and
+``nn.MultiheadAttention`` (so the Transformer layers; ``run_encoder`` / ``run_decoder`` for the stacks);
 recurrent cells and whole ``nn.RNN``/``nn.LSTM``/``nn.GRU`` modules (PyTorch's
 packed path; their final states are per-example views); ``TimeMajorBatch``,
 the view of a batch with each example's batch dimension in position 1

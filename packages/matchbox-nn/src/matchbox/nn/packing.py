@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from matchbox._jagged import jagged_rows
+
 __all__ = [
     "Layout",
     "gather_jagged",
@@ -267,9 +269,7 @@ def scatter_jagged(rows: torch.Tensor, layout: Layout) -> torch.Tensor:
     """Packed rows -> jagged values ``(N, *S)``: each example's rows together, caller order."""
     def make() -> torch.Tensor:
         # Jagged row j is example e's step t; its packed row is offsets[t] + slot of e.
-        examples = torch.repeat_interleave(torch.arange(layout.batch_size), layout.lengths)
-        starts = layout.lengths.cumsum(0) - layout.lengths
-        steps = torch.arange(layout.n_rows) - starts[examples]
+        examples, steps = jagged_rows(layout.lengths)
         packed_rows = layout.offsets[steps] + layout.unsorted_cpu[examples]
         return packed_rows.to(layout.device)
 

@@ -68,8 +68,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _registry
+from matchbox import _interop, _registry
 from matchbox.masked_batch import BatchShape, normalize_dim, why_size_was_asked
 from matchbox.ops.pointwise import pointwise_ops
 
@@ -174,6 +175,8 @@ class TimeMajorBatch:
         handler = _registry.lookup(func, "TimeMajorBatch")
         if handler is None:
             raise _unsupported(func)
+        if autograd_profiler._is_profiler_enabled:
+            handler = _registry.labelled("TimeMajorBatch", func, handler)
         return handler(func, *args, **(kwargs or {}))
 
     def __getattr__(self, name: str) -> Any:
@@ -191,8 +194,17 @@ class TimeMajorBatch:
     def __setitem__(self, index: Any, value: Any) -> None:
         raise _unsupported(torch.Tensor.__setitem__)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TimeMajorBatch, (self.batch,))
+
 
 _registry.register_batch_view(TimeMajorBatch)  # @batch merges a view through its batch
+# PyTorch's tools see the batch the view holds (a pytree node and a dataclass
+# field; its constructor's one argument).
+_interop.declare_batch_type(
+    TimeMajorBatch, fields=("batch",), flatten=lambda view: ([view.batch], None),
+    unflatten=lambda children, _: TimeMajorBatch(children[0]), child_names=("batch",),
+)
 
 
 def _unsupported(func: Any) -> NotImplementedError:
@@ -554,7 +566,9 @@ def _install_methods() -> None:
 
 def _method(func: Any, handler: Any, name: str) -> Any:
     def method(self: TimeMajorBatch, *args: Any, **kwargs: Any) -> Any:
-        return handler(func, self, *args, **kwargs)
+        run = (_registry.labelled("TimeMajorBatch", func, handler)
+               if autograd_profiler._is_profiler_enabled else handler)
+        return run(func, self, *args, **kwargs)
 
     method.__name__ = name
     method.__qualname__ = f"TimeMajorBatch.{name}"

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from matchbox import _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox.masked_batch import MaskedBatch
 from matchbox.nn.packing import gather_padded
 from matchbox.ops.pointwise import _writes_first_argument
@@ -58,6 +59,8 @@ def implements(*funcs: Any, family: str) -> Callable[[Callable[..., Any]], Calla
 
     def decorator(handler: Callable[..., Any]) -> Callable[..., Any]:
         def dispatch(func: Any, *args: Any, **kwargs: Any) -> Any:
+            if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+                refuse_untracked(func, args)
             if meets_masked(args, kwargs):
                 return hand_to_masked(func, args, kwargs)
             return handler(func, *args, **kwargs)

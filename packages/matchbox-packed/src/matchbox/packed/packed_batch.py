@@ -28,9 +28,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 from torch.nn.utils.rnn import PackedSequence
 
-from matchbox import _registry
+from matchbox import _interop, _registry
+from matchbox._jagged import describe, make_jagged, read_jagged
 from matchbox._masking import lengths_along
 from matchbox.masked_batch import (
     BatchShape,
@@ -72,7 +74,7 @@ class PackedBatch(DataAttributes):
         op = "PackedBatch"
         if not isinstance(data, torch.Tensor) or data.dim() == 0:
             raise ValueError(f"{op}: data must be a tensor of packed rows (rows, *static), "
-                             f"got {_describe(data)}")
+                             f"got {describe(data)}")
         layout = Layout.from_packed(op, batch_sizes, sorted_indices, unsorted_indices,
                                     batch_size, data.device)
         if data.size(0) != layout.n_rows:
@@ -169,24 +171,9 @@ class PackedBatch(DataAttributes):
     def from_nested(cls, nested: torch.Tensor) -> PackedBatch:
         """The batch a jagged ``torch.nested`` tensor ``(B, j, *S)`` holds: example ``e`` is
         ``nested[e].unsqueeze(0)``.  Its values are gathered into the packed order."""
-        op = "PackedBatch.from_nested"
-        if not isinstance(nested, torch.Tensor) or not nested.is_nested or (
-                nested.layout != torch.jagged):
-            raise TypeError(f"{op}: expected a nested tensor with layout=torch.jagged, got "
-                            f"{_describe(nested)}")
-        ragged = getattr(nested, "_ragged_idx", 1)
-        if ragged != 1:
-            raise ValueError(f"{op}: the nested tensor is ragged in dimension {ragged}; a "
-                             "PackedBatch packs dimension 1 (a (B, j, ...) nested tensor)")
-        offsets = nested.offsets()
-        lengths = nested.lengths()
-        starts = offsets[:-1]
-        if lengths is None:
-            lengths = offsets[1:] - starts
-        layout = Layout.from_lengths(lengths.cpu(), nested.device)
-        values = nested.values()
-        return cls._make(gather_jagged(values, starts.to(values.device, torch.int64), layout),
-                         layout)
+        values, starts, lengths = read_jagged("PackedBatch.from_nested", nested)
+        layout = Layout.from_lengths(lengths, nested.device)
+        return cls._make(gather_jagged(values, starts, layout), layout)
 
     # ------------------------------------------------------------------ conversions
 
@@ -224,17 +211,7 @@ class PackedBatch(DataAttributes):
     def to_nested(self) -> torch.Tensor:
         """A jagged ``torch.nested`` tensor ``(B, j, *S)``; component ``e`` is example ``e``
         without its leading dimension.  The rows are copied into the caller's order."""
-        layout = self.layout
-        values = scatter_jagged(self.data, layout)
-        factory = getattr(torch.nested, "nested_tensor_from_jagged", None)
-        if factory is None:
-            # torch 2.3 has no public constructor from values and offsets; from the
-            # examples' views (one split) it concatenates them again: one more copy.
-            return torch.nested.as_nested_tensor(list(values.split(layout.lengths.tolist())),
-                                                 layout=torch.jagged)
-        offsets = torch.cat([torch.zeros(1, dtype=torch.int64),
-                             layout.lengths.cumsum(0)]).to(self.device)
-        return factory(values, offsets)
+        return make_jagged(scatter_jagged(self.data, self.layout), self.layout.lengths)
 
     def examples(self) -> Iterator[torch.Tensor]:
         """Each example ``(1, T_e, *S)`` in the caller's order (views of one gathered tensor;
@@ -361,8 +338,11 @@ class PackedBatch(DataAttributes):
             )
         return self.batch_size if i == 0 else self.data.size(i - 1)
 
-    def maxsize(self, dim: int) -> int:
-        """The longest example's size along ``dim`` (for a static dimension, its size)."""
+    def maxsize(self, dim: int | None = None) -> Any:
+        """The longest example's size along ``dim`` (for a static dimension, its size);
+        without ``dim``, every dimension's as a ``torch.Size``."""
+        if dim is None:
+            return torch.Size(self.maxsize(d) for d in range(self.dim()))
         i = normalize_dim(dim, self.dim(), "maxsize")
         if i == 1:
             return self.layout.max_length
@@ -385,13 +365,17 @@ class PackedBatch(DataAttributes):
     def __len__(self) -> int:
         raise TypeError("len() of a PackedBatch is ambiguous: use size(0) for the batch size")
 
-    def __iter__(self) -> Iterator[Any]:
-        raise TypeError(
-            "iterating over a PackedBatch would iterate over dimension 0, the batch; use "
-            "examples() for the examples"
-        )
+    # Not iterable, as MaskedBatch (see there): use examples().
+    __iter__ = None
 
     __hash__ = object.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through the validating constructor, from CPU copies of the
+        # permutations (a loaded batch is checked as a constructed one is).
+        layout = self.layout
+        return (PackedBatch, (self.data, layout.batch_sizes, layout.sorted_cpu,
+                              layout.unsorted_cpu))
 
     # Defined so that ``x[...]`` names the op and the way out, as the README
     # promises, rather than Python's "object is not subscriptable".
@@ -425,6 +409,8 @@ class PackedBatch(DataAttributes):
         kwargs = _registry.with_torch_names(kwargs) if kwargs else {}
         handler = _registry.lookup(func, _dispatch.BATCH_TYPE)
         if handler is not None:
+            if autograd_profiler._is_profiler_enabled:
+                handler = _registry.labelled(_dispatch.BATCH_TYPE, func, handler)
             return handler(func, *args, **kwargs)  # the mixing rule is in the handler
         if _dispatch.meets_masked(args, kwargs):
             return _dispatch.hand_to_masked(func, args, kwargs)
@@ -465,11 +451,79 @@ def _check_dims(op: str, dims: tuple[bool, ...]) -> tuple[bool, ...]:
     return dims
 
 
-def _describe(x: Any) -> str:
-    if isinstance(x, torch.Tensor):
-        kind = "nested " if x.is_nested else ""
-        return f"a {kind}{x.dim()}-D {x.dtype} tensor (layout {x.layout})"
-    return type(x).__name__
-
-
 _registry.register_host(_dispatch.BATCH_TYPE, PackedBatch)
+
+
+# ---------------------------------------------------------------------------- PyTorch's tools
+
+
+class _LayoutContext:
+    """A ``PackedBatch``'s pytree context: its layout and the rank of its rows, equal
+    to any that puts every row in the same place (``torch.export`` checks that a
+    call's inputs have the tree spec, and so the layout, of the example inputs)."""
+
+    __slots__ = ("layout", "rank")
+
+    def __init__(self, layout: Layout, rank: int):
+        self.layout = layout
+        self.rank = rank
+
+    def key(self) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+        layout = self.layout
+        return self.rank, tuple(layout.lengths.tolist()), tuple(layout.sorted_cpu.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _LayoutContext) and (
+            (other.layout is self.layout and other.rank == self.rank)
+            or other.key() == self.key())
+
+    def __hash__(self) -> int:
+        return hash(self.key())
+
+    def __repr__(self) -> str:
+        rank, lengths, order = self.key()
+        return f"PackedLayout(rank={rank}, lengths={list(lengths)}, sorted_indices={list(order)})"
+
+
+def _flatten(batch: PackedBatch) -> tuple[list[torch.Tensor], _LayoutContext]:
+    # The rows are the one child: the layout's index tensors are not values a
+    # transform may change (torch.func would try to differentiate them).
+    return [batch.data], _LayoutContext(batch.layout, len(batch.dims))  # the rows' rank
+
+
+def _unflatten(children: list[Any], context: _LayoutContext) -> PackedBatch:
+    data, = children
+    layout = context.layout
+    if not isinstance(data, torch.Tensor):
+        # A tree of other leaves (tools map a tree to its in_dims, its shapes, ...).
+        batch = object.__new__(PackedBatch)
+        batch.data, batch.layout = data, layout
+        batch.dims = (True,) + (False,) * (context.rank - 1)
+        return batch
+    if data.dim() != context.rank:
+        raise _interop.pytree_rank_error("PackedBatch", "rows", data.dim(), context.rank)
+    return PackedBatch._make(data, layout.to(data.device))
+
+
+def _dumpable(context: _LayoutContext) -> list[Any]:
+    rank, lengths, order = context.key()
+    return [rank, list(lengths), list(order)]
+
+
+def _from_dumpable(dumped: list[Any]) -> _LayoutContext:
+    rank, lengths, order = dumped
+    layout = Layout.from_lengths(torch.tensor(lengths, dtype=torch.int64), "cpu")
+    if list(order) != layout.sorted_cpu.tolist():
+        layout = Layout(layout.lengths, torch.tensor(order, dtype=torch.int64),
+                        layout.batch_sizes, "cpu")
+    return _LayoutContext(layout, rank)
+
+
+# Dataclass fields: the constructor's arguments (dataclasses.replace rebuilds a
+# batch), those whose dimension 0 is the batch first (a batch-size search
+# finds the number of examples before the rows).
+_interop.declare_batch_type(
+    PackedBatch, fields=("sorted_indices", "unsorted_indices", "data", "batch_sizes"),
+    flatten=_flatten, unflatten=_unflatten, child_names=("data",),
+    to_dumpable_context=_dumpable, from_dumpable_context=_from_dumpable,
+)

@@ -85,6 +85,22 @@ def writes(node: Any) -> set[str]:
     return bound
 
 
+def item_writes(statements: list[Any]) -> set[str]:
+    """Local variables whose items or slices ``statements`` assign (``x[i] = v``,
+    ``x[i] += v``): the write may make a plain tensor a batch, which the variable
+    then holds (``runtime.effects.set_item``)."""
+    found = set()
+    for statement in statements:
+        for n in walk_scope(statement):
+            if (isinstance(n, gast.Subscript) and isinstance(n.ctx, gast.Store)
+                    and isinstance(n.value, gast.Name)):
+                found.add(n.value.id)
+            elif (isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Subscript)
+                  and isinstance(n.target.value, gast.Name)):
+                found.add(n.target.value.id)
+    return found
+
+
 def block_writes(statements: list[Any]) -> set[str]:
     bound: set[str] = set()
     for statement in statements:

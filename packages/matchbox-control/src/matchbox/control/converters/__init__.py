@@ -13,12 +13,20 @@ The order matters, and is the reason for the split:
 4. ``expressions`` turns ``and``/``or``/``not``, chained comparisons,
    conditional expressions and ``assert`` into runtime calls, so that the
    conditions (including the flags' ``not``) work per example.
-5. ``control_flow`` rewrites ``if``/``while``/``for`` into masked regions,
+5. ``comprehensions`` turns comprehensions and generator expressions into
+   runtime clauses with thunks, each step run under its mask like a ``for``
+   statement's; after 4, so the conditions inside are per example already,
+   and before 7, whose liveness then sees the reads where they are.
+6. ``builtin_calls`` routes ``sum``/``max``/``min``/``any``/``all``/``len``/
+   ``reduce``, ``int``/``float``/``bool``/``.item()``, list reads and type
+   tests through the runtime (each example's own answer); after 5, whose
+   thunks hold such calls too.
+7. ``control_flow`` rewrites ``if``/``while``/``for`` into masked regions,
    merging the variables that liveness says are carried out of each.
-6. ``assignments`` masks the writes that outlive a region (attributes,
+8. ``assignments`` masks the writes that outlive a region (attributes,
    subscripts, in-place updates); it runs last, so it sees the regions'
-   masks and treats the merges pass 5 wrote as the plain assignments they are.
-7. ``functions`` adds each function's prologue, then converts the functions
+   masks and treats the merges pass 7 wrote as the plain assignments they are.
+9. ``functions`` adds each function's prologue, then converts the functions
    defined inside it, each on its own.
 """
 
@@ -30,7 +38,9 @@ from matchbox.control.context import Context
 from matchbox.control.converters import (
     assignments,
     break_statements,
+    builtin_calls,
     checks,
+    comprehensions,
     continue_statements,
     control_flow,
     expressions,
@@ -43,6 +53,8 @@ PASSES = (
     continue_statements.transform,
     return_statements.transform,
     expressions.transform,
+    comprehensions.transform,
+    builtin_calls.transform,
     control_flow.transform,
     assignments.transform,
 )

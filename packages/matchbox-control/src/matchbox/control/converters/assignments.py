@@ -9,6 +9,8 @@ left; the function's entry mask outside them):
 |----------------------------|------------------------------------------------------|
 | ``obj.attr = v``           | ``mb__.set_attr(mask, obj, 'attr', v)``              |
 | ``obj[i] = v``             | ``mb__.set_item(mask, obj, i, v)``                   |
+| ``x[i] = v``, ``x`` a local| ``x = mb__.set_item(mask, x, i, v, 'x')`` (a plain   |
+|                            | tensor becomes a batch where the write differs)      |
 | ``a, obj.attr = v``        | ``mb__value_n = v; a, mb__value_m = mb__value_n; ...``|
 | ``x += v``                 | ``x = mb__.aug_assign(mask, '+=', x, v, 'x')``       |
 | ``obj.attr += v``          | ``mb__.aug_attr(mask, '+=', obj, 'attr', v)``        |
@@ -27,7 +29,7 @@ from typing import Any
 
 import gast
 
-from matchbox.control import naming, templates
+from matchbox.control import anno, naming, templates
 from matchbox.control.context import Context
 from matchbox.control.runtime.effects import CONTAINER_WRITES
 
@@ -65,7 +67,7 @@ def _writes_object(target: Any) -> bool:
                for n in gast.walk(target))
 
 
-def _index(node: Any) -> Any:
+def index_expression(node: Any) -> Any:
     """A subscript's index as an expression (``a:b`` becomes ``slice(a, b)``)."""
     if isinstance(node, gast.Slice):
         parts = [p if p is not None else templates.constant(None)
@@ -73,7 +75,7 @@ def _index(node: Any) -> Any:
         return templates.replace_expr("mb__.slice_(a, b, c)", origin=node, a=parts[0],
                                       b=parts[1], c=parts[2])
     if isinstance(node, gast.Tuple):
-        return gast.Tuple(elts=[_index(e) for e in node.elts], ctx=gast.Load())
+        return gast.Tuple(elts=[index_expression(e) for e in node.elts], ctx=gast.Load())
     return node
 
 
@@ -85,7 +87,19 @@ class _Assignments(gast.NodeTransformer):
     def visit_FunctionDef(self, node: Any) -> Any:
         return node  # converted on its own
 
-    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: Any) -> Any:
+        if not anno.get(node, templates.THUNK):
+            return node  # a user's lambda: a scope of its own, run whenever it is called
+        # A thunk (a comprehension's step, a side of a conditional expression, a
+        # later operand of and/or) runs under a mask that only the runtime knows:
+        # its writes read it from the context.
+        self.masks.append(templates.replace_expr("mb__.entry_mask()", origin=node))
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.masks.pop()
 
     def visit_With(self, node: Any) -> Any:
         mask = _is_mask_block(node)
@@ -98,7 +112,7 @@ class _Assignments(gast.NodeTransformer):
             self.masks.pop()
 
     @property
-    def mask(self) -> str:
+    def mask(self) -> Any:
         return self.masks[-1]
 
     def visit_Assign(self, node: Any) -> Any:
@@ -150,8 +164,16 @@ class _Assignments(gast.NodeTransformer):
             return templates.replace("mb__.set_attr(mask, obj, attr, value)", origin=origin,
                                      mask=self.mask, obj=target.value,
                                      attr=templates.constant(target.attr), value=value)
+        if isinstance(target.value, gast.Name):
+            # A local variable: a plain tensor it holds may become a batch (the
+            # write differs between examples), which the variable then holds.
+            return templates.replace("var = mb__.set_item(mask, var, index, value, label)",
+                                     origin=origin, mask=self.mask, var=target.value.id,
+                                     index=index_expression(target.slice), value=value,
+                                     label=templates.constant(target.value.id))
         return templates.replace("mb__.set_item(mask, obj, index, value)", origin=origin,
-                                 mask=self.mask, obj=target.value, index=_index(target.slice),
+                                 mask=self.mask, obj=target.value,
+                                 index=index_expression(target.slice),
                                  value=value)
 
     def visit_AugAssign(self, node: Any) -> Any:
@@ -166,9 +188,15 @@ class _Assignments(gast.NodeTransformer):
             return templates.replace("mb__.aug_attr(mask, op, obj, attr, value)", origin=node,
                                      mask=self.mask, op=op, obj=target.value,
                                      attr=templates.constant(target.attr), value=node.value)
+        if isinstance(target.value, gast.Name):
+            return templates.replace(
+                "var = mb__.aug_item(mask, op, var, index, value, label)", origin=node,
+                mask=self.mask, op=op, var=target.value.id,
+                index=index_expression(target.slice), value=node.value,
+                label=templates.constant(target.value.id))
         return templates.replace("mb__.aug_item(mask, op, obj, index, value)", origin=node,
                                  mask=self.mask, op=op, obj=target.value,
-                                 index=_index(target.slice), value=node.value)
+                                 index=index_expression(target.slice), value=node.value)
 
     def visit_Call(self, node: Any) -> Any:
         # A statement (``z.mul_(3)``, ``items.append(v)``) or an expression

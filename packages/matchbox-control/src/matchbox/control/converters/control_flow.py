@@ -79,7 +79,11 @@ class _ControlFlow:
                defined: frozenset[str], origin: Any, prefix: list[Any] = ()) -> list[Any]:
         """``prefix + body`` run under ``mask``, with its saves, guards and merges."""
         statements = list(prefix) + list(body)
-        assigned = names.block_writes(statements) & self.locals
+        # A variable whose items the region writes may be rebound too (a plain
+        # tensor written per example becomes a batch): merged like an assignment.
+        bound = names.block_writes(statements) & self.locals
+        written = names.item_writes(statements) & self.locals - bound
+        assigned = bound | written
         outputs = sorted(assigned & live_after)
         inputs = sorted(v for v in liveness.upward_exposed(statements) & self.locals
                         if not naming.is_reserved(v))
@@ -97,7 +101,10 @@ class _ControlFlow:
                 + each("var = mb__.guard(mask, outer, var)", inputs)
                 + templates.replace("with mb__.masked(mask, outer):\n    body", origin=origin,
                                     mask=mask, outer=outer, body=new_body)
-                + each("var = mb__.merge(mask, outer, var, saved, label)", outputs)
+                + each("var = mb__.merge(mask, outer, var, saved, label)",
+                       [v for v in outputs if v not in written])
+                + each("var = mb__.merge_written(mask, outer, var, saved, label)",
+                       [v for v in outputs if v in written])
                 + each("var = saved", [v for v in inputs if v not in assigned]))
 
     # ------------------------------------------------------------------ statements

@@ -9,10 +9,25 @@ modules hold one concern each:
 - ``select``: masked assignment (merging a variable after a region);
 - ``iteration``: the steps of ``for`` loops and their masks;
 - ``effects``: attribute, subscript and in-place writes under a mask;
-- ``expressions``: ``and``/``or``/``not``, comparisons, conditional expressions.
+- ``expressions``: ``and``/``or``/``not``, comparisons, conditional expressions;
+- ``comprehensions``: comprehensions and generator expressions, step by step;
+- ``sequences``: lists whose items only some examples have (``len``, ``[i]``);
+- ``folds``: ``sum``, ``max``, ``min``, ``any``, ``all``, ``functools.reduce``;
+- ``scalars``: ``.item()``, ``int``, ``float``, ``bool`` of per-example scalars;
+- ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
+- ``calls``: which builtin a call reaches, at run time.
 """
 
 from matchbox._capture import fails
+from matchbox.control.runtime.calls import call
+from matchbox.control.runtime.comprehensions import (
+    comp_for,
+    comp_if,
+    dict_comp,
+    gen_exp,
+    list_comp,
+    set_comp,
+)
 from matchbox.control.runtime.effects import (
     aug_assign,
     aug_attr,
@@ -41,7 +56,10 @@ from matchbox.control.runtime.masks import (
     per_example_truth,
     still_running,
 )
-from matchbox.control.runtime.select import Undefined, merge, only_active, select
+from matchbox.control.runtime.scalars import item
+from matchbox.control.runtime.select import Undefined, merge, merge_written, only_active, select
+from matchbox.control.runtime.sequences import get_item, unbind
+from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.masked_batch import MaskedBatch
 
 slice_ = slice  # `obj[a:b] = v` under a mask becomes set_item(..., slice_(a, b, None), v)
@@ -70,11 +88,13 @@ def return_value(value, returned=True):
                 "a batch cannot hold next to the others' values; return a value on every path")
     return value
 
+
 __all__ = [
-    "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item", "branch",
-    "call_method", "compare", "current_mask", "entry_mask", "for_steps", "guard", "if_exp",
-    "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "loop_mask", "loop_start",
-    "masked", "merge",
-    "narrow", "not_", "only_active", "or_", "return_value", "select", "set_attr", "set_item", "slice_",
-    "still_running",
+    "BatchTypeTestWarning", "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item",
+    "branch", "call", "call_method", "compare", "compare_type", "comp_for", "comp_if",
+    "current_mask", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
+    "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
+    "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
+    "return_value", "select", "set_attr", "set_comp", "set_item", "slice_", "still_running",
+    "unbind",
 ]

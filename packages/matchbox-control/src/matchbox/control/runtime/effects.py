@@ -10,8 +10,8 @@ place) is written at once, and under a mask only for the examples that run:
 | ``obj[i] = v``               | ``obj[i] = where(mask, v, obj[i])``                  |
 | ``x += v`` (and ``obj.a``,   | a batch is updated in place for the running examples; |
 | ``obj[i]``)                  | an immutable value is rebound (and merged)           |
-| ``items.append(v)``,         | ``v`` is appended, padding for the other examples    |
-| ``items.extend(vs)``         | (each of ``vs``)                                     |
+| ``items.append(v)``,         | ``v`` is appended, padding for the other examples,   |
+| ``items.extend(vs)``         | recording which examples have it (``sequences``)     |
 | ``d.update(...)``            | each key as ``d[k] = v``                             |
 | ``items.pop()`` and the      | ``NotImplementedError``: a Python list or dict is    |
 | other list/dict writes       | shared by every example                              |
@@ -29,7 +29,10 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from matchbox.control.runtime.select import Undefined, only_active, select
+import torch
+
+from matchbox.control.runtime.select import Undefined, select
+from matchbox.control.runtime.sequences import per_example_item, refuse_positional_write
 from matchbox.masked_batch import MaskedBatch
 
 _MISSING = object()
@@ -56,34 +59,77 @@ def set_attr(mask: Any, obj: Any, name: str, value: Any) -> None:
     setattr(obj, name, select(mask, value, old, f"attribute {name}"))
 
 
-def set_item(mask: Any, obj: Any, index: Any, value: Any) -> None:
-    """``obj[index] = value`` for the running examples.
+def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = None) -> Any:
+    """``obj[index] = value`` for the running examples; returns the object written.
 
     A batch written inside a region may be a gradient guard of the batch the
     name held before: the write reaches that batch too (as ``_update_running``).
+    A plain tensor held by the local variable ``local`` becomes a batch (one
+    copy for each example), which the variable then holds: the write differs
+    between examples.
     """
+    if type(obj) is list:
+        refuse_positional_write(obj, "item assignment")
     if mask is None:
         obj[index] = value
-        return
+        return obj
+    if isinstance(obj, torch.Tensor) and type(obj) is not MaskedBatch:
+        obj = _per_example_copy(mask, obj, f"{local or '...'}[...] = ...", local)
     if type(obj) is MaskedBatch:
-        while obj is not None:
-            obj[index] = select(mask, value, obj[index], f"item [{index!r}]")
-            obj = getattr(obj, "_guards", None)
-        return
+        written = obj
+        while written is not None:
+            written[index] = select(mask, value, written[index], f"item [{index!r}]")
+            written = getattr(written, "_guards", None)
+        return obj
     try:
         old = obj[index]
     except (KeyError, IndexError):
         old = Undefined(f"[{index!r}]")
     obj[index] = select(mask, value, old, f"item [{index!r}]")
+    return obj
+
+
+def _per_example_copy(mask: torch.Tensor, tensor: torch.Tensor, what: str,
+                      local: str | None) -> MaskedBatch:
+    """A plain tensor written under a per-example condition, as a batch of copies."""
+    if local is None:
+        raise NotImplementedError(
+            f"@batch: {what} writes into a plain tensor of shape {tuple(tensor.shape)} under "
+            "a per-example condition: it would change for every example, also for those "
+            "that do not run this code. Hold the tensor in a local variable (which then "
+            "becomes a batch, one copy for each example), or make it a batch")
+    if tensor.dim() and tensor.size(0) != 1:
+        shape = tuple(tensor.shape)
+        raise ValueError(
+            f"@batch: {what} writes into the plain tensor '{local}' of shape {shape} under a "
+            "per-example condition, so it differs between examples and becomes a batch, "
+            "whose examples need a leading dimension of size one: create it as "
+            f"torch.zeros(1, {', '.join(map(str, shape))}) and index past that dimension "
+            f"({local}[:, i] = v), or compute it without item assignment (torch.where)")
+    batch = mask.size(0)
+    data = tensor.to(mask.device).expand(batch, *tensor.shape[1:]).clone()
+    return MaskedBatch._make(data, None, (False,) * max(tensor.dim() - 1, 0))
 
 
 def aug_assign(mask: Any, op: str, target: Any, value: Any, name: str) -> Any:
-    """``target op= value``; returns what the target name is bound to afterwards."""
+    """``target op= value``; returns what the target name is bound to afterwards.
+
+    Under a batch mask a plain tensor is not updated in place (every example
+    would see it): the name gets the new value, merged per example; ``items +=
+    values`` on a list extends it as ``extend`` does.
+    """
     inplace, out_of_place = _OPERATORS[op]
-    if mask is None or type(target) is not MaskedBatch:
+    if mask is None:
         return inplace(target, value)
-    _update_running(mask, target, out_of_place(target, value), name)
-    return target
+    if type(target) is MaskedBatch:
+        _update_running(mask, target, out_of_place(target, value), name)
+        return target
+    if isinstance(target, torch.Tensor):
+        return select(mask, out_of_place(target, value), target, name)
+    if type(target) is list and op == "+=":
+        call_method(mask, target, "extend", value)
+        return target
+    return inplace(target, value)
 
 
 def aug_attr(mask: Any, op: str, obj: Any, name: str, value: Any) -> None:
@@ -91,19 +137,23 @@ def aug_attr(mask: Any, op: str, obj: Any, name: str, value: Any) -> None:
     set_attr(mask, obj, name, aug_assign(mask, op, getattr(obj, name), value, name))
 
 
-def aug_item(mask: Any, op: str, obj: Any, index: Any, value: Any) -> None:
-    """``obj[index] op= value``."""
-    set_item(mask, obj, index, aug_assign(mask, op, obj[index], value, f"[{index!r}]"))
+def aug_item(mask: Any, op: str, obj: Any, index: Any, value: Any,
+             local: str | None = None) -> Any:
+    """``obj[index] op= value``; returns the object written (see ``set_item``)."""
+    return set_item(mask, obj, index, aug_assign(mask, op, obj[index], value, f"[{index!r}]"),
+                    local)
 
 
 def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     """A statement ``obj.name(...)`` that may change ``obj`` in place."""
     method = getattr(obj, name)
     if mask is None:
+        if type(obj) is list and name in _POSITIONAL:
+            refuse_positional_write(obj, f"list.{name}()")
         return method(*args, **kwargs)
     if type(obj) is list and name in ("append", "extend") and len(args) == 1 and not kwargs:
         values = [args[0]] if name == "append" else list(args[0])
-        obj.extend(only_active(mask, v, f"the {name}ed value") for v in values)
+        obj.extend(per_example_item(mask, v, f"the {name}ed value") for v in values)
         return None
     if type(obj) is dict and name == "update":
         for key, value in dict(*args, **kwargs).items():
@@ -122,8 +172,23 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
         getattr(copy, name)(*args, **kwargs)
         _update_running(mask, obj, copy, name)
         return obj
+    if (isinstance(obj, torch.Tensor) and name.endswith("_") and not name.startswith("_")
+            and name not in _NOT_VALUE_WRITES):
+        raise NotImplementedError(
+            f"@batch: Tensor.{name}() on a plain tensor under a per-example condition would "
+            "change it for every example, also for those that do not run this code; write "
+            f"it out of place (t = t.{name[:-1]}(...)), which the examples that run it take, "
+            "or make the tensor a batch")
     return method(*args, **kwargs)
 
+
+# In-place tensor methods that change no value (flags, storage).
+_NOT_VALUE_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_"})
+
+
+# List methods that write by position: wrong on a list whose items only some
+# examples have (see ``sequences``), where positions differ between examples.
+_POSITIONAL = frozenset({"insert", "pop", "remove", "sort", "reverse"})
 
 #: Methods that change a list or dict in place.  The rewrite routes every call of
 #: one through :func:`call_method` (on other objects they are plain calls), which

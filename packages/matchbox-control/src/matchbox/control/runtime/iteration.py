@@ -46,8 +46,16 @@ def for_steps(iterable: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
 
 
 def example_real(item: Any) -> torch.Tensor | None:
-    """Which examples have ``item`` (a ``(batch,)`` bool tensor), ``None`` for all."""
+    """Which examples have ``item`` (a ``(batch,)`` bool tensor), ``None`` for all.
+
+    An item that records which examples have it (appended, or made by a
+    comprehension step, under a per-example condition: ``sequences``) says so;
+    another batch exists where it is real.
+    """
     if type(item) is MaskedBatch:
+        present = getattr(item, "_present", None)
+        if present is not None:
+            return present
         mask = item._mask
         if mask is None:
             return None
@@ -118,10 +126,12 @@ def _presence(items: Any) -> torch.Tensor | None:
     """Which examples have each item of a sequence of batches, ``(steps, batch)``;
     ``None`` when every example has every item."""
     masks = [item._mask for item in items]
-    if all(m is None for m in masks):
+    # Every item is a batch here: a direct look at each one's record.
+    recorded = any(getattr(item, "_present", None) is not None for item in items)
+    if not recorded and all(m is None for m in masks):
         return None
     batch = items[0].data.size(0)
-    if all(m is not None and m.shape == masks[0].shape for m in masks):
+    if not recorded and all(m is not None and m.shape == masks[0].shape for m in masks):
         return torch.stack(masks).reshape(len(items), batch, -1).any(-1)
     ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
     return torch.stack([ones if r is None else r for r in map(example_real, items)])

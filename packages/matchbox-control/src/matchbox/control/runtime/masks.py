@@ -24,9 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox._capture import capturing, some
-from matchbox._masking import _ZERO, EXECUTION_MASK
+from matchbox._masking import _ZERO, EXECUTION_MASK, rows_for
 from matchbox._masking import mask_rows as rows
 from matchbox._registry import BATCH_VIEWS
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
@@ -60,6 +61,22 @@ class _Masked:
         return False
 
 
+class _LabelledMasked(_Masked):
+    """A masked region while a profiler records: also a ``matchbox.batch.step`` range."""
+
+    __slots__ = ("_range",)
+
+    def __enter__(self) -> None:
+        self._range = torch.profiler.record_function("matchbox.batch.step")
+        self._range.__enter__()
+        super().__enter__()
+
+    def __exit__(self, *exc: Any) -> bool:
+        super().__exit__(*exc)
+        self._range.__exit__(*exc)
+        return False
+
+
 class _Unchanged:
     __slots__ = ()
 
@@ -77,9 +94,13 @@ def masked(mask: Mask, outer: Mask = False) -> Any:
     """``with masked(mask, outer):`` makes ``mask`` the current execution mask.
 
     A region running under its outer mask (a plain condition) leaves the
-    context variable as it is: it already holds that mask.
+    context variable as it is: it already holds that mask.  While a profiler
+    records, a region run under a mask of its own (a branch taken by some
+    examples, a loop iteration) is labelled ``matchbox.batch.step``.
     """
-    return _UNCHANGED if mask is outer else _Masked(mask)
+    if mask is outer:
+        return _UNCHANGED
+    return _LabelledMasked(mask) if autograd_profiler._is_profiler_enabled else _Masked(mask)
 
 
 def per_example_truth(value: MaskedBatch, what: str = "condition") -> torch.Tensor:
@@ -217,7 +238,7 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
     data = value.data
     if not data.requires_grad or not torch.is_grad_enabled():
         return value
-    view = rows(mask, data.dim())
+    view = rows(example_mask(mask, value, "a value read in the region"), data.dim())
     if value._mask is None and data.is_floating_point():
         # The region's values for the examples that do not run it are discarded:
         # zeros serve, and recorded as such they spare ops with a weight, which
@@ -229,3 +250,20 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
                                     value.dims)
     guarded._guards = value  # an in-place update in the region reaches ``value``
     return guarded
+
+
+def example_mask(mask: torch.Tensor, value: MaskedBatch, name: str) -> torch.Tensor:
+    """``mask`` (one entry per example) with one entry per example of ``value``.
+
+    A batch of ``k`` times as many examples holds ``k`` slices of each
+    (``join_dims(0, d)``: attention heads as examples); each runs where its example
+    runs.
+    """
+    batch = value.data.size(0)
+    if batch == mask.size(0):
+        return mask
+    expanded = rows_for(mask, batch, 1)
+    if expanded is None:
+        raise ValueError(f"@batch: '{name}' holds {batch} examples but the code runs "
+                         f"on a batch of {mask.size(0)}")
+    return expanded

@@ -28,10 +28,11 @@ import numbers
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _masking
 from matchbox._registry import BATCH_VIEWS
-from matchbox.control.runtime.masks import rows
+from matchbox.control.runtime.masks import example_mask, rows
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -79,11 +80,28 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     """
     if mask is outer or new is old:
         return new
+    if autograd_profiler._is_profiler_enabled:
+        with torch.profiler.record_function("matchbox.batch.merge"):
+            return _merge(mask, new, old, name)
+    return _merge(mask, new, old, name)
+
+
+def _merge(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):
         return _select_rows(mask, new, old)  # the commonest merge: a state
     return select(mask, new, old, name)
+
+
+def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
+    """``merge`` of a variable the region did not assign but whose items it wrote
+    (``x[i] = v``): a plain tensor written per example became a batch (merged);
+    a batch seen through the region's gradient guard was written through to the
+    old value, which is the variable, updated (and keeps its aliases)."""
+    if type(new) is MaskedBatch and getattr(new, "_guards", None) is old:
+        return old
+    return merge(mask, outer, new, old, name)
 
 
 def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
@@ -136,7 +154,7 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
     error; otherwise it is returned as it is.
     """
     if isinstance(value, MaskedBatch):
-        view = mask.view(mask.size(0), *(1,) * (value.data.dim() - 1))
+        view = rows(example_mask(mask, value, name), value.data.dim())
         real = view if value._mask is None else value._mask & view
         return MaskedBatch._make(value.data, _masking.fit_mask(real, value.data, value.dims),
                                  value.dims)
@@ -159,19 +177,11 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
 
 def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
                     name: str) -> MaskedBatch:
-    if new.dims != old.dims:
-        raise ValueError(
-            f"@batch: '{name}' has examples with dims {new.dims} for the examples that ran "
-            f"this code and dims {old.dims} for the others; a variable must keep its "
-            "rank and which dimensions are dynamic"
-        )
-    if new.data.shape != old.data.shape:
-        new, old = _align_padding(new, old, name)
+    if new.dims != old.dims or new.data.shape != old.data.shape:
+        new, old = _align_layouts(new, old, name)
     data_new = new.data
-    batch = data_new.size(0)
-    if mask.size(0) != batch:
-        raise ValueError(f"@batch: '{name}' holds {batch} examples but the code runs on "
-                         f"a batch of {mask.size(0)}")
+    if mask.size(0) != data_new.size(0):
+        mask = example_mask(mask, new, name)  # slices of the examples: heads
     if not any(new.dims):
         return _select_rows(mask, new, old)
     view = rows(mask, data_new.dim())
@@ -196,19 +206,34 @@ def _select_rows(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> Mask
     return MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
 
 
-def _align_padding(new: MaskedBatch, old: MaskedBatch, name: str):
-    for i, dynamic in enumerate(new.dims, start=1):
-        a, b = new.data.size(i), old.data.size(i)
-        if a == b:
-            continue
-        if not dynamic:
-            raise ValueError(
-                f"@batch: '{name}' has size {a} in static dimension {i} for the examples "
-                f"that ran this code and {b} for the others"
-            )
-        size = max(a, b)
-        new, old = _masking.pad_to(new, i, size), _masking.pad_to(old, i, size)
+def _align_layouts(new: MaskedBatch, old: MaskedBatch, name: str):
+    """Give two values of one variable one layout: the same dims and padded sizes.
+
+    A dimension whose size differs between the examples (dynamic in either, or
+    static of two sizes: a sequence grown with ``torch.cat`` in a loop that
+    examples leave at different steps) becomes dynamic in both.
+    """
+    if len(new.dims) != len(old.dims):
+        raise ValueError(
+            f"@batch: '{name}' has examples with dims {new.dims} for the examples that ran "
+            f"this code and dims {old.dims} for the others; a variable must keep its rank"
+        )
+    for i, (a, b) in enumerate(zip(new.dims, old.dims), start=1):
+        if a or b or new.data.size(i) != old.data.size(i):
+            size = max(new.data.size(i), old.data.size(i))
+            new, old = _dynamic(new, i, size), _dynamic(old, i, size)
     return new, old
+
+
+def _dynamic(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
+    """``batch`` with ``dim`` dynamic and padded to ``size`` (a static dim is real along
+    its whole extent)."""
+    if batch.dims[dim - 1] or batch.data.size(dim) < size:
+        return _masking.pad_to(batch, dim, size)  # a static dim becomes dynamic there
+    mask = batch.mask
+    mask = mask.expand(*mask.shape[:dim], size, *mask.shape[dim + 1:])
+    dims = batch.dims[:dim - 1] + (True,) + batch.dims[dim:]
+    return MaskedBatch._make(batch.data, mask, dims)
 
 
 def _lift(value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
@@ -227,6 +252,11 @@ def _lift(value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
         try:
             data = value.expand(shape)
         except RuntimeError:
+            if value.dim() == len(shape) and value.size(0) == 1:
+                # Sizes that differ from the batch's: the same value for every
+                # example, whose sizes the merge aligns (``_align_layouts``).
+                return MaskedBatch._make(value.expand(shape[0], *value.shape[1:]), None,
+                                         like.dims)
             raise ValueError(
                 f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} on one "
                 f"path and a batch with padded example shape (1, *{tuple(shape[1:])}) on "

@@ -22,15 +22,20 @@ the empty-output rule for examples shorter than the window).
 | softmax           | softmax.py           | kept; over a dynamic dim padding is filled with -inf and |
 |                   |                      | the result's padding is 0 (an empty row gives 0, not NaN) |
 | normalization     | normalization.py     | kept (rows over static trailing dims); padding zeroed    |
-|                   |                      | when weight/bias need a gradient; dynamic dims refused   |
+|                   |                      | when weight/bias need a gradient; dynamic dims refused;  |
+|                   |                      | group/instance norm: statistics over each example's real |
+|                   |                      | positions; batch_norm training: over every real position |
+|                   |                      | (packed real rows, torch's own kernel)                   |
 | dropout           | dropout.py           | kept; one draw for the batch (independent per example);  |
 |                   |                      | eval mode / p=0 return the input exactly                 |
 | embedding         | embedding.py         | ids' mask + a static feature dim; padding ids replaced   |
-|                   |                      | by 0 before the lookup; a bag per example: all real      |
+|                   |                      | by 0 before the lookup; a bag per example: all real;     |
+|                   |                      | one_hot: a static class dim                              |
 | activation        | activations.py       | glu/prelu/normalize keep the mask (the pointwise ones    |
 |                   |                      | are core's pointwise family); see the module's table     |
 | loss              | losses.py            | 'none': the per-position layout (real where input and    |
-|                   |                      | target are); 'sum'/'mean': per-example scalars, dims ()  |
+|                   |                      | target are); 'sum'/'mean': per-example scalars, dims (); |
+|                   |                      | ctc_loss: per-example scalars from the time-major view   |
 | attention         | attention.py         | the query's mask; padded keys masked, padding zeroed; a  |
 |                   |                      | query that sees no key gives 0 (value and gradient)      |
 | multihead_attention | multihead_attention.py | the same, on time-major views (TimeMajorBatch);     |

@@ -36,7 +36,8 @@ from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 # An example's output size along one dimension, from its input size (int64 tensor).
 SizeFn = Callable[[torch.Tensor], torch.Tensor]
 
-LAYOUTS = {1: "(1, channels, length)", 2: "(1, channels, height, width)"}
+LAYOUTS = {1: "(1, channels, length)", 2: "(1, channels, height, width)",
+           3: "(1, channels, depth, height, width)"}
 
 
 def as_tuple(value: Any, n: int, op: str, argument: str) -> tuple[int, ...]:

@@ -1,4 +1,5 @@
-"""Convolutions over dynamic spatial dimensions: ``conv1d``/``conv2d`` and transposed.
+"""Convolutions over dynamic spatial dimensions: ``conv1d``/``conv2d``/``conv3d`` and
+transposed.
 
 Semantics (per example, the loop is the oracle; see ``_windows.py``):
 
@@ -7,12 +8,13 @@ Semantics (per example, the loop is the oracle; see ``_windows.py``):
 | ``(1, C, L)``            | ``(False, True)``            | ``(1, C_out, L_out)``         |
 | ``(1, C, H, W)``         | ``(False, True, True)``, or  | ``(1, C_out, H_out, W_out)``  |
 |                          | one spatial dim static       |                               |
+| ``(1, C, D, H, W)``      | any spatial dims dynamic     | ``(1, C_out, D_out, ...)``    |
 
 Padding is filled with 0 (the example's own zero padding), the weight and
 bias are shared by every example, and one ``conv`` call serves the batch.
 Every argument PyTorch takes is honoured: integer or ``'same'``/``'valid'``
 padding, stride, dilation, groups, bias, ``output_padding`` (transposed).
-``nn.Conv1d``/``nn.Conv2d`` with ``padding_mode`` ``'reflect'``,
+``nn.Conv1d``/``nn.Conv2d``/``nn.Conv3d`` with ``padding_mode`` ``'reflect'``,
 ``'replicate'`` or ``'circular'`` pad through ``F.pad`` (``padding.py``),
 per example.  ``nn.ConvTranspose*d(output_size=...)`` would need the input's
 single size, which a dynamic dimension has not: that raises.
@@ -35,11 +37,11 @@ from matchbox.nn.ops._windows import (
     same_size,
 )
 
-SPATIAL_DIMS = {torch.conv1d: 1, torch.conv2d: 2,
-                torch.conv_transpose1d: 1, torch.conv_transpose2d: 2}
+SPATIAL_DIMS = {torch.conv1d: 1, torch.conv2d: 2, torch.conv3d: 3,
+                torch.conv_transpose1d: 1, torch.conv_transpose2d: 2, torch.conv_transpose3d: 3}
 
 
-@_registry.implements(torch.conv1d, torch.conv2d, family="convolution")
+@_registry.implements(torch.conv1d, torch.conv2d, torch.conv3d, family="convolution")
 def conv(func, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     op = _registry.op_name(func)
     n = SPATIAL_DIMS[func]
@@ -62,7 +64,8 @@ def conv(func, input, weight, bias=None, stride=1, padding=0, dilation=1, groups
     return windows.result(out)
 
 
-@_registry.implements(torch.conv_transpose1d, torch.conv_transpose2d, family="convolution")
+@_registry.implements(torch.conv_transpose1d, torch.conv_transpose2d, torch.conv_transpose3d,
+                      family="convolution")
 def conv_transpose(func, input, weight, bias=None, stride=1, padding=0, output_padding=0,
                    groups=1, dilation=1):
     op = _registry.op_name(func)

@@ -19,6 +19,13 @@ over its real ids only: the real ids of the whole batch are flattened into one
 zero-length example is an empty bag (zeros, as PyTorch gives an empty bag
 through offsets; PyTorch's own 2-D path cannot take ``T == 0``).
 ``scale_grad_by_freq`` would count over the batch and is refused.
+
+Semantics of ``one_hot``: each class index becomes a row of the identity, as an
+embedding with a fixed weight: a new static last dimension of ``num_classes``,
+real where the indices are.  Padding indices (any integer) become 0 first; a real
+index outside ``[0, num_classes)`` raises naming the example.  ``num_classes`` is
+one number for every example: ``-1`` (PyTorch's "largest index + 1", which
+differs between examples) and a batch of per-example counts are refused.
 """
 
 from __future__ import annotations
@@ -114,3 +121,30 @@ def embedding_bag(func, input, weight, offsets=None, max_norm=None, norm_type=2,
                padding_idx)
     mask, dims = reduced_layout(input, (1,), keepdim=False)
     return MaskedBatch._make(out, None if mask is None else mask.unsqueeze(-1), dims + (False,))
+
+
+@_registry.implements(F.one_hot, family="embedding")
+def one_hot(func, input, num_classes=-1):
+    op = _registry.op_name(func)
+    if isinstance(num_classes, MaskedBatch) or not isinstance(input, MaskedBatch):
+        raise ValueError(
+            f"{op}: num_classes must be one int for every example; a dynamic number of "
+            "classes (one per example) would give examples of different sizes in the new "
+            "class dimension, with the classes of the others beyond them: pass the largest "
+            "(e.g. maxsize of the class dimension), the same for every example")
+    if num_classes == -1:
+        raise ValueError(
+            f"{op}: num_classes=-1 infers the number of classes from each example's largest "
+            "index, which differs between examples (a dynamic number of classes); pass "
+            "num_classes, the same for every example")
+    _check_ids(op, input)
+    ids = _masking.fill_padding(input, 0)
+    bad = (ids < 0) | (ids >= num_classes)
+    failing = _masking.running(bad.reshape(bad.size(0), -1).any(1)).nonzero()
+    if failing.numel():
+        e = int(failing[0])
+        value = int(ids[e][bad[e]][0])
+        raise RuntimeError(f"{op}: class values must be in [0, num_classes={num_classes}): "
+                           f"example {e} has {value}")
+    mask = None if input._mask is None else input._mask.unsqueeze(-1)
+    return MaskedBatch._make(func(ids, num_classes), mask, input.dims + (False,))

@@ -31,6 +31,18 @@ value checks or make a NaN), its padding gradient is dropped (core's mixing
 rule, which protects shared ``weight``/``pos_weight`` arguments), and core's
 masked reductions (``sum``/``mean`` over a batch) reduce each example.
 
+``ctc_loss``: per-example code calls it as on one example of ``(1, T, C)``
+log-probabilities, ``F.ctc_loss(lp.transpose(0, 1), targets, input_lengths,
+target_lengths)``: on a batch ``lp.transpose(0, 1)`` is the time-major view
+(``matchbox.nn.time_major``), ``targets`` a batch of ``(1, S)`` class indices (or a
+plain ``(1, S)`` tensor shared by every example), and the lengths a batch of one int per
+example (``x.size_as_tensor(1)`` in per-example code, or ints/tensors the same for
+every example).  One ``ctc_loss`` call serves the batch (padding filled: log-probability
+0 and class 0, never read); each example's loss is its own, with ``reduction=``
+per example ('mean' divides by its own target length, as PyTorch does for N = 1).  A
+length beyond an example's own time steps or targets, or an example without time steps
+(PyTorch refuses an empty ``log_probs``), raises naming the example.
+
 A dynamic class dimension (a different number of classes per example, e.g.
 a pointer network's candidates) works for class-index targets: padding
 classes get logit ``-inf`` (probability 0) and every real target is checked
@@ -54,6 +66,7 @@ from torch.nn import _reduction
 from matchbox import _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.nn.ops._per_example import only_input_batched
+from matchbox.nn.time_major import TimeMajorBatch
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -303,3 +316,79 @@ def _check_targets_per_example(op: str, input: MaskedBatch, t: torch.Tensor,
         raise IndexError(
             f"{op}: target {int(t[tuple(where)])} is out of bounds for example {example}, "
             f"which has {int(classes.reshape(-1)[example])} classes (dynamic dimension 1)")
+
+
+# ---------------------------------------------------------------------------- ctc
+
+
+@_registry.implements(F.ctc_loss, family="loss", batch_type="TimeMajorBatch")
+@_registry.implements(F.ctc_loss, family="loss")
+def ctc_loss(func, log_probs, targets, input_lengths, target_lengths, blank=0,
+             reduction="mean", zero_infinity=False):
+    op = _registry.op_name(func)
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: reduction={reduction!r} is not one of {list(REDUCTIONS)}")
+    if not isinstance(log_probs, TimeMajorBatch):
+        raise TypeError(
+            f"{op}: log_probs must be each example's (T, 1, C) log-probabilities, time first: "
+            "on a batch of (1, T, C) examples, x.transpose(0, 1) (matchbox.nn.time_major(x)); "
+            f"got {type(log_probs).__name__}")
+    lp = log_probs.batch
+    if not isinstance(lp, MaskedBatch):
+        lp = lp.to_masked()  # a PackedBatch's view: its padded form
+    if lp.dims[1]:
+        raise ValueError(f"{op}: the classes (dimension 2 of log_probs) are dynamic; every "
+                         "example must have the same number of classes")
+    batch = lp.data.size(0)
+    steps = _masking.sizes_along(lp, 1)
+    if isinstance(targets, MaskedBatch):
+        if targets.dims != (True,) and targets.dims != (False,):
+            raise ValueError(f"{op}: targets must be (1, S) class indices per example, got dims "
+                             f"{targets.dims}")
+        target_data = _masking.fill_padding(targets, 0)
+        available = _masking.sizes_along(targets, 1)
+    elif isinstance(targets, torch.Tensor) and targets.dim() == 2 and targets.size(0) == 1:
+        target_data = targets.expand(batch, targets.size(1))
+        available = torch.full((batch,), targets.size(1), device=targets.device)
+    else:
+        raise TypeError(f"{op}: targets must be a batch of (1, S) class indices, or a plain "
+                        "(1, S) tensor shared by every example")
+    lengths = _per_example_ints(op, "input_lengths", input_lengths, batch, lp.device)
+    wanted = _per_example_ints(op, "target_lengths", target_lengths, batch, lp.device)
+    for what, have, need in (("time steps", steps, lengths), ("targets", available, wanted)):
+        bad = _masking.running((need > have) | (need < 0)).nonzero()
+        if bad.numel():
+            e = int(bad[0])
+            raise ValueError(f"{op}: example {e} has {int(have[e])} {what} but a length of "
+                             f"{int(need[e])} (input_lengths / target_lengths count within "
+                             "each example)")
+    empty = _masking.running(steps == 0).nonzero()
+    if empty.numel():
+        raise ValueError(f"{op}: example {int(empty[0])} has no time steps; PyTorch refuses an "
+                         "empty log_probs for it")
+    # Examples that do not run this code: lengths that index their own data.
+    lengths = torch.minimum(lengths.clamp(min=0), steps)
+    wanted = torch.minimum(wanted.clamp(min=0), available)
+    data = _masking.fill_padding(lp, 0).transpose(0, 1)
+    if data.size(0) == 0:
+        data = data.new_zeros(1, *data.shape[1:])  # no example runs: one step of nothing
+    losses = func(data, target_data, lengths, wanted, blank, "none", zero_infinity)
+    if reduction == "mean":
+        losses = losses / wanted.clamp(min=1).to(losses.dtype)
+    return MaskedBatch._make(losses, None, ())
+
+
+def _per_example_ints(op: str, name: str, value: Any, batch: int,
+                      device: torch.device) -> torch.Tensor:
+    """A length argument as one int64 per example: a batch of per-example ints, or one
+    value (an int, a one-element tuple, list or tensor) the same for every example."""
+    if isinstance(value, MaskedBatch):
+        if value.dims != () or value.dtype.is_floating_point:
+            raise ValueError(f"{op}: {name} must hold one int per example (a batch with dims "
+                             f"()), got dims {value.dims} of {value.dtype}")
+        return value.data.reshape(batch).long()
+    values = torch.as_tensor(value, device=device).reshape(-1)
+    if values.numel() != 1:
+        raise ValueError(f"{op}: a plain {name} is the same for every example and must be one "
+                         f"value (the length of one example), got {values.numel()}")
+    return values.long().expand(batch)

@@ -19,6 +19,9 @@ see ``matchbox.packed.mixing``).
 | shape             | shape.py        | cat: static dims keep it; dim 1 builds the summed lengths |
 |                   |                 | transpose(0, 1): matchbox-nn's time-major view of it     |
 | conversion        | conversion.py   | casts keep it; device moves move its device tensors      |
+| embedding, repeat,| rows.py         | kept: one_hot, repeat/tile/repeat_interleave, roll,      |
+| ordering, matrix  |                 | tril/triu, diagonal within each row's static dims; along |
+|                   |                 | the packed dim 1 they raise (use as_masked)              |
 """
 
 from matchbox.packed.ops import (  # noqa: F401
@@ -27,6 +30,7 @@ from matchbox.packed.ops import (  # noqa: F401
     linalg,
     pointwise,
     recurrent,
+    rows,
     segments,
     shape,
 )

@@ -25,8 +25,10 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _registry
+from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox.nn.packing import relayout
 from matchbox.ops.pointwise import (
     _writes_first_argument,
@@ -159,6 +161,10 @@ def _method(func: Any, dispatch: Any) -> Any:
         return None
 
     def method(self: PackedBatch, *args: Any, **kwargs: Any) -> Any:
+        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
+            refuse_untracked(func, (self, *args))
+        if autograd_profiler._is_profiler_enabled:
+            return _registry.labelled(_dispatch.BATCH_TYPE, func, dispatch)(func, self, *args, **kwargs)
         if not kwargs and len(args) <= 1:
             if not args:
                 return PackedBatch._make(func(self.data), self.layout)

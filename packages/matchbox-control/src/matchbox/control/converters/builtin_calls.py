@@ -1,0 +1,127 @@
+"""Pass 6: builtins, list reads and type tests whose answer differs between examples.
+
+| written                                  | becomes                                   |
+|------------------------------------------|-------------------------------------------|
+| ``sum(xs)``, ``max``, ``min``, ``any``,  | ``mb__.call(sum, xs)``: per example where |
+| ``all``, ``len``, ``int``, ``float``,    | the callable is the builtin at run time   |
+| ``bool``, ``isinstance``, ``reduce``,    | (``runtime.calls``), else the call itself |
+| ``functools.reduce``, ``torch.is_tensor``|                                           |
+| ``x.item()``                             | ``mb__.item(x)``                          |
+| ``x.unbind(d)``, ``torch.unbind(x, d)``  | ``mb__.unbind(x, d)``: steps along a      |
+|                                          | dynamic dim record their examples         |
+| ``obj[i]``, ``obj[a:b]`` (one index,     | ``mb__.get_item(obj, i)``: a list's items |
+| read)                                    | per example (``runtime.sequences``)       |
+| ``type(x) is T`` (``is not``, ``==``,    | ``mb__.compare_type(type, x, 'is', T)``:  |
+| ``!=``)                                  | warns where ``x`` is a batch, ``T`` a     |
+|                                          | tensor class                              |
+
+Which callable a name means is known only when the call runs, so the
+runtime checks it: a user's own ``sum`` or ``max`` is called as it is.  An
+index that is a tuple (``x[:, t]``) cannot index a list and is left alone, so
+the common tensor indexing costs nothing.  It runs after ``comprehensions``
+(their thunks hold calls too) and before ``control_flow``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gast
+
+from matchbox.control import anno, templates
+from matchbox.control.context import Context
+from matchbox.control.converters.assignments import index_expression
+from matchbox.control.converters.control_flow import _iterable
+from matchbox.control.runtime.calls import ATTRIBUTES, NAMES
+
+_TYPE_COMPARISONS = {gast.Is: "is", gast.IsNot: "is not", gast.Eq: "==", gast.NotEq: "!="}
+
+
+def _lowered_callable(func: Any) -> bool:
+    return ((isinstance(func, gast.Name) and func.id in NAMES)
+            or (isinstance(func, gast.Attribute) and func.attr in ATTRIBUTES))
+
+
+_FOLDS = frozenset({"sum", "max", "min", "any", "all", "reduce"})
+
+
+def _name(func: Any) -> str:
+    return func.id if isinstance(func, gast.Name) else func.attr
+
+
+def _type_call(node: Any) -> bool:
+    return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+            and node.func.id == "type" and len(node.args) == 1 and not node.keywords)
+
+
+class _BuiltinCalls(gast.NodeTransformer):
+    def visit_FunctionDef(self, node: Any) -> Any:
+        return node  # converted on its own
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: Any) -> Any:
+        # A user's lambda is left as it is, as by every pass; a thunk is this scope's.
+        return self.generic_visit(node) if anno.get(node, templates.THUNK) else node
+
+    def visit_AnnAssign(self, node: Any) -> Any:
+        # A local variable's annotation is never evaluated: left as written.
+        node.target = self.visit(node.target)
+        if node.value is not None:
+            node.value = self.visit(node.value)
+        return node
+
+    def visit_Call(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if _lowered_callable(node.func) and not any(
+                isinstance(a, gast.Starred) for a in node.args):
+            new = templates.replace_expr("mb__.call(function)", origin=node, function=node.func)
+            args = list(node.args)
+            # The sequence a fold reads: range/enumerate/zip/reversed as a for
+            # statement's (``sum(range(n))`` with per-example ``n``).
+            position = 1 if _name(node.func) == "reduce" else 0
+            if _name(node.func) in _FOLDS and len(args) > position:
+                args[position] = _iterable(args[position])
+            new.args.extend(args)
+            new.keywords.extend(node.keywords)
+            return new
+        if (isinstance(node.func, gast.Attribute) and node.func.attr == "item"
+                and not node.args and not node.keywords):
+            return templates.replace_expr("mb__.item(obj)", origin=node, obj=node.func.value)
+        if isinstance(node.func, gast.Attribute) and node.func.attr == "unbind":
+            new = templates.replace_expr("mb__.unbind(owner)", origin=node,
+                                         owner=node.func.value)
+            new.args.extend(node.args)
+            new.keywords.extend(node.keywords)
+            return new
+        return node
+
+    def visit_Subscript(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if not isinstance(node.ctx, gast.Load) or isinstance(node.slice, gast.Tuple):
+            return node
+        return templates.replace_expr("mb__.get_item(obj, index)", origin=node, obj=node.value,
+                                      index=index_expression(node.slice))
+
+    def visit_Compare(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or type(node.ops[0]) not in _TYPE_COMPARISONS:
+            return node
+        left, right = node.left, node.comparators[0]
+        if not _type_call(left):
+            left, right = right, left
+            if not _type_call(left):
+                return node
+        op = templates.constant(_TYPE_COMPARISONS[type(node.ops[0])])
+        return templates.replace_expr("mb__.compare_type(kind, obj, op, other)", origin=node,
+                                      kind=left.func, obj=left.args[0], op=op, other=right)
+
+
+def transform(function: Any, ctx: Context) -> None:
+    visitor = _BuiltinCalls()
+    function.body = [s for statement in function.body
+                     for s in _as_list(visitor.visit(statement))]
+
+
+def _as_list(result: Any) -> list[Any]:
+    return result if isinstance(result, list) else [result]

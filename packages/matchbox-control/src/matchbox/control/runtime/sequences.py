@@ -1,0 +1,251 @@
+"""Python lists whose items only some examples have.
+
+In the loop over examples every example builds its own list.  Under ``@batch``
+one list holds the items of every example: an item appended (``append``,
+``extend``) or made by a comprehension step under a per-example condition is
+padding for the examples that did not make it, and it records which examples
+have it (``MaskedBatch._present``, a ``(batch,)`` bool tensor).  Items without
+the record belong to every example.  From the records:
+
+| written                    | gives, per example                                    |
+|----------------------------|-------------------------------------------------------|
+| ``len(items)``             | the number of its own items (a batch of ints)         |
+| ``items[i]``, ``items[-1]``| its own ``i``-th (last) item; ``IndexError`` naming   |
+|                            | the examples whose list is too short; ``i`` may be a  |
+|                            | batch of per-example ints (a counter)                 |
+| ``items[a:b:c]``           | a list of its own items ``a`` to ``b`` (recorded)     |
+| ``items.pop()``, ``insert``,| ``NotImplementedError``: positions differ between    |
+| ``remove``, ``sort``,      | examples                                              |
+| ``reverse``, ``items[i] = v``|                                                     |
+
+The steps of ``x.unbind(d)`` along a dynamic dimension record their examples too
+(:func:`unbind`): ``len(x.unbind(1))`` and ``x.unbind(1)[-1]`` are each example's.
+
+A list none of whose items has a record is an ordinary Python list: each helper
+is then the Python operation itself.  ``for`` loops, comprehensions and
+``sum``/``max``/... read the same records (``iteration.example_real``).
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import torch
+
+from matchbox._registry import BATCH_VIEWS
+from matchbox.control.runtime.masks import _MASK
+from matchbox.control.runtime.select import only_active, select
+from matchbox.masked_batch import MaskedBatch
+
+
+def per_example_item(mask: torch.Tensor, value: Any, name: str) -> Any:
+    """``value`` as the item of a list that only the examples in ``mask`` have.
+
+    ``None`` (what a comprehension run for its effects gives) stays ``None``: it
+    cannot record the examples, and counts for every example.
+    """
+    if value is None:
+        return None
+    item = only_active(mask, value, name)
+    _record(item, mask)
+    return item
+
+
+def _record(item: Any, present: torch.Tensor) -> None:
+    if type(item) is MaskedBatch:
+        item._present = present
+    elif type(item) in BATCH_VIEWS:
+        _record(item.batch, present)
+    elif type(item) is tuple or (isinstance(item, tuple) and hasattr(item, "_fields")):
+        for part in item:
+            _record(part, present)
+
+
+def presence(item: Any) -> torch.Tensor | None:
+    """Which examples have ``item`` by its record (``None``: every example)."""
+    kind = type(item)
+    if kind is MaskedBatch:
+        return getattr(item, "_present", None)
+    if kind in BATCH_VIEWS:
+        return presence(item.batch)
+    if kind is tuple or (isinstance(item, tuple) and hasattr(item, "_fields")):
+        found = None
+        for part in item:
+            own = presence(part)
+            if own is not None:
+                found = own if found is None else found & own
+        return found
+    return None
+
+
+def per_example_presence(items: Any) -> torch.Tensor | None:
+    """``(len(items), batch)``: which examples have each item of a list or tuple;
+    ``None`` when no item has a record (an ordinary list)."""
+    records = [presence(item) for item in items]
+    known = next((r for r in records if r is not None), None)
+    if known is None:
+        return None
+    every = torch.ones_like(known)
+    return torch.stack([every if r is None else r for r in records])
+
+
+def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
+    """A call written ``owner.unbind(...)`` (``x.unbind(1)``, ``torch.unbind(x, 1)``).
+
+    Along a dynamic dimension each step records the examples that have it, so
+    that ``len(x.unbind(1))``, ``x.unbind(1)[-1]`` and slices of the steps are
+    each example's own, as in the loop.
+    """
+    if owner is torch:
+        steps = torch.unbind(*args, **kwargs)
+        batch, rest = (args[0], args[1:]) if args else (kwargs.get("input"), ())
+    else:
+        steps = owner.unbind(*args, **kwargs)
+        batch, rest = owner, args
+    if type(batch) is not MaskedBatch or batch._mask is None:
+        return steps
+    dim = rest[0] if rest else kwargs.get("dim", 0)
+    d = dim % batch.dim() if type(dim) is int else 0
+    if d == 0 or not batch.dims[d - 1]:
+        return steps
+    mask = batch._mask
+    present = mask.movedim(d, 0).reshape(mask.size(d), mask.size(0), -1).any(-1)
+    for step, row in zip(steps, present.unbind(0)):
+        step._present = row
+    return steps
+
+
+def _sequence(obj: Any) -> bool:
+    return type(obj) is list or type(obj) is tuple
+
+
+def length(obj: Any) -> Any:
+    """``len(obj)``; of a list whose items only some examples have, each example's own."""
+    if not _sequence(obj):
+        return builtins.len(obj)
+    present = per_example_presence(obj)
+    if present is None:
+        return builtins.len(obj)
+    return MaskedBatch._make(present.sum(0), None, ())
+
+
+def get_item(obj: Any, index: Any) -> Any:
+    """``obj[index]``; of a list whose items only some examples have, each example's own."""
+    if not _sequence(obj):
+        return obj[index]
+    if type(index) is MaskedBatch:
+        present = per_example_presence(obj)
+        if present is None:
+            present = _every(obj, index)
+        return _own_item(obj, present, index)
+    if type(index) is not int and type(index) is not slice:
+        return obj[index]
+    present = per_example_presence(obj)
+    if present is None:
+        return obj[index]
+    if type(index) is slice:
+        return _own_slice(obj, present, index)
+    return _own_item(obj, present, index)
+
+
+def has_records(obj: Any) -> bool:
+    """Whether some item of a list or tuple only some examples have."""
+    return any(presence(item) is not None for item in obj)
+
+
+def refuse_positional_write(obj: Any, what: str) -> None:
+    """A write by position (``pop``, ``insert``, ``items[i] = v``...) into a list whose
+    items only some examples have: positions differ between examples."""
+    if type(obj) is list and has_records(obj):
+        raise NotImplementedError(
+            f"@batch: {what} on a list whose items only some examples have (appended "
+            "under a per-example condition, or made by a comprehension over steps that "
+            "differ between examples): an item's position differs between examples. "
+            "Read it per example (items[-1], len(items), items[a:b]) and build a new list, "
+            "or stack it with matchbox.functional.stack(items, dim, dynamic=True)"
+        )
+
+
+def _every(obj: Any, index: MaskedBatch) -> torch.Tensor:
+    batch = index.data.size(0)
+    return torch.ones(builtins.len(obj), batch, dtype=torch.bool, device=index.data.device)
+
+
+def _positions(present: torch.Tensor, index: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each example's item for ``index``: ``(chosen, valid)`` with ``chosen`` the list
+    position (``(batch,)``) and ``valid`` whether the example's list has one."""
+    counts = present.sum(0)
+    if type(index) is MaskedBatch:
+        if index.dims and index.data.numel() != index.data.size(0) or (
+                index.data.dtype.is_floating_point or index.data.dtype == torch.bool):
+            raise TypeError(
+                "list indices must be integers: a batch index must hold one int per example "
+                f"(dims == ()), got dims {index.dims} and dtype {index.dtype}")
+        wanted = index.data.reshape(-1).to(torch.int64)
+        real = None if index._mask is None else index._mask.reshape(-1)
+    else:
+        wanted = torch.full_like(counts, index)
+        real = None
+    wanted = torch.where(wanted < 0, wanted + counts, wanted)
+    valid = (wanted >= 0) & (wanted < counts)
+    if real is not None:
+        valid = valid & real
+    rank = present.long().cumsum(0) - 1  # each item's position in its example's own list
+    hit = present & (rank == wanted.unsqueeze(0))
+    return hit.long().argmax(0), valid
+
+
+def _running(valid: torch.Tensor) -> torch.Tensor:
+    outer = _MASK.get()
+    return ~valid if outer is None else outer & ~valid
+
+
+def _own_item(obj: Any, present: torch.Tensor, index: Any) -> Any:
+    chosen, valid = _positions(present, index)
+    short = _running(valid)
+    if short.any():
+        examples = short.nonzero().flatten().tolist()
+        raise IndexError(
+            f"list index out of range for examples {examples}: in the loop over examples "
+            "each example indexes its own list (here: the items it appended), which is "
+            "shorter for them")
+    outer = _MASK.get()
+    # The positions the running examples read (one sync); one select for each.
+    positions = (chosen if outer is None else chosen[outer]).unique().tolist() or [0]
+    result = obj[positions[0]]
+    for position in positions[1:]:
+        result = select(chosen == position, obj[position], result, "a list item")
+    return result
+
+
+def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
+    """Each example's own ``items[a:b:c]``, as a list of items recorded again."""
+    for part, name in ((index.start, "start"), (index.stop, "stop"), (index.step, "step")):
+        if part is not None and type(part) is not int:
+            raise TypeError(f"@batch: a slice of a list whose items only some examples have "
+                            f"needs an int {name} (or None), got {type(part).__name__}")
+    step = 1 if index.step is None else index.step
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    counts = present.sum(0)
+    rank = present.long().cumsum(0) - 1
+
+    def bound(value: int | None, default: torch.Tensor, low: int, high: torch.Tensor):
+        if value is None:
+            return default
+        b = torch.full_like(counts, value)
+        b = torch.where(b < 0, b + counts, b)
+        return torch.minimum(torch.clamp(b, min=low), high)
+
+    if step > 0:
+        start = bound(index.start, torch.zeros_like(counts), 0, counts)
+        stop = bound(index.stop, counts, 0, counts)
+        chosen = present & (rank >= start) & (rank < stop) & ((rank - start) % step == 0)
+        order = builtins.range(builtins.len(obj))
+    else:
+        start = bound(index.start, counts - 1, -1, counts - 1)
+        stop = bound(index.stop, torch.full_like(counts, -1), -1, counts - 1)
+        chosen = present & (rank <= start) & (rank > stop) & ((start - rank) % -step == 0)
+        order = builtins.range(builtins.len(obj) - 1, -1, -1)
+    return type(obj)(per_example_item(chosen[k], obj[k], "a list item") for k in order)

@@ -1,0 +1,78 @@
+"""Type tests that a batch answers differently from the tensor it stands for.
+
+A ``MaskedBatch`` is not a ``torch.Tensor`` subclass, so ``torch.is_tensor(m)``,
+``isinstance(m, torch.Tensor)`` and ``type(m) is torch.Tensor`` are ``False``
+for a batch where the loop over examples sees a tensor: ``if
+torch.is_tensor(mask): s = s.masked_fill(mask, 0)`` would silently skip the
+masking.  Under ``@batch`` each such test still gives Python's answer, and
+warns (:class:`BatchTypeTestWarning`, at the user's line) when the value
+tested is a batch, saying what to write instead:
+``isinstance(m, (torch.Tensor, matchbox.MaskedBatch))``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+import warnings
+from typing import Any
+
+import torch
+
+from matchbox.masked_batch import MaskedBatch
+
+
+class BatchTypeTestWarning(UserWarning):
+    """A type test in ``@batch`` code is ``False`` for a batch that stands for a tensor."""
+
+
+_ADVICE = ("a MaskedBatch stands for a tensor of each example but is not a torch.Tensor, "
+           "so this test is False where the loop over examples sees a tensor; test "
+           "isinstance(x, (torch.Tensor, matchbox.MaskedBatch)) instead")
+
+# The user's frame is the caller of ``mb__.call``: warn from there.
+_STACKLEVEL = 3
+
+
+def _warn(what: str) -> None:
+    warnings.warn(f"@batch: {what} is False for a MaskedBatch: {_ADVICE}", BatchTypeTestWarning,
+                  stacklevel=_STACKLEVEL + 1)
+
+
+def _names_tensor(classes: Any) -> bool:
+    """Whether an ``isinstance`` class argument asks for tensors and not for batches."""
+    if isinstance(classes, tuple):
+        found = [_names_tensor(c) for c in classes]
+        return any(found) and MaskedBatch not in classes
+    return isinstance(classes, type) and issubclass(classes, torch.Tensor)
+
+
+def isinstance_(obj: Any, classes: Any) -> bool:
+    """``isinstance(obj, classes)``; warns for a batch tested against ``torch.Tensor``."""
+    result = builtins.isinstance(obj, classes)
+    if not result and type(obj) is MaskedBatch and _names_tensor(classes):
+        _warn("isinstance(x, torch.Tensor)")
+    return result
+
+
+def is_tensor(obj: Any) -> bool:
+    """``torch.is_tensor(obj)``; warns for a batch."""
+    if type(obj) is MaskedBatch:
+        _warn("torch.is_tensor(x)")
+    return torch.is_tensor(obj)
+
+
+_COMPARE = {"is": operator.is_, "is not": operator.is_not, "==": operator.eq,
+            "!=": operator.ne}
+
+
+def compare_type(type_fn: Any, obj: Any, op: str, other: Any) -> Any:
+    """``type(obj) <op> other`` (``is``, ``is not``, ``==``, ``!=``); warns where ``obj``
+    is a batch and ``other`` a tensor class."""
+    kind = type_fn(obj)
+    if (type_fn is builtins.type and kind is MaskedBatch and isinstance(other, type)
+            and issubclass(other, torch.Tensor)):
+        warnings.warn(f"@batch: type(x) {op} {other.__module__}.{other.__qualname__} "
+                      f"treats a MaskedBatch as a non-tensor: {_ADVICE}",
+                      BatchTypeTestWarning, stacklevel=2)
+    return _COMPARE[op](kind, other)

@@ -1,0 +1,216 @@
+"""Repetition: ``repeat``, ``tile`` and ``repeat_interleave``.
+
+Dimension numbers and sizes are those of one example.  What happens to padding and mask:
+
+| op                  | along a static dim            | along a dynamic dim                        |
+|---------------------|-------------------------------|--------------------------------------------|
+| repeat, tile        | the data repeated, mask kept  | each example's real values repeated end to |
+|                     |                               | end (length r * n); one gather             |
+| repeat_interleave   | the data's rows repeated,     | each real value repeated in place (length  |
+| (int repeats)       | mask kept                     | r * n), the mask alike                     |
+| repeat_interleave   | a 1-D plain tensor: the data  | a 1-D plain tensor needs every example's   |
+| (tensor repeats)    | as torch does it; one int per | length to be its length (the result is     |
+| example (a batch of |  example: dynamic (r_e * n)   | static); one int per example: r_e * n_e    |
+| per-example ints)   |                               |                                            |
+
+Each example's dimension 0 is its batch dimension, of size one: ``repeat`` must leave
+it at size one (a factor 1 there, or in front of it where ``repeat`` adds dimensions:
+those become static dimensions after it).  ``repeat_interleave`` without ``dim``
+flattens each example into one dimension, which a batch cannot hold: refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from matchbox import _masking, _registry
+from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.ops.gather import refuse_partly_empty
+
+FAMILY = "repeat"
+
+
+def _sizes(args: tuple[Any, ...]) -> list[Any]:
+    if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
+        return list(args[0])
+    return list(args)
+
+
+def _positions(size: int, device: torch.device, d: int, rank: int) -> torch.Tensor:
+    shape = [1] * rank
+    shape[d] = size
+    return torch.arange(size, device=device).view(shape)
+
+
+def _lines_along(x: MaskedBatch, d: int, old: torch.Tensor, length: torch.Tensor,
+                 size: int) -> torch.Tensor:
+    """The mask of a result along dynamic ``d`` of padded ``size`` whose examples have
+    ``length`` there (``old`` in ``x``), the other dimensions as in ``x`` (an example
+    empty along ``d`` keeps its other sizes)."""
+    rank = x.data.dim()
+    rows = [-1] + [1] * (rank - 1)
+    others = x.mask.any(d, keepdim=True) | (old == 0).view(rows)
+    return others & (_positions(size, x.device, d, rank) < length.view(rows))
+
+
+def _gather_along(x: MaskedBatch, d: int, source: torch.Tensor, old: torch.Tensor,
+                  length: torch.Tensor, dims: tuple[bool, ...]) -> MaskedBatch:
+    """``x`` gathered along ``d`` at per-line ``source`` positions ``(batch, ..., size,
+    ...)``: a dynamic dimension whose examples are ``length`` long (``old`` in ``x``).
+    Padding positions may read real values: their gradient is dropped."""
+    size = source.size(d)
+    full = list(x.data.shape)
+    full[d] = size
+    data = x.data.gather(d, source.clamp(0, max(x.data.size(d) - 1, 0)).expand(full))
+    mask = _masking.fit_mask(_lines_along(x, d, old, length, size), data, dims)
+    return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, dims)
+
+
+# ------------------------------------------------------------------ repeat, tile
+
+
+@_registry.implements(torch.Tensor.repeat, family=FAMILY)
+def repeat(func, input, *sizes):
+    op = _registry.op_name(func)
+    return _repeat(op, input, [int(s) for s in _sizes(sizes)])
+
+
+@_registry.implements(torch.tile, torch.Tensor.tile, family=FAMILY)
+def tile(func, input, dims):
+    op = _registry.op_name(func)
+    factors = [int(s) for s in _sizes((dims,))]
+    # tile pads its factors with ones in front up to the input's rank, then repeats.
+    return _repeat(op, input, [1] * (input.dim() - len(factors)) + factors)
+
+
+def _repeat(op: str, x: MaskedBatch, factors: list[int]) -> MaskedBatch:
+    rank = x.dim()
+    if len(factors) < rank:
+        raise RuntimeError(
+            f"{op}: number of dimensions of repeat dims ({len(factors)}) can not be smaller "
+            f"than number of dimensions of tensor ({rank})")
+    if any(f < 0 for f in factors):
+        raise RuntimeError(f"{op}: repeats can not be negative, got {factors}")
+    if factors[0] != 1:
+        raise ValueError(
+            f"{op}: the first factor ({factors[0]}) repeats dimension 0 of the result, each "
+            "example's batch dimension (size one); it must be 1 (new dimensions after it "
+            "may have any factor)")
+    # Dimensions repeat adds go in front of each example's dimension 0: inserted after
+    # the batch's dimension 0, they are static dimensions of size one, as in the loop.
+    x = _masking.raise_rank(x, len(factors))
+    static = [1] + [f if not x.dims[j - 1] else 1 for j, f in enumerate(factors[1:], 1)]
+    data = x.data.repeat(static) if any(f != 1 for f in static) else x.data
+    x = MaskedBatch._make(data, x._mask, x.dims)
+    dynamic = [j for j in range(1, len(factors)) if x.dims[j - 1]]
+    if any(factors[j] == 0 for j in dynamic):
+        refuse_partly_empty(op, [factors[j] * _masking.sizes_along(x, j) for j in dynamic])
+    for j, f in enumerate(factors[1:], 1):
+        if x.dims[j - 1] and f != 1:
+            x = _repeat_dynamic(x, j, f)
+    return x
+
+
+def _repeat_dynamic(x: MaskedBatch, d: int, factor: int) -> MaskedBatch:
+    """Each example's real values along dynamic ``d`` repeated ``factor`` times end to end."""
+    n = _masking.sizes_along(x, d)
+    rank = x.data.dim()
+    positions = _positions(factor * x.data.size(d), x.device, d, rank)
+    source = positions.remainder(n.clamp(min=1).view(-1, *[1] * (rank - 1)))
+    return _gather_along(x, d, source, n, factor * n, x.dims)
+
+
+# ------------------------------------------------------------------ repeat_interleave
+
+
+@_registry.implements(torch.repeat_interleave, torch.Tensor.repeat_interleave, family=FAMILY)
+def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
+    op = _registry.op_name(func)
+    if repeats is None:
+        raise ValueError(f"{op}(repeats) gives the indices of a 1-D tensor of counts, which a "
+                         "batch (each example keeps its dimension 0) cannot hold")
+    if dim is None:
+        raise ValueError(f"{op}: dim=None flattens each example, its batch dimension 0 "
+                         "included, into a 1-D result, which a batch cannot hold; pass dim")
+    if not isinstance(input, MaskedBatch):
+        raise TypeError(f"{op}: the input must be the batch; per-example repeats of a plain "
+                        "tensor are not supported")
+    d = normalize_dim(dim, input.dim(), op)
+    if isinstance(repeats, MaskedBatch):
+        return _interleave_per_example(op, input, d, repeats)
+    if isinstance(repeats, torch.Tensor) and repeats.numel() == 1:
+        repeats = int(repeats)
+    if isinstance(repeats, int):
+        if repeats < 0:
+            raise RuntimeError(f"{op}: repeats can not be negative, got {repeats}")
+        if d == 0:
+            if repeats != 1:
+                raise ValueError(f"{op}: repeating dimension 0, each example's batch dimension "
+                                 f"(size one), {repeats} times would change its size")
+            return input
+        if repeats == 0 and input.dims[d - 1] and sum(input.dims) > 1:
+            refuse_partly_empty(op, [0 * _masking.sizes_along(input, j) if j == d else
+                                     _masking.sizes_along(input, j)
+                                     for j in range(1, input.dim()) if input.dims[j - 1]])
+        data = input.data.repeat_interleave(repeats, d)
+        mask = input._mask
+        if mask is not None and input.dims[d - 1]:
+            mask = mask.repeat_interleave(repeats, d)
+        return MaskedBatch._make(data, mask, input.dims)
+    return _interleave_tensor(op, input, d, repeats, output_size)
+
+
+def _interleave_tensor(op: str, x: MaskedBatch, d: int, repeats: torch.Tensor,
+                       output_size: Any) -> MaskedBatch:
+    """A 1-D plain tensor of counts: the same for every example, whose length it must be."""
+    if not isinstance(repeats, torch.Tensor) or repeats.dim() != 1:
+        raise TypeError(f"{op}: repeats must be an int, a 1-D tensor or a batch of one int per "
+                        f"example, got {repeats!r}")
+    if d == 0:
+        raise ValueError(f"{op}: dim=0 is each example's batch dimension (size one); "
+                         "repeating along it would change its size")
+    count = repeats.numel()
+    data = x.data
+    if x.dims[d - 1]:
+        # Every running example's length must be the number of counts (the loop raises
+        # otherwise); the result has their sum in every example: a static dimension.
+        _masking.check_static_extents(op, [(x, d)], [(repeats.view(count), 0)], exact=True,
+                                      label=f"dimension {d} (the number of repeats)")
+        data = data.narrow(d, 0, min(count, data.size(d)))
+    out = torch.repeat_interleave(data, repeats.to(data.device), d, output_size=output_size)
+    dims = x.dims[:d - 1] + (False,) + x.dims[d:]
+    mask = x._mask
+    if mask is not None and x.dims[d - 1]:
+        mask = mask.any(d, keepdim=True)
+    return MaskedBatch._make(out, _masking.fit_mask(mask, out, dims), dims)
+
+
+def _interleave_per_example(op: str, x: MaskedBatch, d: int, repeats: MaskedBatch
+                            ) -> MaskedBatch:
+    """One count per example: example e's values along ``d`` each repeated ``r_e`` times."""
+    if repeats.dims != () or repeats.dtype.is_floating_point or repeats.dtype == torch.bool:
+        raise ValueError(f"{op}: a batch of repeats must hold one int per example (dims ()), "
+                         f"got dims {repeats.dims} of {repeats.dtype}")
+    if d == 0:
+        raise ValueError(f"{op}: dim=0 is each example's batch dimension (size one); "
+                         "repeating along it would change its size")
+    r = repeats.data.long()
+    real = torch.ones_like(r, dtype=torch.bool) if repeats._mask is None \
+        else repeats._mask.reshape(-1)
+    negative = _masking.running((r < 0) & real).nonzero()
+    if negative.numel():
+        e = int(negative[0])
+        raise RuntimeError(f"{op}: repeats can not be negative: example {e} has {int(r[e])}")
+    r = torch.where(real, r.clamp(min=0), 0)
+    n = _masking.sizes_along(x, d)
+    length = r * n
+    size = int(length.max()) if length.numel() else 0
+    rank = x.data.dim()
+    rows = [-1] + [1] * (rank - 1)
+    dims = x.dims[:d - 1] + (True,) + x.dims[d:]
+    refuse_partly_empty(op, [length] + [_masking.sizes_along(x, j) for j in range(1, rank)
+                                        if j != d and dims[j - 1]])
+    source = _positions(size, x.device, d, rank) // r.clamp(min=1).view(rows)
+    return _gather_along(x, d, source, n, length, dims)

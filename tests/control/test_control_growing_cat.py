@@ -1,0 +1,80 @@
+"""A sequence grown with ``torch.cat`` in a loop that examples leave at different
+steps (a per-example ``break``) has, per example, its own length: its dimension
+becomes dynamic when the examples' sizes part, as in the loop over examples."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from control_cases import assert_batch_equals_loop, sequences
+from hypothesis import given
+from hypothesis import strategies as st
+
+import matchbox
+
+
+def _grow(start: str):
+    @matchbox.batch
+    def grow(x, w):
+        if start == "slice of a dynamic dim":
+            out = x[:, :0]
+        elif start == "plain empty tensor":
+            out = torch.zeros(1, 0, 3, dtype=x.dtype)
+        else:  # a batch whose dimension 1 is static
+            out = x.new_zeros(1, 0, 3)
+        for xt in x.unbind(1):
+            y = (xt @ w).tanh()
+            out = torch.cat([out, y.unsqueeze(1)], 1)
+            if y.sum() > 0.5:
+                break
+        return out
+
+    return grow
+
+
+STARTS = ["slice of a dynamic dim", "plain empty tensor", "static batch"]
+
+
+@pytest.mark.parametrize("start", STARTS)
+@pytest.mark.parametrize("lengths", [[3, 1, 4, 2], [0, 2], [1], [3, 3]])
+def test_growing_cat_with_a_per_example_break(start, lengths, dtype):
+    w = torch.randn(3, 3, dtype=dtype)
+    assert_batch_equals_loop(_grow(start), sequences(lengths, dtype=dtype),
+                             ([w] * len(lengths), w))
+
+
+@pytest.mark.parametrize("start", STARTS)
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
+def test_growing_cat_hypothesis(start, lengths):
+    w = torch.randn(3, 3, dtype=torch.float64)
+    assert_batch_equals_loop(_grow(start), sequences(lengths), ([w] * len(lengths), w))
+
+
+@matchbox.batch
+def grow_while(x):
+    out = x.sum(1, keepdim=True)  # static size 1
+    n = x.size_as_tensor(1)
+    while out.size_as_tensor(1) < n + 1:
+        out = torch.cat([out, out[:, -1:] * 0.5], 1)
+    return out
+
+
+def test_growing_in_a_while_loop_each_example_its_own_count(dtype):
+    assert_batch_equals_loop(grow_while, sequences([2, 0, 3, 1], dtype=dtype))
+
+
+def test_a_variable_that_changes_rank_is_refused():
+    @matchbox.batch
+    def f(x):
+        y = x.sum(1)
+        if x.sum() > 0:
+            y = x
+        return y
+
+    _, xb = sequences([2, 1])
+    xb.data[0] = 1.0
+    xb.data[1] = -1.0
+    with pytest.raises(ValueError, match=r"'y' has examples with dims \(True, False\) for the "
+                                         r"examples that ran this code and dims \(False,\) for "
+                                         r"the others; a variable must keep its rank"):
+        f(xb)
