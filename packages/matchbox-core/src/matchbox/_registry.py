@@ -19,7 +19,10 @@ from typing import Any
 
 import torch
 
+from matchbox import _lengths
+
 Handler = Callable[..., Any]
+_LIVE = _lengths.LIVE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,10 +191,14 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs:
                 args, kwargs = adopt(batch_type, args, with_torch_names(kwargs))
-                return handler(func, self, *args, **kwargs)
-            if args:
-                args, _ = adopt(batch_type, args, kwargs)
-            return handler(func, self, *args)
+                result = handler(func, self, *args, **kwargs)
+            else:
+                if args:
+                    args, _ = adopt(batch_type, args, kwargs)
+                result = handler(func, self, *args)
+            if _LIVE[0]:  # some mask carries lengths: no op may drop them (see _lengths)
+                _lengths.check_call(handler, func, (self, *args), kwargs, result)
+            return result
 
     method.__name__ = name
     method.__qualname__ = f"{cls.__name__}.{name}"

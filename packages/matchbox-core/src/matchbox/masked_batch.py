@@ -9,6 +9,14 @@ Layout (the contract of SPEC §2):
   ``data`` holds real values.  Real values come first along each dynamic
   dimension (padding is at the end), as ``pad_sequence`` lays it out.
 - ``dims``: one bool per non-batch dimension, ``True`` = dynamic.
+- lengths: each example's size along each dynamic dimension, ``(batch,
+  n_dynamic)`` (``lengths()``).  The mask is, per example, the product of one
+  prefix per dynamic dimension, so it tells the lengths -- unless an example is
+  empty in one dynamic dimension and not in another (``(1, 3, 0)``: its mask is
+  all false, as that of ``(1, 0, 0)``).  Such a mask carries the lengths itself
+  (an attribute of the mask tensor, see ``matchbox._lengths``): every op that
+  passes a mask on passes them on, ops that build a new mask build them, and
+  ``lengths()``, ``examples()``, ``size_as_tensor`` and ``repr`` read them.
 
 Values under a false mask are unspecified (NaN and inf included); every op is
 written so that they reach neither a real output nor a gradient.
@@ -26,7 +34,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _registry
+from matchbox import _lengths, _registry
 
 
 class DataAttributes:
@@ -67,6 +75,7 @@ class DataAttributes:
 # {torch callable: handler} of MaskedBatch, filled as op families register.
 _HANDLERS = _registry.handlers("MaskedBatch")
 _new = object.__new__
+_LIVE = _lengths.LIVE
 
 
 class MaskedBatch(DataAttributes):
@@ -93,12 +102,29 @@ class MaskedBatch(DataAttributes):
     _not_a_view: bool
 
     def __init__(
-        self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
+        self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool], *,
+        lengths: torch.Tensor | None = None,
     ):
+        """``lengths`` (optional, ``(batch, n_dynamic)`` ints): each example's size along
+        each dynamic dimension, needed only for an example that is empty in one dynamic
+        dimension and not in another (its mask is all false); ``mask=None`` with
+        ``lengths`` builds the mask from them."""
         dims = tuple(dims)
+        if mask is None and lengths is not None:
+            _validate(data, _full_mask(data, dims), dims)
+            mask = mask_from_lengths(_validate_lengths(data, lengths, dims), data.shape, dims)
         if mask is not None:
             _validate(data, mask, dims)
             mask = mask if mask.dtype == torch.bool else mask != 0
+            if lengths is not None:
+                lengths = _validate_lengths(data, lengths, dims)
+                if not torch.equal(mask, mask_from_lengths(lengths, data.shape, dims)
+                                   .expand_as(mask)):
+                    raise ValueError(
+                        "MaskedBatch: the mask is not the one the lengths describe (real "
+                        "positions first, exactly each example's length along each dynamic "
+                        "dimension)")
+                mask = _lengths.rebuilt(mask, lengths, dims)
         else:
             _validate(data, _full_mask(data, dims), dims)
         self.data = data
@@ -151,8 +177,6 @@ class MaskedBatch(DataAttributes):
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
             return cls._make(torch.cat(list(examples), 0), None, dims)
-        if sum(dims) > 1:
-            _refuse_empty_extent(shapes, dims)
         max_sizes = [max(s[i] for s in shapes) for i in range(1, len(dims) + 1)]
         _check_padding_value(padding_value, examples[0].dtype)
         rows = []
@@ -165,7 +189,11 @@ class MaskedBatch(DataAttributes):
         lengths = torch.tensor(
             [[s[i + 1] for i, d in enumerate(dims) if d] for s in shapes], device=data.device
         )
-        batch = cls._make(data, mask_from_lengths(lengths, data.shape, dims), dims)
+        mask = mask_from_lengths(lengths, data.shape, dims)
+        if _empty_in_part(shapes, dims):
+            # The mask of such an example is all false: it carries the lengths.
+            mask = _lengths.carry(mask, lengths)
+        batch = cls._make(data, mask, dims)
         if padding_value == 0:
             mark_zero_padding(batch)
         return batch
@@ -188,15 +216,7 @@ class MaskedBatch(DataAttributes):
 
     def lengths(self) -> torch.Tensor:
         """Per-example sizes along each dynamic dimension: int64 ``(batch, n_dynamic)``."""
-        columns = []
-        for i, d in enumerate(self.dims):
-            if d:
-                others = [j + 1 for j in range(len(self.dims)) if j != i]
-                along = self.mask.any(dim=others) if others else self.mask
-                columns.append(along.sum(-1))
-        if not columns:
-            return torch.zeros(self.data.size(0), 0, dtype=torch.long, device=self.data.device)
-        return torch.stack(columns, 1)
+        return _lengths.of(self)
 
     @property
     def batch_size(self) -> int:
@@ -318,7 +338,7 @@ class MaskedBatch(DataAttributes):
         data = self.data.to(*args, **kwargs)
         mask = self._mask
         if mask is not None and data.device != mask.device:
-            mask = mask.to(data.device)
+            mask = _lengths.kept(mask.to(data.device), mask)
         return MaskedBatch._make(data, mask, self.dims)
 
     def cuda(self, device: Any = None, non_blocking: bool = False) -> MaskedBatch:
@@ -330,7 +350,7 @@ class MaskedBatch(DataAttributes):
     def pin_memory(self) -> MaskedBatch:
         """The batch in page-locked memory, for faster, asynchronous copies to an accelerator
         (``DataLoader(pin_memory=True)`` calls this on every batch it loads)."""
-        mask = None if self._mask is None else self._mask.pin_memory()
+        mask = None if self._mask is None else _lengths.kept(self._mask.pin_memory(), self._mask)
         return MaskedBatch._make(self.data.pin_memory(), mask, self.dims)
 
     def is_pinned(self) -> bool:
@@ -379,8 +399,12 @@ class MaskedBatch(DataAttributes):
             # registered to become MaskedBatch here are converted (_registry.adopt).
             args, kwargs = _registry.adopt("MaskedBatch", args, kwargs or {})
         if kwargs:
-            return handler(func, *args, **_registry.with_torch_names(kwargs))
-        return handler(func, *args)
+            result = handler(func, *args, **_registry.with_torch_names(kwargs))
+        else:
+            result = handler(func, *args)
+        if _LIVE[0]:  # some mask carries lengths: no op may drop them (see _lengths)
+            _lengths.check_call(handler, func, args, kwargs, result)
+        return result
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the class does not define.
@@ -607,17 +631,34 @@ def _check_padding_value(value: float, dtype: torch.dtype) -> None:
         )
 
 
-def _refuse_empty_extent(shapes: list[torch.Size], dims: tuple[bool, ...]) -> None:
-    # A mask cannot say how large an example is in one dynamic dimension when it
-    # is empty in another (every entry is false), so such batches are refused
-    # rather than trimmed wrongly later.
-    for b, shape in enumerate(shapes):
-        for i, dynamic in enumerate(dims, start=1):
-            if dynamic and shape[i] == 0:
-                raise ValueError(
-                    f"MaskedBatch.fromlist: example {b} has size 0 in dynamic dimension {i}; "
-                    "a zero size is supported only in batches with one dynamic dimension"
-                )
+def _empty_in_part(shapes: list[torch.Size], dims: tuple[bool, ...]) -> bool:
+    """Whether an example is empty in one dynamic dimension and not in another (its mask
+    would be all false and lose its other sizes)."""
+    for shape in shapes:
+        sizes = [shape[i] for i, d in enumerate(dims, start=1) if d]
+        if 0 in sizes and any(sizes):
+            return True
+    return False
+
+
+def _validate_lengths(data: torch.Tensor, lengths: Any, dims: tuple[bool, ...]) -> torch.Tensor:
+    if not isinstance(lengths, torch.Tensor) or lengths.dtype.is_floating_point or \
+            lengths.dtype.is_complex or lengths.dtype == torch.bool:
+        raise ValueError("MaskedBatch: lengths must be an integer tensor")
+    expected = (data.size(0), sum(dims))
+    if tuple(lengths.shape) != expected:
+        raise ValueError(
+            f"MaskedBatch: lengths must have shape (batch, number of dynamic dimensions) "
+            f"= {expected}, got {tuple(lengths.shape)}")
+    if lengths.device != data.device:
+        raise ValueError(f"MaskedBatch: lengths are on {lengths.device} but data is on "
+                         f"{data.device}")
+    padded = torch.tensor([data.size(i) for i, d in enumerate(dims, start=1) if d],
+                          device=data.device, dtype=torch.long)
+    if bool(((lengths < 0) | (lengths > padded)).any()):
+        raise ValueError("MaskedBatch: lengths must lie between 0 and the padded size of "
+                         "their dimension")
+    return lengths.long()
 
 
 def _check_examples(
