@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as _torch_functional
 from torch.nn.functional import *  # noqa: F403
 
+from matchbox import _lengths
 from matchbox._masking import fit_mask
 from matchbox.batch_reduce import batch_mean, batch_sum
 from matchbox.convenience import (
@@ -76,7 +77,12 @@ def update(old: Any, new: Any) -> Any:
     data = torch.where(new._mask, new.data, old.data)
     if old._mask is None:  # the state is real everywhere, and stays so
         return MaskedBatch._make(data, None, old.dims)
-    return MaskedBatch._make(data, fit_mask(old._mask | new._mask, data, old.dims), old.dims)
+    mask = fit_mask(old._mask | new._mask, data, old.dims)
+    if _lengths.any_carried((old, new)):
+        # Each example's sizes are its new ones where it has them (an absent 0 loses).
+        mask = _lengths.rebuilt(mask, torch.maximum(_lengths.of(old), _lengths.of(new)),
+                                old.dims)
+    return MaskedBatch._make(data, mask, old.dims)
 
 
 __all__ = [name for name in dir(_torch_functional) if not name.startswith("_")] + [
