@@ -60,6 +60,23 @@ def carried(mask: torch.Tensor | None) -> torch.Tensor | None:
     return getattr(mask, ATTRIBUTE, None)
 
 
+def carried_by(batch: Any) -> torch.Tensor | None:
+    """The lengths ``batch``'s mask carries, or ``None``.
+
+    A batch without a mask (every example has the padded size) has them when
+    a dynamic dimension's padded size is 0 and another's is not; its ``mask``
+    property builds a mask carrying them.
+    """
+    mask = batch._mask
+    if mask is not None:
+        return carried(mask)
+    dims, data = batch.dims, batch.data
+    sizes = [data.size(i) for i, d in enumerate(dims, start=1) if d]
+    if 0 in sizes and any(sizes):
+        return torch.tensor([sizes] * data.size(0), device=data.device)
+    return None
+
+
 def _released() -> None:
     with _COUNTING:
         LIVE[0] -= 1
@@ -159,9 +176,7 @@ def rebuilt(mask: torch.Tensor | None, lengths: torch.Tensor | None,
 
 def any_carried(batches: Sequence[Any]) -> bool:
     """Whether any of ``batches`` (batches or other values) has a mask carrying lengths."""
-    if not LIVE[0]:
-        return False
-    return any(carried(getattr(b, "_mask", None)) is not None for b in batches)
+    return any(carried_by(b) is not None for b in batches if hasattr(b, "_mask"))
 
 
 # ------------------------------------------------------------------ the net
@@ -202,8 +217,8 @@ def check_call(handler: Any, func: Any, args: Sequence[Any], kwargs: dict[str, A
         return
     results = result if isinstance(result, (list, tuple)) else (result,)
     for mask in _masks(results):
-        if any(mask is m for m in inputs):
-            continue
+        if any(mask is m for m in inputs) or carried(mask) is not None:
+            continue  # an argument's mask, or one that was given lengths
         from matchbox._registry import op_name
 
         lengths = carried(carrying[0])

@@ -333,7 +333,7 @@ def pad_to(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
     data = F.pad(batch.data, pads)
     mask = batch.mask
     dims = batch.dims
-    lengths = _lengths.carried(batch._mask)
+    lengths = _lengths.carried_by(batch)
     if not dims[dim - 1]:  # static there: real along the whole extent
         mask = mask.expand(*mask.shape[:dim], extent, *mask.shape[dim + 1:])
         dims = dims[:dim - 1] + (True,) + dims[dim:]

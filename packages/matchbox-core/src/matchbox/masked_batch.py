@@ -491,9 +491,14 @@ def why_size_was_asked(dim: int, kind: str = "MaskedBatch") -> str:
 
 
 def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
-    """The mask of a batch without padding."""
+    """The mask of a batch without padding (every example has the padded size, which
+    the mask carries as lengths if it is 0 in one dynamic dimension and not another)."""
     shape = [data.size(0)] + [data.size(i) if d else 1 for i, d in enumerate(dims, start=1)]
-    return torch.ones(shape, dtype=torch.bool, device=data.device)
+    mask = torch.ones(shape, dtype=torch.bool, device=data.device)
+    sizes = [n for n, d in zip(shape[1:], dims) if d]
+    if 0 in sizes and any(sizes):
+        mask = _lengths.carry(mask, torch.tensor([sizes] * shape[0], device=data.device))
+    return mask
 
 
 def mark_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> None:

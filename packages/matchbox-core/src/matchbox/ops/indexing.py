@@ -86,7 +86,7 @@ def _with_length(x: MaskedBatch, d: int, data: torch.Tensor, length: torch.Tenso
         # An example left empty along d keeps its other sizes in lengths.
         lengths = x.lengths().clone()
         lengths[:, _lengths.column(x.dims, d)] = length
-        mask = (_lengths.carry(mask, lengths) if _lengths.carried(x._mask) is not None
+        mask = (_lengths.carry(mask, lengths) if _lengths.carried_by(x) is not None
                 else _lengths.settle(mask, lengths))
     return MaskedBatch._make(data, mask, x.dims)
 
@@ -152,7 +152,7 @@ def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch
                       dims: tuple[bool, ...]) -> torch.Tensor:
     """``mask``, of ``x`` indexed at one position of dimension ``d``, carrying the lengths
     of ``x``'s mask without d's (an example that lacks the position is absent: zeros)."""
-    carried = _lengths.carried(x._mask)
+    carried = _lengths.carried_by(x)
     if carried is None or sum(dims) < 2:
         return mask
     keep = [k for k in range(carried.size(1))
@@ -212,7 +212,7 @@ def getitem(func, input, index):
     view = not getattr(input, "_not_a_view", False)
     for item in items[1:]:
         if item is None:
-            x = MaskedBatch._make(x.data.unsqueeze(d), _lengths.kept(x.mask.unsqueeze(d), x._mask),
+            x = MaskedBatch._make(x.data.unsqueeze(d), _lengths.kept(x.mask.unsqueeze(d), x.mask),
                                   x.dims[: d - 1] + (False,) + x.dims[d - 1:])
             d += 1
         elif isinstance(item, slice):
@@ -237,7 +237,7 @@ def getitem(func, input, index):
                 view = view and item >= 0
             else:
                 dims = x.dims[: d - 1] + x.dims[d:]
-                mask = _lengths.kept(x.mask.select(d, 0), x._mask)
+                mask = _lengths.kept(x.mask.select(d, 0), x.mask)
                 x = MaskedBatch._make(x.data.select(d, item), mask, dims)
         else:
             raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")

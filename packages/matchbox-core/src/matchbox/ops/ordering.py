@@ -233,7 +233,7 @@ def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
     # static; a line that is padding in another dynamic dimension stays padding.
     dims = input.dims[:d - 1] + (False,) + input.dims[d:]
     mask = input._mask.any(d, keepdim=True) if any(dims) else None
-    carried = _lengths.carried(input._mask)
+    carried = _lengths.carried_by(input)
     if carried is not None and mask is not None:
         c = _lengths.column(input.dims, d)
         mask = _lengths.rebuilt(mask, torch.cat([carried[:, :c], carried[:, c + 1:]], 1), dims)

@@ -82,7 +82,7 @@ def transpose(func, input, dim0, dim1):
     dims[a - 1], dims[b - 1] = dims[b - 1], dims[a - 1]
     order = list(range(input.dim()))
     order[a], order[b] = b, a
-    mask = _lengths.reordered(input.mask.transpose(a, b), input._mask, input.dims, order)
+    mask = _lengths.reordered(input.mask.transpose(a, b), input.mask, input.dims, order)
     return MaskedBatch._make(input.data.transpose(a, b), mask, tuple(dims))
 
 
@@ -96,7 +96,7 @@ def permute(func, input, *order):
     if order[0] != 0:
         raise ValueError(f"{op}: dimension 0 (the batch dimension) must stay first, got {order}")
     dims = tuple(input.dims[d - 1] for d in order[1:])
-    mask = _lengths.reordered(input.mask.permute(order), input._mask, input.dims, order)
+    mask = _lengths.reordered(input.mask.permute(order), input.mask, input.dims, order)
     return MaskedBatch._make(input.data.permute(order), mask, dims)
 
 
@@ -126,7 +126,7 @@ def unsqueeze(func, input, dim):
         return view(op, unsqueeze(func, input, 1))
     d = _nonbatch_dim(op, dim, input.dim() + 1, scalars=input.dims == ())
     dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
-    mask = _lengths.kept(input.mask.unsqueeze(d), input._mask)
+    mask = _lengths.kept(input.mask.unsqueeze(d), input.mask)
     return MaskedBatch._make(input.data.unsqueeze(d), mask, dims)
 
 
@@ -153,7 +153,7 @@ def squeeze(func, input, dim=None):
     if not drop:
         return input
     dims = tuple(x for i, x in enumerate(input.dims, start=1) if i not in drop)
-    mask = _lengths.kept(input.mask.squeeze(drop), input._mask)
+    mask = _lengths.kept(input.mask.squeeze(drop), input.mask)
     return MaskedBatch._make(input.data.squeeze(drop), mask, dims)
 
 
@@ -217,7 +217,7 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
     # Each dynamic dim keeps its size, grows by the factor merged into it, or
     # shrinks by the factor split out of it (padded first so that it divides);
     # _fit_groups has checked that one of the three applies.
-    carried = _lengths.carried(x._mask)
+    carried = _lengths.carried_by(x)
     mask = x.mask.reshape(batch, *[old[k] for k in dynamic])
     sizes, dims = [batch, *groups[0]], [False] * len(groups[0])
     for i, k in enumerate(dynamic):
@@ -487,13 +487,13 @@ def narrow(func, input, dim, start, length):
     if not input.dims[d - 1]:
         return MaskedBatch._make(input.data.narrow(d, start, length), input.mask, input.dims)
     mask = input.mask.narrow(d, start, length)
-    if sum(input.dims) > 1 and (length == 0 or _lengths.carried(input._mask) is not None):
+    if sum(input.dims) > 1 and (length == 0 or _lengths.carried_by(input) is not None):
         # Every example now has ``length`` positions along d; with a length of 0, an
         # example that is not empty in another dynamic dimension is empty in part.
         lengths = input.lengths().clone()
         lengths[:, _lengths.column(input.dims, d)] = length  # (a shorter one raised above)
         mask = (_lengths.rebuilt(mask, lengths, input.dims)
-                if _lengths.carried(input._mask) is not None else _lengths.settle(mask, lengths))
+                if _lengths.carried_by(input) is not None else _lengths.settle(mask, lengths))
     return MaskedBatch._make(input.data.narrow(d, start, length), mask, input.dims)
 
 
@@ -533,7 +533,7 @@ def unbind(func, input, dim=0):
     data = input.data.unbind(d)
     if input.dims[d - 1]:
         masks = input.mask.unbind(d)
-        carried = _lengths.carried(input._mask)
+        carried = _lengths.carried_by(input)
         if carried is not None and sum(dims) > 1:
             # Step t of an example holds its other lengths while t is below its length
             # along d; past its end the example is absent (zeros, as its mask).
