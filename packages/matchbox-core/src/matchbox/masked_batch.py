@@ -265,7 +265,9 @@ class MaskedBatch(DataAttributes):
                 )
             return tuple(self.size(i) for i in range(self.dim()))
         i = normalize_dim(dim, self.dim(), "size")
-        if i > 0 and self.dims[i - 1]:
+        if i == 0:
+            return batch_size_as_asked(self.data.size(0))
+        if self.dims[i - 1]:
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
@@ -488,6 +490,41 @@ def why_size_was_asked(dim: int, kind: str = "MaskedBatch") -> str:
                 f"dimension 0 of its input as the batch; a {kind} is time-major: build the "
                 "module with batch_first=False, or call it on the batch itself)")
     return ""
+
+
+class SharedStateBatchSize(int):
+    """The batch size as ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read it to check their initial
+    states: equal to the batch size, and to 1.
+
+    In the loop over examples an initial state ``(layers, 1, hidden)`` has each
+    example's batch size, 1.  On a batch the module compares the state's size
+    with ``(layers, batch size, hidden)`` before Matchbox sees the call; this
+    size lets a plain ``(layers, 1, hidden)`` state (one state for every
+    example, a learned start state) pass that check too, and the recurrent
+    ops then broadcast it to every example, as pointwise ops broadcast a plain
+    tensor.  It is an ``int`` equal to the batch size everywhere else.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, int):
+            return int(other) in (int(self), 1)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = int.__hash__
+
+
+def batch_size_as_asked(size: int) -> int:
+    """``size`` (a batch size that ``size(0)`` of a batch type returns), as a
+    :class:`SharedStateBatchSize` when PyTorch's recurrent modules ask for it."""
+    if sys._getframe(2).f_globals.get("__name__") == "torch.nn.modules.rnn":
+        return SharedStateBatchSize(size)
+    return size
 
 
 def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:

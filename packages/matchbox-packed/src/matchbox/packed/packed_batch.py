@@ -37,6 +37,7 @@ from matchbox.masked_batch import (
     DataAttributes,
     MaskedBatch,
     _check_examples,
+    batch_size_as_asked,
     normalize_dim,
     why_size_was_asked,
 )
@@ -359,7 +360,7 @@ class PackedBatch(DataAttributes):
                 "between examples; use maxsize(1) for the longest example or lengths()"
                 f"{why_size_was_asked(1, 'PackedBatch')}"
             )
-        return self.batch_size if i == 0 else self.data.size(i - 1)
+        return batch_size_as_asked(self.batch_size) if i == 0 else self.data.size(i - 1)
 
     def maxsize(self, dim: int) -> int:
         """The longest example's size along ``dim`` (for a static dimension, its size)."""
