@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 import random
 
+import pytest
 import torch
 
 from matchbox import MaskedBatch

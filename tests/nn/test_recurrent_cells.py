@@ -130,7 +130,7 @@ def test_a_plain_start_state_is_every_examples_own(kind, batch, max_len, seed):
         h0, c0 = torch.randn(1, 4, dtype=dtype), torch.randn(1, 4, dtype=dtype)
         xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype, min_size=0)
 
-        def run(x, h, c):
+        def run(x, h, c, cell=cell):
             state = (h, c) if kind is torch.nn.LSTMCell else h
             for xt in x.unbind(1):
                 new = cell(xt, state)
