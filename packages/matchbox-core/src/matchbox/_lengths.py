@@ -70,8 +70,10 @@ def carried_by(batch: Any) -> torch.Tensor | None:
     mask = batch._mask
     if mask is not None:
         return carried(mask)
-    dims, data = batch.dims, batch.data
-    sizes = [data.size(i) for i, d in enumerate(dims, start=1) if d]
+    data = batch.data
+    if data.numel():
+        return None
+    sizes = [data.size(i) for i, d in enumerate(batch.dims, start=1) if d]
     if 0 in sizes and any(sizes):
         return torch.tensor([sizes] * data.size(0), device=data.device)
     return None

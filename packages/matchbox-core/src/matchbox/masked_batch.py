@@ -17,6 +17,11 @@ Layout (the contract of SPEC §2):
   (an attribute of the mask tensor, see ``matchbox._lengths``): every op that
   passes a mask on passes them on, ops that build a new mask build them, and
   ``lengths()``, ``examples()``, ``size_as_tensor`` and ``repr`` read them.
+  Only ops that can make such an example check for one (``fromlist``, products,
+  outer broadcasts, ``narrow``/slices to length 0, constructors with per-example
+  sizes); while a mask carrying lengths is alive, ``__torch_function__`` refuses
+  an op that built a new mask without them (``_lengths.check_call``).  The
+  constructor takes them as ``MaskedBatch(data, mask, dims, lengths=...)``.
 
 Values under a false mask are unspecified (NaN and inf included); every op is
 written so that they reach neither a real output nor a gradient.
@@ -110,21 +115,23 @@ class MaskedBatch(DataAttributes):
         dimension and not in another (its mask is all false); ``mask=None`` with
         ``lengths`` builds the mask from them."""
         dims = tuple(dims)
-        if mask is None and lengths is not None:
-            _validate(data, _full_mask(data, dims), dims)
-            mask = mask_from_lengths(_validate_lengths(data, lengths, dims), data.shape, dims)
-        if mask is not None:
-            _validate(data, mask, dims)
-            mask = mask if mask.dtype == torch.bool else mask != 0
-            if lengths is not None:
-                lengths = _validate_lengths(data, lengths, dims)
-                if not torch.equal(mask, mask_from_lengths(lengths, data.shape, dims)
-                                   .expand_as(mask)):
+        if lengths is not None:
+            _validate(data, _full_mask(data, dims) if mask is None else mask, dims)
+            lengths = _validate_lengths(data, lengths, dims)
+            described = mask_from_lengths(lengths, data.shape, dims)
+            if mask is None:
+                mask = described
+            else:
+                mask = mask if mask.dtype == torch.bool else mask != 0
+                if not torch.equal(mask, described):
                     raise ValueError(
                         "MaskedBatch: the mask is not the one the lengths describe (real "
                         "positions first, exactly each example's length along each dynamic "
                         "dimension)")
-                mask = _lengths.rebuilt(mask, lengths, dims)
+            mask = _lengths.rebuilt(mask, lengths, dims)
+        elif mask is not None:
+            _validate(data, mask, dims)
+            mask = mask if mask.dtype == torch.bool else mask != 0
         else:
             _validate(data, _full_mask(data, dims), dims)
         self.data = data
