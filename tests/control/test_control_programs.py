@@ -19,6 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import matchbox
+from matchbox import MaskedBatch
+from matchbox.testing import mb_assert
 
 CONDITIONS = ["a > x", "b % 2 == 0", "x < 2", "a < b or x > 1", "not a > 3",
               "0 < b <= 4", "a == b and x != 3"]
@@ -96,3 +98,24 @@ def test_random_programs_equal_the_loop(tmp_path_factory, source, values):
     outputs = [[int(v) for v in per_example(out)] if isinstance(out, matchbox.MaskedBatch)
                else [int(out)] * len(values) for out in batched(batch)]
     assert list(zip(*outputs)) == expected, textwrap.dedent(source)
+
+
+@matchbox.batch
+def _attention_under_conditions(q, k, v):
+    scores = q @ k.transpose(1, 2)
+    if scores.sum() > 0:
+        scores = scores * 2
+    else:
+        scores = scores - 1
+    return torch.softmax(scores, -1) @ v, scores.tanh()
+
+
+def test_attention_onto_an_empty_source_under_a_per_example_condition():
+    # Example 1's scores are (1, 2, 0): empty in part; the merge of the two branches
+    # keeps its sizes, and the result equals the loop's.
+    qs = [torch.randn(1, n, 4, dtype=torch.float64) for n in (3, 2, 0)]
+    ks = [torch.randn(1, n, 4, dtype=torch.float64) for n in (2, 0, 3)]
+    vs = [torch.randn(1, n, 5, dtype=torch.float64) for n in (2, 0, 3)]
+    batches = [MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+               for xs in (qs, ks, vs)]
+    mb_assert(_attention_under_conditions, [qs, ks, vs], batches, 3)

@@ -15,11 +15,11 @@ def example_lists(draw, dims=(True, False), min_batch=1, max_batch=5, max_size=6
     batch_size = draw(st.integers(min_batch, max_batch))
     dtype = draw(st.sampled_from(dtypes))
     static = [draw(st.integers(1, max_size)) for _ in dims]
-    # More than one dynamic dimension cannot hold an empty extent (see fromlist).
-    low = min_length if sum(dims) <= 1 else max(min_length, 1)
+    # With several dynamic dimensions, an example may be empty in some of them only.
     examples = []
     for _ in range(batch_size):
-        shape = [draw(st.integers(low, max_size)) if d else s for d, s in zip(dims, static)]
+        shape = [draw(st.integers(min_length, max_size)) if d else s
+                 for d, s in zip(dims, static)]
         seed = draw(st.integers(0, 2**16))
         g = torch.Generator().manual_seed(seed)
         examples.append(torch.randn(1, *shape, generator=g, dtype=dtype))

@@ -365,13 +365,24 @@ def test_contraction_with_a_batch_without_padding_checks_its_lengths():
         full.transpose(1, 2) @ shorter
 
 
-def test_scores_onto_an_empty_key_sequence_are_refused_not_wrong():
-    q = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 1, 4)], (True, False))
-    k = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 0, 4)], (True, False))
-    with pytest.raises(ValueError, match=r"example 1 is empty in dynamic dimension 2 but not "
-                                         r"in the others, and a result with several dynamic "
-                                         r"dimensions cannot hold"):
-        q @ k.transpose(1, 2)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_scores_onto_an_empty_key_sequence_equal_the_loop(dtype):
+    # Example 1 has no keys: its scores are (1, 1, 0), empty in part, and the product with
+    # its (1, 0, 3) values is (1, 1, 3) of zeros, as in the loop; gradients free of NaN.
+    qs = [torch.randn(1, n, 4, dtype=dtype) for n in (2, 1, 3)]
+    ks = [torch.randn(1, n, 4, dtype=dtype) for n in (2, 0, 1)]
+    vs = [torch.randn(1, n, 3, dtype=dtype) for n in (2, 0, 1)]
+    q, k, v = (MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+               for xs in (qs, ks, vs))
+    scores = q @ k.transpose(1, 2)
+    assert [tuple(e.shape) for e in scores.examples()] == [(1, 2, 2), (1, 1, 0), (1, 3, 1)]
+    mb_assert(lambda q, k: q @ k.transpose(1, 2), [qs, ks], [q, k], 3)
+    mb_assert(lambda q, k, v: (q @ k.transpose(1, 2)).tanh() @ v, [qs, ks, vs], [q, k, v], 3)
+    mb_assert(lambda q, k, v: torch.bmm(torch.bmm(q, k.transpose(1, 2)), v),
+              [qs, ks, vs], [q, k, v], 3)
+    mb_assert(lambda q, k, v: torch.einsum("bqk,bkd->bqd",
+                                           torch.einsum("bqd,bkd->bqk", q, k), v),
+              [qs, ks, vs], [q, k, v], 3)
 
 
 def test_self_attention_scores_of_an_empty_sequence_equal_the_loop():

@@ -155,7 +155,9 @@ def test_selection_on_random_batches_matches_loop(case, name, dim):
     check(lambda x: CASES[name](x, dim), examples, batch)
 
 
-@given(example_lists(dims=(True, True), max_size=4), st.floats(0, 1))
+# quantile and median are not written for examples empty in one of two dynamic dimensions
+# and not the other (they refuse them, as every such op does): sizes start at one here.
+@given(example_lists(dims=(True, True), max_size=4, min_length=1), st.floats(0, 1))
 def test_quantile_over_two_dynamic_dims_matches_loop(case, q):
     check(lambda x: torch.quantile(x, q), *case)
     check(lambda x: x.median(), *case)

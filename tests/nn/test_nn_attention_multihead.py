@@ -97,10 +97,7 @@ def test_module_equals_loop(q_lengths, data, kind, batch_first, heads, bias, bia
                             zero_attn, need_weights, average, train, double):
     # Training with dropout 0 and eval mode both equal the loop.
     dtype = torch.float64 if double else torch.float32
-    appended = bias_kv or zero_attn
-    if need_weights and (kind != "self" or appended):
-        # Weights (1, Lq, Lk) empty in one dynamic dim only cannot be held by a batch.
-        q_lengths = [max(n, 1) for n in q_lengths]
+    # Weights (1, Lq, Lk) empty in one dynamic dim only (no queries, or no keys) included.
     kdim = vdim = None
     if kind != "self" and data.draw(st.booleans(), label="kdim/vdim"):
         kdim, vdim = 5, 3
@@ -112,7 +109,7 @@ def test_module_equals_loop(q_lengths, data, kind, batch_first, heads, bias, bia
     if kind == "self":
         mb_assert(self_attention(module, **kwargs), [xs], [batch(xs)], n)
         return
-    k_lengths = data.draw(st.lists(st.integers(1 if need_weights else 0, 6), min_size=n,
+    k_lengths = data.draw(st.lists(st.integers(0, 6), min_size=n,
                                    max_size=n), label="key lengths")
     ks = seqs(k_lengths, kdim or E, dtype)
     if kind == "cross" and kdim is None:
@@ -338,13 +335,14 @@ def test_refuses_static_keys():
             static_k=torch.zeros(2, 3, 4, dtype=torch.float64))
 
 
-def test_refuses_weights_empty_in_one_dynamic_dimension():
-    module = make(batch_first=True)
-    xb, kb = batch(seqs([2, 0])), batch(seqs([1, 3]))
-    with pytest.raises(ValueError, match=r"example 1 has 0 queries and 3 keys, so its "
-                                         r"attention weights \(1, 0, 3\) .* pass "
-                                         r"need_weights=False"):
-        module(xb, kb, kb)
+def test_weights_empty_in_one_dynamic_dimension_equal_the_loop():
+    # Example 1 has no queries and 3 keys: weights (1, 0, 3); example 0 has queries and no
+    # keys: weights (1, 2, 0), and outputs of zeros (PyTorch's own result for it).
+    module = make(batch_first=True, dtype=torch.float64)
+    xs, ks = seqs([2, 0]), seqs([0, 3])
+    weights = module(batch(xs), batch(ks), batch(ks))[1]
+    assert [tuple(w.shape) for w in weights.examples()] == [(1, 2, 0), (1, 0, 3)]
+    mb_assert(lambda x, k: module(x, k, k)[1], [xs, ks], [batch(xs), batch(ks)], 2)
 
 
 def test_refuses_an_attn_mask_of_other_sizes():

@@ -52,10 +52,9 @@ LAYOUTS = [
 @pytest.mark.parametrize("func", DETERMINISTIC, ids=ids)
 @pytest.mark.parametrize("name, spec, dims", LAYOUTS, ids=[layout[0] for layout in LAYOUTS])
 def test_matches_loop(func, name, spec, dims, dtype):
-    # Two dynamic dims cannot hold an empty extent (fromlist refuses it).
-    min_size = 1 if sum(d for d, _ in spec) > 1 else 0
+    # Empty examples included; with two dynamic dims, ones empty in one of them only.
     for batch_size in (1, 4):
-        xs, xb = mb_rand(batch_size, *spec, dtype=dtype, min_size=min_size,
+        xs, xb = mb_rand(batch_size, *spec, dtype=dtype, min_size=0,
                          generator=random.Random(batch_size))
         for dim in dims:
             mb_assert(lambda x, dim=dim: call(func, x, dim), [xs], [xb], batch_size)
@@ -198,3 +197,37 @@ def test_on_cuda(func):
         min_size = 1 if dim == 2 else 0
         xs, xb = mb_rand(4, *spec, device="cuda", min_size=min_size)
         mb_assert(lambda x, dim=dim: call(func, x, dim), [xs], [xb], 4)
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_attention_onto_an_empty_source_equals_the_loop(log, dtype):
+    # Example 1 has queries and no keys: its scores (1, 2, 0) have rows with no real
+    # position, whose (log-)softmax is empty (never NaN), and attention gives zeros
+    # (1, 2, 5); the gradients of q, k and v are the loop's, free of NaN.
+    qs = [torch.randn(1, n, 4, dtype=dtype) for n in (3, 2, 0)]
+    ks = [torch.randn(1, n, 4, dtype=dtype) for n in (2, 0, 1)]
+    vs = [torch.randn(1, n, 5, dtype=dtype) for n in (2, 0, 1)]
+    q, k, v = (MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+               for xs in (qs, ks, vs))
+    softmax = torch.log_softmax if log else torch.softmax
+
+    def attend(q, k, v):
+        weights = softmax(q @ k.transpose(1, 2) / 2.0, -1)
+        return weights, (weights.exp() if log else weights) @ v
+
+    weights, out = attend(q, k, v)
+    assert [tuple(w.shape) for w in weights.examples()] == [(1, 3, 2), (1, 2, 0), (1, 0, 1)]
+    assert not out.data.isnan().any()
+    mb_assert(attend, [qs, ks, vs], [q, k, v], 3)
+
+
+def test_an_op_not_written_for_examples_empty_in_part_refuses_them():
+    # F.bilinear builds its result's mask from its arguments' without their lengths:
+    # refused (naming the op and the example) rather than losing example 0's size 3.
+    xs = [torch.randn(1, n, m, 2) for n, m in ((3, 0), (1, 2))]
+    xb, yb = (MaskedBatch.fromlist(xs, (True, True, False)) for _ in range(2))  # two masks
+    with pytest.raises(NotImplementedError, match=r"torch.bilinear does not support a batch "
+                                                  r"holding an example that is empty in one "
+                                                  r"dynamic dimension and not in another "
+                                                  r"\(example 0 has sizes \(3, 0\)"):
+        torch.nn.functional.bilinear(xb, yb, torch.randn(3, 2, 2))

@@ -120,3 +120,44 @@ def test_lstm_cell_given_one_batch_for_its_state_says_so():
     with pytest.raises(TypeError, match=r"'MaskedBatch' object is not iterable|"
                                         r"must be tuple of Tensors, not MaskedBatch"):
         cell(x, h)
+
+
+@pytest.mark.parametrize("kind", [torch.nn.RNNCell, torch.nn.LSTMCell, torch.nn.GRUCell])
+@given(batch=st.integers(1, 5), max_len=st.integers(0, 5), seed=st.integers(0, 1000))
+def test_a_plain_start_state_is_every_examples_own(kind, batch, max_len, seed):
+    # A learned (1, hidden) start state beside a batch: every example starts from it, and
+    # its gradient is the sum of the examples' (mb_assert compares it, a shared argument).
+    torch.manual_seed(seed)
+    for dtype in (torch.float32, torch.float64):
+        cell = kind(3, 4).to(dtype)
+        h0, c0 = torch.randn(1, 4, dtype=dtype), torch.randn(1, 4, dtype=dtype)
+        xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype, min_size=0)
+
+        def run(x, h, c, cell=cell):
+            state = (h, c) if kind is torch.nn.LSTMCell else h
+            for xt in x.unbind(1):
+                new = cell(xt, state)
+                state = (tuple(F.update(s, n) for s, n in zip(state, new))
+                         if isinstance(new, tuple) else F.update(state, new))
+            return state
+
+        mb_assert(run, [xs, [h0] * batch, [c0] * batch], [xb, h0, c0], batch, params=list(
+            cell.parameters()))
+
+
+@pytest.mark.parametrize("kind", [torch.nn.RNNCell, torch.nn.LSTMCell, torch.nn.GRUCell])
+def test_one_step_from_a_plain_zero_state(kind, dtype):
+    cell = kind(3, 4).to(dtype)
+    xs, xb = mb_rand(4, (False, 3), dtype=dtype)
+    zero = torch.zeros(1, 4, dtype=dtype)
+    state = (zero, zero) if kind is torch.nn.LSTMCell else zero
+    mb_assert(lambda x: cell(x, state), [xs], [xb], 4)
+
+
+def test_a_plain_state_of_another_shape_is_refused():
+    cell = torch.nn.GRUCell(3, 4)
+    xs, xb = mb_rand(3, (False, 3), dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"a plain tensor beside a batch is every example's "
+                                         r"own, so its shape must be one example's, "
+                                         r"\(1, features\); got \(2, 4\)"):
+        cell(xb, torch.zeros(2, 4))

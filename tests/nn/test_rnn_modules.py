@@ -445,3 +445,41 @@ def test_unbatched_examples_are_refused():
                                          r"\(1, features\) are unbatched one-step sequences .* "
                                          r"x.unsqueeze\(1\)"):
         torch.nn.LSTM(FEATURES, HIDDEN, batch_first=True)(xb)
+
+
+@pytest.mark.parametrize("kind", [nn.RNN, nn.LSTM, nn.GRU])
+@given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=4),
+       layers=st.integers(1, 2), bidirectional=st.booleans(), batch_first=st.booleans(),
+       double=st.booleans())
+def test_a_plain_start_state_is_every_examples_own(kind, lengths, layers, bidirectional,
+                                                   batch_first, double):
+    # A learned (layers * directions, 1, hidden) h0 (and c0) beside a batch: every example
+    # starts from it, and its gradient is the sum of the examples', as in the loop.
+    dtype = torch.float64 if double else torch.float32
+    module = kind(3, 4, num_layers=layers, bidirectional=bidirectional,
+                  batch_first=batch_first).to(dtype)
+    n = layers * (2 if bidirectional else 1)
+    h0, c0 = torch.randn(n, 1, 4, dtype=dtype), torch.randn(n, 1, 4, dtype=dtype)
+    xs = [torch.randn(1, length, 3, dtype=dtype) for length in lengths]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+
+    def run(x, h, c):
+        x = x if batch_first else time_major(x)
+        out, state = module(x, (h, c) if kind is nn.LSTM else h)
+        return (out if batch_first else batch_major(out)), state
+
+    if any(length == 0 for length in lengths):
+        # PyTorch refuses an empty sequence, the batch does not (see test_edge_lengths):
+        # compare the other examples with the loop.
+        keep = [j for j, length in enumerate(lengths) if length]
+        if not keep:
+            return
+        xs = [xs[j] for j in keep]
+        xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    mb_assert(run, [xs, [h0] * len(xs), [c0] * len(xs)], [xb, h0, c0], len(xs))
+
+
+def test_a_plain_zero_start_state_equals_none(dtype):
+    module = nn.GRU(3, 4, batch_first=True).to(dtype)
+    xs = [torch.randn(1, n, 3, dtype=dtype) for n in (2, 5, 1)]
+    mb_assert(lambda x: module(x, torch.zeros(1, 1, 4, dtype=dtype)), [xs], [masked(xs)], 3)

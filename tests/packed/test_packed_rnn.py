@@ -252,3 +252,20 @@ def test_torchs_own_checks_run_on_the_batch():
         lstm(pb)
     with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 2, 4\), got \[1, 3, 4\]"):
         torch.nn.GRU(FEATURES, HIDDEN, batch_first=True)(pb, torch.zeros(1, 3, HIDDEN))
+
+
+@pytest.mark.parametrize("kind", [torch.nn.RNN, torch.nn.LSTM, torch.nn.GRU])
+@given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=4), layers=st.integers(1, 2),
+       bidirectional=st.booleans(), double=st.booleans())
+def test_a_plain_start_state_is_every_examples_own(kind, lengths, layers, bidirectional, double):
+    # A learned (layers * directions, 1, hidden) h0 (and c0) beside a PackedBatch: every
+    # example starts from it; its gradient is the sum of the examples', as in the loop.
+    dtype = torch.float64 if double else torch.float32
+    module = kind(3, 4, num_layers=layers, bidirectional=bidirectional,
+                  batch_first=True).to(dtype)
+    n = layers * (2 if bidirectional else 1)
+    h0, c0 = torch.randn(n, 1, 4, dtype=dtype), torch.randn(n, 1, 4, dtype=dtype)
+    xs = [torch.randn(1, length, 3, dtype=dtype) for length in lengths]
+    mb_assert(lambda x, h, c: module(x, (h, c) if kind is torch.nn.LSTM else h),
+              [xs, [h0] * len(xs), [c0] * len(xs)],
+              [PackedBatch.fromlist(xs, (True, False)), h0, c0], len(xs))

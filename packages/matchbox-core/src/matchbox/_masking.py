@@ -34,6 +34,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from matchbox import _lengths
 from matchbox._capture import capturing, fails
 from matchbox.masked_batch import MaskedBatch, has_zero_padding
 
@@ -360,7 +361,7 @@ def raise_rank(batch: MaskedBatch, rank: int) -> MaskedBatch:
     data = batch.data.reshape(shape[0], *[1] * extra, *shape[1:])
     mask = batch._mask
     if mask is not None:
-        mask = mask.reshape(mask.size(0), *[1] * extra, *mask.shape[1:])
+        mask = _lengths.kept(mask.reshape(mask.size(0), *[1] * extra, *mask.shape[1:]), mask)
     return MaskedBatch._make(data, mask, (False,) * extra + batch.dims)
 
 
@@ -380,11 +381,17 @@ def pad_to(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
     data = F.pad(batch.data, pads)
     mask = batch.mask
     dims = batch.dims
+    lengths = _lengths.carried_by(batch)
     if not dims[dim - 1]:  # static there: real along the whole extent
         mask = mask.expand(*mask.shape[:dim], extent, *mask.shape[dim + 1:])
         dims = dims[:dim - 1] + (True,) + dims[dim:]
+        if lengths is not None:
+            # A new column: the extent, for every example that is present at all.
+            new = extent * lengths.ne(0).any(1, keepdim=True).long()
+            at = _lengths.column(dims, dim)
+            lengths = torch.cat([lengths[:, :at], new, lengths[:, at:]], 1)
     mask = F.pad(mask, pads, value=False)
-    return MaskedBatch._make(data, mask, dims)
+    return MaskedBatch._make(data, _lengths.rebuilt(mask, lengths, dims), dims)
 
 
 def align(
@@ -455,16 +462,47 @@ def align(
                                      if raised[id(b)].dims[i - 1]])
     aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else a for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
+    if sum(dims) > 1 or _lengths.any_carried(batches):
+        mask = combined_lengths(list(raised.values()), mask, dims)
     return aligned, mask, dims
+
+
+def combined_lengths(batches: Sequence[MaskedBatch], mask: torch.Tensor | None,
+                     dims: tuple[bool, ...]) -> torch.Tensor | None:
+    """``mask`` (the *and* of the masks of ``batches``, raised to the result's rank, of
+    result dims ``dims``) carrying the result's lengths where it needs them.
+
+    Along each dynamic dimension of the result an example's size is that of the
+    batches dynamic there (they agree; an absent example's 0 wins); an example
+    absent from a batch static in every dimension is absent from the result.
+    With two or more dynamic dimensions of the result, no batch dynamic in all of
+    them, and no mask carrying lengths (``a.unsqueeze(2) + b.unsqueeze(1)``),
+    an example empty in one of them only is empty in part: checked once (a
+    device sync), the one case that pays it.
+    """
+    if mask is None:
+        return None
+    carrying = _lengths.any_carried(batches)
+    if not carrying and (sum(dims) < 2 or any(b.dims == dims for b in batches)):
+        return mask  # one batch has every dynamic dimension: it says what is empty
+    columns = []
+    for i, dynamic in enumerate(dims, start=1):
+        if dynamic:
+            sizes = [_lengths.along(b, i) for b in batches if b.dims[i - 1]]
+            columns.append(sizes[0] if len(sizes) == 1 else torch.stack(sizes).amin(0))
+    lengths = torch.stack(columns, 1)
+    for b in batches:
+        if b._mask is not None and not any(b.dims):
+            lengths = lengths * b._mask.reshape(lengths.size(0), -1).any(1, keepdim=True)
+    if not carrying:
+        return _lengths.settle(mask, lengths)
+    # Every mask is its examples' prefixes, so their *and* is that of these lengths.
+    return _lengths.carry(mask, lengths)
 
 
 def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
     """Each example's size along dynamic dimension ``dim``: int64 ``(batch,)``."""
-    mask = batch.mask
-    others = [j for j in range(1, mask.dim()) if j != dim and mask.size(j) != 1]
-    if others:
-        mask = mask.any(dim=others, keepdim=True)
-    return mask.sum(dim).reshape(-1)
+    return _lengths.along(batch, dim)
 
 
 def sizes_along(batch: MaskedBatch, dim: int) -> torch.Tensor:
@@ -617,15 +655,25 @@ def check_static_join(op: str, parts: Sequence[MaskedBatch], dim: int) -> None:
 
 def _example_sizes(batch: MaskedBatch, dim: int) -> torch.Tensor:
     """Each example's size along ``dim``; without a mask, the padded size for all."""
-    if batch._mask is None:
-        return torch.full((batch.data.size(0),), batch.data.size(dim), device=batch.device)
-    return lengths_along(batch, dim)
+    return _lengths.along(batch, dim)
 
 
 def _op_name(func: Any) -> str:
     from matchbox._registry import op_name
 
     return op_name(func)
+
+
+def combine_layouts(batches: Sequence[MaskedBatch]) -> torch.Tensor | None:
+    """The *and* of the masks of batches of one layout (the same dims and padded
+    shape), carrying their lengths where a mask among them carries some."""
+    mask = combine_masks([b._mask for b in batches])
+    if (mask is not None and _lengths.any_carried(batches)
+            and not any(mask is b._mask for b in batches)):
+        # An absent example's zeros win, as the mask's false does.
+        lengths = torch.stack([_lengths.of(b) for b in batches]).amin(0)
+        mask = _lengths.carry(mask, lengths)
+    return mask
 
 
 def combine_masks(masks: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
@@ -658,6 +706,8 @@ def same_mask(a: torch.Tensor, b: torch.Tensor) -> bool:
         return True
     if a.shape != b.shape or a.device != b.device or not _same_memory(a, b):
         return False
+    if _lengths.carried(a) is not _lengths.carried(b):
+        return False  # the same positions, but other sizes of an example empty in part
     return all(x == y or n == 1 for x, y, n in zip(a.stride(), b.stride(), a.shape))
 
 
@@ -681,10 +731,11 @@ def fit_mask(
     if list(mask.shape) == shape:
         return mask
     # A static result dimension keeps size one; reduce it out of the mask.
+    fitted = mask
     for i, d in enumerate(dims, start=1):
-        if not d and mask.size(i) != 1:
-            mask = mask.all(i, keepdim=True)
-    return mask.expand(shape)
+        if not d and fitted.size(i) != 1:
+            fitted = fitted.all(i, keepdim=True)
+    return _lengths.kept(fitted.expand(shape), mask)
 
 
 def _check_plain_tensors(

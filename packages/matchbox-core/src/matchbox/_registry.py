@@ -20,9 +20,11 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
+from matchbox import _lengths
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 
 Handler = Callable[..., Any]
+_LIVE = _lengths.LIVE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -228,10 +230,14 @@ def _install_one(batch_type: str, cls: type, name: str, func: Any, handler: Hand
                    if autograd_profiler._is_profiler_enabled else handler)
             if kwargs:
                 args, kwargs = adopt(batch_type, args, with_torch_names(kwargs))
-                return run(func, self, *args, **kwargs)
-            if args:
-                args, _ = adopt(batch_type, args, kwargs)
-            return run(func, self, *args)
+                result = run(func, self, *args, **kwargs)
+            else:
+                if args:
+                    args, _ = adopt(batch_type, args, kwargs)
+                result = run(func, self, *args)
+            if _LIVE[0]:  # some mask carries lengths: no op may drop them (see _lengths)
+                _lengths.check_call(handler, func, (self, *args), kwargs, result)
+            return result
 
     method.__name__ = name
     method.__qualname__ = f"{cls.__name__}.{name}"

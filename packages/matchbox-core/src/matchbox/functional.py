@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as _torch_functional
 from torch.nn.functional import *  # noqa: F403
 
+from matchbox import _lengths
 from matchbox._masking import fit_mask
 from matchbox.batch_reduce import batch_mean, batch_sum
 from matchbox.convenience import (
@@ -58,7 +59,9 @@ def update(old: Any, new: Any) -> Any:
     In a loop over a dynamic dimension, an example that has finished has no
     real step, so the step's result is padding for it; ``h = update(h, step(x_t, h))``
     keeps such an example's state.  This is what ``@matchbox.batch`` inserts
-    for a loop-carried variable.  With plain tensors it returns ``new``.
+    for a loop-carried variable.  With plain tensors it returns ``new``; a
+    plain ``old`` of one example's shape beside a batch ``new`` (a learned
+    start state) is every example's own.
 
     The result is real wherever ``old`` is, so it is the state, not the step's
     output: to stack per-step outputs with ``stack(..., dynamic=True)``,
@@ -67,7 +70,7 @@ def update(old: Any, new: Any) -> Any:
     if not isinstance(new, MaskedBatch):
         return new
     if not isinstance(old, MaskedBatch):
-        raise TypeError("update: a batch result cannot be assigned to a plain tensor state")
+        old = _plain_state(old, new)
     if new.dims != old.dims:
         raise ValueError(f"update: the new value has dims {new.dims} but the state has "
                          f"dims {old.dims}")
@@ -76,7 +79,26 @@ def update(old: Any, new: Any) -> Any:
     data = torch.where(new._mask, new.data, old.data)
     if old._mask is None:  # the state is real everywhere, and stays so
         return MaskedBatch._make(data, None, old.dims)
-    return MaskedBatch._make(data, fit_mask(old._mask | new._mask, data, old.dims), old.dims)
+    mask = fit_mask(old._mask | new._mask, data, old.dims)
+    if _lengths.any_carried((old, new)):
+        # Each example's sizes are its new ones where it has them (an absent 0 loses).
+        mask = _lengths.rebuilt(mask, torch.maximum(_lengths.of(old), _lengths.of(new)),
+                                old.dims)
+    return MaskedBatch._make(data, mask, old.dims)
+
+
+def _plain_state(old: Any, new: MaskedBatch) -> MaskedBatch:
+    """A plain state (a learned start state, ``torch.zeros(1, hidden)``) beside a batch
+    result: every example's own, as a plain tensor is in a pointwise op."""
+    example = (1, *new.data.shape[1:])
+    if not isinstance(old, torch.Tensor) or any(new.dims) or tuple(old.shape) != example:
+        shape = tuple(old.shape) if isinstance(old, torch.Tensor) else type(old).__name__
+        raise TypeError(
+            f"update: the state is a plain {shape} and the new value a batch of examples "
+            f"{example}{' with dynamic dims' if any(new.dims) else ''}; a plain state is "
+            "every example's own only with the shape of one example, static in every "
+            "dimension")
+    return MaskedBatch._make(old.expand(new.data.shape), None, new.dims)
 
 
 __all__ = [name for name in dir(_torch_functional) if not name.startswith("_")] + [

@@ -9,6 +9,19 @@ Layout (the contract of SPEC §2):
   ``data`` holds real values.  Real values come first along each dynamic
   dimension (padding is at the end), as ``pad_sequence`` lays it out.
 - ``dims``: one bool per non-batch dimension, ``True`` = dynamic.
+- lengths: each example's size along each dynamic dimension, ``(batch,
+  n_dynamic)`` (``lengths()``).  The mask is, per example, the product of one
+  prefix per dynamic dimension, so it tells the lengths -- unless an example is
+  empty in one dynamic dimension and not in another (``(1, 3, 0)``: its mask is
+  all false, as that of ``(1, 0, 0)``).  Such a mask carries the lengths itself
+  (an attribute of the mask tensor, see ``matchbox._lengths``): every op that
+  passes a mask on passes them on, ops that build a new mask build them, and
+  ``lengths()``, ``examples()``, ``size_as_tensor`` and ``repr`` read them.
+  Only ops that can make such an example check for one (``fromlist``, products,
+  outer broadcasts, ``narrow``/slices to length 0, constructors with per-example
+  sizes); while a mask carrying lengths is alive, ``__torch_function__`` refuses
+  an op that built a new mask without them (``_lengths.check_call``).  The
+  constructor takes them as ``MaskedBatch(data, mask, dims, lengths=...)``.
 
 Values under a false mask are unspecified (NaN and inf included); every op is
 written so that they reach neither a real output nor a gradient.
@@ -27,7 +40,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _interop, _registry
+from matchbox import _interop, _lengths, _registry
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 
 
@@ -69,6 +82,7 @@ class DataAttributes:
 # {torch callable: handler} of MaskedBatch, filled as op families register.
 _HANDLERS = _registry.handlers("MaskedBatch")
 _new = object.__new__
+_LIVE = _lengths.LIVE
 
 
 class MaskedBatch(DataAttributes):
@@ -103,10 +117,29 @@ class MaskedBatch(DataAttributes):
     _present: torch.Tensor | None
 
     def __init__(
-        self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool]
+        self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool], *,
+        lengths: torch.Tensor | None = None,
     ):
+        """``lengths`` (optional, ``(batch, n_dynamic)`` ints): each example's size along
+        each dynamic dimension, needed only for an example that is empty in one dynamic
+        dimension and not in another (its mask is all false); ``mask=None`` with
+        ``lengths`` builds the mask from them."""
         dims = tuple(dims)
-        if mask is not None:
+        if lengths is not None:
+            _validate(data, _full_mask(data, dims) if mask is None else mask, dims)
+            lengths = _validate_lengths(data, lengths, dims)
+            described = mask_from_lengths(lengths, data.shape, dims)
+            if mask is None:
+                mask = described
+            else:
+                mask = mask if mask.dtype == torch.bool else mask != 0
+                if not torch.equal(mask, described):
+                    raise ValueError(
+                        "MaskedBatch: the mask is not the one the lengths describe (real "
+                        "positions first, exactly each example's length along each dynamic "
+                        "dimension)")
+            mask = _lengths.rebuilt(mask, lengths, dims)
+        elif mask is not None:
             _validate(data, mask, dims)
             mask = mask if mask.dtype == torch.bool else mask != 0
         else:
@@ -163,8 +196,6 @@ class MaskedBatch(DataAttributes):
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
             return cls._make(torch.cat(list(examples), 0), None, dims)
-        if sum(dims) > 1:
-            _refuse_empty_extent(shapes, dims)
         max_sizes = [max(s[i] for s in shapes) for i in range(1, len(dims) + 1)]
         _check_padding_value(padding_value, examples[0].dtype)
         rows = []
@@ -177,7 +208,11 @@ class MaskedBatch(DataAttributes):
         lengths = torch.tensor(
             [[s[i + 1] for i, d in enumerate(dims) if d] for s in shapes], device=data.device
         )
-        batch = cls._make(data, mask_from_lengths(lengths, data.shape, dims), dims)
+        mask = mask_from_lengths(lengths, data.shape, dims)
+        if _empty_in_part(shapes, dims):
+            # The mask of such an example is all false: it carries the lengths.
+            mask = _lengths.carry(mask, lengths)
+        batch = cls._make(data, mask, dims)
         if padding_value == 0:
             mark_zero_padding(batch)
         return batch
@@ -222,15 +257,7 @@ class MaskedBatch(DataAttributes):
 
     def lengths(self) -> torch.Tensor:
         """Per-example sizes along each dynamic dimension: int64 ``(batch, n_dynamic)``."""
-        columns = []
-        for i, d in enumerate(self.dims):
-            if d:
-                others = [j + 1 for j in range(len(self.dims)) if j != i]
-                along = self.mask.any(dim=others) if others else self.mask
-                columns.append(along.sum(-1))
-        if not columns:
-            return torch.zeros(self.data.size(0), 0, dtype=torch.long, device=self.data.device)
-        return torch.stack(columns, 1)
+        return _lengths.of(self)
 
     @property
     def batch_size(self) -> int:
@@ -279,7 +306,9 @@ class MaskedBatch(DataAttributes):
                 )
             return tuple(self.size(i) for i in range(self.dim()))
         i = normalize_dim(dim, self.dim(), "size")
-        if i > 0 and self.dims[i - 1]:
+        if i == 0:
+            return batch_size_as_asked(self.data.size(0))
+        if self.dims[i - 1]:
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
@@ -372,7 +401,7 @@ class MaskedBatch(DataAttributes):
         data = self.data.to(*args, **kwargs)
         mask = self._mask
         if mask is not None and data.device != mask.device:
-            mask = mask.to(data.device)
+            mask = _lengths.kept(mask.to(data.device), mask)
         return MaskedBatch._make(data, mask, self.dims)
 
     def cuda(self, device: Any = None, non_blocking: bool = False) -> MaskedBatch:
@@ -384,7 +413,7 @@ class MaskedBatch(DataAttributes):
     def pin_memory(self) -> MaskedBatch:
         """The batch in page-locked memory, for faster, asynchronous copies to an accelerator
         (``DataLoader(pin_memory=True)`` calls this on every batch it loads)."""
-        mask = None if self._mask is None else self._mask.pin_memory()
+        mask = None if self._mask is None else _lengths.kept(self._mask.pin_memory(), self._mask)
         return MaskedBatch._make(self.data.pin_memory(), mask, self.dims)
 
     def is_pinned(self) -> bool:
@@ -437,8 +466,12 @@ class MaskedBatch(DataAttributes):
             # registered to become MaskedBatch here are converted (_registry.adopt).
             args, kwargs = _registry.adopt("MaskedBatch", args, kwargs or {})
         if kwargs:
-            return handler(func, *args, **_registry.with_torch_names(kwargs))
-        return handler(func, *args)
+            result = handler(func, *args, **_registry.with_torch_names(kwargs))
+        else:
+            result = handler(func, *args)
+        if _LIVE[0]:  # some mask carries lengths: no op may drop them (see _lengths)
+            _lengths.check_call(handler, func, args, kwargs, result)
+        return result
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for names the class does not define.
@@ -524,10 +557,50 @@ def why_size_was_asked(dim: int, kind: str = "MaskedBatch") -> str:
     return ""
 
 
+class SharedStateBatchSize(int):
+    """The batch size as ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read it to check their initial
+    states: equal to the batch size, and to 1.
+
+    In the loop over examples an initial state ``(layers, 1, hidden)`` has each
+    example's batch size, 1.  On a batch the module compares the state's size
+    with ``(layers, batch size, hidden)`` before Matchbox sees the call; this
+    size lets a plain ``(layers, 1, hidden)`` state (one state for every
+    example, a learned start state) pass that check too, and the recurrent
+    ops then broadcast it to every example, as pointwise ops broadcast a plain
+    tensor.  It is an ``int`` equal to the batch size everywhere else.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, int):
+            return int(other) in (int(self), 1)
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = int.__hash__
+
+
+def batch_size_as_asked(size: int) -> int:
+    """``size`` (a batch size that ``size(0)`` of a batch type returns), as a
+    :class:`SharedStateBatchSize` when PyTorch's recurrent modules ask for it."""
+    if sys._getframe(2).f_globals.get("__name__") == "torch.nn.modules.rnn":
+        return SharedStateBatchSize(size)
+    return size
+
+
 def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
-    """The mask of a batch without padding."""
+    """The mask of a batch without padding (every example has the padded size, which
+    the mask carries as lengths if it is 0 in one dynamic dimension and not another)."""
     shape = [data.size(0)] + [data.size(i) if d else 1 for i, d in enumerate(dims, start=1)]
-    return torch.ones(shape, dtype=torch.bool, device=data.device)
+    mask = torch.ones(shape, dtype=torch.bool, device=data.device)
+    sizes = [n for n, d in zip(shape[1:], dims) if d]
+    if 0 in sizes and any(sizes):
+        mask = _lengths.carry(mask, torch.tensor([sizes] * shape[0], device=data.device))
+    return mask
 
 
 def mark_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> None:
@@ -665,17 +738,34 @@ def _check_padding_value(value: float, dtype: torch.dtype) -> None:
         )
 
 
-def _refuse_empty_extent(shapes: list[torch.Size], dims: tuple[bool, ...]) -> None:
-    # A mask cannot say how large an example is in one dynamic dimension when it
-    # is empty in another (every entry is false), so such batches are refused
-    # rather than trimmed wrongly later.
-    for b, shape in enumerate(shapes):
-        for i, dynamic in enumerate(dims, start=1):
-            if dynamic and shape[i] == 0:
-                raise ValueError(
-                    f"MaskedBatch.fromlist: example {b} has size 0 in dynamic dimension {i}; "
-                    "a zero size is supported only in batches with one dynamic dimension"
-                )
+def _empty_in_part(shapes: list[torch.Size], dims: tuple[bool, ...]) -> bool:
+    """Whether an example is empty in one dynamic dimension and not in another (its mask
+    would be all false and lose its other sizes)."""
+    for shape in shapes:
+        sizes = [shape[i] for i, d in enumerate(dims, start=1) if d]
+        if 0 in sizes and any(sizes):
+            return True
+    return False
+
+
+def _validate_lengths(data: torch.Tensor, lengths: Any, dims: tuple[bool, ...]) -> torch.Tensor:
+    if not isinstance(lengths, torch.Tensor) or lengths.dtype.is_floating_point or \
+            lengths.dtype.is_complex or lengths.dtype == torch.bool:
+        raise ValueError("MaskedBatch: lengths must be an integer tensor")
+    expected = (data.size(0), sum(dims))
+    if tuple(lengths.shape) != expected:
+        raise ValueError(
+            f"MaskedBatch: lengths must have shape (batch, number of dynamic dimensions) "
+            f"= {expected}, got {tuple(lengths.shape)}")
+    if lengths.device != data.device:
+        raise ValueError(f"MaskedBatch: lengths are on {lengths.device} but data is on "
+                         f"{data.device}")
+    padded = torch.tensor([data.size(i) for i, d in enumerate(dims, start=1) if d],
+                          device=data.device, dtype=torch.long)
+    if bool(((lengths < 0) | (lengths > padded)).any()):
+        raise ValueError("MaskedBatch: lengths must lie between 0 and the padded size of "
+                         "their dimension")
+    return lengths.long()
 
 
 def _check_examples(

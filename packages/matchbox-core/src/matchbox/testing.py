@@ -34,15 +34,13 @@ def mb_rand(
 
     Each dim is ``(dynamic, size)``: a static dimension has ``size``; a dynamic
     one a random size in ``[min_size, size]`` per example (``min_size=1`` as
-    in the original Matchbox; ``min_size=0`` adds empty examples, which only a
-    batch with one dynamic dimension can hold: with several, sizes start at
-    one).  An empty ``()`` dim is skipped, as the original did.  Padding holds
+    in the original Matchbox; ``min_size=0`` adds empty examples, with several
+    dynamic dimensions examples empty in some of them and not in others too).
+    An empty ``()`` dim is skipped, as the original did.  Padding holds
     ``padding_value`` (NaN by default), which must never reach a real result.
     """
     rng = generator or random
     dims = tuple(d for d in dims if d != ())
-    if sum(dynamic for dynamic, _ in dims) > 1:
-        min_size = max(min_size, 1)
     examples = []
     for _ in range(batch_size):
         shape = [rng.randint(min_size, size) if dynamic else size for dynamic, size in dims]

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _registry
+from matchbox import _lengths, _registry
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
@@ -55,7 +55,9 @@ def new_batch(
             dims.append(False)
     data = make(padded)
     if lengths:
-        mask = mask_from_lengths(torch.stack(lengths, 1), padded, tuple(dims))
+        lengths_t = torch.stack(lengths, 1)
+        # Sizes given per example may leave one empty in one dynamic dimension only.
+        mask = _lengths.settle(mask_from_lengths(lengths_t, padded, tuple(dims)), lengths_t)
     else:
         mask = None  # no padding: every position is real
     return MaskedBatch._make(data, mask, tuple(dims))
@@ -67,6 +69,7 @@ def _factory_kwargs(x: MaskedBatch, kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.new_zeros, torch.Tensor.new_ones, torch.Tensor.new_empty,
                       family="constructor")
 def new_filled(func, input, *sizes, **kwargs):
@@ -81,6 +84,7 @@ def new_filled(func, input, *sizes, **kwargs):
     return batch.requires_grad_(requires_grad) if requires_grad else batch
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.new, family="constructor")
 def new(func, input, *args, **kwargs):
     """``x.new(...)``, the legacy constructor the original Matchbox used.
@@ -109,6 +113,7 @@ def _names_a_batch(sizes: Sequence[Any], batch: int) -> bool:
     return len(sizes) > 1 and sizes[0] in (1, batch)
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.new_full, family="constructor")
 def new_full(func, input, size, fill_value, **kwargs):
     """``x.new_full(size, v)``: ``v`` a number, or a batch of per-example scalars
@@ -179,12 +184,14 @@ def _filler(op: str, reference: MaskedBatch, fill_value: Any,
     return make
 
 
+@_lengths.aware
 @_registry.implements(torch.zeros_like, torch.ones_like, torch.empty_like, torch.rand_like,
                       torch.randn_like, family="constructor")
 def like(func, input, **kwargs):
     return MaskedBatch._make(func(input.data, **kwargs), input.mask, input.dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.full_like, family="constructor")
 def full_like(func, input, fill_value, **kwargs):
     return MaskedBatch._make(func(input.data, fill_value, **kwargs), input.mask, input.dims)

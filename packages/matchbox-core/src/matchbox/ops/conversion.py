@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import torch
 
-from matchbox import _registry
+from matchbox import _lengths, _registry
 from matchbox.masked_batch import MaskedBatch
 
 _CASTS = ["float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte",
           "bool", "type_as", "type"]
 
 
+@_lengths.aware
 @_registry.implements(*[getattr(torch.Tensor, name) for name in _CASTS], family="conversion")
 def cast(func, input, *args, **kwargs):
     args = tuple(a.data if isinstance(a, MaskedBatch) else a for a in args)
@@ -26,6 +27,7 @@ def cast(func, input, *args, **kwargs):
     return MaskedBatch._make(data, input._mask, input.dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu, torch.Tensor.detach,
                       torch.detach, torch.Tensor.requires_grad_, torch.Tensor.detach_,
                       family="conversion")
@@ -39,6 +41,7 @@ def method(func, input, *args, **kwargs):
     return getattr(MaskedBatch, func.__name__)(input, *args, **kwargs)
 
 
+@_lengths.aware
 @_registry.implements(torch.is_floating_point, torch.is_complex, family="conversion")
 def dtype_query(func, input):
     # Modules ask this of their mask arguments (nn.MultiheadAttention's

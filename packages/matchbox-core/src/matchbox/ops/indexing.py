@@ -6,8 +6,8 @@ applies to data as is.  Along a dynamic dimension indices are each example's
 own: ``x[:, -1]`` is every example's last element, ``x[:, 1:-1]`` drops each
 example's first and last.  An int index that some example does not reach
 raises ``IndexError`` naming the example, as the loop would; a slice gives
-each example what it has (possibly nothing).  With several dynamic dimensions, a slice that
-leaves an example empty is refused (its mask could not keep its other sizes).
+each example what it has (possibly nothing; with several dynamic dimensions, the
+result's mask then carries the example's other sizes, see ``matchbox._lengths``).
 A batch of per-example ints (``dims == ()``, an integer dtype: a counter that
 examples advance at their own pace in a ``@batch`` loop) is each example's own
 int index.  A tensor index (a plain tensor or list of positions, the same for every
@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.gather import is_tensor_index, tensor_index
 from matchbox.ops.pointwise import _pointwise_inplace
@@ -99,6 +99,12 @@ def _with_length(x: MaskedBatch, d: int, data: torch.Tensor, length: torch.Tenso
     shape[0], shape[d] = length.size(0), data.size(d)
     along = torch.arange(data.size(d), device=data.device) < length[:, None]
     mask = others & along.reshape(shape)
+    if sum(x.dims) > 1:
+        # An example left empty along d keeps its other sizes in lengths.
+        lengths = x.lengths().clone()
+        lengths[:, _lengths.column(x.dims, d)] = length
+        mask = (_lengths.carry(mask, lengths) if _lengths.carried_by(x) is not None
+                else _lengths.settle(mask, lengths))
     return MaskedBatch._make(data, mask, x.dims)
 
 
@@ -114,14 +120,6 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
     last = n if stop is None else (
         torch.minimum(torch.full_like(n, stop), n) if stop >= 0 else (n + stop).clamp(min=0))
     length = ((last - first + step - 1) // step).clamp(min=0)
-    if sum(x.dims) > 1 and _capture.fails(length == 0):
-        # The mask of an example empty along one dynamic dimension is all
-        # false, so its sizes along the others would be lost: refuse rather
-        # than give a wrong shape (as fromlist refuses such examples).
-        raise ValueError(
-            f"{op}: the slice {item} leaves an example empty along dynamic dimension {d}; "
-            "a batch with several dynamic dimensions cannot hold an empty example"
-        )
     if start is None or start >= 0:
         # A stop that is the same for every example bounds the data too, so the
         # result is a view of exactly the positions it holds (an in-place op on
@@ -156,13 +154,27 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
         )
     if item >= 0:
         # Past an example's end the mask is already false: padding.
-        return MaskedBatch._make(x.data.select(d, item), x.mask.select(d, item), dims)
+        mask = _selected_lengths(x.mask.select(d, item), x, d, missing, dims)
+        return MaskedBatch._make(x.data.select(d, item), mask, dims)
     index = (n + item).clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
     index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
     data = x.data.gather(d, index).squeeze(d)
     real = x.mask.any(d)
     real = real & ~missing.reshape(-1, *[1] * (real.dim() - 1))
+    real = _selected_lengths(real, x, d, missing, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
+
+
+def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch.Tensor,
+                      dims: tuple[bool, ...]) -> torch.Tensor:
+    """``mask``, of ``x`` indexed at one position of dimension ``d``, carrying the lengths
+    of ``x``'s mask without d's (an example that lacks the position is absent: zeros)."""
+    carried = _lengths.carried_by(x)
+    if carried is None or sum(dims) < 2:
+        return mask
+    keep = [k for k in range(carried.size(1))
+            if not (x.dims[d - 1] and k == _lengths.column(x.dims, d))]
+    return _lengths.carry(mask, carried[:, keep] * ~missing.reshape(-1, 1))
 
 
 def _is_per_example_int(item: Any) -> bool:
@@ -202,9 +214,11 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     if x.dims[d - 1]:
         mask = mask.gather(d, where.expand(*mask.shape[:d], 1, *mask.shape[d + 1:]))
     real = mask.squeeze(d) & ~missing.reshape([-1] + [1] * (data.dim() - 1))
+    real = _selected_lengths(real, x, d, missing, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.__getitem__, family="indexing")
 def getitem(func, input, index):
     op = _registry.op_name(func)
@@ -215,7 +229,7 @@ def getitem(func, input, index):
     view = not getattr(input, "_not_a_view", False)
     for item in items[1:]:
         if item is None:
-            x = MaskedBatch._make(x.data.unsqueeze(d), x.mask.unsqueeze(d),
+            x = MaskedBatch._make(x.data.unsqueeze(d), _lengths.kept(x.mask.unsqueeze(d), x.mask),
                                   x.dims[: d - 1] + (False,) + x.dims[d - 1:])
             d += 1
         elif isinstance(item, slice):
@@ -240,7 +254,8 @@ def getitem(func, input, index):
                 view = view and item >= 0
             else:
                 dims = x.dims[: d - 1] + x.dims[d:]
-                x = MaskedBatch._make(x.data.select(d, item), x.mask.select(d, 0), dims)
+                mask = _lengths.kept(x.mask.select(d, 0), x.mask)
+                x = MaskedBatch._make(x.data.select(d, item), mask, dims)
         elif is_tensor_index(item):
             # A copy, in the loop too (advanced indexing): in-place ops on it are the
             # loop's, which do not reach the indexed tensor either.
@@ -253,6 +268,7 @@ def getitem(func, input, index):
     return x
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.copy_, family="indexing")
 def copy_(func, input, src, non_blocking=False):
     """``x.copy_(src)``: ``src`` broadcast into every example, as each example's ``copy_``."""
@@ -264,6 +280,7 @@ def copy_(func, input, src, non_blocking=False):
                               if non_blocking else {})
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.__setitem__, family="indexing")
 def setitem(func, input, index, value):
     """``x[index] = value``: ``copy_`` into the view ``x[index]`` (see the module docstring)."""

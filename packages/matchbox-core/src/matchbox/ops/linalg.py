@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _masking, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox._autograd_function import grad_enabled, refuse_untracked
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
 def _operand(x: Any) -> Any:
@@ -72,9 +72,9 @@ def _summed_out(
     Along a dynamic one, a kept position is real if any of its contracted
     positions is.  When an example's contracted extent is empty (length 0),
     that is none, yet the contraction (a sum of nothing, 0) is real: with no
-    dynamic kept dimension every kept position is real.  (With one, the
-    operand has two dynamic dims and cannot have an empty extent; see
-    ``fromlist``.)
+    dynamic kept dimension every kept position is real.  (With one, such an
+    example is empty in part, and its mask carries the lengths the result's
+    mask is then built from: ``_with_lengths``.)
     """
     if not contracted_dynamic:
         return mask
@@ -128,10 +128,59 @@ def matmul_batches(op: str, a: Any, b: Any) -> MaskedBatch:
     if mask is not None and mask.dim() > 1:
         mask = mask.squeeze(1)
     dims = _product_dims(a, b, rank)
-    if sum(dims) > 1:
-        _refuse_empty_extents(op, [(x, x.dims) for x in (a, b) if isinstance(x, MaskedBatch)])
     mask = _masking.fit_mask(mask, result, dims)
+    if mask is not None and (sum(dims) > 1 or _lengths.any_carried((a, b))):
+        mask = _with_lengths(mask, result, dims, _matmul_sources(a, b, rank), (a, b))
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
+
+
+def _matmul_sources(a: Any, b: Any, rank: int) -> list[list[tuple[MaskedBatch, int]]]:
+    """For each dimension of ``a @ b`` (operands of ``rank``), the operand dimensions
+    that give its size."""
+    def pairs(i: int, *operands: Any) -> list[tuple[MaskedBatch, int]]:
+        return [(x, i) for x in operands if isinstance(x, MaskedBatch)]
+
+    if _is_vector(b):
+        return [pairs(i, a) for i in range(1, rank - 1)]
+    if _is_vector(a):
+        return [pairs(i, b) for i in range(1, rank - 2)] + [pairs(rank - 1, b)]
+    return ([pairs(i, a, b) for i in range(1, rank - 2)] + [pairs(rank - 2, a)]
+            + [pairs(rank - 1, b)])
+
+
+def _with_lengths(mask: torch.Tensor, result: torch.Tensor, dims: tuple[bool, ...],
+                  sources: list[list[tuple[MaskedBatch, int]]],
+                  operands: tuple[Any, ...]) -> torch.Tensor:
+    """The product's mask, carrying its lengths where it needs them (see ``_lengths``).
+
+    Each dynamic dimension of the result has each example's size along the
+    operand dimensions it comes from (``sources``, one list per result
+    dimension): the contracted dimensions are gone, so a contraction over an
+    example's empty extent is a real 0, as in the loop.  An example absent from
+    an operand static in every dimension is absent from the result.  When an
+    operand's mask carries lengths, the result's mask is built from the new
+    lengths (an operand's example empty in part has an all-false mask, which
+    the row and column masks would spread); otherwise a result with several
+    dynamic dimensions is checked once for an example empty in part (as
+    ``q @ k.transpose(1, 2)`` with no keys gives), a device sync.
+    """
+    columns = []
+    for i, dynamic in enumerate(dims, start=1):
+        if dynamic:
+            sizes = [_lengths.along(x, d) for x, d in sources[i - 1] if x.dims[d - 1]]
+            columns.append(sizes[0] if len(sizes) == 1 else torch.stack(sizes).amin(0))
+    batch = result.size(0)
+    lengths = (torch.stack(columns, 1) if columns else
+               torch.zeros(batch, 0, dtype=torch.long, device=result.device))
+    for x in operands:
+        if isinstance(x, MaskedBatch) and x._mask is not None and not any(x.dims):
+            lengths = lengths * x._mask.reshape(batch, -1).any(1, keepdim=True)
+    if not _lengths.any_carried(operands):
+        return _lengths.settle(mask, lengths)
+    if not columns:
+        return mask  # every dynamic dimension summed away: the mask says which are real
+    rebuilt = mask_from_lengths(lengths, result.shape, dims)
+    return _lengths.rebuilt(rebuilt, lengths, dims)
 
 
 def _example_shape(x: Any) -> str:
@@ -231,31 +280,7 @@ def _check_contraction(op: str, a: Any, b: Any) -> tuple[Any, Any]:
     return a, b
 
 
-def _refuse_empty_extents(op: str, operands: list[tuple[MaskedBatch, tuple[bool, ...]]]) -> None:
-    """A result with several dynamic dims cannot hold an example empty in only some of them.
-
-    Its mask would be all false and lose the example's other sizes (see
-    ``MaskedBatch.fromlist``): refuse rather than give a wrong shape.  An
-    example empty in every dynamic dimension of every operand (self-attention
-    scores of an empty sequence, ``(1, 0, 0)``) is empty in every dimension of
-    the result too, which an all-false mask says exactly.
-    """
-    empty = [(i, _masking.lengths_along(x, i) == 0)
-             for x, dims in operands for i, dynamic in enumerate(dims, start=1) if dynamic]
-    if not empty:
-        return
-    flags = torch.stack([e for _, e in empty])
-    partly = flags.any(0) & ~flags.all(0)
-    if _capture.fails(partly):
-        j = int(partly.nonzero()[0])
-        i = next(i for i, e in empty if bool(e[j]))
-        raise ValueError(
-            f"{op}: example {j} is empty in dynamic dimension {i} but not in the others, and a "
-            "result with several dynamic dimensions cannot hold an example that is empty in "
-            "only some of them (a known limitation)"
-        )
-
-
+@_lengths.aware
 @_registry.implements(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
                       family="linalg")
 def matmul(func, input, other):
@@ -280,17 +305,20 @@ def _matmul_method(func: Any) -> Any:
 matmul.method_factory = _matmul_method  # type: ignore[attr-defined]
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.__rmatmul__, family="linalg")
 def rmatmul(func, input, other):
     return matmul_batches(_registry.op_name(func), other, input)
 
 
+@_lengths.aware
 @_registry.implements(torch.mm, torch.Tensor.mm, family="linalg")
 def mm(func, input, mat2):
     _require_rank(func, 2, input, mat2)
     return matmul_batches(_registry.op_name(func), input, mat2)
 
 
+@_lengths.aware
 @_registry.implements(torch.bmm, torch.Tensor.bmm, family="linalg")
 def bmm(func, input, mat2):
     _require_rank(func, 3, input, mat2)
@@ -322,6 +350,7 @@ def _check_example_dim_kept(op: str, terms: list[str], operands: tuple[Any, ...]
                 f"'{output}'{hint}")
 
 
+@_lengths.aware
 @_registry.implements(torch.einsum, family="linalg")
 def einsum(func, equation, *operands):
     op = _registry.op_name(func)
@@ -367,6 +396,11 @@ def einsum(func, equation, *operands):
         mask = None if mask is None else mask.squeeze(1)
     dims = tuple(dynamic.get(letter, False) for letter in output[1:])
     mask = _masking.fit_mask(mask, result, dims)
+    if mask is not None and (sum(dims) > 1 or _lengths.any_carried(operands)):
+        sources = [[(x, term.index(letter)) for term, x in zip(terms, operands)
+                    if isinstance(x, MaskedBatch) and letter in term[1:]]
+                   for letter in output[1:]]
+        mask = _with_lengths(mask, result, dims, sources, operands)
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, dims)
 
 

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 
 FAMILY = "ordering"
@@ -94,6 +94,7 @@ def _scan(op: str, run: Callable[[torch.Tensor, int], torch.Tensor], x: MaskedBa
     return run(data, d), True
 
 
+@_lengths.aware
 @_registry.implements(torch.cumsum, torch.Tensor.cumsum, torch.cumprod, torch.Tensor.cumprod,
                       family=FAMILY)
 def cumsum_cumprod(func, input, dim, *, dtype=None, out=None):
@@ -115,6 +116,7 @@ def cumsum_cumprod(func, input, dim, *, dtype=None, out=None):
     return MaskedBatch._make(result, input._mask, input.dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.logcumsumexp, torch.Tensor.logcumsumexp, family=FAMILY)
 def logcumsumexp(func, input, dim, *, out=None):
     op = _registry.op_name(func)
@@ -129,6 +131,7 @@ def logcumsumexp(func, input, dim, *, out=None):
     return MaskedBatch._make(result, input._mask, input.dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.cummax, torch.Tensor.cummax, torch.cummin, torch.Tensor.cummin,
                       family=FAMILY)
 def cummax_cummin(func, input, dim, *, out=None):
@@ -166,6 +169,7 @@ def _sort(op: str, x: MaskedBatch, dim: Any, descending: bool,
     return run(_masking.fill_padding(x, _sorts_last(x.dtype, descending)), d, True)
 
 
+@_lengths.aware
 @_registry.implements(torch.sort, torch.Tensor.sort, family=FAMILY)
 def sort(func, input, dim=-1, descending=False, *, stable=False, out=None):
     op = _registry.op_name(func)
@@ -175,6 +179,7 @@ def sort(func, input, dim=-1, descending=False, *, stable=False, out=None):
                                     MaskedBatch._make(indices, input._mask, input.dims)))
 
 
+@_lengths.aware
 @_registry.implements(torch.argsort, torch.Tensor.argsort, family=FAMILY)
 def argsort(func, input, dim=-1, descending=False, *, stable=False):
     op = _registry.op_name(func)
@@ -182,6 +187,7 @@ def argsort(func, input, dim=-1, descending=False, *, stable=False):
     return MaskedBatch._make(indices, input._mask, input.dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.topk, torch.Tensor.topk, family=FAMILY)
 def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
     op = _registry.op_name(func)
@@ -230,6 +236,10 @@ def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
     # static; a line that is padding in another dynamic dimension stays padding.
     dims = input.dims[:d - 1] + (False,) + input.dims[d:]
     mask = input._mask.any(d, keepdim=True) if any(dims) else None
+    carried = _lengths.carried_by(input)
+    if carried is not None and mask is not None:
+        c = _lengths.column(input.dims, d)
+        mask = _lengths.rebuilt(mask, torch.cat([carried[:, :c], carried[:, c + 1:]], 1), dims)
     return torch.return_types.topk((MaskedBatch._make(values, mask, dims),
                                     MaskedBatch._make(indices, mask, dims)))
 
@@ -266,6 +276,7 @@ def _reversed_prefix(mask: torch.Tensor, d: int, size: int) -> torch.Tensor:
     return torch.where(positions < n, n - 1 - positions, positions)
 
 
+@_lengths.aware
 @_registry.implements(torch.flip, torch.Tensor.flip, family=FAMILY)
 def flip(func, input, *args, dims=None):
     op = _registry.op_name(func)
@@ -274,6 +285,7 @@ def flip(func, input, *args, dims=None):
     return _flip(op, input, _dim_list(dims))
 
 
+@_lengths.aware
 @_registry.implements(torch.fliplr, torch.Tensor.fliplr, torch.flipud, torch.Tensor.flipud,
                       family=FAMILY)
 def fliplr_flipud(func, input):
@@ -366,6 +378,7 @@ def _roll_flat(x: MaskedBatch, shift: int) -> torch.Tensor:
 # ------------------------------------------------------------------ moving dimensions
 
 
+@_lengths.aware
 @_registry.implements(torch.movedim, torch.Tensor.movedim, torch.moveaxis,
                       torch.Tensor.moveaxis, family=FAMILY)
 def movedim(func, input, source, destination):
@@ -389,7 +402,8 @@ def movedim(func, input, source, destination):
             f"{op}: dimension 0 is the batch dimension of each example and cannot be moved "
             f"on a batch (moving {src} to {dst} gives the order {order})"
         )
-    mask = None if input._mask is None else input._mask.permute(order)
+    mask = None if input._mask is None else _lengths.reordered(
+        input._mask.permute(order), input._mask, input.dims, order)
     dims = tuple(input.dims[o - 1] for o in order[1:])
     return MaskedBatch._make(input.data.permute(order), mask, dims)
 
@@ -399,6 +413,7 @@ def movedim(func, input, source, destination):
 MT = torch.Tensor.mT.__get__
 
 
+@_lengths.aware
 @_registry.implements(MT, family=FAMILY)
 def matrix_transpose(func, input):
     op = _registry.op_name(func)

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _masking, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox.masked_batch import MaskedBatch
 
@@ -254,7 +254,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
             for i, dynamic in enumerate(dims, start=1):
                 if dynamic:
                     _masking.check_lengths_agree(func, [(b, i) for b in batches])
-        mask = _masking.combine_masks([b._mask for b in batches])
+        mask = _masking.combine_layouts(batches)
     if len(values) > 1 and (mask is not None or _masking.EXECUTION_MASK.get() is not None):
         values = _masking.guard_wider(args, values, mask, dims)
     result = func(*values)
@@ -348,4 +348,5 @@ def _method(func: Any) -> Any:
 
 
 pointwise.method_factory = _method  # type: ignore[attr-defined]
+_lengths.aware(pointwise)  # masks combine in _masking.align / combine_layouts
 _registry.register(pointwise_ops(), pointwise, family="pointwise")

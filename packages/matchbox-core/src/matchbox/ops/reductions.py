@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _masking, _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox import _capture, _lengths, _masking, _registry
+from matchbox.masked_batch import MaskedBatch, mask_from_lengths, normalize_dim
 
 Reducer = Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor]
 
@@ -60,11 +60,21 @@ def reduced_layout(
         # which may mark whole examples as not real (as after ``unbind``).
         return None, new_dims
     mask = x._mask
-    if dynamic:
+    lengths = _lengths.carried(mask)
+    if lengths is not None:
+        # An example empty in part has an all-false mask, whose ``any`` would lose
+        # its sizes in the remaining dimensions: the mask comes from its lengths.
+        kept = [k for k, i in enumerate(i for i, d in enumerate(x.dims, 1) if d)
+                if i not in dims]
+        lengths = lengths[:, kept]
+        shape = [1 if i in dims else n for i, n in enumerate(x.data.shape)]
+        mask = mask_from_lengths(lengths, shape, tuple(False if i in dims else d
+                                                       for i, d in enumerate(x.dims, 1)))
+    elif dynamic:
         mask = mask.any(dim=dynamic, keepdim=True)
     if not keepdim:
         mask = mask.squeeze(dims)
-    return mask, new_dims
+    return _lengths.rebuilt(mask, lengths, new_dims), new_dims
 
 
 def reduce(
@@ -136,6 +146,7 @@ def _keep(result: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> torch.T
 # ---------------------------------------------------------------------------- handlers
 
 
+@_lengths.aware
 @_registry.implements(torch.sum, torch.Tensor.sum, torch.nansum, torch.Tensor.nansum,
                       family="reduction")
 def sum_(func, input, dim=None, keepdim=False, *, dtype=None):
@@ -156,6 +167,7 @@ def nanmean(func, input, dim=None, keepdim=False, *, dtype=None, out=None):
                   lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), math.nan)
 
 
+@_lengths.aware
 @_registry.implements(torch.prod, torch.Tensor.prod, family="reduction")
 def prod(func, input, dim=None, keepdim=False, *, dtype=None):
     op = _registry.op_name(func)
@@ -169,6 +181,7 @@ def prod(func, input, dim=None, keepdim=False, *, dtype=None):
     return reduce(op, input, dims, keepdim, reducer, 1)
 
 
+@_lengths.aware
 @_registry.implements(torch.mean, torch.Tensor.mean, family="reduction")
 def mean(func, input, dim=None, keepdim=False, *, dtype=None):
     op = _registry.op_name(func)
@@ -262,6 +275,7 @@ def _sqrt_like_std(variance: torch.Tensor) -> torch.Tensor:
     return torch.where(zero, torch.zeros_like(variance), root)
 
 
+@_lengths.aware
 @_registry.implements(torch.var, torch.Tensor.var, torch.std, torch.Tensor.std,
                       family="reduction")
 def var_std(func, input, *args, **kwargs):
@@ -343,6 +357,7 @@ def _extreme_of_real(func: Any, x: MaskedBatch, dims: tuple[int, ...], keepdim: 
     return MaskedBatch._make(result, mask, new_dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin,
                       family="reduction")
 def amax_amin(func, input, dim=(), keepdim=False):
@@ -361,6 +376,7 @@ def _extreme(op: str, is_max: bool, x: MaskedBatch, dim: Any, keepdim: bool) -> 
     return reduce(op, x, dims, keepdim, lambda d, ds, k: func(d, ds, keepdim=k), fill)
 
 
+@_lengths.aware
 @_registry.implements(torch.max, torch.Tensor.max, torch.min, torch.Tensor.min,
                       family="reduction")
 def max_min(func, input, *args, **kwargs):
@@ -388,6 +404,7 @@ def max_min(func, input, *args, **kwargs):
                         MaskedBatch._make(indices, mask, new_dims)))
 
 
+@_lengths.aware
 @_registry.implements(torch.argmax, torch.Tensor.argmax, torch.argmin, torch.Tensor.argmin,
                       family="reduction")
 def argmax_argmin(func, input, dim=None, keepdim=False):
@@ -440,12 +457,14 @@ def _reflatten(flat: torch.Tensor, x: MaskedBatch) -> torch.Tensor:
     return result
 
 
+@_lengths.aware
 @_registry.implements(torch.logsumexp, torch.Tensor.logsumexp, family="reduction")
 def logsumexp(func, input, dim, keepdim=False):
     op = _registry.op_name(func)
     return reduce(op, input, dim, keepdim, lambda d, ds, k: func(d, ds, k), -math.inf)
 
 
+@_lengths.aware
 @_registry.implements(torch.any, torch.Tensor.any, torch.all, torch.Tensor.all,
                       family="reduction")
 def any_all(func, input, dim=None, keepdim=False):
@@ -477,6 +496,7 @@ def _norm(op: str, x: MaskedBatch, order: Any, dim: Any, keepdim: bool, dtype: A
                   lambda d, ds, k: torch.linalg.vector_norm(d, order, ds, k, dtype=dtype), fill)
 
 
+@_lengths.aware
 @_registry.implements(torch.norm, torch.Tensor.norm, family="reduction")
 def norm(func, input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     op = _registry.op_name(func)
@@ -486,6 +506,7 @@ def norm(func, input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     return _norm(op, input, 2 if p in ("fro", None) else p, dim, keepdim, dtype)
 
 
+@_lengths.aware
 @_registry.implements(torch.linalg.vector_norm, family="reduction")
 def vector_norm(func, x, ord=2, dim=None, keepdim=False, *, dtype=None):
     # Named by hand: the registry would call it torch.linalg_vector_norm (its __name__).

@@ -31,11 +31,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _capture, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import (
     MaskedBatch,
     has_zero_padding,
     mark_zero_padding,
+    mask_from_lengths,
     normalize_dim,
 )
 
@@ -64,6 +65,7 @@ def _sizes(args: tuple[Any, ...]) -> list[int]:
 # ------------------------------------------------------------------ permutations
 
 
+@_lengths.aware
 @_registry.implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
                       torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
                       family="shape")
@@ -78,9 +80,13 @@ def transpose(func, input, dim0, dim1):
     b = _nonbatch_dim(op, dim1, input.dim())
     dims = list(input.dims)
     dims[a - 1], dims[b - 1] = dims[b - 1], dims[a - 1]
-    return MaskedBatch._make(input.data.transpose(a, b), input.mask.transpose(a, b), tuple(dims))
+    order = list(range(input.dim()))
+    order[a], order[b] = b, a
+    mask = _lengths.reordered(input.mask.transpose(a, b), input.mask, input.dims, order)
+    return MaskedBatch._make(input.data.transpose(a, b), mask, tuple(dims))
 
 
+@_lengths.aware
 @_registry.implements(torch.permute, torch.Tensor.permute, family="shape")
 def permute(func, input, *order):
     op = _registry.op_name(func)
@@ -90,7 +96,8 @@ def permute(func, input, *order):
     if order[0] != 0:
         raise ValueError(f"{op}: dimension 0 (the batch dimension) must stay first, got {order}")
     dims = tuple(input.dims[d - 1] for d in order[1:])
-    return MaskedBatch._make(input.data.permute(order), input.mask.permute(order), dims)
+    mask = _lengths.reordered(input.mask.permute(order), input.mask, input.dims, order)
+    return MaskedBatch._make(input.data.permute(order), mask, dims)
 
 
 # ------------------------------------------------------------------ size-one dimensions
@@ -108,6 +115,7 @@ def _batch_dim_view(dim: Any, rank: int, dims: tuple[bool, ...]) -> Any:
     return _registry.batch_dim_view("MaskedBatch")
 
 
+@_lengths.aware
 @_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape")
 def unsqueeze(func, input, dim):
     op = _registry.op_name(func)
@@ -118,9 +126,11 @@ def unsqueeze(func, input, dim):
         return view(op, unsqueeze(func, input, 1))
     d = _nonbatch_dim(op, dim, input.dim() + 1, scalars=input.dims == ())
     dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
-    return MaskedBatch._make(input.data.unsqueeze(d), input.mask.unsqueeze(d), dims)
+    mask = _lengths.kept(input.mask.unsqueeze(d), input.mask)
+    return MaskedBatch._make(input.data.unsqueeze(d), mask, dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.squeeze, torch.Tensor.squeeze, family="shape")
 def squeeze(func, input, dim=None):
     op = _registry.op_name(func)
@@ -143,7 +153,8 @@ def squeeze(func, input, dim=None):
     if not drop:
         return input
     dims = tuple(x for i, x in enumerate(input.dims, start=1) if i not in drop)
-    return MaskedBatch._make(input.data.squeeze(drop), input.mask.squeeze(drop), dims)
+    mask = _lengths.kept(input.mask.squeeze(drop), input.mask)
+    return MaskedBatch._make(input.data.squeeze(drop), mask, dims)
 
 
 # ------------------------------------------------------------------ reshaping
@@ -206,6 +217,7 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
     # Each dynamic dim keeps its size, grows by the factor merged into it, or
     # shrinks by the factor split out of it (padded first so that it divides);
     # _fit_groups has checked that one of the three applies.
+    carried = _lengths.carried_by(x)
     mask = x.mask.reshape(batch, *[old[k] for k in dynamic])
     sizes, dims = [batch, *groups[0]], [False] * len(groups[0])
     for i, k in enumerate(dynamic):
@@ -216,6 +228,9 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
             factor = run // group
             size = old[k] * factor
             mask = mask.repeat_interleave(factor, dim=i + 1)
+            if carried is not None:
+                carried = carried * torch.tensor([factor if c == i else 1 for c in
+                                                  range(len(dynamic))], device=carried.device)
         else:
             factor = group // run
             lengths = x.lengths()[:, i]
@@ -225,6 +240,9 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
                     f"examples have sizes {lengths.tolist()} there, not all divisible"
                 )
             size = math.ceil(old[k] / factor)
+            if carried is not None:
+                carried = carried // torch.tensor([factor if c == i else 1 for c in
+                                                   range(len(dynamic))], device=carried.device)
             x = _masking.pad_to(x, k, size * factor)
             mask = F.pad(mask.movedim(i + 1, -1), [0, size * factor - mask.size(i + 1)])
             mask = mask.unflatten(-1, (size, factor))[..., 0].movedim(-1, i + 1)
@@ -232,7 +250,8 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
         dims += [True] + [False] * len(groups[i + 1])
     data = x.data.reshape(sizes)
     mask = mask.reshape([s if d else 1 for s, d in zip(sizes, [True, *dims])])
-    return MaskedBatch._make(data, mask, tuple(dims))
+    # The dynamic dimensions stay in order, each its lengths times (divided by) a factor.
+    return MaskedBatch._make(data, _lengths.rebuilt(mask, carried, dims), tuple(dims))
 
 
 def _plans(shape: list[int], old: list[int], dynamic: list[int], runs: list[int]):
@@ -278,6 +297,7 @@ def _fit_groups(shape: list[int], positions: list[int], runs: list[int]):
     return written, groups
 
 
+@_lengths.aware
 @_registry.implements(torch.reshape, torch.Tensor.reshape, torch.Tensor.view,
                       family="shape")
 def reshape(func, input, *shape):
@@ -286,6 +306,7 @@ def reshape(func, input, *shape):
     return reshape_batch(_registry.op_name(func), input, _sizes(shape))
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.view_as, torch.Tensor.reshape_as, family="shape")
 def reshape_as(func, input, other):
     """``x.view_as(y)``: with ``y`` a batch, each example takes the shape of ``y``'s own.
@@ -317,6 +338,7 @@ def reshape_as(func, input, other):
     return result
 
 
+@_lengths.aware
 @_registry.implements(torch.flatten, torch.Tensor.flatten, family="shape")
 def flatten(func, input, start_dim=0, end_dim=-1):
     op = _registry.op_name(func)
@@ -340,6 +362,7 @@ def flatten(func, input, start_dim=0, end_dim=-1):
     return reshape_batch(op, input, old[:start] + [merged] + old[end + 1:])
 
 
+@_lengths.aware
 @_registry.implements(torch.unflatten, torch.Tensor.unflatten, family="shape")
 def unflatten(func, input, dim, sizes):
     op = _registry.op_name(func)
@@ -354,6 +377,7 @@ def unflatten(func, input, dim, sizes):
     return reshape_batch(op, input, old[:d] + sizes + old[d + 1:])
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.expand, torch.broadcast_to, torch.Tensor.broadcast_to,
                       family="shape")
 def expand(func, input, *sizes):
@@ -375,6 +399,7 @@ def expand(func, input, *sizes):
     return MaskedBatch._make(x.data.expand(target), x.mask, x.dims)
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.expand_as, family="shape")
 def expand_as(func, input, other):
     """``x.expand_as(y)``: each example of ``x`` expanded to the shape of ``y``'s.
@@ -425,6 +450,7 @@ def _plain_as_batch(op: str, t: torch.Tensor, like: MaskedBatch) -> MaskedBatch:
                              (False,) * (t.dim() - 1))
 
 
+@_lengths.aware
 @_registry.implements(torch.Tensor.contiguous, family="shape")
 def contiguous(func, input, *args, **kwargs):
     return MaskedBatch._make(input.data.contiguous(*args, **kwargs), input.mask, input.dims)
@@ -433,6 +459,7 @@ def contiguous(func, input, *args, **kwargs):
 # ------------------------------------------------------------------ slicing
 
 
+@_lengths.aware
 @_registry.implements(torch.narrow, torch.Tensor.narrow, family="shape")
 def narrow(func, input, dim, start, length):
     op = _registry.op_name(func)
@@ -457,7 +484,16 @@ def narrow(func, input, dim, start, length):
                 f"{op}: start ({start}) + length ({length}) exceeds the size of example {j}, "
                 f"{int(sizes[j])}, in dynamic dimension {d}"
             )
-    mask = input.mask.narrow(d, start, length) if input.dims[d - 1] else input.mask
+    if not input.dims[d - 1]:
+        return MaskedBatch._make(input.data.narrow(d, start, length), input.mask, input.dims)
+    mask = input.mask.narrow(d, start, length)
+    if sum(input.dims) > 1 and (length == 0 or _lengths.carried_by(input) is not None):
+        # Every example now has ``length`` positions along d; with a length of 0, an
+        # example that is not empty in another dynamic dimension is empty in part.
+        lengths = input.lengths().clone()
+        lengths[:, _lengths.column(input.dims, d)] = length  # (a shorter one raised above)
+        mask = (_lengths.rebuilt(mask, lengths, input.dims)
+                if _lengths.carried_by(input) is not None else _lengths.settle(mask, lengths))
     return MaskedBatch._make(input.data.narrow(d, start, length), mask, input.dims)
 
 
@@ -471,6 +507,7 @@ def _static_pieces(op: str, x: MaskedBatch, dim: int) -> int:
     return d
 
 
+@_lengths.aware
 @_registry.implements(torch.split, torch.Tensor.split, family="shape")
 def split(func, input, split_size_or_sections, dim=0):
     d = _static_pieces(_registry.op_name(func), input, dim)
@@ -478,6 +515,7 @@ def split(func, input, split_size_or_sections, dim=0):
                  for part in input.data.split(split_size_or_sections, d))
 
 
+@_lengths.aware
 @_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape")
 def chunk(func, input, chunks, dim=0):
     d = _static_pieces(_registry.op_name(func), input, dim)
@@ -485,6 +523,7 @@ def chunk(func, input, chunks, dim=0):
                  for part in input.data.chunk(chunks, d))
 
 
+@_lengths.aware
 @_registry.implements(torch.unbind, torch.Tensor.unbind, family="shape")
 def unbind(func, input, dim=0):
     """Per-position slices; along a dynamic dimension an example past its end is not real."""
@@ -494,8 +533,17 @@ def unbind(func, input, dim=0):
     data = input.data.unbind(d)
     if input.dims[d - 1]:
         masks = input.mask.unbind(d)
+        carried = _lengths.carried_by(input)
+        if carried is not None and sum(dims) > 1:
+            # Step t of an example holds its other lengths while t is below its length
+            # along d; past its end the example is absent (zeros, as its mask).
+            c = _lengths.column(input.dims, d)
+            others = torch.cat([carried[:, :c], carried[:, c + 1:]], 1)
+            masks = tuple(_lengths.carry(m, others * (carried[:, c:c + 1] > t))
+                          for t, m in enumerate(masks))
     else:
-        masks = (None if input._mask is None else input._mask.squeeze(d),) * len(data)
+        masks = (None if input._mask is None
+                 else _lengths.kept(input._mask.squeeze(d), input._mask),) * len(data)
     steps = tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
     if has_zero_padding(input):
         # Views of zero padding are zero padding (the loop's steps are filled for free).
@@ -672,6 +720,7 @@ def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[Masked
     return batches
 
 
+@_lengths.aware
 @_registry.implements(torch.cat, torch.concat, torch.concatenate, family="shape")
 def cat(func, tensors, dim=0, **kwargs):
     op = _registry.op_name(func)
@@ -683,13 +732,15 @@ def cat(func, tensors, dim=0, **kwargs):
         _check_same_examples(op, parts, "concatenated")
     _check_joined_extents(op, tensors, parts, d)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
+    own = parts  # each with its own dims (the lengths are read from these)
     parts = [MaskedBatch._make(p.data, p.mask, dims) if p.dims != dims and not dims[d - 1]
              else p for p in parts]
     parts = _common_padding(parts, d)
     if not dims[d - 1]:
         mask = _masking.combine_masks([p._mask for p in parts])
         data = torch.cat(_joined_data(parts, mask, dims), d)
-        return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
+        mask = _masking.fit_mask(mask, data, dims)
+        return MaskedBatch._make(data, _masking.combined_lengths(own, mask, dims), dims)
     return _cat_dynamic(parts, d, dims)
 
 
@@ -727,6 +778,15 @@ def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> Ma
     shape[0], shape[d] = source.size(0), out_size
     index = source.reshape(shape).expand(*data.shape[:d], out_size, *data.shape[d + 1:])
     data = data.gather(d, index)
+    if _lengths.any_carried(parts) and sum(dims) > 1:
+        # A part's example empty in part has an all-false mask: the mask comes from
+        # the lengths (along d their sum; along the others they agree, an absent 0 wins).
+        columns = [total if i == d else torch.stack(
+            [_lengths.along(p, i) for p in parts if p.dims[i - 1]]).amin(0)
+            for i, dynamic in enumerate(dims, start=1) if dynamic]
+        new = torch.stack(columns, 1)
+        return MaskedBatch._make(
+            data, _lengths.carry(mask_from_lengths(new, data.shape, dims), new), dims)
     others = [p.mask.any(d, keepdim=True) | (length == 0).reshape(-1, *[1] * (data.dim() - 1))
               for p, length in zip(parts, lengths)]
     along = (position < total[:, None]).reshape(shape)
@@ -763,6 +823,7 @@ def _present_steps_first(data: torch.Tensor, mask: torch.Tensor,
     return gather(data), gather(mask)
 
 
+@_lengths.aware
 @_registry.implements(torch.stack, family="shape")
 def stack(func, tensors, dim=0, **kwargs):
     """``torch.stack``: a new static dimension (every example stacks the same count), or a
@@ -798,8 +859,11 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
         _check_same_examples(op, parts, "stacked")
     _check_joined_extents(op, tensors, parts, None, dynamic_stack=dynamic)
     dims = tuple(any(p.dims[i] for p in parts) for i in range(len(parts[0].dims)))
+    own = parts  # each with its own dims (the lengths are read from these)
     parts = _common_padding([MaskedBatch._make(p.data, p.mask, dims) for p in parts], None)
     new_dims = dims[: d - 1] + (dynamic,) + dims[d - 1:]
+    if dynamic and _lengths.any_carried(own):
+        return _stack_carried(own, parts, d, dims, new_dims)
     if dynamic:
         data = torch.stack([p.data for p in parts], d)
         masks = [p.mask for p in parts]
@@ -809,5 +873,39 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
     else:
         mask = _masking.combine_masks([p._mask for p in parts])
         data = torch.stack(_joined_data(parts, mask, dims), d)
-        mask = None if mask is None else mask.unsqueeze(d)
+        mask = _masking.combined_lengths(own, mask, dims)
+        mask = None if mask is None else _lengths.kept(mask.unsqueeze(d), mask)
     return MaskedBatch._make(data, _masking.fit_mask(mask, data, new_dims), new_dims)
+
+
+def _stack_carried(own: list[MaskedBatch], parts: list[MaskedBatch], d: int,
+                   dims: tuple[bool, ...], new_dims: tuple[bool, ...]) -> MaskedBatch:
+    """A dynamic stack of steps some of whose masks carry lengths (see ``_lengths``).
+
+    A step is present for an example where it has a real position or lengths
+    that are not all zero (an example empty in part is present); each example's
+    present steps move to the front, and its length along the new dimension is
+    their number.  Along the other dimensions its lengths are those of its
+    present steps (which agree; an absent step's zeros lose).
+    """
+    batch = parts[0].data.size(0)
+    # Per step: is each example present, and its lengths along the result's dims.
+    present = torch.stack([p.mask.reshape(batch, -1).any(1) | _lengths.of(p).ne(0).any(1)
+                           for p in own], 1)                                # (batch, steps)
+    lengths = [torch.stack([_lengths.along(p, i) if p.dims[i - 1] else
+                            torch.full((batch,), p.data.size(i), device=p.device)
+                            for i, dynamic in enumerate(dims, start=1) if dynamic], 1)
+               * present[:, k:k + 1] for k, p in enumerate(own)]
+    # A stable sort of "absent" keeps the present steps in order, first.
+    order = torch.sort((~present).to(torch.uint8), dim=1, stable=True).indices
+    data = torch.stack([p.data for p in parts], d)
+    shape = [1] * data.dim()
+    shape[0], shape[d] = batch, len(parts)
+    data = data.gather(d, order.reshape(shape).expand_as(data))
+    counts = present.sum(1, keepdim=True)
+    others = torch.stack(lengths).amax(0)
+    new = torch.cat([others[:, :_lengths.column(new_dims, d)], counts,
+                     others[:, _lengths.column(new_dims, d):]], 1)
+    new = new * counts.ne(0)
+    mask = mask_from_lengths(new, data.shape, new_dims)
+    return MaskedBatch._make(data, _lengths.rebuilt(mask, new, new_dims), new_dims)

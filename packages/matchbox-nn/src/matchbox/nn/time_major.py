@@ -71,7 +71,12 @@ import torch.nn.functional as F
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _interop, _registry
-from matchbox.masked_batch import BatchShape, normalize_dim, why_size_was_asked
+from matchbox.masked_batch import (
+    BatchShape,
+    batch_size_as_asked,
+    normalize_dim,
+    why_size_was_asked,
+)
 from matchbox.ops.pointwise import pointwise_ops
 
 __all__ = ["TimeMajorBatch", "time_major", "batch_major"]
@@ -143,7 +148,8 @@ class TimeMajorBatch:
                     f"{why_size_was_asked(0, 'TimeMajorBatch')}"
                 )
             return self.batch.size(1)
-        return self.batch.size(0) if i == 1 else self.batch.size(2)
+        # The batch size as torch's recurrent modules read it (see batch_size_as_asked).
+        return batch_size_as_asked(int(self.batch.size(0))) if i == 1 else self.batch.size(2)
 
     @property
     def shape(self) -> Any:

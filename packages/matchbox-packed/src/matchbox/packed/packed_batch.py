@@ -39,6 +39,7 @@ from matchbox.masked_batch import (
     DataAttributes,
     MaskedBatch,
     _check_examples,
+    batch_size_as_asked,
     normalize_dim,
     why_size_was_asked,
 )
@@ -336,7 +337,7 @@ class PackedBatch(DataAttributes):
                 "between examples; use maxsize(1) for the longest example or lengths()"
                 f"{why_size_was_asked(1, 'PackedBatch')}"
             )
-        return self.batch_size if i == 0 else self.data.size(i - 1)
+        return batch_size_as_asked(self.batch_size) if i == 0 else self.data.size(i - 1)
 
     def maxsize(self, dim: int | None = None) -> Any:
         """The longest example's size along ``dim`` (for a static dimension, its size);

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from matchbox import _lengths
 from matchbox._capture import capturing, fails
 from matchbox._masking import fit_mask, remember_rows
 from matchbox.control.runtime.masks import Mask
@@ -112,7 +113,8 @@ def _only_present(batch: MaskedBatch, present: torch.Tensor) -> MaskedBatch:
     if data.requires_grad and torch.is_grad_enabled():
         data = torch.where(view, data, data.detach())
     mask = view if batch._mask is None else batch._mask & view
-    return MaskedBatch._make(data, fit_mask(mask, data, batch.dims), batch.dims)
+    mask = _lengths.restricted(fit_mask(mask, data, batch.dims), batch, present)
+    return MaskedBatch._make(data, mask, batch.dims)
 
 
 def _sequence_steps(items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
@@ -132,7 +134,12 @@ def _presence(items: Any) -> torch.Tensor | None:
         return None
     batch = items[0].data.size(0)
     if not recorded and all(m is not None and m.shape == masks[0].shape for m in masks):
-        return torch.stack(masks).reshape(len(items), batch, -1).any(-1)
+        present = torch.stack(masks).reshape(len(items), batch, -1).any(-1)
+        if _lengths.any_carried(items):
+            # An item empty in part (all-false mask, lengths not all zero) is present.
+            present = present | torch.stack([_lengths.of(item).ne(0).any(1)
+                                             for item in items])
+        return present
     ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
     return torch.stack([ones if r is None else r for r in map(example_real, items)])
 

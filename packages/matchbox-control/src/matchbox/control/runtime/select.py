@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _masking
+from matchbox import _lengths, _masking
 from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import example_mask, rows
 from matchbox.masked_batch import MaskedBatch
@@ -156,8 +156,8 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
     if isinstance(value, MaskedBatch):
         view = rows(example_mask(mask, value, name), value.data.dim())
         real = view if value._mask is None else value._mask & view
-        return MaskedBatch._make(value.data, _masking.fit_mask(real, value.data, value.dims),
-                                 value.dims)
+        real = _lengths.restricted(_masking.fit_mask(real, value.data, value.dims), value, mask)
+        return MaskedBatch._make(value.data, real, value.dims)
     if type(value) in BATCH_VIEWS:
         return type(value)(only_active(mask, value.batch, name, strict))
     if isinstance(value, torch.Tensor):
@@ -188,7 +188,8 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     data = torch.where(view, data_new, old.data)
     if new._mask is None and old._mask is None:
         return MaskedBatch._make(data, None, new.dims)
-    return MaskedBatch._make(data, torch.where(view, new.mask, old.mask), new.dims)
+    merged = _lengths.selected(torch.where(view, new.mask, old.mask), mask, new, old)
+    return MaskedBatch._make(data, merged, new.dims)
 
 
 def _select_rows(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:

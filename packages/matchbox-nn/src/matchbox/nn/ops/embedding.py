@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.nn.ops._per_example import only_input_batched
 from matchbox.ops.reductions import reduced_layout
@@ -79,7 +79,7 @@ def embedding(func, input, weight, padding_idx=None, max_norm=None, norm_type=2.
         scale = _frequency_scale(ids, mask, weight.size(0), out.dtype).unsqueeze(-1)
         # The same values, with the weight's gradient divided by the id's count.
         out = out.detach() + (out - out.detach()) * scale
-    out_mask = None if mask is None else mask.unsqueeze(-1)
+    out_mask = None if mask is None else _lengths.kept(mask.unsqueeze(-1), mask)
     return MaskedBatch._make(_masking.guard_gradient(out, out_mask), out_mask,
                              input.dims + (False,))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -52,7 +52,8 @@ def linear(func, input, weight, bias=None):
     # that do not run the region get none either (their gradient would reach the weight).
     data = _masking.guard_gradient(data, None)
     if vector:
-        mask = None if input._mask is None else input._mask.squeeze(-1)
+        mask = None if input._mask is None else _lengths.kept(input._mask.squeeze(-1),
+                                                              input._mask)
         return MaskedBatch._make(data.squeeze(-1), mask, input.dims[:-1])
     return MaskedBatch._make(data, input._mask, input.dims)
 

@@ -63,7 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn import _reduction
 
-from matchbox import _masking, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.nn.ops._per_example import only_input_batched
 from matchbox.nn.time_major import TimeMajorBatch
@@ -149,6 +149,21 @@ def reduce_per_example(none: MaskedBatch, reduction: str,
     if reduction != "mean":
         return total
     return torch.mean(none) if denominator is None else total / torch.sum(denominator)
+
+
+def _positions_with_lengths(mask: torch.Tensor | None, input: MaskedBatch,
+                            target: MaskedBatch) -> torch.Tensor | None:
+    """The mask of the per-position losses, carrying the positions' lengths where a mask
+    of the arguments carries some (an example empty in one of several dynamic position
+    dimensions): the target's, or the input's without its class dimension."""
+    if mask is None or not _lengths.any_carried((input, target)):
+        return mask
+    if _lengths.carried_by(target) is not None or not input.dims[0]:
+        lengths = _lengths.of(target if _lengths.carried_by(target) is not None else input)
+    else:
+        lengths = _lengths.of(input)[:, 1:]  # the class dimension is dynamic: its column goes
+    return _lengths.rebuilt(mask, lengths, target.dims if target.dims == input.dims[1:]
+                            else input.dims[1:])
 
 
 def _per_position(data: torch.Tensor, mask: torch.Tensor | None,
@@ -244,10 +259,10 @@ def _index_targets(op: str, func: Any, arguments: dict[str, Any], reduction: str
         _refuse_for_dynamic_classes(op, weight=weight is not None,
                                     label_smoothing=arguments.get("label_smoothing", 0.0) > 0)
     input, target = _align_positions(op, input, target, offset=1)
-    position_mask = _masking.combine_masks([
+    position_mask = _positions_with_lengths(_masking.combine_masks([
         target._mask,
         None if input._mask is None else input._mask.any(1),
-    ])
+    ]), input, target)
     t = target.data
     if position_mask is not None:
         t = torch.where(position_mask, t, ignore_index)
@@ -290,7 +305,7 @@ def _probability_targets(op: str, func: Any, arguments: dict[str, Any], reductio
         x, t = torch.where(mask, x, zero), torch.where(mask, t, zero)
     arguments.update(input=x, target=t, reduction="none")
     dims = input.dims[1:]
-    position_mask = None if mask is None else mask.all(1)
+    position_mask = None if mask is None else _positions_with_lengths(mask.all(1), input, target)
     none = _per_position(func(**arguments), position_mask, dims)
     # PyTorch's 'mean' divides by the number of positions (numel / classes).
     return reduce_per_example(none, reduction)

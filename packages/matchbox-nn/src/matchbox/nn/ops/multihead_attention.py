@@ -47,7 +47,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.nn.ops.attention import allowed_and_visible, check_same_keys
 from matchbox.nn.time_major import TimeMajorBatch
@@ -307,8 +307,6 @@ def _weights_batch(op: str, weights: torch.Tensor, x: _Inputs, key_valid: Any,
     rows = x.query._mask if x.query is not None else None
     q_dynamic = x.query is not None and x.query.dims[0]
     k_dynamic = x.key is not None and x.key.dims[0]
-    if q_dynamic and k_dynamic and rows is not None and key_valid is not None:
-        _refuse_half_empty(op, rows, key_valid)
     mask = _masking.combine_masks([
         None if rows is None else rows.reshape(rows.size(0), 1, -1, 1), key_valid])
     if average:
@@ -318,20 +316,17 @@ def _weights_batch(op: str, weights: torch.Tensor, x: _Inputs, key_valid: Any,
     else:
         dims = (False, q_dynamic, k_dynamic)
     mask = _masking.fit_mask(mask, weights, dims)
+    if q_dynamic and k_dynamic and mask is not None:
+        # An example with queries but no keys (or keys but no queries) has weights
+        # (1, Lq, 0) (or (1, 0, S)): empty in part, its mask carries the lengths.
+        batch, size = weights.size(0), weights.shape[-2:]
+        lengths = torch.stack([
+            torch.full((batch,), size[0], device=weights.device) if rows is None
+            else rows.reshape(batch, -1).sum(1),
+            torch.full((batch,), size[1], device=weights.device) if key_valid is None
+            else key_valid.reshape(batch, -1).sum(1)], 1)
+        mask = _lengths.settle(mask, lengths)
     return MaskedBatch._make(_masking.guard_gradient(weights, mask), mask, dims)
-
-
-def _refuse_half_empty(op: str, rows: torch.Tensor, key_valid: torch.Tensor) -> None:
-    queries = rows.reshape(rows.size(0), -1).sum(1)
-    keys = key_valid.reshape(key_valid.size(0), -1).sum(1)
-    odd = ((queries == 0) != (keys == 0)).nonzero()
-    if odd.numel():
-        j = int(odd[0])
-        raise ValueError(
-            f"{op}: example {j} has {int(queries[j])} queries and {int(keys[j])} keys, so its "
-            f"attention weights (1, {int(queries[j])}, {int(keys[j])}) are empty in one of two "
-            "dynamic dimensions, which a batch cannot hold; pass need_weights=False"
-        )
 
 
 @_registry.implements(F.multi_head_attention_forward, family="multihead_attention",

@@ -23,13 +23,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 from matchbox.nn.ops._windows import example_sizes
 
 MODES = ("constant", "reflect", "replicate", "circular")
 
 
+@_lengths.aware
 @_registry.implements(F.pad, family="padding")
 def pad(func, input, pad, mode="constant", value=None):
     op = _registry.op_name(func)
@@ -67,7 +68,11 @@ def pad(func, input, pad, mode="constant", value=None):
         data = torch.where(valid, data, fill)
     columns = [lengths[dim] if dim in lengths else example_sizes(input, dim)
                for dim in range(1, input.dim()) if input.dims[dim - 1]]
-    mask = mask_from_lengths(torch.cat(columns, 1), data.shape, input.dims)
+    new = torch.cat(columns, 1)
+    mask = mask_from_lengths(new, data.shape, input.dims)
+    # A negative pad may leave an example empty in one dynamic dimension only.
+    mask = (_lengths.rebuilt(mask, new, input.dims) if _lengths.any_carried((input,))
+            else _lengths.settle(mask, new))
     # Output padding positions copy clamped positions, some of them real: guard.
     return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, input.dims)
 

@@ -16,7 +16,7 @@ Semantics (the oracle is the loop calling the same module on each example):
 | argument / result | per example                      | on the batch                                   |
 |-------------------|----------------------------------|------------------------------------------------|
 | input             | ``(1, T, F)``, ``T`` may differ  | ``MaskedBatch``, dims ``(True, False)``         |
-| initial states    | ``(L*D, 1, H)``                  | a state view (below), or a plain ``(L*D, B, H)`` tensor in the batch's order |
+| initial states    | ``(L*D, 1, H)``                  | a state view (below), a plain ``(L*D, 1, H)`` tensor (every example's own, broadcast), or a plain ``(L*D, B, H)`` tensor in the batch's order |
 | output            | ``(1, T, D*H)``                  | ``MaskedBatch`` with the input's mask           |
 | final states      | ``(L*D, 1, H)``                  | state views: ``TimeMajorBatch`` of a ``MaskedBatch`` of ``(1, L*D, H)`` examples |
 | ``T == 0``        | PyTorch refuses                  | output ``(1, 0, D*H)``; final = initial         |
@@ -207,7 +207,12 @@ def initial_states(op: str, hx: Any, batch_size: int) -> tuple[list[torch.Tensor
     states, masks = [], []
     for s in (list(hx) if isinstance(hx, (tuple, list)) else [hx]):
         if isinstance(s, torch.Tensor):
-            states.append(s)
+            # A plain (L*D, 1, H) state is every example's own (a learned start state):
+            # broadcast, its gradient the sum of the examples' (the module let it through
+            # its size check: see matchbox.masked_batch.SharedStateBatchSize).
+            shared = s.dim() == 3 and s.size(1) == 1 and batch_size != 1
+            # (contiguous: cuDNN refuses a strided hx)
+            states.append(s.expand(-1, batch_size, -1).contiguous() if shared else s)
             continue
         batch = _state_batch(op, s, batch_size)
         states.append(_masking.fill_padding(batch, running=True).transpose(0, 1))
