@@ -238,3 +238,27 @@ def test_empty_examples_and_inductor(backend):
     torch.testing.assert_close(grads[1], expected[-1])
     for b, (x, g) in enumerate(zip(examples, expected)):
         torch.testing.assert_close(grads[0][b:b + 1, :x.size(1)], g)
+
+
+def cross(q, k):
+    """Per example: queries mixed with keys that may be none (scores of shape (1, n_q, 0))."""
+    return ((q @ k.transpose(1, 2)).tanh() @ k).sum(1)
+
+
+def test_examples_empty_in_one_of_two_dynamic_dimensions():
+    qs = [torch.randn(1, n, 3, dtype=torch.float64, requires_grad=True) for n in (2, 3, 1)]
+    ks = [torch.randn(1, n, 3, dtype=torch.float64, requires_grad=True) for n in (4, 0, 2)]
+    qb = MaskedBatch.fromlist(qs, (True, False), padding_value=float("nan"))
+    kb = MaskedBatch.fromlist(ks, (True, False), padding_value=float("nan"))
+    compiled = matchbox.compile(cross, backend=BACKEND, fallback="raise")
+    out = compiled(qb, kb)
+    loop = [cross(q, k) for q, k in zip(qs, ks)]
+    assert_examples_close(out, loop)
+    grads = torch.autograd.grad(matchbox.batch_sum(out.sum(-1)), [qb.data, kb.data])
+    expected = torch.autograd.grad(sum(lo.sum() for lo in loop), qs + ks)
+    for b, (q, k) in enumerate(zip(qs, ks)):
+        torch.testing.assert_close(grads[0][b:b + 1, :q.size(1)], expected[b])
+        torch.testing.assert_close(grads[1][b:b + 1, :k.size(1)], expected[3 + b])
+    scores = matchbox.compile(lambda q, k: q @ k.transpose(1, 2), backend=BACKEND,
+                              fallback="raise")(qb, kb)
+    assert [tuple(e.shape) for e in scores.examples()] == [(1, 2, 4), (1, 3, 0), (1, 1, 2)]

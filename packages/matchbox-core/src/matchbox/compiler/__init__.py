@@ -141,7 +141,14 @@ class _Specializations:
                 spec.calls += 1
                 return self.run(params, args, kwargs)
             inputs = params + tensors
-            outputs = _graph.timed_first_run(spec, inputs)
+            try:
+                outputs = _graph.timed_first_run(spec, inputs)
+            except Exception as error:  # noqa: BLE001
+                if not spec.first_run_failed(error):
+                    raise
+                self._eager_spec(spec, f"torch.compile failed on the captured graph: "
+                                       f"{_graph.reason(error)}")
+                continue
             spec.calls += 1
             if spec.has_flags:
                 *outputs, flags = outputs

@@ -47,6 +47,11 @@ class Specialization:
     nodes: int = 0
     _first_run: bool = field(default=True, repr=False)
 
+    def first_run_failed(self, error: BaseException) -> bool:
+        """Whether ``error``, raised by a run, came from compiling the graph (its first
+        run): then the specialisation runs eagerly instead (see :func:`timed_first_run`)."""
+        return self._first_run
+
 
 # Matchbox's own constants, which a graph may hold (they are never written to).
 _KNOWN_CONSTANTS = (_masking._ZERO,)
@@ -79,7 +84,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
     try:
         graph = make_fx(flat, tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs)
     except Exception as error:  # noqa: BLE001 -- every failure to capture falls back to eager
-        raise CaptureError(_reason(error)) from error
+        raise CaptureError(reason(error)) from error
     _refuse_external_tensors(graph)
     return graph
 
@@ -130,7 +135,7 @@ def _refuse_external_tensors(graph: torch.fx.GraphModule) -> None:
             "as an argument, or register it as a buffer")
 
 
-def _reason(error: BaseException) -> str:
+def reason(error: BaseException) -> str:
     """Why a capture failed, with the innermost line of Matchbox or user code."""
     text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"
     where = _innermost_non_torch_frame(error)

@@ -9,7 +9,8 @@ put together again inside the graph and after it.
 | value                   | tensors                 | structure                          |
 |-------------------------|-------------------------|------------------------------------|
 | ``torch.Tensor``        | itself                  | ``("tensor",)``                    |
-| ``MaskedBatch``         | ``data`` (and ``mask``) | ``("batch", dims, has_mask)``      |
+| ``MaskedBatch``         | ``data`` (and ``mask``, | ``("batch", dims, has_mask,        |
+|                         | lengths its mask holds) | has_lengths)``                     |
 | tuple, list, dict       | those of its items      | ``(kind, items...)``               |
 | ``None``, bool, int,    | none                    | ``("value", value)``: part of the  |
 | float, str, dtype, ...  |                         | key (the graph is specialised on it) |
@@ -29,6 +30,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from matchbox import _lengths
 from matchbox.masked_batch import MaskedBatch
 
 Structure = tuple[Any, ...]
@@ -82,6 +84,9 @@ def flatten(value: Any, tensors: list[torch.Tensor], *, bucket: Any = None,
 
 def _flatten_batch(batch: MaskedBatch, tensors: list[torch.Tensor], bucket: Any) -> Structure:
     data, mask, dims = batch.data, batch._mask, batch.dims
+    # Lengths a mask cannot tell (an example empty in one dynamic dimension and not
+    # another, see matchbox._lengths) ride on the mask object: a tensor of their own here.
+    lengths = _lengths.carried_by(batch)
     if any(dims):
         # A dynamic batch always gets a mask, so that one without padding and one with
         # share a graph; its padded sizes are rounded up to the bucket.
@@ -96,7 +101,9 @@ def _flatten_batch(batch: MaskedBatch, tensors: list[torch.Tensor], bucket: Any)
     tensors.append(data)
     if mask is not None:
         tensors.append(mask)
-    return ("batch", dims, mask is not None)
+    if lengths is not None:
+        tensors.append(lengths)
+    return ("batch", dims, mask is not None, lengths is not None)
 
 
 def unflatten(structure: Structure, tensors: list[torch.Tensor], at: int = 0) -> tuple[Any, int]:
@@ -105,9 +112,14 @@ def unflatten(structure: Structure, tensors: list[torch.Tensor], at: int = 0) ->
     if kind == "tensor":
         return tensors[at], at + 1
     if kind == "batch":
-        _, dims, has_mask = structure
-        mask = tensors[at + 1] if has_mask else None
-        return MaskedBatch._make(tensors[at], mask, dims), at + (2 if has_mask else 1)
+        _, dims, has_mask, has_lengths = structure
+        data, at = tensors[at], at + 1
+        mask = None
+        if has_mask:
+            mask, at = tensors[at], at + 1
+        if has_lengths:
+            mask, at = _lengths.carry(mask, tensors[at]), at + 1
+        return MaskedBatch._make(data, mask, dims), at
     if kind == "value":
         return structure[1], at
     if kind == "dict":
@@ -141,7 +153,7 @@ def _describe(structure: Structure, tensors: Any, parts: list[str]) -> None:
         parts.append("tensor" + str(tuple(next(tensors).shape)))
     elif kind == "batch":
         data = next(tensors)
-        if structure[2]:
+        for _ in range(structure[2] + structure[3]):
             next(tensors)
         shape = ", ".join(["B=" + str(data.size(0))] + [
             f"{'<=' if d else ''}{s}" for d, s in zip(structure[1], data.shape[1:])])
@@ -166,7 +178,7 @@ def _dynamic_sizes(structure: Structure, tensors: Any, sizes: list[int]) -> None
         next(tensors)
     elif kind == "batch":
         data = next(tensors)
-        if structure[2]:
+        for _ in range(structure[2] + structure[3]):
             next(tensors)
         sizes.extend(s for d, s in zip(structure[1], data.shape[1:]) if d)
     elif kind != "value":
