@@ -17,12 +17,14 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 # Importing ops fills the registry; _jagged refuses ops mixing a batch and a nested tensor.
 from matchbox import _jagged, _registry, ops  # noqa: E402,F401
 from matchbox.batch_reduce import batch_mean, batch_sum  # noqa: E402
+from matchbox.compiler import compile, hide_from_torch_compile  # noqa: E402
 from matchbox.convenience import install as _install_convenience  # noqa: E402
 from matchbox.masked_batch import MaskedBatch  # noqa: E402
 
 __version__ = "0.1.0"
 
 _install_convenience()
+hide_from_torch_compile(__name__)
 
 # Names that live in other distributions: resolved on first use.
 _LAZY = {
@@ -81,5 +83,5 @@ def _load_op_providers() -> None:
 
 _load_op_providers()
 
-__all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "PackedBatch", "as_masked",
-           "as_packed", "data"]
+__all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "compile", "PackedBatch",
+           "as_masked", "as_packed", "data"]

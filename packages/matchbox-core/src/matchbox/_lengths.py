@@ -44,6 +44,8 @@ from typing import Any
 
 import torch
 
+from matchbox._capture import capturing
+
 #: The attribute of a mask tensor that holds its lengths.
 ATTRIBUTE = "_matchbox_lengths"
 
@@ -108,9 +110,12 @@ def empty_in_part(lengths: torch.Tensor) -> torch.Tensor:
 def settle(mask: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """``mask``, carrying ``lengths`` if some example is empty in part (one device sync).
 
-    For ops whose inputs carry no lengths but whose result may need them.
+    For ops whose inputs carry no lengths but whose result may need them.  While
+    ``matchbox.compile`` captures a graph (which must not depend on values), the
+    lengths are carried whenever there are several dynamic dimensions.
     """
-    if lengths.size(1) > 1 and bool(empty_in_part(lengths).any()):
+    if lengths.size(1) > 1 and (capturing() is not None
+                                or bool(empty_in_part(lengths).any())):
         return carry(mask, lengths)
     return mask
 

@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _lengths
+from matchbox._capture import capturing, fails
 from matchbox.masked_batch import MaskedBatch, has_zero_padding
 
 #: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
@@ -275,16 +276,31 @@ _ROWS: OrderedDict[tuple[int, tuple[int, ...]], tuple[Any, torch.Tensor]] = Orde
 _ROWS_KEPT = 32
 
 
-def real_rows(batch: MaskedBatch) -> torch.Tensor | None:
+class RowMask:
+    """The real rows as a mask, where their indices would depend on values: while
+    ``matchbox.compile`` captures a graph, an op on the real rows runs on every
+    row, with padding rows zeroed going in and coming out (same values, and no
+    gradient reaches padding), at the cost of the work on padding."""
+
+    __slots__ = ("mask",)
+
+    def __init__(self, mask: torch.Tensor):
+        self.mask = mask  # (rows, 1)
+
+
+def real_rows(batch: MaskedBatch) -> torch.Tensor | RowMask | None:
     """Indices of the real rows of ``batch.data.reshape(-1, features)``; ``None`` if all are.
 
     A row is one position of every dimension but the last, which must be
-    static (its mask has size one there).
+    static (its mask has size one there).  While capturing a graph, a
+    :class:`RowMask` (the number of real rows depends on the mask's values).
     """
     mask = batch._mask
     if mask is None:
         return None
     lead = tuple(batch.data.shape[:-1])
+    if capturing() is not None:
+        return RowMask(mask.expand(*lead, 1).reshape(-1, 1))
     key = (id(mask), lead)
     entry = _ROWS.get(key)
     if entry is not None and entry[0]() is mask:
@@ -297,19 +313,28 @@ def real_rows(batch: MaskedBatch) -> torch.Tensor | None:
     return rows
 
 
-def pack_rows(data: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None) -> torch.Tensor:
     """The real rows of ``data``, ``(n_real, features)`` (every row when ``rows`` is None)."""
     flat = data.reshape(-1, data.size(-1))
+    if type(rows) is RowMask:
+        return _zero_rows(flat, rows)
     return flat if rows is None else flat.index_select(0, rows)
 
 
-def unpack_rows(values: torch.Tensor, rows: torch.Tensor | None,
+def _zero_rows(flat: torch.Tensor, rows: RowMask) -> torch.Tensor:
+    return torch.where(rows.mask, flat, _ZERO if flat.is_floating_point() else
+                       flat.new_zeros(()))
+
+
+def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
                 lead: Sequence[int]) -> torch.Tensor:
     """Rows back in the padded layout ``(*lead, features)``, zeros at padding.
 
     Padding gets no gradient: ``index_copy`` sends the gradient of real rows only.
     """
-    if rows is not None:
+    if type(rows) is RowMask:
+        values = _zero_rows(values, rows)
+    elif rows is not None:
         total = 1
         for size in lead:
             total *= size
@@ -527,9 +552,9 @@ def check_lengths_agree(
         if absent_agrees:
             differ &= (sizes != 0) & (expected != 0)
             expected = torch.where(expected == 0, sizes, expected)
-        differ = running(differ).nonzero()
-        if differ.numel():
-            j = int(differ[0])
+        differ = running(differ)
+        if fails(differ):
+            j = int(differ.nonzero()[0])
             a, b = int(expected[j]), int(sizes[j])
             name = op if isinstance(op, str) else _op_name(op)
             why = ("broadcasting one example's size-one extent against another's longer "
@@ -590,10 +615,10 @@ def check_static_extents(
     extents_t, present_t = torch.stack(extents), torch.stack(present)
     high = torch.where(present_t, extents_t, -1).amax(0)
     low = torch.where(present_t, extents_t, torch.iinfo(extents_t.dtype).max).amin(0)
-    failing = running((high != low) & present_t.any(0)).nonzero()
-    if not failing.numel():
+    failing = running((high != low) & present_t.any(0))
+    if not fails(failing):
         return
-    j = int(failing[0])
+    j = int(failing.nonzero()[0])
     values = [int(v) for v in extents_t[:, j].tolist()]
     real = [bool(v) for v in present_t[:, j].tolist()]
     kinds = ["dynamic"] * len(dynamic) + ["static"] * len(sized)
@@ -679,11 +704,19 @@ def same_mask(a: torch.Tensor, b: torch.Tensor) -> bool:
     """
     if a is b:
         return True
-    if a.data_ptr() != b.data_ptr() or a.shape != b.shape or a.device != b.device:
+    if a.shape != b.shape or a.device != b.device or not _same_memory(a, b):
         return False
     if _lengths.carried(a) is not _lengths.carried(b):
         return False  # the same positions, but other sizes of an example empty in part
     return all(x == y or n == 1 for x, y, n in zip(a.stride(), b.stride(), a.shape))
+
+
+def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.data_ptr() == b.data_ptr()
+    except RuntimeError:  # fake tensors (matchbox.compile capturing a graph) have no data
+        return (a.untyped_storage()._cdata == b.untyped_storage()._cdata
+                and a.storage_offset() == b.storage_offset())
 
 
 def fit_mask(

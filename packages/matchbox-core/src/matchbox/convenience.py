@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _registry
+from matchbox import _capture, _registry
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._masking import lengths_along
 from matchbox.masked_batch import MaskedBatch, normalize_dim
@@ -170,7 +170,7 @@ def _split_batch(x: MaskedBatch, n: int) -> MaskedBatch:
     if mask is not None:
         grouped = mask.reshape(batch // n, n, *mask.shape[1:])
         mask = grouped[:, :1]
-        if not torch.equal(grouped, mask.expand_as(grouped)):
+        if _capture.fails(grouped != mask.expand_as(grouped)):
             # One device sync, as other shape checks on per-example sizes pay.
             raise ValueError(
                 f"split_dim(0, {n}): the examples joined into one differ in their real "

@@ -22,10 +22,13 @@ there), reading analyses (``analysis``) and generating code from templates
 (``templates``); the generated code calls ``runtime`` (bound to ``mb__``).
 """
 
+from matchbox.compiler import hide_from_torch_compile
 from matchbox.control.api import batch, source
 from matchbox.control.errors import ConversionError, SourceNotFoundError, UnsupportedConstructError
 from matchbox.control.runtime import current_mask
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning
+
+hide_from_torch_compile(__name__)  # torch.compile runs this package eagerly
 
 __all__ = [
     "batch", "source", "current_mask", "BatchTypeTestWarning", "ConversionError",

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.gather import is_tensor_index, tensor_index
 from matchbox.ops.pointwise import _pointwise_inplace
@@ -146,7 +146,7 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     n = _masking.lengths_along(x, d)
     missing = (n <= item) if item >= 0 else (n < -item)
     refused = _masking.running(missing)
-    if refused.any():
+    if _capture.fails(refused):
         j = int(refused.nonzero()[0])
         raise IndexError(
             f"Tensor.__getitem__: index {item} is out of range for example {j}, which has "
@@ -200,7 +200,7 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     if index._mask is not None:  # an index that is padding selects padding
         missing = missing | ~index._mask
     refused = _masking.running(missing)
-    if refused.any():
+    if _capture.fails(refused):
         j = int(refused.nonzero()[0])
         raise IndexError(
             f"Tensor.__getitem__: index {int(index.data[j])} is out of range for example "
@@ -321,10 +321,10 @@ def _check_value_covers(op: Any, target: MaskedBatch, value: Any) -> None:
             or any(value.dims)):  # lengths along dynamic dims: the op's own check
         return
     lacking = (target.mask & ~value.mask).reshape(target.data.size(0), -1).any(1)
-    failing = _masking.running(lacking).nonzero()
-    if failing.numel():
+    failing = _masking.running(lacking)
+    if _capture.fails(failing):
         raise ValueError(
-            f"{_registry.op_name(op)}: example {int(failing[0])} of the value is padding at "
+            f"{_registry.op_name(op)}: example {int(failing.nonzero()[0])} of the value is padding at "
             "positions where the batch written to is real (the value lacks them in that "
             "example)"
         )

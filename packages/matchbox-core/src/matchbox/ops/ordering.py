@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 
 FAMILY = "ordering"
@@ -221,9 +221,9 @@ def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
         return torch.return_types.topk((MaskedBatch._make(values, input._mask, dims),
                                         MaskedBatch._make(indices, input._mask, dims)))
     lengths = _masking.lengths_along(input, d)
-    short = _masking.running(lengths < k).nonzero()
-    if short.numel():
-        j = int(short[0])
+    short = _masking.running(lengths < k)
+    if _capture.fails(short):
+        j = int(short.nonzero()[0])
         raise RuntimeError(f"{op}: k={k} is out of range for example {j}, which has size "
                            f"{int(lengths[j])} in dynamic dimension {d}")
     if input.dtype == torch.bool:

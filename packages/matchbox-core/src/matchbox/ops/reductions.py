@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths, normalize_dim
 
 Reducer = Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor]
@@ -131,10 +131,10 @@ def refuse_empty(op: str, x: MaskedBatch, dims: tuple[int, ...]) -> None:
         return
     lengths = x.lengths()
     columns = [sum(x.dims[: i - 1]) for i in dynamic]
-    empty = _masking.running((lengths[:, columns] == 0).any(1)).nonzero()
-    if empty.numel():
+    empty = _masking.running((lengths[:, columns] == 0).any(1))
+    if _capture.fails(empty):
         raise IndexError(
-            f"{op}: example {int(empty[0])} has size 0 in dynamic dimension "
+            f"{op}: example {int(empty.nonzero()[0])} has size 0 in dynamic dimension "
             f"{dynamic[0]}, and {op} of an empty dimension is undefined"
         )
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import (
     MaskedBatch,
     has_zero_padding,
@@ -477,9 +477,9 @@ def narrow(func, input, dim, start, length):
     if input.dims[d - 1] and input._mask is not None:
         # Unlike a slice, narrow raises (in the loop) for an example that is too short.
         sizes = _masking.lengths_along(input, d)
-        short = (sizes < start + length).nonzero()
-        if short.numel():
-            j = int(short[0])
+        short = _masking.running(sizes < start + length)
+        if _capture.fails(short):
+            j = int(short.nonzero()[0])
             raise RuntimeError(
                 f"{op}: start ({start}) + length ({length}) exceeds the size of example {j}, "
                 f"{int(sizes[j])}, in dynamic dimension {d}"
@@ -645,8 +645,9 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
     dimension count as absent.  Parts that share one mask (``same_mask``) or
     include an unmasked one cost nothing; otherwise one comparison (a sync).
     """
-    j = _example_with_other_parts(parts)
-    if j is not None:
+    differ = _with_other_parts(parts)
+    if differ is not None and _capture.fails(differ):
+        j = int(differ.nonzero()[0])
         raise ValueError(
             f"{op}: example {j} is real in some of the {len(parts)} tensors {joined} and "
             "padding in others (as the steps of x.unbind(dim) are for examples of "
@@ -661,6 +662,19 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
 def _example_with_other_parts(parts: list[MaskedBatch]) -> int | None:
     """A running example real in some parts and absent from others (see
     ``_check_same_examples``), or ``None``."""
+    differ = _with_other_parts(parts)
+    if differ is None:
+        return None
+    _capture.refuse_value_dependent(
+        "torch.stack of items that only some examples have (appended under a per-example "
+        "condition): whether the new dimension is dynamic depends on which examples have them")
+    differ = differ.nonzero()
+    return int(differ[0]) if differ.numel() else None
+
+
+def _with_other_parts(parts: list[MaskedBatch]) -> torch.Tensor | None:
+    """Per running example, whether it is real in some parts and absent from others;
+    ``None`` where no example can be (the parts share a mask, or one has none)."""
     masks = [p._mask for p in parts]
     batch = parts[0].data.size(0)
     if _recorded_items(parts):
@@ -676,8 +690,7 @@ def _example_with_other_parts(parts: list[MaskedBatch]) -> int | None:
     if not absent:
         return None
     differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
-    differ = _masking.running(differ).nonzero()
-    return int(differ[0]) if differ.numel() else None
+    return _masking.running(differ)
 
 
 def _recorded_items(tensors: Sequence[Any]) -> bool:
@@ -795,7 +808,8 @@ def _present_steps_first(data: torch.Tensor, mask: torch.Tensor,
     """
     steps = mask.size(d)
     present = mask.movedim(d, 1).reshape(mask.size(0), steps, -1).any(-1)   # (batch, steps)
-    if steps < 2 or not bool((present[:, 1:] & ~present[:, :-1]).any()):
+    if steps < 2 or (_capture.capturing() is None
+                     and not bool((present[:, 1:] & ~present[:, :-1]).any())):
         return data, mask
     # A stable sort of "absent" keeps the present steps in order, first.
     order = torch.sort((~present).to(torch.uint8), dim=1, stable=True).indices

@@ -13,12 +13,15 @@
 distribution depends on ``matchbox-core`` only.
 """
 
+from matchbox.compiler import hide_from_torch_compile
 from matchbox.data import corpus
 from matchbox.data.collate import Collate
 from matchbox.data.field import FieldError, MaskedBatchField, PackedBatchField
 from matchbox.data.sampler import BucketBatchSampler
 from matchbox.data.tokenizers import get_tokenizer
 from matchbox.data.vocab import Vocab
+
+hide_from_torch_compile(__name__)  # torch.compile runs this package eagerly
 
 __all__ = [
     "BucketBatchSampler",

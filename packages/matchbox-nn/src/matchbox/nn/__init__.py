@@ -20,6 +20,7 @@ the view of a batch with each example's batch dimension in position 1
 and the recurrent modules' states).
 """
 
+from matchbox.compiler import hide_from_torch_compile
 from matchbox.nn.ops import (  # noqa: F401
     activations,
     attention,
@@ -38,6 +39,8 @@ from matchbox.nn.ops import (  # noqa: F401
 )
 from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
 from matchbox.nn.transformer import run_decoder, run_encoder
+
+hide_from_torch_compile(__name__)  # torch.compile runs this package eagerly
 
 __all__: list[str] = ["TimeMajorBatch", "batch_major", "run_decoder", "run_encoder",
                       "time_major"]

@@ -137,7 +137,7 @@ class _ControlFlow:
         body = self.region(mask, outer, node.body, head, defined, node)
         # The test of the next iteration runs only for the examples still in the loop.
         result = templates.replace("""
-            mask = mb__.loop_mask(outer, test)
+            mask = mb__.loop_start(outer, test)
             while mask is not False:
                 body
                 with mb__.masked(mask, outer):

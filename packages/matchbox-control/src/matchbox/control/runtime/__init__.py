@@ -18,6 +18,7 @@ modules hold one concern each:
 - ``calls``: which builtin a call reaches, at run time.
 """
 
+from matchbox._capture import fails
 from matchbox.control.runtime.calls import call
 from matchbox.control.runtime.comprehensions import (
     comp_for,
@@ -49,6 +50,7 @@ from matchbox.control.runtime.masks import (
     entry_mask,
     guard,
     loop_mask,
+    loop_start,
     masked,
     narrow,
     per_example_truth,
@@ -78,7 +80,7 @@ def return_value(value, returned=True):
         fell_through = ~per_example_truth(returned)
         if outer is not None:
             fell_through = fell_through & outer
-        if fell_through.any():
+        if fails(fell_through):
             examples = fell_through.nonzero().flatten().tolist()
             raise TypeError(
                 f"@batch: the function returns a value for some examples but reaches its end "
@@ -92,7 +94,7 @@ __all__ = [
     "branch", "call", "call_method", "compare", "compare_type", "comp_for", "comp_if",
     "current_mask", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
-    "loop_mask", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
+    "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "return_value", "select", "set_attr", "set_comp", "set_item", "slice_", "still_running",
     "unbind",
 ]

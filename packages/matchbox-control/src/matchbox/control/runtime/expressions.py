@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from matchbox._capture import fails, some
 from matchbox.control.runtime.masks import _MASK, guard, masked, per_example_truth
 from matchbox.control.runtime.select import select
 from matchbox.masked_batch import MaskedBatch
@@ -42,7 +43,7 @@ def _for_examples_where(left: MaskedBatch, holds: torch.Tensor, right: Thunk) ->
     """
     outer = _MASK.get()
     needed = holds if outer is None else outer & holds
-    if not needed.any():
+    if not some(needed):
         return _SKIPPED
     with masked(needed, outer):
         return right()
@@ -148,9 +149,9 @@ def if_exp(test: Any, then: Callable[[Any], Any], orelse: Callable[[Any], Any]) 
     holds = per_example_truth(test)
     taken = holds if outer is None else outer & holds
     other = ~holds if outer is None else outer & ~holds
-    if not taken.any():
+    if not some(taken):
         return orelse(_unguarded)
-    if not other.any():
+    if not some(other):
         return then(_unguarded)
     with masked(taken):
         a = then(lambda value: guard(taken, outer, value))
@@ -168,7 +169,7 @@ def assert_(test: Any, message: Thunk | None = None) -> None:
     holds = per_example_truth(test)
     outer = _MASK.get()
     failing = ~holds if outer is None else outer & ~holds
-    if failing.any():
+    if fails(failing):
         examples = failing.nonzero().flatten().tolist()
         text = "" if message is None else f"{message()} "
         raise AssertionError(f"{text}(fails for examples {examples})")

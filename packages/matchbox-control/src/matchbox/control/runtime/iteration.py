@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths
+from matchbox._capture import capturing, fails
 from matchbox._masking import fit_mask, remember_rows
 from matchbox.control.runtime.masks import Mask
 from matchbox.functional import stack
@@ -147,6 +148,23 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
     """Steps of a sequence whose per-step masks are known in advance (``(steps, batch)``)."""
     if outer is not None:
         present = present & outer
+    if capturing() is not None:
+        return _every_step_masked(present, items, outer)
+    return _counted_steps(present, items, outer)
+
+
+def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask
+                       ) -> Iterator[tuple[Mask, Any]]:
+    """While capturing a graph: every step runs under its mask (no count is read)."""
+    for mask, item in zip(present.unbind(0), items):
+        if type(item) is tuple:
+            item = _restrict(item, mask)
+        elif outer is None:
+            _rows_are_the_items(mask, item)
+        yield mask, item
+
+
+def _counted_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
     # One sync for the whole loop: how many running examples have each step;
     # one call for every step's mask.
     counts = present.sum(1).tolist()
@@ -224,12 +242,16 @@ def iter_range(range_fn: Any, *args: Any) -> Any:
     values = [_per_example_int(v, size, device, name)
               for v, name in ((start, "start"), (stop, "stop"), (step, "step"))]
     (first, real_start), (last, real_stop), (stride, real_step) = values
-    if bool((stride == 0).any()):
+    if fails(stride == 0):
         raise ValueError("range() arg 3 must not be zero")
     count = torch.where(stride > 0, (last - first + stride - 1).div(stride, rounding_mode="floor"),
                         (last - first + stride + 1).div(stride, rounding_mode="floor"))
     count = count.clamp(min=0) * (real_start & real_stop & real_step)
-    steps = int(count.max()) if size else 0
+    capture = capturing()
+    if capture is not None:
+        steps = capture.steps_for(count)
+    else:
+        steps = int(count.max()) if size else 0
     present = torch.arange(steps, device=device).unsqueeze(1) < count.unsqueeze(0)
     if type(start) is not MaskedBatch and type(step) is not MaskedBatch:
         items: list[Any] = list(builtins.range(int(start), int(start) + steps * int(step),
@@ -278,8 +300,9 @@ def iter_enumerate(enumerate_fn: Any, *args: Any, **kwargs: Any) -> Any:
     items, present = steps
     if present is None:
         return enumerate_fn(items, start)
-    # Prefix-shaped (no example has a step after one it lacks): plain counts.
-    if not bool((present[1:] & ~present[:-1]).any()):
+    # Prefix-shaped (no example has a step after one it lacks): plain counts.  (While
+    # capturing, the layout is not known: per-example counts serve both.)
+    if capturing() is None and not bool((present[1:] & ~present[:-1]).any()):
         return _Stepped(list(enumerate_fn(items, start)), present, "enumerate")
     counts = present.long().cumsum(0) - 1 + start
     indexed = [(MaskedBatch._make(counts[k], None, ()), item) for k, item in enumerate(items)]
@@ -343,7 +366,8 @@ def _known_steps(iterable: Any) -> tuple[list[Any], torch.Tensor | None] | None:
 
 def _own_steps_first(items: list[Any], present: torch.Tensor) -> tuple[list[Any], torch.Tensor]:
     """Each example's present steps moved to the front, in order (a no-op for prefixes)."""
-    if present.size(0) < 2 or not bool((present[1:] & ~present[:-1]).any()):
+    if present.size(0) < 2 or (capturing() is None
+                               and not bool((present[1:] & ~present[:-1]).any())):
         return items, present
     if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
         # A reversed batch range: each step's value, the same for every example.

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
+from matchbox._capture import capturing, some
 from matchbox._masking import _ZERO, EXECUTION_MASK, rows_for
 from matchbox._masking import mask_rows as rows
 from matchbox._registry import BATCH_VIEWS
@@ -152,23 +153,49 @@ def branch(outer: Mask, test: Any) -> tuple[Mask, Mask]:
         return False, outer
     then = _and(outer, truth)
     orelse = _and(outer, ~truth)
-    return (then if then.any() else False), (orelse if orelse.any() else False)
+    return (then if some(then) else False), (orelse if some(orelse) else False)
 
 
-def loop_mask(active: Mask, test: Any) -> Mask:
-    """The examples that run the next iteration of ``while test:``.
-
-    ``active`` is the mask of the previous iteration (the outer mask before the
-    first); an example that has left the loop never comes back.  ``False``
-    when no example runs another iteration.
-    """
+def _loop_test(active: Mask, test: Any) -> Mask:
     truth = condition(test)
     if truth is True:
         return active
     if truth is False:
         return False
-    running = _and(active, truth)
-    return running if running.any() else False
+    return _and(active, truth)
+
+
+def loop_start(outer: Mask, test: Any) -> Mask:
+    """The examples that run the first iteration of ``while test:`` under ``outer``.
+
+    ``False`` when no example enters the loop.  While ``matchbox.compile``
+    captures a graph, the loop's steps are counted from here (see
+    ``matchbox._capture``).
+    """
+    running = _loop_test(outer, test)
+    if isinstance(running, torch.Tensor):
+        capture = capturing()
+        if capture is None:
+            return running if running.any() else False
+        capture.start_loop(running)
+    return running
+
+
+def loop_mask(active: Mask, test: Any) -> Mask:
+    """The examples that run the next iteration of ``while test:``.
+
+    ``active`` is the mask of the previous iteration; an example that has
+    left the loop never comes back.  ``False`` when no example runs another
+    iteration (while capturing: when the capture's step bound is reached).
+    """
+    running = _loop_test(active, test)
+    if isinstance(running, torch.Tensor):
+        capture = capturing()
+        if capture is None:
+            return running if running.any() else False
+        if not capture.continue_loop(active, running, running):
+            return False
+    return running
 
 
 def still_running(outer: Mask, test: Any) -> bool:
@@ -176,7 +203,7 @@ def still_running(outer: Mask, test: Any) -> bool:
     truth = condition(test)
     if truth is True or truth is False:
         return truth
-    return bool(_and(outer, truth).any())
+    return some(_and(outer, truth))
 
 
 def narrow(mask: Mask, test: Any) -> Mask:

@@ -1,0 +1,135 @@
+"""Capture mode: while ``matchbox.compile`` records a graph, no decision is made from values.
+
+Eager Matchbox decides a few things from tensor values: it skips a branch that
+no example takes, ends a loop when no example is left in it, and checks that
+the examples suit an op (raising, as the loop over examples would, for one
+that does not).  A captured graph runs again on other batches, so it must not
+depend on such values: it may depend only on what its specialisation fixes
+(dims, dtypes, devices, padded sizes).  Every such decision in Matchbox goes
+through this module, which answers it two ways:
+
+| question                         | eager                  | while capturing                         |
+|----------------------------------|------------------------|-----------------------------------------|
+| ``some(flags)``: does any        | ``bool(flags.any())``  | ``True``: the code runs, masked (what it |
+| example need this code?          |                        | computes for the others is discarded)   |
+| ``fails(failing)``: does a check | ``bool(failing.any())``| ``False``; ``failing.any()`` becomes an  |
+| fail for a running example?      |                        | output of the graph                     |
+| may a loop take another step?    | while some example is  | up to the capture's step bound, as eager |
+| (``Capture.continue_loop``)      | left in it             | but masked; at the bound, whether some   |
+|                                  |                        | example was still in it becomes an output |
+
+After every run of a compiled graph its flags are read (one device sync): a
+failed check runs the call again eagerly, where the check raises its own
+error; a loop that reached the bound with examples still in it is captured
+again with a larger bound.  So a compiled call gives the eager result or the
+eager error, never a result cut short.
+
+Anything else that reads a value (``.tolist()``, ``.item()``, an index of
+data-dependent size) raises while capturing: the capture runs on fake tensors,
+which hold no values, and ``matchbox.compile`` then runs that function eagerly.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from typing import Any
+
+import torch
+
+__all__ = ["Capture", "ValueDependent", "capturing", "fails", "refuse_value_dependent", "some"]
+
+
+class ValueDependent(RuntimeError):
+    """Raised while capturing where Matchbox would decide something from values that a
+    graph cannot hold (the layout of a result); the call then runs eagerly."""
+
+
+class Capture:
+    """The state of one capture: the step bound of its loops and the flags it records."""
+
+    __slots__ = ("bound", "failures", "overflows", "_steps")
+
+    def __init__(self, bound: int):
+        self.bound = bound
+        self.failures: list[torch.Tensor] = []
+        self.overflows: list[torch.Tensor] = []
+        # id(loop token) -> (token, steps taken); the token is kept alive so its id
+        # is not reused by another object while the capture lasts.
+        self._steps: dict[int, tuple[Any, int]] = {}
+
+    def start_loop(self, token: Any) -> None:
+        """A loop whose first step ``token`` (its mask) stands for has started."""
+        self._steps[id(token)] = (token, 1)
+
+    def continue_loop(self, previous: Any, token: Any, running: torch.Tensor) -> bool:
+        """Whether the loop whose last step was ``previous`` may take a step ``token``.
+
+        At the bound it may not; whether some example (``running``) wanted to
+        is recorded, so that the call is captured again with a larger bound.
+        """
+        entry = self._steps.get(id(previous))
+        taken = 1 if entry is None or entry[0] is not previous else entry[1]
+        if taken >= self.bound:
+            self.overflows.append(running.any())
+            return False
+        self._steps[id(token)] = (token, taken + 1)
+        return True
+
+    def steps_for(self, count: torch.Tensor) -> int:
+        """The number of steps of a loop over per-example counts (``range(n)`` with ``n``
+        a batch): the bound; whether some example needs more is recorded."""
+        self.overflows.append((count > self.bound).any())
+        return self.bound
+
+    def flags(self) -> torch.Tensor | None:
+        """``[any check failed, any loop overflowed]`` as one bool tensor (None: no flags)."""
+        if not self.failures and not self.overflows:
+            return None
+        return torch.stack([_any_of(self.failures), _any_of(self.overflows)])
+
+
+def _any_of(flags: list[torch.Tensor]) -> torch.Tensor:
+    if not flags:
+        return torch.zeros((), dtype=torch.bool)
+    return torch.stack(flags).any()
+
+
+_CAPTURE: contextvars.ContextVar[Capture | None] = contextvars.ContextVar(
+    "matchbox_capture", default=None)
+
+#: The capture in progress in this thread or task, or ``None`` (eager).
+capturing = _CAPTURE.get
+
+
+def begin(capture: Capture) -> contextvars.Token:
+    return _CAPTURE.set(capture)
+
+
+def end(token: contextvars.Token) -> None:
+    _CAPTURE.reset(token)
+
+
+def some(flags: torch.Tensor) -> bool:
+    """Whether any of ``flags`` holds; ``True`` while capturing (the code runs masked)."""
+    if _CAPTURE.get() is not None:
+        return True
+    return bool(flags.any())
+
+
+def refuse_value_dependent(what: str) -> None:
+    """While capturing, raise :class:`ValueDependent` saying ``what`` depends on values."""
+    if _CAPTURE.get() is not None:
+        raise ValueDependent(what)
+
+
+def fails(failing: torch.Tensor) -> bool:
+    """Whether a check fails for any example (``failing`` per example).
+
+    While capturing, the check is recorded for the compiled call to look at
+    after the graph has run, and the capture goes on as if it passed.
+    """
+    capture = _CAPTURE.get()
+    if capture is None:
+        return bool(failing.any())
+    capture.failures.append(failing.any())
+    return False

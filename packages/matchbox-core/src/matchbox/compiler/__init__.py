@@ -1,0 +1,309 @@
+"""``matchbox.compile``: a model written for one example, compiled for batches.
+
+Eager Matchbox pays Python dispatch for every op; a model of many small ops
+(an RNN cell stepped over a sequence, a halting ``while``) spends more time in
+Python than in its kernels.  ``matchbox.compile`` captures what Matchbox
+executes for a call as one graph of plain tensor ops, loops included, and
+compiles it with ``torch.compile``::
+
+    model = matchbox.compile(Model(...))          # an nn.Module (or a function)
+    h = model(batch)                              # the first call of a shape compiles
+
+Specialisations.  A graph holds for the arguments' structure (which are
+batches, their dims, plain Python values), dtypes, devices, ``requires_grad``,
+grad mode, the module's ``training`` flag and the padded sizes of every
+tensor.  Padded sizes of dynamic dimensions are rounded up to a *bucket*
+(``bucket=8``: multiples of 8; ``"pow2"``: powers of two; ``None``: as
+given), so a training run over batches of varied lengths compiles a handful
+of graphs.  A graph never depends on the values of masks or data (see
+``matchbox._capture``): a step where no example runs still runs, masked.
+
+Loops are unrolled inside the graph: a ``for`` over a dynamic dimension to
+its padded size, a ``while`` (or a ``range`` of per-example counts) to a step
+bound: ``max_steps`` if given, else the largest padded size of the arguments
+(at least 16), doubled and compiled again whenever a call needs more steps.
+A call never returns a result cut short: each run of a graph reports (one
+device sync) whether a loop reached the bound with examples still in it, and
+whether one of Matchbox's per-example checks failed, in which case the call
+runs again eagerly and raises the check's own error.
+
+What cannot be captured runs eagerly, with a warning naming the reason and
+the line (``fallback="raise"`` raises instead): code that reads a value
+(``.tolist()``, ``.item()``, printing a batch), ops whose result size depends
+on the mask (``nn.LSTM`` and friends on a ``MaskedBatch``, which go through
+``pack_padded_sequence``), ``PackedBatch`` arguments, and a function that
+reads tensors that are not its arguments (a closed-over module: compile the
+module instead).
+
+Gradients: the compiled graph's backward pass is derived by ``torch.compile``
+from the recorded ops, so values and gradients equal eager Matchbox (and so
+the loop over examples) up to floating-point rounding.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from matchbox.compiler import graph as _graph
+from matchbox.compiler.graph import CaptureError, Specialization
+from matchbox.compiler.structure import (
+    Unsupported,
+    check_bucket,
+    describe,
+    flatten,
+    largest_dynamic_size,
+    tensor_key,
+    unflatten,
+)
+
+__all__ = ["compile", "CompiledFunction", "CompiledModule", "Specialization",
+           "CaptureError", "hide_from_torch_compile"]
+
+log = logging.getLogger("matchbox.compile")
+
+#: The smallest step bound of a captured ``while`` when ``max_steps`` is not given.
+MIN_STEPS = 16
+
+
+def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: int | None = None,
+            backend: Any = "inductor", mode: str | None = None,
+            options: dict[str, Any] | None = None, fallback: str = "warn") -> Any:
+    """Compile ``model`` (an ``nn.Module`` or a function) for batches.
+
+    Returns a :class:`CompiledModule` (an ``nn.Module`` sharing ``model``'s
+    parameters) or a :class:`CompiledFunction`; usable as a decorator, with or
+    without arguments.
+
+    - ``bucket``: round dynamic padded sizes up to a multiple of this int, to a
+      power of two (``"pow2"``), or not at all (``None``).
+    - ``max_steps``: the step bound of ``while`` loops (and ranges of per-example
+      counts); a call that needs more raises.  ``None``: a bound that grows.
+    - ``backend``, ``mode``, ``options``: passed to ``torch.compile`` (on CUDA,
+      ``mode="reduce-overhead"`` runs each graph as a CUDA graph); ``backend="fx"``
+      runs the captured graph without compiling it.
+    - ``fallback``: ``"warn"`` runs what cannot be captured eagerly, with a
+      warning; ``"raise"`` raises :class:`CaptureError` instead.
+    """
+    check_bucket(bucket)
+    if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"matchbox.compile: max_steps must be a positive int, got {max_steps!r}")
+    if fallback not in ("warn", "raise"):
+        raise ValueError(f"matchbox.compile: fallback must be 'warn' or 'raise', got {fallback!r}")
+    settings = dict(bucket=bucket, max_steps=max_steps, backend=backend, mode=mode,
+                    options=options, fallback=fallback)
+    if model is None:
+        return functools.partial(compile, **settings)
+    if isinstance(model, nn.Module):
+        return CompiledModule(model, **settings)
+    if callable(model):
+        return CompiledFunction(model, **settings)
+    raise TypeError(f"matchbox.compile expects an nn.Module or a function, got "
+                    f"{type(model).__name__}")
+
+
+class _Specializations:
+    """The graphs of one compiled model, keyed by what they are specialised on."""
+
+    def __init__(self, run: Callable[..., Any], name: str, *, bucket: Any, max_steps: int | None,
+                 backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str):
+        self.run = run  # run(params, args, kwargs): the eager call
+        self.name = name
+        self.bucket = bucket
+        self.max_steps = max_steps
+        self.backend = backend
+        self.mode = mode
+        self.options = options
+        self.fallback = fallback
+        self.table: dict[Any, Specialization] = {}
+
+    def __call__(self, params: list[torch.Tensor], key_extra: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
+        tensors: list[torch.Tensor] = []
+        try:
+            structure = flatten((args, kwargs), tensors, bucket=self.bucket)
+        except Unsupported as error:
+            return self._eager_for(None, str(error), params, args, kwargs)
+        key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
+               torch.is_autocast_enabled(), key_extra)
+        spec = self.table.get(key)
+        if spec is None:
+            bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
+            spec = self.table[key] = self._specialize(structure, params, tensors, bound)
+        while True:
+            if spec.eager_reason is not None:
+                spec.calls += 1
+                return self.run(params, args, kwargs)
+            inputs = params + tensors
+            try:
+                outputs = _graph.timed_first_run(spec, inputs)
+            except Exception as error:  # noqa: BLE001
+                if not spec.first_run_failed(error):
+                    raise
+                self._eager_spec(spec, f"torch.compile failed on the captured graph: "
+                                       f"{_graph.reason(error)}")
+                continue
+            spec.calls += 1
+            if spec.has_flags:
+                *outputs, flags = outputs
+                failed, overflowed = flags.tolist()  # the one sync of a compiled call
+                if failed:
+                    # A per-example check failed: the eager call raises its error.
+                    return self.run(params, args, kwargs)
+                if overflowed:
+                    spec = self.table[key] = self._grow(spec, structure, params, tensors)
+                    continue
+            result, _ = unflatten(spec.out_structure, list(outputs))
+            return result
+
+    def _grow(self, spec: Specialization, structure: Any, params: list[torch.Tensor],
+              tensors: list[torch.Tensor]) -> Specialization:
+        if self.max_steps is not None:
+            raise RuntimeError(
+                f"matchbox.compile({self.name}): a loop needs more than max_steps="
+                f"{self.max_steps} steps for some example; raise max_steps (or leave it None "
+                "for a bound that grows as calls need it)")
+        log.info("%s: a loop needs more than %d steps; compiling again with %d",
+                 self.name, spec.bound, 2 * spec.bound)
+        return self._specialize(structure, params, tensors, 2 * spec.bound)
+
+    def _specialize(self, structure: Any, params: list[torch.Tensor],
+                    tensors: list[torch.Tensor], bound: int) -> Specialization:
+        import time
+
+        spec = Specialization(summary=describe(structure, tensors), bound=bound)
+        start = time.perf_counter()
+        try:
+            graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
+                                   spec)
+        except CaptureError as error:
+            return self._eager_spec(spec, str(error))
+        spec.nodes = len(graph.graph.nodes)
+        spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options)
+        spec.compile_seconds = time.perf_counter() - start
+        log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
+                 spec.summary, spec.nodes, bound)
+        return spec
+
+    def _eager_spec(self, spec: Specialization, reason: str) -> Specialization:
+        if self.fallback == "raise":
+            raise CaptureError(f"matchbox.compile({self.name}): cannot capture {spec.summary} "
+                               f"as one graph: {reason}")
+        warnings.warn(f"matchbox.compile({self.name}): runs {spec.summary} eagerly, as it "
+                      f"cannot be captured as one graph: {reason}", stacklevel=4)
+        spec.eager_reason = reason
+        return spec
+
+    def _eager_for(self, key: Any, reason: str, params: list[torch.Tensor],
+                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.fallback == "raise":
+            raise CaptureError(f"matchbox.compile({self.name}): cannot capture the call: {reason}")
+        if key not in self.table:
+            warnings.warn(f"matchbox.compile({self.name}): runs eagerly: {reason}", stacklevel=4)
+            self.table[key] = Specialization(summary="(arguments not captured)", bound=0,
+                                             eager_reason=reason)
+        self.table[key].calls += 1
+        return self.run(params, args, kwargs)
+
+
+class CompiledModule(nn.Module):
+    """An ``nn.Module`` whose calls run compiled graphs (see :func:`compile`).
+
+    It holds the original module (``_orig_mod``): parameters, buffers,
+    ``state_dict``, ``.to()`` and training mode are the original's, and other
+    attributes are looked up on it.
+    """
+
+    def __init__(self, module: nn.Module, **settings: Any):
+        super().__init__()
+        self._orig_mod = module
+        names = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
+
+        def run(params: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if _same_tensors(params, module):
+                return module(*args, **kwargs)
+            return torch.func.functional_call(module, dict(zip(names, params)), args, kwargs)
+
+        self._names = names
+        self._graphs = _Specializations(run, type(module).__name__, **settings)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        module = self._orig_mod
+        params = [p for _, p in module.named_parameters()] + [b for _, b in module.named_buffers()]
+        if len(params) != len(self._names):
+            raise RuntimeError(f"matchbox.compile({type(module).__name__}): the module's "
+                               "parameters or buffers changed since it was compiled; compile "
+                               "it again")
+        return self._graphs(params, module.training, args, kwargs)
+
+    @property
+    def specializations(self) -> list[Specialization]:
+        """Every graph compiled so far (and every specialisation run eagerly, with why)."""
+        return list(self._graphs.table.values())
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+
+class CompiledFunction:
+    """A function whose calls run compiled graphs (see :func:`compile`)."""
+
+    def __init__(self, fn: Callable[..., Any], **settings: Any):
+        self._fn = fn
+        functools.update_wrapper(self, fn)
+
+        def run(params: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return fn(*args, **kwargs)
+
+        self._graphs = _Specializations(run, getattr(fn, "__qualname__", repr(fn)), **settings)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], nn.Module):
+            raise TypeError(
+                f"matchbox.compile({self._graphs.name}): called with a module as its first "
+                "argument (a method of an nn.Module?); compile the module instead: "
+                "model = matchbox.compile(Model(...))")
+        return self._graphs([], None, args, kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self.__call__, instance)
+
+    @property
+    def specializations(self) -> list[Specialization]:
+        """Every graph compiled so far (and every specialisation run eagerly, with why)."""
+        return list(self._graphs.table.values())
+
+
+def _same_tensors(params: list[torch.Tensor], module: nn.Module) -> bool:
+    """Whether ``params`` are the module's own (an eager call needs no functional_call)."""
+    own = [p for _, p in module.named_parameters()] + [b for _, b in module.named_buffers()]
+    return len(own) == len(params) and all(a is b for a, b in zip(own, params))
+
+
+def hide_from_torch_compile(*package_names: str) -> None:
+    """Make ``torch.compile`` run Matchbox's code eagerly (a graph break at every batch op).
+
+    TorchDynamo traces Python, and Matchbox's dispatch is Python: traced, it gave
+    wrong results (generated methods differ only in the op they close over, and
+    a compiled frame of one was reused for another).  Matchbox's own files are
+    therefore added to Dynamo's skip list, so ``torch.compile`` of a model that
+    uses batches gives the eager result; :func:`compile` is the way to compile them.
+    """
+    try:
+        from torch._dynamo import trace_rules as rules
+    except ImportError:  # torch 2.3's name for it
+        from torch._dynamo import skipfiles as rules  # type: ignore[no-redef]
+    for name in package_names:
+        rules.add(name)
+

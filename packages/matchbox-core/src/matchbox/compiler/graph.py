@@ -1,0 +1,154 @@
+"""Capturing one call as a graph of plain tensor ops, and compiling that graph.
+
+The call runs once under ``make_fx`` on fake tensors (which hold shapes, not
+values) with Matchbox in capture mode (``matchbox._capture``): every op a
+batch op dispatches to is recorded, loops are unrolled (steps where no example
+runs still execute, masked), and checks become outputs of the graph.  Because
+fake tensors hold no values, anything that would read one (``.tolist()``,
+``.item()``, an index whose size depends on the mask) fails the capture
+loudly, so a captured graph never depends on values it did not see.
+
+The graph is then compiled with ``torch.compile`` (inductor by default),
+which derives its backward pass: gradients are those of the recorded ops,
+as in eager mode.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from matchbox import _capture, _masking
+from matchbox.compiler.structure import Structure, flatten, unflatten
+
+
+class CaptureError(RuntimeError):
+    """A call that cannot be captured as one graph (it runs eagerly instead)."""
+
+
+@dataclass
+class Specialization:
+    """One graph: the arguments it is specialised on, and how it has run."""
+
+    summary: str
+    bound: int
+    compiled: Callable[..., Any] | None = None
+    out_structure: Structure | None = None
+    has_flags: bool = False
+    #: Seconds spent capturing the graph and compiling it (its first run included).
+    compile_seconds: float = 0.0
+    calls: int = 0
+    #: Why this specialisation runs eagerly (``None``: it runs the compiled graph).
+    eager_reason: str | None = None
+    nodes: int = 0
+    _first_run: bool = field(default=True, repr=False)
+
+    def first_run_failed(self, error: BaseException) -> bool:
+        """Whether ``error``, raised by a run, came from compiling the graph (its first
+        run): then the specialisation runs eagerly instead (see :func:`timed_first_run`)."""
+        return self._first_run
+
+
+# Matchbox's own constants, which a graph may hold (they are never written to).
+_KNOWN_CONSTANTS = (_masking._ZERO,)
+
+
+def capture(call: Callable[..., Any], n_params: int, structure: Structure,
+            inputs: list[torch.Tensor], bound: int, spec: Specialization) -> torch.fx.GraphModule:
+    """The graph of ``call(params, args, kwargs)`` on ``inputs`` (the parameters first).
+
+    Records the result's structure and whether the graph returns flags in
+    ``spec``; raises :class:`CaptureError` saying why a call cannot be captured.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def flat(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        params = list(tensors[:n_params])
+        (args, kwargs), _ = unflatten(structure, list(tensors), n_params)
+        state = _capture.Capture(bound)
+        token = _capture.begin(state)
+        try:
+            result = call(params, args, kwargs)
+        finally:
+            _capture.end(token)
+        outputs: list[torch.Tensor] = []
+        spec.out_structure = flatten(result, outputs, what="result")
+        flags = state.flags()
+        spec.has_flags = flags is not None
+        return tuple(outputs) + ((flags,) if flags is not None else ())
+
+    try:
+        graph = make_fx(flat, tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs)
+    except Exception as error:  # noqa: BLE001 -- every failure to capture falls back to eager
+        raise CaptureError(reason(error)) from error
+    _refuse_external_tensors(graph)
+    return graph
+
+
+def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
+                  options: dict[str, Any] | None) -> Callable[..., Any]:
+    """``graph`` compiled by ``torch.compile`` (one static graph: no guards on values)."""
+    if backend == "fx":  # the captured graph as it is, run by PyTorch op by op
+        return graph
+    kwargs: dict[str, Any] = {"backend": backend, "fullgraph": True, "dynamic": False}
+    if mode is not None:
+        kwargs["mode"] = mode
+    if options is not None:
+        kwargs["options"] = options
+    return torch.compile(graph, **kwargs)
+
+
+def timed_first_run(spec: Specialization, inputs: list[torch.Tensor]) -> Any:
+    """Run ``spec``'s compiled graph; its first run (the compilation) counts as compile time."""
+    if not spec._first_run:
+        return spec.compiled(*inputs)
+    start = time.perf_counter()
+    result = spec.compiled(*inputs)
+    spec.compile_seconds += time.perf_counter() - start
+    spec._first_run = False
+    return result
+
+
+def _refuse_external_tensors(graph: torch.fx.GraphModule) -> None:
+    """A tensor read from outside (a global, a closed-over parameter, a module attribute
+    that is not a parameter or buffer) would be frozen into the graph: a later change
+    to it, an optimiser step, would not be seen.  Such captures are refused."""
+    for node in graph.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = getattr(graph, node.target, None)
+        if not isinstance(value, torch.Tensor) or any(value is c for c in _KNOWN_CONSTANTS):
+            continue
+        if node.users and all(user.target is torch.ops.aten.lift_fresh_copy.default
+                              for user in node.users):
+            continue  # a tensor made inside the call (torch.tensor(...)): a fresh copy
+        what = "a parameter" if value.requires_grad else "a tensor"
+        raise CaptureError(
+            f"the call reads {what} of shape {tuple(value.shape)} that is not one of its "
+            "arguments (a global, a closed-over module's parameter, or a module attribute "
+            "that is not a registered parameter or buffer); its value would be frozen into "
+            "the graph: compile the module itself (matchbox.compile(module)), pass the tensor "
+            "as an argument, or register it as a buffer")
+
+
+def reason(error: BaseException) -> str:
+    """Why a capture failed, with the innermost line of Matchbox or user code."""
+    text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"
+    where = _innermost_non_torch_frame(error)
+    return text + (f" (at {where})" if where else "")
+
+
+def _innermost_non_torch_frame(error: BaseException) -> str | None:
+    import os
+    import traceback
+
+    torch_dir = os.path.dirname(torch.__file__)
+    found = None
+    for frame in traceback.extract_tb(error.__traceback__):
+        if not frame.filename.startswith(torch_dir) and "matchbox/compiler" not in frame.filename:
+            found = f"{frame.filename}:{frame.lineno}, in {frame.name}"
+    return found

@@ -1,0 +1,183 @@
+"""``@batch`` functions compiled: ``matchbox.compile`` (loops unrolled in one graph) and
+``torch.compile`` (which runs Matchbox eagerly), both equal to eager and to the loop.
+
+``matchbox.compile`` graphs run with ``backend="aot_eager"`` here (PyTorch's kernels,
+the backward pass derived as inductor's is); ``tests/core/test_compile.py`` runs
+inductor too.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from control_cases import assert_batch_equals_loop, per_example, scalars, sequences
+
+import matchbox
+from matchbox import MaskedBatch
+
+BACKEND = "aot_eager"
+
+
+def compiled_for_batches(f, **settings):
+    """``f`` compiled for batch arguments; the loop's calls (plain tensors) run ``f`` itself."""
+    compiled = matchbox.compile(f, backend=BACKEND, **settings)
+
+    def run(*args):
+        if any(isinstance(a, MaskedBatch) for a in args):
+            return compiled(*args)
+        return f(*args)
+
+    run.compiled = compiled
+    return run
+
+
+def assert_captured(run):
+    """Every call ran a compiled graph (none fell back to eager)."""
+    assert [s.eager_reason for s in run.compiled.specializations] == [None] * len(
+        run.compiled.specializations)
+
+
+@matchbox.batch
+def jax_oracle(x):
+    while x < 3:
+        x += 2
+    return x
+
+
+def test_oracle_while():
+    examples, batch = scalars([0, 1, 2, 3])
+    run = compiled_for_batches(jax_oracle)
+    assert per_example(run(batch)) == [4, 3, 4, 3]
+    assert_captured(run)
+
+
+@matchbox.batch
+def doubling(x):
+    n = 0
+    while x.abs() < 10:
+        x = x * 2 + 0.5
+        n = n + 1
+    return x, n
+
+
+def test_while_values_gradients_and_counter(dtype):
+    run = compiled_for_batches(doubling)
+    assert_batch_equals_loop(run, scalars([0.1, 3.0, 12.0, -1.0, 0.0], dtype))
+    assert_captured(run)
+
+
+def test_a_while_longer_than_the_bound_is_captured_again_with_a_larger_one():
+    # -0.49 takes 10 doublings to leave (-10, 10): more than a bound of 8 steps.
+    run = compiled_for_batches(doubling, max_steps=None)
+    examples, batch = scalars([-0.49, 3.0])
+    matchbox.compiler.MIN_STEPS, saved = 8, matchbox.compiler.MIN_STEPS
+    try:
+        assert_batch_equals_loop(run, (examples, batch))
+    finally:
+        matchbox.compiler.MIN_STEPS = saved
+    assert [s.bound for s in run.compiled.specializations] == [16]
+    assert_captured(run)
+
+
+def test_max_steps_is_a_promise():
+    run = compiled_for_batches(doubling, max_steps=4)
+    _, batch = scalars([-0.49, 3.0])
+    with pytest.raises(RuntimeError, match=r"a loop needs more than max_steps=4 steps for some "
+                                           r"example; raise max_steps"):
+        run(batch)
+
+
+@matchbox.batch
+def rnn_with_jumps(x, w, u):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    for xt in x.unbind(1):
+        if xt.sum() > 2:
+            break
+        if xt.sum() < -1:
+            continue
+        h = (xt @ w + h @ u).tanh()
+    return h
+
+
+def test_for_over_a_dynamic_dimension_with_break_and_continue(dtype):
+    w = torch.randn(3, 3, dtype=dtype)
+    u = torch.randn(3, 3, dtype=dtype)
+    run = compiled_for_batches(rnn_with_jumps, bucket=None)
+    for lengths in ([4, 1, 6, 0], [6, 6, 2, 3]):  # one padded size: one graph
+        examples, batch = sequences(lengths, dtype=dtype)
+        assert_batch_equals_loop(run, (examples, batch), ([w] * len(lengths), w),
+                                 ([u] * len(lengths), u))
+    assert len(run.compiled.specializations) == 1
+    assert_captured(run)
+
+
+@matchbox.batch
+def branches(x):
+    if x > 0:
+        y = x.log()
+    else:
+        y = -x
+    return y * 2
+
+
+def test_a_side_no_example_takes_still_runs_masked():
+    run = compiled_for_batches(branches)
+    for values in ([1.0, -2.0, 3.0], [1.0, 2.0, 3.0], [-1.0, -2.0, -3.0]):
+        assert_batch_equals_loop(run, scalars(values))
+    assert len(run.compiled.specializations) == 1
+    assert_captured(run)
+
+
+@matchbox.batch
+def counting(x, n):
+    total = x * 0
+    for i in range(n):
+        total = total + x * i
+    return total
+
+
+def test_a_range_of_per_example_counts():
+    run = compiled_for_batches(counting)
+    counts = [torch.tensor([k]) for k in (3, 0, 5)]
+    assert_batch_equals_loop(run, scalars([1.0, 2.0, 0.5]),
+                             (counts, MaskedBatch.fromlist(counts, ())))
+    assert_captured(run)
+
+
+@matchbox.batch
+def third(x):
+    if x.sum() > 0:
+        return x[:, 2]
+    return x[:, 0]
+
+
+def test_a_check_that_fails_in_the_graph_raises_the_eager_error():
+    run = compiled_for_batches(third, bucket=None)
+    _, good = sequences([3, 4, 1])  # the short one takes the other side
+    good.data[2] = -1.0
+    run(good)
+    _, bad = sequences([3, 2, 4])
+    bad.data[:, :, :] = 1.0
+    with pytest.raises(IndexError, match="index 2 is out of range for example 1, which has "
+                                         "size 2 in dynamic dimension 1"):
+        run(bad)
+    assert_captured(run)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_torch_compile_of_a_while_gives_the_eager_result(backend):
+    # torch.compile traced Matchbox's dispatch and reused one generated method's frame
+    # for another: `steps + 1` ran as `steps < 1`, the loop never ended.  Matchbox's
+    # files are skipped by Dynamo now: its ops run eagerly between graphs.
+    @matchbox.batch
+    def halting(score):
+        steps = 0
+        while score < 1.0 and steps < 6:
+            score = score + 0.1
+            steps = steps + 1
+        return score, steps
+
+    compiled = torch.compile(halting, backend=backend)
+    examples, batch = scalars([0.41, 0.07, 0.42, 2.0])
+    assert_batch_equals_loop(lambda x: compiled(x) if isinstance(x, MaskedBatch) else halting(x),
+                             (examples, batch))

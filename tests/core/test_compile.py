@@ -1,0 +1,264 @@
+"""``matchbox.compile``: one captured graph per specialisation, equal to eager and to the loop.
+
+The graphs run with ``backend="aot_eager"`` (PyTorch's own kernels, the
+backward pass derived by AOTAutograd as inductor's is) to keep the tests
+quick; one test compiles with inductor.  The oracle is the per-example loop,
+with NaN padding, empty and one-long examples, batch size one, float32 and
+float64.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import matchbox
+from matchbox import MaskedBatch
+from matchbox.compiler import CaptureError
+from matchbox.compiler.structure import bucket_size
+from matchbox.testing import assert_examples_close as _assert_example_close
+
+BACKEND = "aot_eager"
+
+
+def assert_examples_close(batch, loop):
+    """Each example of ``batch`` equals the loop's result for it."""
+    examples = list(batch.examples())
+    assert len(examples) == len(loop)
+    for b, (value, expected) in enumerate(zip(examples, loop)):
+        _assert_example_close(value, expected, example=b, output=0)
+
+
+def scores(x, w):
+    """Per example: a softmax-free attention-like mix of a sequence with itself."""
+    h = (x @ w).tanh()
+    centred = h - h.mean(1, keepdim=True)
+    return (centred * centred).sum(-1).mean(1) + h.amax(1).sum(-1)
+
+
+def batch_of(lengths, size=3, dtype=torch.float32, requires_grad=True):
+    examples = [torch.randn(1, n, size, dtype=dtype, requires_grad=requires_grad)
+                for n in lengths]
+    return examples, MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+
+
+def loop_and_batch(f, examples, xb, *shared):
+    loop = [f(x, *shared) for x in examples]
+    return loop, f(xb, *shared)
+
+
+@pytest.mark.parametrize("lengths", [[3, 1, 4], [1], [2, 2], [5, 1, 1, 7]])
+def test_function_equals_eager_and_the_loop(lengths, dtype):
+    w = torch.randn(3, 3, dtype=dtype, requires_grad=True)
+    compiled = matchbox.compile(scores, backend=BACKEND)
+    examples, xb = batch_of(lengths, dtype=dtype)
+    out = compiled(xb, w)
+    loop = [scores(x, w) for x in examples]
+    assert_examples_close(out, loop)
+    grads = torch.autograd.grad(matchbox.batch_sum(out), [xb.data, w])
+    expected = torch.autograd.grad(sum(lo.sum() for lo in loop), [*examples, w])
+    torch.testing.assert_close(grads[1], expected[-1])
+    for b, (x, g) in enumerate(zip(examples, expected)):
+        torch.testing.assert_close(grads[0][b:b + 1, :x.size(1)], g)
+
+
+def test_the_graph_does_not_depend_on_the_lengths_it_was_captured_with():
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(scores, backend=BACKEND, bucket=None)
+    for lengths in ([4, 4, 4], [4, 1, 2], [1, 4, 3]):  # one padded size: one graph
+        examples, xb = batch_of(lengths, requires_grad=False)
+        assert_examples_close(compiled(xb, w), [scores(x, w) for x in examples])
+    assert len(compiled.specializations) == 1
+
+
+def test_padded_sizes_are_rounded_up_to_buckets():
+    w = torch.randn(3, 3)
+    by_eight = matchbox.compile(scores, backend=BACKEND, bucket=8)
+    exact = matchbox.compile(scores, backend=BACKEND, bucket=None)
+    powers = matchbox.compile(scores, backend=BACKEND, bucket="pow2")
+    for longest in (5, 7, 9, 12, 3):
+        examples, xb = batch_of([longest, 2], requires_grad=False)
+        loop = [scores(x, w) for x in examples]
+        for compiled in (by_eight, exact, powers):
+            assert_examples_close(compiled(xb, w), loop)
+    assert len(by_eight.specializations) == 2  # 8 and 16
+    assert len(exact.specializations) == 5
+    assert len(powers.specializations) == 3  # 8, 16 and 4
+    assert [bucket_size(n, "pow2") for n in (1, 3, 4, 5, 0)] == [1, 4, 4, 8, 0]
+    assert [bucket_size(n, 8) for n in (1, 8, 9)] == [8, 8, 16]
+
+
+def test_a_failing_check_raises_the_eager_error():
+    def last_but_two(x):
+        return x[:, 2] * 2
+
+    compiled = matchbox.compile(last_but_two, backend=BACKEND, bucket=None)
+    examples, xb = batch_of([4, 3, 5], requires_grad=False)
+    assert_examples_close(compiled(xb), [last_but_two(x) for x in examples])
+    _, short = batch_of([4, 2, 5], requires_grad=False)  # the same padded size
+    with pytest.raises(IndexError, match="index 2 is out of range for example 1, which has "
+                                         "size 2 in dynamic dimension 1"):
+        compiled(short)
+    assert len(compiled.specializations) == 1
+    assert compiled.specializations[0].eager_reason is None
+
+
+def test_a_module_trains_as_in_eager():
+    class Scores(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 3))
+
+        def forward(self, x):
+            return scores(x, self.w)
+
+    torch.manual_seed(0)
+    model = Scores()
+    compiled = matchbox.compile(model, backend=BACKEND)
+    assert list(compiled.parameters()) == list(model.parameters())
+    examples, xb = batch_of([2, 5, 1])
+    matchbox.batch_sum(compiled(xb)).backward()
+    got = model.w.grad.clone()
+    model.w.grad = None
+    for x in examples:
+        model(x).sum().backward()
+    torch.testing.assert_close(got, model.w.grad)
+    # A step of an optimiser is seen by the next call (the parameters are graph inputs).
+    with torch.no_grad():
+        model.w.mul_(2)
+    examples, xb = batch_of([2, 5, 1], requires_grad=False)
+    assert_examples_close(compiled(xb), [model(x) for x in examples])
+    assert compiled.specializations[0].compile_seconds > 0
+    assert compiled.specializations[0].nodes > 0
+
+
+def test_grad_mode_and_training_flag_are_specialisations():
+    class Scores(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(3, 3))
+
+        def forward(self, x):
+            return scores(x, self.w)
+
+    compiled = matchbox.compile(Scores(), backend=BACKEND)
+    examples, xb = batch_of([2, 3], requires_grad=False)
+    compiled(xb)
+    with torch.no_grad():
+        out = compiled(xb)
+    assert not out.requires_grad
+    compiled.eval()
+    compiled(xb)
+    assert len(compiled.specializations) == 3
+
+
+def test_code_that_reads_values_runs_eagerly_with_a_warning():
+    def reads(x):
+        # A Python decision from a value: a graph cannot hold it (nor should it guess).
+        longest = int(x.size_as_tensor(1).data.max())
+        return x.sum(1) * (2 if longest > 2 else 1)
+
+    compiled = matchbox.compile(reads, backend=BACKEND)
+    examples, xb = batch_of([2, 3], requires_grad=False)
+    with pytest.warns(UserWarning, match=r"runs batch\(B=2, <=8, 3\) eagerly, as it cannot "
+                                         r"be captured as one graph: .*test_compile.py"):
+        out = compiled(xb)
+    assert_examples_close(out, [x.sum(1) * 2 for x in examples])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per specialisation
+        compiled(xb)
+    strict = matchbox.compile(reads, backend=BACKEND, fallback="raise")
+    with pytest.raises(CaptureError, match="cannot capture"):
+        strict(xb)
+
+
+def test_a_tensor_that_is_not_an_argument_is_refused():
+    w = torch.randn(3, 3, requires_grad=True)
+
+    def closes_over_a_weight(x):
+        return x @ w
+
+    compiled = matchbox.compile(closes_over_a_weight, backend=BACKEND, fallback="raise")
+    _, xb = batch_of([2, 3], requires_grad=False)
+    with pytest.raises(CaptureError, match=r"reads a parameter of shape \(3, 3\) that is not "
+                                           r"one of its arguments .* compile the module"):
+        compiled(xb)
+
+
+def test_a_method_compiled_as_a_function_says_to_compile_the_module():
+    class Model(nn.Module):
+        @matchbox.compile
+        def forward(self, x):
+            return x * 2
+
+    _, xb = batch_of([2, 3], requires_grad=False)
+    with pytest.raises(TypeError, match=r"compile the module instead: model = "
+                                        r"matchbox.compile\(Model\(...\)\)"):
+        Model()(xb)
+
+
+def test_arguments_that_cannot_be_captured_run_eagerly():
+    compiled = matchbox.compile(lambda x, f: f(x), backend=BACKEND)
+    _, xb = batch_of([2, 3], requires_grad=False)
+    with pytest.warns(UserWarning, match="runs eagerly: an argument of type builtin_function_or_method, which a captured "
+                                       "graph cannot take"):
+        out = compiled(xb, torch.tanh)
+    torch.testing.assert_close(out.data, xb.data.tanh(), equal_nan=True)
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="bucket must be a positive int"):
+        matchbox.compile(scores, bucket=0)
+    with pytest.raises(ValueError, match="max_steps must be a positive int"):
+        matchbox.compile(scores, max_steps=0)
+    with pytest.raises(ValueError, match="fallback must be 'warn' or 'raise'"):
+        matchbox.compile(scores, fallback="ignore")
+    with pytest.raises(TypeError, match="expects an nn.Module or a function"):
+        matchbox.compile(3)
+
+
+def sums(x, w):
+    """Per example: sums over a sequence, which may be empty (the sum is then zero)."""
+    return ((x @ w).sigmoid() * x).sum(1).logsumexp(-1)
+
+
+@pytest.mark.parametrize("backend", [BACKEND, "inductor"])
+def test_empty_examples_and_inductor(backend):
+    w = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    compiled = matchbox.compile(sums, backend=backend)
+    examples, xb = batch_of([3, 0, 4, 1], dtype=torch.float64)
+    out = compiled(xb, w)
+    loop = [sums(x, w) for x in examples]
+    assert_examples_close(out, loop)
+    grads = torch.autograd.grad(matchbox.batch_sum(out), [xb.data, w])
+    expected = torch.autograd.grad(sum(lo.sum() for lo in loop), [*examples, w])
+    torch.testing.assert_close(grads[1], expected[-1])
+    for b, (x, g) in enumerate(zip(examples, expected)):
+        torch.testing.assert_close(grads[0][b:b + 1, :x.size(1)], g)
+
+
+def cross(q, k):
+    """Per example: queries mixed with keys that may be none (scores of shape (1, n_q, 0))."""
+    return ((q @ k.transpose(1, 2)).tanh() @ k).sum(1)
+
+
+def test_examples_empty_in_one_of_two_dynamic_dimensions():
+    qs = [torch.randn(1, n, 3, dtype=torch.float64, requires_grad=True) for n in (2, 3, 1)]
+    ks = [torch.randn(1, n, 3, dtype=torch.float64, requires_grad=True) for n in (4, 0, 2)]
+    qb = MaskedBatch.fromlist(qs, (True, False), padding_value=float("nan"))
+    kb = MaskedBatch.fromlist(ks, (True, False), padding_value=float("nan"))
+    compiled = matchbox.compile(cross, backend=BACKEND, fallback="raise")
+    out = compiled(qb, kb)
+    loop = [cross(q, k) for q, k in zip(qs, ks)]
+    assert_examples_close(out, loop)
+    grads = torch.autograd.grad(matchbox.batch_sum(out.sum(-1)), [qb.data, kb.data])
+    expected = torch.autograd.grad(sum(lo.sum() for lo in loop), qs + ks)
+    for b, (q, k) in enumerate(zip(qs, ks)):
+        torch.testing.assert_close(grads[0][b:b + 1, :q.size(1)], expected[b])
+        torch.testing.assert_close(grads[1][b:b + 1, :k.size(1)], expected[3 + b])
+    scores = matchbox.compile(lambda q, k: q @ k.transpose(1, 2), backend=BACKEND,
+                              fallback="raise")(qb, kb)
+    assert [tuple(e.shape) for e in scores.examples()] == [(1, 2, 4), (1, 3, 0), (1, 1, 2)]

@@ -1,0 +1,170 @@
+"""Every example model compiled, against eager Matchbox and the loop (values and gradients).
+
+- ``torch.compile`` (backends ``eager`` and ``aot_eager``): Dynamo skips Matchbox's
+  files, so batch ops run eagerly between graphs; the result is eager's.
+- ``matchbox.compile`` (backend ``aot_eager``: PyTorch's kernels, the backward pass
+  derived as inductor's is): one captured graph per specialisation.  A model whose
+  call cannot be captured (a ``PackedBatch`` argument, ``nn.LSTM``'s packing, which
+  reads lengths) runs eagerly with a warning that says why.
+
+The batched call runs compiled; the loop's calls (plain tensors) run the model
+itself, so ``mb_assert`` compares the compiled batch with the eager loop.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from torch import nn
+
+import matchbox
+from examples import adaptive_computation, readme_rnn, translation, treelstm
+from matchbox import MaskedBatch
+from matchbox.testing import mb_assert
+
+NAN = float("nan")
+PAD_ID = 10**6
+
+
+class Loss(nn.Module):
+    """A model's per-example loss method as a module (``matchbox.compile`` compiles modules)."""
+
+    def __init__(self, model: nn.Module, method: str = "loss"):
+        super().__init__()
+        self.model = model
+        self.method = method
+
+    def forward(self, *args):
+        return getattr(self.model, self.method)(*args)
+
+
+def readme_rnn_case(dtype):
+    torch.manual_seed(0)
+    model = readme_rnn.MeanRegressor(5).to(dtype)
+    xs = [torch.randn(1, n, 5, dtype=dtype) for n in (3, 1, 6, 2)]
+    return Loss(model), [xs], [MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)]
+
+
+def adaptive_computation_case(dtype):
+    torch.manual_seed(0)
+    model = adaptive_computation.ACT(3, 6, 2, max_ponder=4).to(dtype)
+    with torch.no_grad():  # examples halt at different steps
+        model.halt.weight.mul_(8.0)
+    xs, ys, _, yb = adaptive_computation.make_batch(4, 4, 3, rng=random.Random(0), dtype=dtype)
+    return Loss(model), [xs, ys], [MaskedBatch.fromlist(xs, (True, False), padding_value=NAN),
+                                   yb]
+
+
+def translation_case(dtype):
+    torch.manual_seed(0)
+    model = translation.Transformer(30, 20, bos=1, eos=2, d_model=8, d_hidden=16, n_heads=2,
+                                    n_layers=1).to(dtype).eval()
+    src = [torch.randint(3, 30, (1, n)) for n in (3, 1, 5)]
+    trg = [torch.randint(3, 20, (1, n)) for n in (2, 4, 3)]
+    return Loss(model), [src, trg], [MaskedBatch.fromlist(xs, (True,), padding_value=PAD_ID)
+                                     for xs in (src, trg)]
+
+
+def treelstm_case(dtype):
+    torch.manual_seed(0)
+    model = treelstm.TreeLSTM(20, 3, d_embed=5, hidden=4, max_depth=6).to(dtype)
+    rng = random.Random(0)
+    trees = [("a", ("b", "c")), (("a", "b"), "c"), "a", (("a", "b"), ("c", "d"))]
+    tokens = [torch.randint(0, 20, (1, len(treelstm.leaves_and_transitions(t)[0])))
+              for t in trees]
+    ts = [torch.tensor([treelstm.leaves_and_transitions(t)[1]]) for t in trees]
+    labels = [torch.tensor([rng.randrange(3)]) for _ in trees]
+    return Loss(model), [tokens, ts, labels], [
+        MaskedBatch.fromlist(tokens, (True,), padding_value=PAD_ID),
+        MaskedBatch.fromlist(ts, (True,)), MaskedBatch.fromlist(labels, ())]
+
+
+def transformer_mb18_case(dtype):
+    import argparse
+
+    from examples import transformer_mb18
+    from matchbox.data import MaskedBatchField
+
+    torch.manual_seed(0)
+    args = argparse.Namespace(d_model=6, d_hidden=6, n_heads=3, drop_ratio=0, n_layers=1,
+                              length_ratio=1.5)
+    field = MaskedBatchField()
+    field.vocab = list(range(5))
+    model = transformer_mb18.Transformer(field, field, args).to(dtype)
+    src = [torch.randint(5, (1, n)) for n in (3, 1, 2)]
+    trg = [torch.randint(5, (1, n)) for n in (2, 3, 2)]
+    return model, [src, trg], [MaskedBatch.fromlist(xs, (True,), padding_value=PAD_ID)
+                               for xs in (src, trg)]
+
+
+CASES = {
+    "readme_rnn": readme_rnn_case,
+    "adaptive_computation": adaptive_computation_case,
+    "translation": translation_case,
+    "treelstm": treelstm_case,
+    "transformer_mb18": transformer_mb18_case,
+}
+
+
+def run_compiled(compiled, model):
+    """The batch through ``compiled``, the loop's plain examples through ``model``."""
+    def run(*args):
+        if any(isinstance(a, MaskedBatch) for a in args):
+            return compiled(*args)
+        return model(*args)
+    return run
+
+
+@pytest.mark.filterwarnings("ignore:The number of elements in the out tensor")  # the original's
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_torch_compile_gives_the_eager_result(case, backend):
+    model, xs_args, xb_args = CASES[case](torch.float64)
+    compiled = torch.compile(model, backend=backend)
+    mb_assert(run_compiled(compiled, model), xs_args, xb_args, len(xs_args[0]),
+              params=list(model.parameters()))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c != "transformer_mb18"])
+def test_matchbox_compile_equals_the_loop(case, dtype):
+    model, xs_args, xb_args = CASES[case](dtype)
+    compiled = matchbox.compile(model, backend="aot_eager", fallback="raise")
+    mb_assert(run_compiled(compiled, model), xs_args, xb_args, len(xs_args[0]),
+              params=list(model.parameters()))
+    assert [s.eager_reason for s in compiled.specializations] == [None]
+
+
+@pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
+def test_the_original_transformer_runs_eagerly_saying_why():
+    # Its positional encodings write torch.arange(0, D, 2) into out=x.new(D), a tensor of
+    # another size, which torch.compile refuses in a graph.
+    model, xs_args, xb_args = transformer_mb18_case(torch.float64)
+    compiled = matchbox.compile(model, backend="aot_eager")
+    with pytest.warns(UserWarning, match=r"runs batch\(B=3, <=8\), batch\(B=3, <=8\) eagerly, "
+                                         r"as it cannot be captured as one graph: torch.compile "
+                                         r"failed on the captured graph: .*out="):
+        mb_assert(run_compiled(compiled, model), xs_args, xb_args, 3,
+                  params=list(model.parameters()))
+
+
+def test_a_packed_lstm_runs_eagerly_saying_why():
+    torch.manual_seed(0)
+    lstm = nn.LSTM(4, 5, batch_first=True).double()
+    xs = [torch.randn(1, n, 4, dtype=torch.float64) for n in (3, 1, 4)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+
+    class LastStates(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = lstm
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    model = LastStates()
+    compiled = matchbox.compile(model, backend="aot_eager")
+    with pytest.warns(UserWarning, match=r"runs batch\(B=3, <=8, 4\) eagerly, as it cannot be "
+                                         r"captured as one graph: .*packing.py"):
+        mb_assert(run_compiled(compiled, model), [xs], [xb], 3, params=list(model.parameters()))
