@@ -34,10 +34,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.masked_batch import MaskedBatch, constant_pad, normalize_dim
 
 FAMILY = "gather"
 
@@ -175,7 +174,7 @@ def _gather_positions(x: MaskedBatch, d: int, index: MaskedBatch, positions: tor
         # No example has a position there (an index would have been refused): read
         # from one slot of fill, which only padding positions reach.
         pads = [0, 0] * (data.dim() - 1 - d) + [0, 1]
-        data = F.pad(data, pads)
+        data = constant_pad(data, pads)
     out = torch.gather(data, d, positions, sparse_grad=sparse_grad)
     mask = _masking.fit_mask(_masking.combine_masks([mask, _example_real(x)]), out, index.dims)
     return MaskedBatch._make(_masking.guard_gradient(out, mask), mask, index.dims)
@@ -323,7 +322,7 @@ def index_select(func, input, dim, index, *, out=None):
     positions = positions.expand(full)
     data = x.data
     if data.size(d) == 0 and positions.numel():
-        data = F.pad(data, [0, 0] * (data.dim() - 1 - d) + [0, 1])
+        data = constant_pad(data, [0, 0] * (data.dim() - 1 - d) + [0, 1])
     out = torch.gather(data, d, positions)
     dims = x.dims[:d - 1] + (False,) + x.dims[d:]
     mask = x._mask
@@ -387,7 +386,7 @@ def tensor_index(op: str, x: MaskedBatch, d: int, item: Any) -> tuple[MaskedBatc
     full[d] = count
     data = x.data
     if data.size(d) == 0 and count:
-        data = F.pad(data, [0, 0] * (rank - 1 - d) + [0, 1])
+        data = constant_pad(data, [0, 0] * (rank - 1 - d) + [0, 1])
     out = torch.gather(data, d, positions.reshape(view).expand(full))
     index_shape = list(values.shape[1:])
     out = out.reshape(*full[:d], *index_shape, *full[d + 1:])
