@@ -37,6 +37,24 @@ def _attention_of_a_row_without_keys() -> bool:
     return True
 
 
+class _TensorLike:
+    """A class that handles every torch function itself, as a batch does."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return "handled"
+
+
+def _number_arguments_reach_torch_function() -> bool:
+    like = _TensorLike()
+    try:
+        return all(call() == "handled" for call in (
+            lambda: torch.full((1,), like), lambda: torch.zeros(like),
+            lambda: F.one_hot(torch.zeros(1, dtype=torch.long), like)))
+    except TypeError:
+        return False
+
+
 # Tensor.ldexp_ on a tensor that requires grad: torch 2.3 writes it through
 # mul(out=...), which autograd refuses (pytorch/pytorch#68966).
 INPLACE_LDEXP_HAS_DERIVATIVE = _works(
@@ -56,6 +74,11 @@ LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS = _works(
 # "index -1 is out of bounds" for it, as gather does (and so does Matchbox there).
 TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES = _works(
     lambda: torch.take_along_dim(torch.zeros(1, 1), torch.tensor([[-1]]), 1))
+# A tensor-like given where torch takes a number (torch.full's fill_value, a size of
+# torch.zeros, F.one_hot's num_classes) reaches its __torch_function__, so a batch there
+# reaches Matchbox; torch 2.3's argument parser raises its own TypeError first ("must be
+# Number, not MaskedBatch").
+NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION = _number_arguments_reach_torch_function()
 # torch.load(weights_only=True) can be told to trust more classes (a batch type):
 # torch.serialization.add_safe_globals, new in torch 2.4.
 SAFE_GLOBALS = hasattr(torch.serialization, "add_safe_globals")
@@ -71,10 +94,18 @@ def needs(flag: bool, what: str) -> pytest.MarkDecorator:
                               f"torch {torch.__version__} does not")
 
 
+def batch_needs(flag: bool, what: str) -> pytest.MarkDecorator:
+    """Skip unless the installed torch can do ``what`` (the batched call needs it: the
+    loop does not, and Matchbox cannot do it for that torch)."""
+    return pytest.mark.skipif(not flag, reason=f"the batch needs a torch that {what}; "
+                              f"torch {torch.__version__} does not")
+
+
 def lacks(flag: bool, what: str) -> pytest.MarkDecorator:
-    """Run only where the installed torch cannot do ``what`` (tests of Matchbox's error)."""
-    return pytest.mark.skipif(flag, reason=f"torch {torch.__version__} {what}; Matchbox's "
-                              "error for a torch that cannot is tested on such a torch (tox -e "
+    """Run only where the installed torch cannot do ``what`` (tests of the error given
+    there: Matchbox's, or torch's own where torch refuses the call before Matchbox sees it)."""
+    return pytest.mark.skipif(flag, reason=f"torch {torch.__version__} {what}; the error "
+                              "given on a torch that cannot is tested on such a torch (tox -e "
                               "oldest)")
 
 

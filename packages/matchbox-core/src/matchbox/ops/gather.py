@@ -44,7 +44,8 @@ FAMILY = "gather"
 
 def _take_along_dim_counts_from_the_end() -> bool:
     """Whether ``torch.take_along_dim`` reads a negative index from the end of ``dim``
-    (newer torch does; torch 2.3 raises "out of bounds" for it, as ``gather`` does)."""
+    (newer torch does, pytorch/pytorch#146211; torch 2.3 raises "out of bounds" for it,
+    as ``gather`` does)."""
     try:
         torch.take_along_dim(torch.zeros(1, 1), torch.tensor([[-1]]), 1)
     except RuntimeError:
