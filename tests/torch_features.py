@@ -9,8 +9,10 @@ environment of the tox matrix (the oldest torch included) runs one of the two.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -86,6 +88,45 @@ SAFE_GLOBALS = hasattr(torch.serialization, "add_safe_globals")
 # its inputs by.
 PYTREE_KEY_PATHS = "flatten_with_keys_fn" in inspect.signature(
     torch.utils._pytree.register_pytree_node).parameters
+
+
+# Two torch.compile behaviours, probed by compiling: functions, called only by the tests
+# that need them (a compilation takes a second).  Both concern code that writes into an
+# out= tensor of another size (torch resizes it), as the original Transformer example
+# does (torch.arange(0, D, 2, out=x.new(D))).
+
+
+@functools.cache
+def compile_refuses_an_out_tensor_of_another_size() -> bool:
+    """torch.compile(fullgraph=True) refuses such a write ("Shape mismatch with out=
+    tensor variant"); torch 2.3's Dynamo compiles it."""
+    def write(x: torch.Tensor) -> torch.Tensor:
+        return torch.arange(0.0, 6.0, 2.0, out=x.new_empty(6))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's own, about resizing the out= tensor
+        try:
+            torch.compile(write, backend="eager", fullgraph=True, dynamic=False)(torch.zeros(1))
+        except RuntimeError:  # torch._dynamo.exc.Unsupported
+            return True
+    return False
+
+
+@functools.cache
+def aot_eager_resizes_an_out_input() -> bool:
+    """torch.compile(backend="aot_eager") of a graph whose input is such an out= tensor
+    gives the result; torch 2.3's AOTAutograd fails copying the resized input back ("The
+    size of tensor a (6) must match the size of tensor b (3)")."""
+    def write(out: torch.Tensor) -> torch.Tensor:
+        return torch.arange(0.0, 6.0, 2.0, out=out)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.compile(write, backend="aot_eager")(torch.zeros(6))
+        except RuntimeError:
+            return False
+    return True
 
 
 def needs(flag: bool, what: str) -> pytest.MarkDecorator:
