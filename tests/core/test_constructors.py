@@ -70,7 +70,8 @@ FULL_OF_A_BATCH = batch_needs(NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION,
 
 
 def torch_full_needs_dispatch(names):
-    return [pytest.param(n, marks=FULL_OF_A_BATCH) if n.startswith("torch.full") else n
+    """``names``, those of the torch.full cases (not torch.full_like) marked."""
+    return [pytest.param(n, marks=FULL_OF_A_BATCH) if n.split(",")[0] == "torch.full" else n
             for n in names]
 
 
