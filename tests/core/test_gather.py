@@ -18,6 +18,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
+from torch_features import TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES, lacks
 
 from matchbox import MaskedBatch, _registry
 from matchbox._masking import EXECUTION_MASK
@@ -109,8 +110,10 @@ def check(f, args, batches, n):
 CASES = {
     "torch.gather": (lambda x, d, i, s: torch.gather(x, d, i), {}),
     "Tensor.gather": (lambda x, d, i, s: x.gather(d, i), {}),
+    # Negative indices where the loop's take_along_dim takes them (not torch 2.3's).
     "torch.take_along_dim": (lambda x, d, i, s: torch.take_along_dim(x, i, d),
-                             {"negative": True, "equal": True}),
+                             {"negative": TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES,
+                              "equal": True}),
     "Tensor.take_along_dim": (lambda x, d, i, s: x.take_along_dim(i, dim=d),
                               {"broadcast": True}),
     "torch.scatter": (lambda x, d, i, s: torch.scatter(x, d, i, s), {"distinct": True}),
@@ -161,7 +164,9 @@ def test_plain_index_and_plain_table_are_shared_by_every_example(layout, dtype):
     if short == 0:
         return  # no position every example has
     index = torch.zeros(1, 1, 1, dtype=torch.long)
-    mb_assert(lambda x: x.gather(1, index) + torch.take_along_dim(x, index - 1, 2),
+    # -1: each example's own last position, where the loop takes it (not torch 2.3).
+    last = index - 1 if TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES else index
+    mb_assert(lambda x: x.gather(1, index) + torch.take_along_dim(x, last, 2),
               [examples], [batch], len(examples))
     # A plain table indexed per example.
     table = torch.randn(1, 5, 3, dtype=dtype)
@@ -327,6 +332,18 @@ def test_an_index_into_an_examples_padding_raises_naming_the_example():
     with pytest.raises(IndexError, match=r"^torch\.gather: index -1 is out of range for "
                                          r"example 0"):
         torch.gather(batch, 1, torch.full((1, 1, 2), -1))
+
+
+@lacks(TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES, "reads a negative take_along_dim index from "
+       "the end")
+def test_a_negative_take_along_dim_index_raises_where_the_loops_does():
+    examples, batch = batch_of([(3, 2), (1, 2)], (True, False))
+    index = torch.full((1, 1, 2), -1)
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):
+        torch.take_along_dim(examples[0], index, 1)
+    with pytest.raises(IndexError, match=r"^torch\.take_along_dim: index -1 is out of range "
+                                         r"for example 0, which has size 3 in dimension 1"):
+        torch.take_along_dim(batch, index, 1)
 
 
 def test_an_index_of_an_example_that_is_not_running_is_not_checked():

@@ -18,6 +18,10 @@ import random
 import pytest
 import torch
 from torch import nn
+from torch_features import (
+    aot_eager_resizes_an_out_input,
+    compile_refuses_an_out_tensor_of_another_size,
+)
 
 import matchbox
 from examples import adaptive_computation, readme_rnn, translation, treelstm
@@ -121,6 +125,10 @@ def run_compiled(compiled, model):
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_torch_compile_gives_the_eager_result(case, backend):
+    if case == "transformer_mb18" and backend == "aot_eager" and not aot_eager_resizes_an_out_input():
+        # x.new(D) comes from Matchbox, which Dynamo skips: an input of the next graph.
+        pytest.skip(f"torch {torch.__version__}'s aot_eager fails on a graph that writes "
+                    "into an out= input of another size (torch.arange(..., out=x.new(D)))")
     model, xs_args, xb_args = CASES[case](torch.float64)
     compiled = torch.compile(model, backend=backend)
     mb_assert(run_compiled(compiled, model), xs_args, xb_args, len(xs_args[0]),
@@ -137,11 +145,18 @@ def test_matchbox_compile_equals_the_loop(case, dtype):
 
 
 @pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
-def test_the_original_transformer_runs_eagerly_saying_why():
+@pytest.mark.filterwarnings("ignore:The number of elements in the out tensor")
+def test_the_original_transformer_compiles_or_runs_eagerly_saying_why():
     # Its positional encodings write torch.arange(0, D, 2) into out=x.new(D), a tensor of
-    # another size, which torch.compile refuses in a graph.
+    # another size, which torch.compile refuses in a graph (torch 2.3's takes it: then
+    # the call is one graph, equal to the loop).
     model, xs_args, xb_args = transformer_mb18_case(torch.float64)
     compiled = matchbox.compile(model, backend="aot_eager")
+    if not compile_refuses_an_out_tensor_of_another_size():
+        mb_assert(run_compiled(compiled, model), xs_args, xb_args, 3,
+                  params=list(model.parameters()))
+        assert [s.eager_reason for s in compiled.specializations] == [None]
+        return
     with pytest.warns(UserWarning, match=r"runs batch\(B=3, <=8\), batch\(B=3, <=8\) eagerly, "
                                          r"as it cannot be captured as one graph: torch.compile "
                                          r"failed on the captured graph: .*out="):

@@ -32,11 +32,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from matchbox import _lengths
 from matchbox._capture import capturing, fails
-from matchbox.masked_batch import MaskedBatch, has_zero_padding
+from matchbox.masked_batch import MaskedBatch, constant_pad, has_zero_padding
 
 #: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
 #: matchbox-control's ``@batch`` while it runs code under a per-example
@@ -378,7 +377,7 @@ def pad_to(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
     if extra <= 0:
         return batch
     pads = [0, 0] * (batch.data.dim() - 1 - dim) + [0, extra]
-    data = F.pad(batch.data, pads)
+    data = constant_pad(batch.data, pads)
     mask = batch.mask
     dims = batch.dims
     lengths = _lengths.carried_by(batch)
@@ -390,7 +389,7 @@ def pad_to(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
             new = extent * lengths.ne(0).any(1, keepdim=True).long()
             at = _lengths.column(dims, dim)
             lengths = torch.cat([lengths[:, :at], new, lengths[:, at:]], 1)
-    mask = F.pad(mask, pads, value=False)
+    mask = constant_pad(mask, pads, False)
     return MaskedBatch._make(data, _lengths.rebuilt(mask, lengths, dims), dims)
 
 

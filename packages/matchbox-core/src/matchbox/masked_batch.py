@@ -203,7 +203,7 @@ class MaskedBatch(DataAttributes):
             pads: list[int] = []
             for size, max_size in zip(reversed(example.shape[1:]), reversed(max_sizes)):
                 pads += [0, max_size - size]
-            rows.append(torch.nn.functional.pad(example, pads, value=padding_value))
+            rows.append(constant_pad(example, pads, padding_value))
         data = torch.cat(rows, 0)
         lengths = torch.tensor(
             [[s[i + 1] for i, d in enumerate(dims) if d] for s in shapes], device=data.device
@@ -654,6 +654,24 @@ def mask_from_lengths(
             mask = mask & along.reshape(view)
             column += 1
     return mask
+
+
+def constant_pad(tensor: torch.Tensor, pads: Sequence[int], value: Any = 0) -> torch.Tensor:
+    """``F.pad(tensor, pads, value=value)`` (constant mode, pads >= 0), also where the
+    result is empty in a padded dimension.
+
+    Examples empty in part give such results (``fromlist`` of a ``(1, 0, 0)`` example
+    beside a ``(1, 0, 1)`` one), and torch 2.3 refuses to pad into them ("resulted in a
+    negative output size"); a result with no elements is the tensor itself reshaped,
+    which keeps it in the autograd graph.
+    """
+    if tensor.numel() == 0:
+        shape = list(tensor.shape)
+        for i in range(len(pads) // 2):
+            shape[-1 - i] += pads[2 * i] + pads[2 * i + 1]
+        if 0 in shape:
+            return tensor.reshape(shape)
+    return torch.nn.functional.pad(tensor, list(pads), value=value)
 
 
 def normalize_dim(dim: int, rank: int, op: str) -> int:

@@ -28,10 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from matchbox import _lengths
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, constant_pad
 
 Structure = tuple[Any, ...]
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device,
@@ -96,8 +95,8 @@ def _flatten_batch(batch: MaskedBatch, tensors: list[torch.Tensor], bucket: Any)
             extra = bucket_size(data.size(i), bucket) - data.size(i) if dims[i - 1] else 0
             pads += [0, extra]
         if any(pads):  # static dimensions get no padding, in data as in the mask
-            data = F.pad(data, pads)
-            mask = F.pad(mask, pads, value=False)
+            data = constant_pad(data, pads)
+            mask = constant_pad(mask, pads, False)
     tensors.append(data)
     if mask is not None:
         tensors.append(mask)

@@ -22,10 +22,11 @@ example, indexed per example).  What happens to padding and mask:
 Checks are the loop's: in every dimension but ``dim`` the index may not be larger
 than the input (nor, for scatter, than ``src`` in any dimension), counted per example;
 a real index value outside ``[0, size)`` of its own example along ``dim`` (negative
-values count from the example's end in ``take_along_dim`` and ``x[:, idx]``, as in
-torch) raises, naming the example, where the loop would raise for it.  Only running
-examples (``_masking.EXECUTION_MASK``) are checked.  Along dimension 0 (each example's
-own size-one batch dimension) the only position is 0.  ``out=`` is refused.
+values count from the example's end in ``x[:, idx]``, and in ``take_along_dim`` where the
+installed torch's does: torch 2.3's raises for them, as ``gather`` does) raises, naming
+the example, where the loop would raise for it.  Only running examples
+(``_masking.EXECUTION_MASK``) are checked.  Along dimension 0 (each example's own
+size-one batch dimension) the only position is 0.  ``out=`` is refused.
 """
 
 from __future__ import annotations
@@ -34,12 +35,26 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.masked_batch import MaskedBatch, constant_pad, normalize_dim
 
 FAMILY = "gather"
+
+
+def _take_along_dim_counts_from_the_end() -> bool:
+    """Whether ``torch.take_along_dim`` reads a negative index from the end of ``dim``
+    (newer torch does, pytorch/pytorch#146211; torch 2.3 raises "out of bounds" for it,
+    as ``gather`` does)."""
+    try:
+        torch.take_along_dim(torch.zeros(1, 1), torch.tensor([[-1]]), 1)
+    except RuntimeError:
+        return False
+    return True
+
+
+#: The loop's ``take_along_dim`` takes negative indices: so does the batch's.
+TAKE_ALONG_DIM_COUNTS_FROM_THE_END = _take_along_dim_counts_from_the_end()
 
 
 # ------------------------------------------------------------------ arguments
@@ -175,7 +190,7 @@ def _gather_positions(x: MaskedBatch, d: int, index: MaskedBatch, positions: tor
         # No example has a position there (an index would have been refused): read
         # from one slot of fill, which only padding positions reach.
         pads = [0, 0] * (data.dim() - 1 - d) + [0, 1]
-        data = F.pad(data, pads)
+        data = constant_pad(data, pads)
     out = torch.gather(data, d, positions, sparse_grad=sparse_grad)
     mask = _masking.fit_mask(_masking.combine_masks([mask, _example_real(x)]), out, index.dims)
     return MaskedBatch._make(_masking.guard_gradient(out, mask), mask, index.dims)
@@ -227,7 +242,7 @@ def take_along_dim(func, input, indices, dim=None, *, out=None):
 
     def run(x: MaskedBatch, d: int, idx: MaskedBatch) -> MaskedBatch:
         x, idx = _broadcast_except(op, x, idx, d)
-        return _gather(op, x, d, idx, False, True)
+        return _gather(op, x, d, idx, False, TAKE_ALONG_DIM_COUNTS_FROM_THE_END)
 
     return _along(d, x, idx, run)
 
@@ -323,7 +338,7 @@ def index_select(func, input, dim, index, *, out=None):
     positions = positions.expand(full)
     data = x.data
     if data.size(d) == 0 and positions.numel():
-        data = F.pad(data, [0, 0] * (data.dim() - 1 - d) + [0, 1])
+        data = constant_pad(data, [0, 0] * (data.dim() - 1 - d) + [0, 1])
     out = torch.gather(data, d, positions)
     dims = x.dims[:d - 1] + (False,) + x.dims[d:]
     mask = x._mask
@@ -387,7 +402,7 @@ def tensor_index(op: str, x: MaskedBatch, d: int, item: Any) -> tuple[MaskedBatc
     full[d] = count
     data = x.data
     if data.size(d) == 0 and count:
-        data = F.pad(data, [0, 0] * (rank - 1 - d) + [0, 1])
+        data = constant_pad(data, [0, 0] * (rank - 1 - d) + [0, 1])
     out = torch.gather(data, d, positions.reshape(view).expand(full))
     index_shape = list(values.shape[1:])
     out = out.reshape(*full[:d], *index_shape, *full[d + 1:])

@@ -24,7 +24,7 @@ import torch
 
 from matchbox import _lengths, _masking, _registry
 from matchbox._autograd_function import grad_enabled, refuse_untracked
-from matchbox.masked_batch import MaskedBatch, mask_from_lengths
+from matchbox.masked_batch import MaskedBatch, constant_pad, mask_from_lengths
 
 
 def _operand(x: Any) -> Any:
@@ -217,7 +217,7 @@ def _extend(x: Any, dim: int, size: int) -> Any:
     if x.dims[dim - 1]:
         return _masking.pad_to(x, dim, size)
     pads = [0, 0] * (x.data.dim() - 1 - dim) + [0, extra]
-    return MaskedBatch._make(torch.nn.functional.pad(x.data, pads), x._mask, x.dims)
+    return MaskedBatch._make(constant_pad(x.data, pads), x._mask, x.dims)
 
 
 def _check_contraction(op: str, a: Any, b: Any) -> tuple[Any, Any]:
