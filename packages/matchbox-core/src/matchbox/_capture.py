@@ -38,7 +38,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["Capture", "capturing", "fails", "some"]
+__all__ = ["Capture", "NotCapturable", "capturing", "fails", "refuse", "some"]
+
+
+class NotCapturable(RuntimeError):
+    """Raised while capturing by code that a graph cannot hold (it would need the
+    values); ``matchbox.compile`` then runs the call eagerly, saying why."""
 
 
 class Capture:
@@ -111,6 +116,12 @@ def some(flags: torch.Tensor) -> bool:
     if _CAPTURE.get() is not None:
         return True
     return bool(flags.any())
+
+
+def refuse(what: str) -> None:
+    """While capturing, raise :class:`NotCapturable` saying ``what`` needs values."""
+    if _CAPTURE.get() is not None:
+        raise NotCapturable(what)
 
 
 def fails(failing: torch.Tensor) -> bool:

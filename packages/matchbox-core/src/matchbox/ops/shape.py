@@ -760,7 +760,10 @@ def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> Ma
                for p in parts]
     padded = [p.data.size(d) for p in parts]
     total = torch.stack(lengths, 1).sum(1)
-    out_size = int(total.max()) if total.numel() else 0
+    if _capture.capturing() is not None:
+        out_size = sum(padded)  # every example fits; the graph must not read the lengths
+    else:
+        out_size = int(total.max()) if total.numel() else 0
     starts = torch.stack(lengths, 1).cumsum(1) - torch.stack(lengths, 1)  # (B, parts)
     position = torch.arange(out_size, device=parts[0].device)
     # For every output position, which part it comes from and where in the
