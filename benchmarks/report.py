@@ -55,6 +55,10 @@ from benchmarks._harness import (
 LOOP = "per-example loop"
 MATCHBOX = "Matchbox"
 LIMIT = "hand-written limit"
+MATCHBOX_COMPILED = "Matchbox, matchbox.compile"
+LIMIT_COMPILED = "hand-written limit, torch.compile"
+#: The compiled variants run from this batch size up (issue 14's targets start at 8).
+COMPILED_FROM = 8
 SKEWS = {
     "uniform": lambda rng: rng.randint(5, 60),
     "skewed": lambda rng: rng.randint(100, 200) if rng.random() < 0.1 else rng.randint(5, 20),
@@ -67,6 +71,9 @@ class Model:
 
     name: str
     build: Callable[[list[int], str], dict[str, Callable[[], object]]]
+    #: ``benchmarks.compiled``'s builder of the compiled variants, and the hidden size.
+    compiled: str = ""
+    size: int = 0
 
 
 def _sequence_examples(lengths: list[int], size: int, device: str) -> list[torch.Tensor]:
@@ -121,12 +128,25 @@ def treelstm(lengths: list[int], device: str) -> dict:
 
 
 MODELS = [
-    Model("README RNN", readme_rnn),
-    Model("LSTM", lstm),
-    Model("transformer encoder layer", transformer),
-    Model("adaptive computation", adaptive_computation),
-    Model("TreeLSTM", treelstm),
+    Model("README RNN", readme_rnn, "readme_rnn", 128),
+    Model("LSTM", lstm, "lstm", 128),
+    Model("transformer encoder layer", transformer, "transformer_layer", 256),
+    Model("adaptive computation", adaptive_computation, "halting_while", 128),
+    Model("TreeLSTM", treelstm, "treelstm", 64),
 ]
+
+
+def compiled_variants(model: Model, lengths: list[int], device: str) -> dict:
+    """``matchbox.compile`` of the model and ``torch.compile`` of its hand-written limit
+    (``benchmarks.compiled``), compiled here once (not timed)."""
+    if device != "cpu":
+        return {}  # benchmarks.compiled builds CPU models
+    from benchmarks import compiled
+
+    fns = getattr(compiled, model.compiled)(lengths, model.size)
+    fns = {MATCHBOX_COMPILED: fns[compiled.COMPILED], LIMIT_COMPILED: fns[compiled.LIMIT_COMPILED]}
+    compiled.compile_seconds(fns)
+    return fns
 
 
 def _first(fn: Callable[[], object]) -> Callable[[], object]:
@@ -168,11 +188,13 @@ class Cell:
 
 
 def measure(model: Model, batch: int, skew: str, device: str,
-            repeats: int) -> dict[str, Cell]:
+            repeats: int, with_compiled: bool = False) -> dict[str, Cell]:
     rng = random.Random(batch * 7919 + len(skew))
     lengths = [SKEWS[skew](rng) for _ in range(batch)]
     torch.manual_seed(0)
     fns = model.build(lengths, device)
+    if with_compiled and batch >= COMPILED_FROM:
+        fns.update(compiled_variants(model, lengths, device))
     steps = {name: _step(fn) for name, fn in fns.items()}
     batched = {k: v for k, v in steps.items() if k != LOOP}
     times = interleaved_medians(batched, repeats, warmup=1)
@@ -211,10 +233,14 @@ def plot(results: dict, path: Path) -> Path | None:
     figure, axes = plt.subplots(rows, columns, figsize=(10, 3 * rows), squeeze=False)
     for axis, (model, skew) in zip(axes.flat, panels):
         batches = sorted(b for m, s, b in results if (m, s) == (model, skew))
-        for name, style in ((MATCHBOX, "o-"), (LIMIT, "k--")):
+        for name, style in ((MATCHBOX, "o-"), (LIMIT, "k--"), (MATCHBOX_COMPILED, "s-"),
+                            (LIMIT_COMPILED, "k:")):
+            shown = [b for b in batches if name in results[(model, skew, b)]]
+            if not shown:
+                continue
             speedups = [results[(model, skew, b)][LOOP].seconds
-                        / results[(model, skew, b)][name].seconds for b in batches]
-            axis.plot(batches, speedups, style, label=name)
+                        / results[(model, skew, b)][name].seconds for b in shown]
+            axis.plot(shown, speedups, style, label=name)
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_title(f"{model} ({skew})", fontsize=9)
@@ -236,17 +262,24 @@ def main(argv: list[str] | None = None) -> str:
                         help="models to run (names as in the table)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="batch sizes 1 and 8, 1 repeat")
+    parser.add_argument("--compiled", action="store_true",
+                        help=f"add matchbox.compile and torch.compile of the limit from batch "
+                             f"{COMPILED_FROM} up (CPU; each cell compiles its graphs first)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = parser.parse_args(argv)
     if args.quick:
         args.batches, args.repeats = [1, 8], 1
+    if args.compiled:
+        from benchmarks.compiled import compile_in_process
+
+        compile_in_process()
     results = {}
     for model in MODELS:
         if model.name not in args.models:
             continue
         for skew in SKEWS:
             for batch in args.batches:
-                cells = measure(model, batch, skew, args.device, args.repeats)
+                cells = measure(model, batch, skew, args.device, args.repeats, args.compiled)
                 results[(model.name, skew, batch)] = cells
                 print(f"{model.name}, {skew}, batch {batch}: " + ", ".join(
                     f"{name} {cell.seconds * 1e3:.1f} ms" for name, cell in cells.items()),

@@ -15,6 +15,10 @@ of different lengths, and the demo then:
    limit Matchbox aims for) — and writes the loss curve (PNG) and the table
    (Markdown) under ``examples/out/``.
 
+With ``--compile`` it trains the model under ``matchbox.compile`` (one graph
+per padded-size bucket, ``docs/compile.md``), says how much of the training
+time went into compiling, and times the compiled step too.
+
 ``python3 dev.py demo --help`` lists the options (model, batch size, steps,
 device).
 """
@@ -128,7 +132,7 @@ class Progress:
         print(file=sys.stderr)
 
 
-def train(model: CodeLM, loader, steps: int, device: str) -> list[float]:
+def train(model: nn.Module, loader, steps: int, device: str) -> list[float]:
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     progress = Progress(steps)
     curve = []
@@ -169,7 +173,8 @@ def time_step(fn, repeats: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def speed_table(model: CodeLM, batch: MaskedBatch, repeats: int) -> tuple[list, str]:
+def speed_table(model: CodeLM, batch: MaskedBatch, repeats: int,
+                compiled: nn.Module | None = None) -> tuple[list, str]:
     examples = list(batch.examples())
     lengths = batch.size_as_tensor(1).data
     ids = torch.where(batch.mask, batch.data, torch.zeros_like(batch.data))
@@ -186,9 +191,15 @@ def speed_table(model: CodeLM, batch: MaskedBatch, repeats: int) -> tuple[list, 
         model.zero_grad()
         padded_loss(model, ids, lengths).backward()
 
-    seconds = {name: time_step(fn, repeats) for name, fn in
-               [("per-example loop", loop), ("Matchbox", matchbox_step),
-                ("hand-padded PyTorch", padded)]}
+    def compiled_step():
+        model.zero_grad()
+        compiled(batch).backward()
+
+    variants = [("per-example loop", loop), ("Matchbox", matchbox_step),
+                ("hand-padded PyTorch", padded)]
+    if compiled is not None:
+        variants.insert(2, ("Matchbox, matchbox.compile", compiled_step))
+    seconds = {name: time_step(fn, repeats) for name, fn in variants}
     n = len(examples)
     rows = [(name, n / s, seconds["per-example loop"] / s, s / seconds["hand-padded PyTorch"])
             for name, s in seconds.items()]
@@ -238,6 +249,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="examples in the timed batch (default: 256)")
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per variant")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--compile", action="store_true",
+                        help="train under matchbox.compile (one graph per padded-size bucket)")
     parser.add_argument("--out", type=Path, default=OUT,
                         help=f"where the PNG and the Markdown table go (default: {OUT})")
     args = parser.parse_args(argv)
@@ -257,11 +270,18 @@ def main(argv: list[str] | None = None) -> None:
     print("check: the batched loss and gradients equal the per-example loop's  [ok]")
 
     print(f"training a {args.model} language model, batch {args.batch_size}, "
-          f"{args.steps} steps:")
-    curve = train(model, loader, args.steps, args.device)
+          f"{args.steps} steps{', compiled' if args.compile else ''}:")
+    compiled = matchbox.compile(model) if args.compile else None
+    start = time.perf_counter()
+    curve = train(compiled or model, loader, args.steps, args.device)
+    if compiled is not None:
+        spent = sum(s.compile_seconds for s in compiled.specializations)
+        total = time.perf_counter() - start
+        print(f"compiled {len(compiled.specializations)} graphs in {spent:.0f} s: "
+              f"{100 * spent / total:.0f}% of the {total:.0f} s of training")
 
     timed = field.process(lines[-args.timing_examples:], device=args.device)
-    _, table = speed_table(model, timed, args.repeats)
+    _, table = speed_table(model, timed, args.repeats, compiled)
     header = (f"CodeLM ({args.model}, hidden {args.size}), one training step on "
               f"{args.timing_examples} lines of 3–40 tokens, {args.device}; "
               f"torch {torch.__version__}, {torch.get_num_threads()} threads")

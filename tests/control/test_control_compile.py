@@ -181,3 +181,27 @@ def test_torch_compile_of_a_while_gives_the_eager_result(backend):
     examples, batch = scalars([0.41, 0.07, 0.42, 2.0])
     assert_batch_equals_loop(lambda x: compiled(x) if isinstance(x, MaskedBatch) else halting(x),
                              (examples, batch))
+
+
+def test_a_run_discarded_for_a_larger_bound_leaves_no_update_behind():
+    class Counted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros(1, dtype=torch.float64))
+
+        @matchbox.batch
+        def forward(self, x):
+            self.calls.add_(1)
+            while x.abs() < 10:
+                x = x * 2 + 0.5
+            return x
+
+    model = Counted()
+    compiled = matchbox.compile(model, backend=BACKEND)
+    matchbox.compiler.MIN_STEPS, saved = 8, matchbox.compiler.MIN_STEPS
+    try:
+        compiled(scalars([-0.49, 3.0])[1])  # 10 doublings: the first graph (8 steps) overflows
+    finally:
+        matchbox.compiler.MIN_STEPS = saved
+    assert [s.bound for s in compiled.specializations] == [16]
+    assert model.calls.item() == 1.0

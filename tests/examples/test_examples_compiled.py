@@ -103,7 +103,17 @@ def transformer_mb18_case(dtype):
                                for xs in (src, trg)]
 
 
+def demo_case(dtype):
+    from examples import demo
+
+    torch.manual_seed(0)
+    model = demo.CodeLM(20, 8, "gru").to(dtype)
+    lines = [torch.randint(0, 20, (1, n)) for n in (2, 5, 3, 9)]
+    return model, [lines], [MaskedBatch.fromlist(lines, (True,), padding_value=PAD_ID)]
+
+
 CASES = {
+    "demo": demo_case,
     "readme_rnn": readme_rnn_case,
     "adaptive_computation": adaptive_computation_case,
     "translation": translation_case,

@@ -11,7 +11,9 @@ through this module, which answers it two ways:
 | question                         | eager                  | while capturing                         |
 |----------------------------------|------------------------|-----------------------------------------|
 | ``some(flags)``: does any        | ``bool(flags.any())``  | ``True``: the code runs, masked (what it |
-| example need this code?          |                        | computes for the others is discarded)   |
+| example need this code, or this  |                        | computes for the others is discarded);  |
+| layout?                          |                        | a stack of items only some examples     |
+|                                  |                        | have is dynamic                         |
 | ``fails(failing)``: does a check | ``bool(failing.any())``| ``False``; ``failing.any()`` becomes an  |
 | fail for a running example?      |                        | output of the graph                     |
 | may a loop take another step?    | while some example is  | up to the capture's step bound, as eager |
@@ -36,12 +38,12 @@ from typing import Any
 
 import torch
 
-__all__ = ["Capture", "ValueDependent", "capturing", "fails", "refuse_value_dependent", "some"]
+__all__ = ["Capture", "NotCapturable", "capturing", "fails", "refuse", "some"]
 
 
-class ValueDependent(RuntimeError):
-    """Raised while capturing where Matchbox would decide something from values that a
-    graph cannot hold (the layout of a result); the call then runs eagerly."""
+class NotCapturable(RuntimeError):
+    """Raised while capturing by code that a graph cannot hold (it would need the
+    values); ``matchbox.compile`` then runs the call eagerly, saying why."""
 
 
 class Capture:
@@ -116,10 +118,10 @@ def some(flags: torch.Tensor) -> bool:
     return bool(flags.any())
 
 
-def refuse_value_dependent(what: str) -> None:
-    """While capturing, raise :class:`ValueDependent` saying ``what`` depends on values."""
+def refuse(what: str) -> None:
+    """While capturing, raise :class:`NotCapturable` saying ``what`` needs values."""
     if _CAPTURE.get() is not None:
-        raise ValueDependent(what)
+        raise NotCapturable(what)
 
 
 def fails(failing: torch.Tensor) -> bool:

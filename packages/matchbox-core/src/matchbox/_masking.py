@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths
-from matchbox._capture import capturing, fails
+from matchbox._capture import capturing, fails, refuse
 from matchbox.masked_batch import MaskedBatch, constant_pad, has_zero_padding
 
 #: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
@@ -287,18 +287,25 @@ class RowMask:
         self.mask = mask  # (rows, 1)
 
 
-def real_rows(batch: MaskedBatch) -> torch.Tensor | RowMask | None:
+def real_rows(batch: MaskedBatch, *, each_row_alone: bool = True
+              ) -> torch.Tensor | RowMask | None:
     """Indices of the real rows of ``batch.data.reshape(-1, features)``; ``None`` if all are.
 
     A row is one position of every dimension but the last, which must be
     static (its mask has size one there).  While capturing a graph, a
-    :class:`RowMask` (the number of real rows depends on the mask's values).
+    :class:`RowMask` (the number of real rows depends on the mask's values):
+    right for ops that compute each row alone (a linear layer); an op whose
+    rows combine (``each_row_alone=False``: batch statistics) cannot be
+    captured, as zeroed padding rows would count.
     """
     mask = batch._mask
     if mask is None:
         return None
     lead = tuple(batch.data.shape[:-1])
     if capturing() is not None:
+        if not each_row_alone:
+            refuse("statistics over the real rows of the whole batch (batch_norm in "
+                   "training): how many rows are real depends on the mask's values")
         return RowMask(mask.expand(*lead, 1).reshape(-1, 1))
     key = (id(mask), lead)
     entry = _ROWS.get(key)

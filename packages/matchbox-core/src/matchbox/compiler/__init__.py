@@ -53,12 +53,14 @@ from torch import nn
 
 from matchbox.compiler import graph as _graph
 from matchbox.compiler.graph import CaptureError, Specialization
+from matchbox.compiler.state import module_key
 from matchbox.compiler.structure import (
     Unsupported,
     check_bucket,
     describe,
     flatten,
     largest_dynamic_size,
+    own_tensors,
     tensor_key,
     unflatten,
 )
@@ -112,9 +114,11 @@ class _Specializations:
     """The graphs of one compiled model, keyed by what they are specialised on."""
 
     def __init__(self, run: Callable[..., Any], name: str, *, bucket: Any, max_steps: int | None,
-                 backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str):
+                 backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str,
+                 module: nn.Module | None = None):
         self.run = run  # run(params, args, kwargs): the eager call
         self.name = name
+        self.module = module
         self.bucket = bucket
         self.max_steps = max_steps
         self.backend = backend
@@ -129,41 +133,55 @@ class _Specializations:
         try:
             structure = flatten((args, kwargs), tensors, bucket=self.bucket)
         except Unsupported as error:
-            return self._eager_for(None, str(error), params, args, kwargs)
+            return self._eager_for(str(error), params, args, kwargs)
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
                torch.is_autocast_enabled(), key_extra)
         spec = self.table.get(key)
         if spec is None:
             bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
-            spec = self.table[key] = self._specialize(structure, params, tensors, bound)
+            spec = self.table[key] = self._specialize(structure, params, tensors, bound,
+                                                      (args, kwargs))
         while True:
             if spec.eager_reason is not None:
                 spec.calls += 1
                 return self.run(params, args, kwargs)
+            if spec.mutated and _copied_and_changed(spec, len(params), tensors, (args, kwargs)):
+                # This call's batch was padded into a copy, which the graph would change.
+                _warn_once(spec, f"matchbox.compile({self.name}): runs a call eagerly: it "
+                                 "changes a batch argument in place, and the graph would get "
+                                 "it padded to the bucket (a copy the change would not leave); "
+                                 "compile with bucket=None, or make the change out of place")
+                return self.run(params, args, kwargs)
             inputs = params + tensors
+            kept = _before_run(spec, inputs)
             try:
                 outputs = _graph.timed_first_run(spec, inputs)
             except Exception as error:  # noqa: BLE001
                 if not spec.first_run_failed(error):
                     raise
+                _restore(kept)
                 self._eager_spec(spec, f"torch.compile failed on the captured graph: "
                                        f"{_graph.reason(error)}")
                 continue
             spec.calls += 1
+            self._check_updates(spec, inputs, kept)
             if spec.has_flags:
                 *outputs, flags = outputs
                 failed, overflowed = flags.tolist()  # the one sync of a compiled call
+                if failed or overflowed:
+                    _restore(kept)  # the run is discarded: so are its in-place updates
                 if failed:
                     # A per-example check failed: the eager call raises its error.
                     return self.run(params, args, kwargs)
                 if overflowed:
-                    spec = self.table[key] = self._grow(spec, structure, params, tensors)
+                    spec = self.table[key] = self._grow(spec, structure, params, tensors,
+                                                        (args, kwargs))
                     continue
             result, _ = unflatten(spec.out_structure, list(outputs))
             return result
 
     def _grow(self, spec: Specialization, structure: Any, params: list[torch.Tensor],
-              tensors: list[torch.Tensor]) -> Specialization:
+              tensors: list[torch.Tensor], arguments: Any) -> Specialization:
         if self.max_steps is not None:
             raise RuntimeError(
                 f"matchbox.compile({self.name}): a loop needs more than max_steps="
@@ -171,17 +189,18 @@ class _Specializations:
                 "for a bound that grows as calls need it)")
         log.info("%s: a loop needs more than %d steps; compiling again with %d",
                  self.name, spec.bound, 2 * spec.bound)
-        return self._specialize(structure, params, tensors, 2 * spec.bound)
+        return self._specialize(structure, params, tensors, 2 * spec.bound, arguments)
 
     def _specialize(self, structure: Any, params: list[torch.Tensor],
-                    tensors: list[torch.Tensor], bound: int) -> Specialization:
+                    tensors: list[torch.Tensor], bound: int, arguments: Any) -> Specialization:
+        del arguments  # (the call's own tensors matter per call, see __call__)
         import time
 
         spec = Specialization(summary=describe(structure, tensors), bound=bound)
         start = time.perf_counter()
         try:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
-                                   spec)
+                                   spec, self.module)
         except CaptureError as error:
             return self._eager_spec(spec, str(error))
         spec.nodes = len(graph.graph.nodes)
@@ -191,56 +210,113 @@ class _Specializations:
                  spec.summary, spec.nodes, bound)
         return spec
 
+    def _check_updates(self, spec: Specialization, inputs: list[torch.Tensor],
+                       kept: list[tuple[torch.Tensor, int, torch.Tensor | None]]) -> None:
+        """Every tensor the call changes in place was changed by the compiled run.
+
+        ``torch.compile`` has dropped such an update (of a 0-d float64 buffer, torch
+        2.13 on the CPU): then the specialisation runs eagerly from the next call on,
+        and this call raises rather than return with the update lost.
+        """
+        lost = [i for i, (tensor, version, _) in zip(spec.mutated, kept)
+                if tensor._version == version]
+        if lost:
+            self._eager_spec(spec, "torch.compile's graph dropped an in-place update of an "
+                                   f"input of shape {tuple(inputs[lost[0]].shape)}")
+            raise RuntimeError(
+                f"matchbox.compile({self.name}): the compiled graph did not apply the call's "
+                f"in-place update of a tensor of shape {tuple(inputs[lost[0]].shape)} and "
+                f"dtype {inputs[lost[0]].dtype} (a torch.compile issue); this specialisation "
+                "runs eagerly from now on: call again")
+
     def _eager_spec(self, spec: Specialization, reason: str) -> Specialization:
         if self.fallback == "raise":
             raise CaptureError(f"matchbox.compile({self.name}): cannot capture {spec.summary} "
                                f"as one graph: {reason}")
-        warnings.warn(f"matchbox.compile({self.name}): runs {spec.summary} eagerly, as it "
-                      f"cannot be captured as one graph: {reason}", stacklevel=4)
+        _warn(f"matchbox.compile({self.name}): runs {spec.summary} eagerly, as it cannot be "
+              f"captured as one graph: {reason}")
         spec.eager_reason = reason
         return spec
 
-    def _eager_for(self, key: Any, reason: str, params: list[torch.Tensor],
-                   args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _eager_for(self, reason: str, params: list[torch.Tensor], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> Any:
+        """A call whose arguments cannot be taken apart: eager (warned once)."""
         if self.fallback == "raise":
             raise CaptureError(f"matchbox.compile({self.name}): cannot capture the call: {reason}")
-        if key not in self.table:
-            warnings.warn(f"matchbox.compile({self.name}): runs eagerly: {reason}", stacklevel=4)
-            self.table[key] = Specialization(summary="(arguments not captured)", bound=0,
-                                             eager_reason=reason)
-        self.table[key].calls += 1
+        spec = self.table.get(reason)
+        if spec is None:
+            _warn(f"matchbox.compile({self.name}): runs eagerly: {reason}")
+            spec = self.table[reason] = Specialization(summary="(arguments not captured)",
+                                                       bound=0, eager_reason=reason)
+        spec.calls += 1
         return self.run(params, args, kwargs)
+
+
+def _warn(message: str) -> None:
+    """A warning at the user's line that called the compiled model."""
+    filename, line = _graph.user_frame()
+    warnings.warn_explicit(message, UserWarning, filename, line)
+
+
+def _copied_and_changed(spec: Specialization, n_params: int, tensors: list[torch.Tensor],
+                        arguments: Any) -> bool:
+    """Whether the call changes in place a tensor that the graph gets as a copy (a batch
+    padded to the bucket)."""
+    own = own_tensors(arguments)
+    return any(i >= n_params and id(tensors[i - n_params]) not in own for i in spec.mutated)
+
+
+def _warn_once(spec: Specialization, message: str) -> None:
+    if not spec.warned:
+        spec.warned = True
+        _warn(message)
+
+
+def _before_run(spec: Specialization, inputs: list[torch.Tensor]
+                ) -> list[tuple[torch.Tensor, int, torch.Tensor | None]]:
+    """The tensors the run will change in place, their versions, and (when a run may be
+    discarded, see the flags) copies to put back."""
+    if not spec.mutated:
+        return []
+    keep = spec.has_flags
+    return [(inputs[i], inputs[i]._version, inputs[i].detach().clone() if keep else None)
+            for i in spec.mutated]
+
+
+def _restore(kept: list[tuple[torch.Tensor, int, torch.Tensor | None]]) -> None:
+    with torch.no_grad():
+        for tensor, _, copy in kept:
+            if copy is not None:
+                tensor.copy_(copy)
 
 
 class CompiledModule(nn.Module):
     """An ``nn.Module`` whose calls run compiled graphs (see :func:`compile`).
 
-    It holds the original module (``_orig_mod``): parameters, buffers,
-    ``state_dict``, ``.to()`` and training mode are the original's, and other
-    attributes are looked up on it.
+    It holds the original module (``_orig_mod``): parameters, buffers, ``.to()``
+    and training mode are the original's, and other attributes are looked up on
+    it.  Its ``state_dict()`` keys start with ``_orig_mod.``, as those of
+    ``torch.compile``'s module do: save and load the original's.
     """
 
     def __init__(self, module: nn.Module, **settings: Any):
         super().__init__()
         self._orig_mod = module
-        names = [n for n, _ in module.named_parameters()] + [n for n, _ in module.named_buffers()]
+        names: list[str] = []
 
         def run(params: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if _same_tensors(params, module):
                 return module(*args, **kwargs)
             return torch.func.functional_call(module, dict(zip(names, params)), args, kwargs)
 
-        self._names = names
-        self._graphs = _Specializations(run, type(module).__name__, **settings)
+        self._names = names  # the current call's parameter and buffer names, in order
+        self._graphs = _Specializations(run, type(module).__name__, module=module, **settings)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         module = self._orig_mod
-        params = [p for _, p in module.named_parameters()] + [b for _, b in module.named_buffers()]
-        if len(params) != len(self._names):
-            raise RuntimeError(f"matchbox.compile({type(module).__name__}): the module's "
-                               "parameters or buffers changed since it was compiled; compile "
-                               "it again")
-        return self._graphs(params, module.training, args, kwargs)
+        named = list(module.named_parameters()) + list(module.named_buffers())
+        self._names[:] = [n for n, _ in named]
+        return self._graphs([t for _, t in named], module_key(module), args, kwargs)
 
     @property
     def specializations(self) -> list[Specialization]:

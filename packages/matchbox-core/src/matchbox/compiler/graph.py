@@ -15,7 +15,10 @@ as in eager mode.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _masking
+from matchbox.compiler.state import watch_effects
 from matchbox.compiler.structure import Structure, flatten, unflatten
 
 
@@ -45,6 +49,10 @@ class Specialization:
     #: Why this specialisation runs eagerly (``None``: it runs the compiled graph).
     eager_reason: str | None = None
     nodes: int = 0
+    #: Positions, among the graph's inputs, of the tensors the call changes in place
+    #: (a buffer's running statistics, an argument).
+    mutated: tuple[int, ...] = ()
+    warned: bool = False
     _first_run: bool = field(default=True, repr=False)
 
     def first_run_failed(self, error: BaseException) -> bool:
@@ -58,8 +66,12 @@ _KNOWN_CONSTANTS = (_masking._ZERO,)
 
 
 def capture(call: Callable[..., Any], n_params: int, structure: Structure,
-            inputs: list[torch.Tensor], bound: int, spec: Specialization) -> torch.fx.GraphModule:
+            inputs: list[torch.Tensor], bound: int, spec: Specialization,
+            module: torch.nn.Module | None = None) -> torch.fx.GraphModule:
     """The graph of ``call(params, args, kwargs)`` on ``inputs`` (the parameters first).
+
+    ``module``: the module whose attributes the call must leave alone
+    (:func:`matchbox.compiler.state.watch_effects`).
 
     Records the result's structure and whether the graph returns flags in
     ``spec``; raises :class:`CaptureError` saying why a call cannot be captured.
@@ -69,12 +81,22 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
     def flat(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         params = list(tensors[:n_params])
         (args, kwargs), _ = unflatten(structure, list(tensors), n_params)
+        versions = [t._version for t in tensors]
+        batches = [(b, b._mask) for b in _batches_in((args, kwargs))]
         state = _capture.Capture(bound)
         token = _capture.begin(state)
         try:
-            result = call(params, args, kwargs)
+            with watch_effects(module):
+                result = call(params, args, kwargs)
         finally:
             _capture.end(token)
+        if any(b._mask is not mask for b, mask in batches):
+            raise _capture.NotCapturable(
+                "the call changes a batch argument's mask in place (an in-place op with an "
+                "argument that is padding where the batch is real): a graph returns tensors, "
+                "not the argument's new mask")
+        spec.mutated = tuple(i for i, (t, v) in enumerate(zip(tensors, versions))
+                             if t._version != v)
         outputs: list[torch.Tensor] = []
         spec.out_structure = flatten(result, outputs, what="result")
         flags = state.flags()
@@ -87,6 +109,18 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
         raise CaptureError(reason(error)) from error
     _refuse_external_tensors(graph)
     return graph
+
+
+def _batches_in(value: Any) -> list[Any]:
+    from matchbox.masked_batch import MaskedBatch
+
+    if type(value) is MaskedBatch:
+        return [value]
+    if type(value) in (tuple, list):
+        return [b for v in value for b in _batches_in(v)]
+    if type(value) is dict:
+        return [b for v in value.values() for b in _batches_in(v)]
+    return []
 
 
 def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
@@ -136,19 +170,41 @@ def _refuse_external_tensors(graph: torch.fx.GraphModule) -> None:
 
 
 def reason(error: BaseException) -> str:
-    """Why a capture failed, with the innermost line of Matchbox or user code."""
+    """Why a capture failed, with the line of user code it failed at (else Matchbox's)."""
     text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"
-    where = _innermost_non_torch_frame(error)
+    where = _innermost_frame(error)
     return text + (f" (at {where})" if where else "")
 
 
-def _innermost_non_torch_frame(error: BaseException) -> str | None:
-    import os
-    import traceback
+def _innermost_frame(error: BaseException) -> str | None:
+    """The innermost frame of the user's code in ``error``'s traceback, or of Matchbox's."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not f.filename.startswith((_TORCH_DIR, _STDLIB_DIR))]
+    user = [f for f in frames if not _is_matchbox(f.filename)]
+    chosen = (user or [f for f in frames if "matchbox/compiler" not in f.filename] or [None])[-1]
+    return None if chosen is None else f"{chosen.filename}:{chosen.lineno}, in {chosen.name}"
 
-    torch_dir = os.path.dirname(torch.__file__)
-    found = None
-    for frame in traceback.extract_tb(error.__traceback__):
-        if not frame.filename.startswith(torch_dir) and "matchbox/compiler" not in frame.filename:
-            found = f"{frame.filename}:{frame.lineno}, in {frame.name}"
-    return found
+
+def user_frame() -> tuple[str, int]:
+    """The file and line of the innermost caller outside Matchbox and torch (for warnings)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith((_TORCH_DIR, _STDLIB_DIR)) and not _is_matchbox(name):
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return "<unknown>", 0
+
+
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_STDLIB_DIR = os.path.dirname(os.__file__)
+_MATCHBOX_DIRS: tuple[str, ...] = ()
+
+
+def _is_matchbox(filename: str) -> bool:
+    global _MATCHBOX_DIRS
+    if not _MATCHBOX_DIRS:
+        import matchbox
+
+        _MATCHBOX_DIRS = tuple(os.path.join(p, "") for p in matchbox.__path__)
+    return filename.startswith(_MATCHBOX_DIRS)

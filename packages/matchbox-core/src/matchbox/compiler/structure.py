@@ -61,7 +61,11 @@ def check_bucket(bucket: Any) -> None:
 
 def flatten(value: Any, tensors: list[torch.Tensor], *, bucket: Any = None,
             what: str = "argument") -> Structure:
-    """Append ``value``'s tensors to ``tensors``; return its structure."""
+    """Append ``value``'s tensors to ``tensors``; return its structure.
+
+    A batch's data or mask padded to the bucket (or a mask made for a batch
+    without one) is a new tensor, not the argument's own: see :func:`own_tensors`.
+    """
     kind = type(value)
     if kind is MaskedBatch:
         return _flatten_batch(value, tensors, bucket)
@@ -132,6 +136,29 @@ def unflatten(structure: Structure, tensors: list[torch.Tensor], at: int = 0) ->
         value, at = unflatten(item, tensors, at)
         values.append(value)
     return (tuple(values) if kind == "tuple" else values), at
+
+
+def own_tensors(value: Any) -> set[int]:
+    """The ids of the tensors ``value`` holds itself (batches' data and masks, tensors):
+    a flattened tensor not among them is a copy made for the graph."""
+    found: set[int] = set()
+    _own(value, found)
+    return found
+
+
+def _own(value: Any, found: set[int]) -> None:
+    if type(value) is MaskedBatch:
+        found.add(id(value.data))
+        if value._mask is not None:
+            found.add(id(value._mask))
+    elif isinstance(value, torch.Tensor):
+        found.add(id(value))
+    elif type(value) in (tuple, list):
+        for v in value:
+            _own(v, found)
+    elif type(value) is dict:
+        for v in value.values():
+            _own(v, found)
 
 
 def tensor_key(tensors: list[torch.Tensor]) -> tuple[Any, ...]:

@@ -659,17 +659,15 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
         )
 
 
-def _example_with_other_parts(parts: list[MaskedBatch]) -> int | None:
-    """A running example real in some parts and absent from others (see
-    ``_check_same_examples``), or ``None``."""
+def _items_differ(parts: list[MaskedBatch]) -> bool:
+    """Whether some running example is real in some parts and absent from others (see
+    ``_check_same_examples``).  While ``matchbox.compile`` captures a graph, which must
+    not depend on values: whether that is possible at all (the stacked dimension is
+    then dynamic, which holds equal numbers of items too)."""
     differ = _with_other_parts(parts)
     if differ is None:
-        return None
-    _capture.refuse_value_dependent(
-        "torch.stack of items that only some examples have (appended under a per-example "
-        "condition): whether the new dimension is dynamic depends on which examples have them")
-    differ = differ.nonzero()
-    return int(differ[0]) if differ.numel() else None
+        return False
+    return _capture.some(differ)
 
 
 def _with_other_parts(parts: list[MaskedBatch]) -> torch.Tensor | None:
@@ -762,7 +760,10 @@ def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> Ma
                for p in parts]
     padded = [p.data.size(d) for p in parts]
     total = torch.stack(lengths, 1).sum(1)
-    out_size = int(total.max()) if total.numel() else 0
+    if _capture.capturing() is not None:
+        out_size = sum(padded)  # every example fits; the graph must not read the lengths
+    else:
+        out_size = int(total.max()) if total.numel() else 0
     starts = torch.stack(lengths, 1).cumsum(1) - torch.stack(lengths, 1)  # (B, parts)
     position = torch.arange(out_size, device=parts[0].device)
     # For every output position, which part it comes from and where in the
@@ -840,8 +841,7 @@ def stack(func, tensors, dim=0, **kwargs):
     # comprehension, under a per-example condition in @batch): where the running
     # examples have different numbers of them, each stacks its own items, as many
     # as it has, into a dynamic dimension.
-    dynamic = _recorded_items(tensors) and _example_with_other_parts(
-        _as_batches(op, list(tensors))) is not None
+    dynamic = _recorded_items(tensors) and _items_differ(_as_batches(op, list(tensors)))
     return stack_batches(op, tensors, dim, dynamic=dynamic)
 
 

@@ -262,7 +262,7 @@ def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, t
     mask = _masking.and_running(input._mask, rank, batch)
     rows_first = MaskedBatch._make(input.data.movedim(1, -1),
                                    None if mask is None else mask.movedim(1, -1), input.dims)
-    rows = _masking.real_rows(rows_first)
+    rows = _masking.real_rows(rows_first, each_row_alone=False)
     values = _masking.pack_rows(rows_first.data, rows)
     if values.size(0) < 2:
         raise ValueError(

@@ -1,0 +1,246 @@
+"""``matchbox.compile`` against eager Matchbox and hand-written padded code, eager and compiled.
+
+Issue 14's targets, in one run per model and batch size (ratios to hand-padded
+eager PyTorch, the first limit, and to the same code under ``torch.compile``,
+the second):
+
+| model | module | hand-written limit |
+|---|---|---|
+| README RNN (`@batch`, `nn.RNNCell`) | `control_rnn` | padded tensor, `where` per step |
+| adaptive computation (halting `while`) | `control_while` | `active` mask, `where` per variable |
+| shift-reduce TreeLSTM | `treelstm` | SPINN-style padded parse |
+| transformer encoder layer | `nn_transformer` | key-padding mask |
+| `nn.LSTM` | `lstm_module` | `PackedSequence` |
+
+Variants: Matchbox eager; Matchbox under ``matchbox.compile`` (inductor, bucket
+8: one graph per padded size rounded up to 8); the hand-written limit eager;
+the limit under ``torch.compile`` (inductor).  Each is timed forward and
+forward + backward (the sum of the outputs), the batched variants in
+alternating rounds after a warm-up that compiles.  ``compile s`` is the
+wall time of the first training step of a compiled variant (capture, compile
+and one run), i.e. what a training run pays once per graph; a second process
+finds inductor's caches warm (``--cold`` empties them first).
+
+    python -m benchmarks.compiled [--batches 8 64] [--models ...] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import random
+import time
+import warnings
+from collections.abc import Callable
+
+import torch
+import torch._inductor.config
+
+import matchbox
+from benchmarks._harness import forward_and_backward, machine, table, total, write
+from matchbox import MaskedBatch
+
+LIMIT = "hand-padded"
+LIMIT_COMPILED = "hand-padded, torch.compile"
+EAGER = "Matchbox"
+COMPILED = "Matchbox, matchbox.compile"
+
+
+class Parse(torch.nn.Module):
+    """The TreeLSTM's ``parse`` as a module's forward (``matchbox.compile`` compiles modules)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, leaves, transitions):
+        return self.model.parse(leaves, transitions)
+
+
+def readme_rnn(lengths: list[int], size: int) -> dict:
+    module = importlib.import_module("benchmarks.control_rnn")
+    model = module.RNN(size)
+    examples = [torch.randn(1, n, size) for n in lengths]
+    xb = MaskedBatch.fromlist(examples, (True, False))
+    lengths = torch.tensor([x.size(1) for x in examples])
+    compiled = matchbox.compile(model)
+    hand = torch.compile(module.hand_padded)
+    return {
+        EAGER: lambda: model(xb).data,
+        COMPILED: lambda: compiled(xb).data,
+        LIMIT: lambda: module.hand_padded(model, xb.data, lengths),
+        LIMIT_COMPILED: lambda: hand(model, xb.data, lengths),
+    }
+
+
+def halting_while(lengths: list[int], size: int) -> dict:
+    # The model's per-example length is the number of steps it decides to take; the
+    # lengths give only the batch size.
+    module = importlib.import_module("benchmarks.control_while")
+    torch.manual_seed(0)
+    model = module.Halting(size)
+    xb = MaskedBatch.fromlist([torch.randn(1, size) * 2 for _ in lengths], (False,))
+    compiled = matchbox.compile(model)
+    hand = torch.compile(module.hand_written)
+    return {
+        EAGER: lambda: model(xb).data,
+        COMPILED: lambda: compiled(xb).data,
+        LIMIT: lambda: module.hand_written(model, xb.data),
+        LIMIT_COMPILED: lambda: hand(model, xb.data),
+    }
+
+
+def treelstm(lengths: list[int], size: int) -> dict:
+    # A tree of n leaves takes 2n - 1 transitions: half the length in leaves.
+    module = importlib.import_module("benchmarks.treelstm")
+    sizes = [max(1, n // 2) for n in lengths]
+    trees, depth = module.make_trees(sizes, size, "cpu")
+    torch.manual_seed(0)
+    model = module.TreeLSTM(10, 2, d_embed=8, hidden=size, max_depth=depth)
+    leaves = MaskedBatch.fromlist([leaf for leaf, _ in trees], (True, False))
+    transitions = MaskedBatch.fromlist([t for _, t in trees], (True,))
+    steps = torch.tensor([t.size(1) for _, t in trees])
+    padded_transitions = torch.where(transitions.mask, transitions.data, module.SHIFT)
+    padded_leaves = torch.where(leaves.mask, leaves.data, 0.0)
+    compiled = matchbox.compile(Parse(model))
+    hand = torch.compile(module.hand_padded_parse)
+    return {
+        EAGER: lambda: model.parse(leaves, transitions).data,
+        COMPILED: lambda: compiled(leaves, transitions).data,
+        LIMIT: lambda: module.hand_padded_parse(model, padded_leaves, padded_transitions, steps),
+        LIMIT_COMPILED: lambda: hand(model, padded_leaves, padded_transitions, steps),
+    }
+
+
+def transformer_layer(lengths: list[int], size: int) -> dict:
+    module = importlib.import_module("benchmarks.nn_transformer")
+    layer = torch.nn.TransformerEncoderLayer(size, 4, 2 * size, dropout=0.0, batch_first=True)
+    examples = [torch.randn(1, n, size) for n in lengths]
+    fns = module.variants(layer, examples)
+    xb = MaskedBatch.fromlist(examples, (True, False))
+    real = xb.mask.to(xb.dtype)
+    compiled = matchbox.compile(layer)
+    padded_layer = torch.compile(layer)
+    key_padding_mask = ~xb.mask[:, :, 0]
+    return {
+        EAGER: fns["Matchbox"],
+        COMPILED: lambda: compiled(xb).data * real,
+        LIMIT: fns[module.BASELINE],
+        LIMIT_COMPILED: lambda: padded_layer(xb.data, src_key_padding_mask=key_padding_mask)
+        * real,
+    }
+
+
+def lstm(lengths: list[int], size: int) -> dict:
+    module = importlib.import_module("benchmarks.lstm_module")
+    layer = torch.nn.LSTM(size, size, batch_first=True)
+    examples = [torch.randn(1, n, size) for n in lengths]
+    fns = module.variants(layer, examples, "cpu")
+    xb = MaskedBatch.fromlist(examples, (True, False))
+
+    class Outputs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            return self.layer(x)[0]
+
+    compiled = matchbox.compile(Outputs())
+    packed = torch.compile(fns[module.BASELINE])
+    return {
+        EAGER: lambda: fns["Matchbox"]()[0],
+        COMPILED: lambda: compiled(xb).data,
+        LIMIT: lambda: fns[module.BASELINE]()[0],
+        LIMIT_COMPILED: lambda: packed()[0],
+    }
+
+
+MODELS: dict[str, tuple[Callable[..., dict], list[int]]] = {
+    "README RNN": (readme_rnn, [32, 256]),
+    "adaptive computation": (halting_while, [32, 256]),
+    "TreeLSTM": (treelstm, [64]),
+    "transformer encoder layer": (transformer_layer, [256]),
+    "nn.LSTM": (lstm, [128]),
+}
+
+
+def compile_in_process() -> None:
+    """Compile in this process: inductor's pool of compile workers would start (each
+    importing torch) after the first compile and slow the timings that follow."""
+    torch._inductor.config.compile_threads = 1
+
+
+def compile_seconds(fns: dict) -> dict[str, float]:
+    """The first training step of each compiled variant (what compiling costs, once)."""
+    seconds = {}
+    for name in (COMPILED, LIMIT_COMPILED):
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an eager fallback is reported in the table
+            total(fns[name]()).backward()
+        seconds[name] = time.perf_counter() - start
+    return seconds
+
+
+def run(name: str, batch: int, size: int, repeats: int) -> list[list[str]]:
+    build, _ = MODELS[name]
+    torch.manual_seed(0)
+    rng = random.Random(batch * 31 + size)
+    fns = build([rng.randint(5, 60) for _ in range(batch)], size)
+    compiled_in = compile_seconds(fns)
+    forward, both = forward_and_backward(fns, repeats)
+    rows = []
+    for variant in fns:
+        rows.append([
+            name, str(size), str(batch), variant,
+            f"{forward[variant] * 1e3:.2f}", f"{forward[variant] / forward[LIMIT]:.2f}",
+            f"{both[variant] * 1e3:.2f}", f"{both[variant] / both[LIMIT]:.2f}",
+            f"{both[variant] / both[LIMIT_COMPILED]:.2f}",
+            f"{compiled_in[variant]:.1f}" if variant in compiled_in else "",
+        ])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[8, 64])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+                        help="hidden sizes (default: each model's own)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads (default: torch's); 1 is steadier on a shared machine")
+    parser.add_argument("--cold", action="store_true",
+                        help="empty inductor's caches first (compile times of a first run)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    compile_in_process()
+    if args.cold:
+        import os
+        import tempfile
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cold-")
+    rows = []
+    for name in args.models:
+        for size in args.sizes or MODELS[name][1]:
+            for batch in args.batches:
+                part = run(name, batch, size, args.repeats)
+                rows += part
+                print("\n".join(" | ".join(r) for r in part), flush=True)
+    text = "\n".join([
+        f"Compiled execution, CPU, training step unless noted; {machine()}.",
+        "`× limit`: ÷ hand-padded eager; `× compiled limit`: forward+backward ÷ hand-padded "
+        "under torch.compile; `compile s`: the first training step of a compiled variant.",
+        "",
+        table(["model", "hidden", "batch", "variant", "fwd ms", "× limit", "fwd+bwd ms",
+               "× limit", "× compiled limit", "compile s"], rows),
+    ])
+    print(text)
+    print(f"wrote {write('compiled', text)}")
+    return text
+
+
+if __name__ == "__main__":
+    main()

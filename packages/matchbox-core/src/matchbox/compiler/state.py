@@ -1,0 +1,99 @@
+"""The Python state a captured graph freezes, and the effects it cannot replay.
+
+A graph is made of tensor ops; the Python values a call reads while it is
+captured (a module's ``training`` flag, a dropout's ``p``, a temperature kept
+as an attribute) are baked into it.  :func:`module_key` makes them part of
+the specialisation's key, so that changing one captures a new graph, as
+``torch.compile``'s guards do.  Globals and closed-over Python values are not
+seen (see ``docs/compile.md``).
+
+A graph also cannot replay what a call does to Python objects: an attribute
+set in ``forward`` (attention weights kept for inspection), a counter, a hook
+that runs.  While capturing, such an attribute would hold fake tensors, and a
+hook would run once for many calls; :func:`watch_effects` refuses the
+capture instead (the call then runs eagerly) and puts the attributes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from matchbox._capture import NotCapturable
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+
+
+def module_key(module: nn.Module) -> tuple[Any, ...]:
+    """What a graph of ``module`` depends on besides tensors: every submodule's
+    ``training`` flag and plain attributes (numbers, strings, flags), and the names of
+    the parameters and buffers in the order the graph takes them."""
+    parts = []
+    for name, sub in module.named_modules(remove_duplicate=False):
+        attributes = tuple(sorted((k, v) for k, v in vars(sub).items()
+                                  if type(v) in _PLAIN and not k.startswith("_")))
+        parts.append((name, sub.training, attributes))
+    names = tuple(n for n, _ in module.named_parameters()) + tuple(
+        n for n, _ in module.named_buffers())
+    return tuple(parts), names
+
+
+@contextlib.contextmanager
+def watch_effects(module: nn.Module | None) -> Iterator[None]:
+    """Refuse a capture that changes a module's attributes or runs a hook."""
+    if module is None:
+        yield
+        return
+    _refuse_hooks(module)
+    before = {id(sub): dict(vars(sub)) for sub in module.modules()}
+    try:
+        yield
+    finally:
+        changed = _restore(module, before)
+    if changed:
+        raise NotCapturable(
+            f"the call sets {', '.join(changed)}: a graph cannot replay what a call does "
+            "to Python objects (only its tensor ops), so the attribute would hold the "
+            "capture's fake tensors or be set once for every call")
+
+
+def _restore(module: nn.Module, before: dict[int, dict[str, Any]]) -> list[str]:
+    """Put back every attribute the capture changed; the names of those changed."""
+    changed = []
+    for name, sub in module.named_modules():
+        old = before.get(id(sub))
+        if old is None:
+            continue
+        now = vars(sub)
+        torch_owned = type(sub).__module__.startswith("torch.")
+        for key in set(old) | set(now):
+            if key in ("_parameters", "_buffers", "_modules") or (
+                    torch_owned and key.startswith("_")):
+                # functional_call swaps tensors in and back itself (nn.RNN's flat
+                # weights follow it): torch's own bookkeeping, not the user's state.
+                continue
+            if key not in now or key not in old or now[key] is not old[key]:
+                changed.append(f"{(name + '.') if name else 'self.'}{key}")
+                if key in old:
+                    now[key] = old[key]
+                else:
+                    del now[key]
+    return sorted(changed)
+
+
+def _refuse_hooks(module: nn.Module) -> None:
+    from torch.nn.modules import module as module_module
+
+    global_hooks = [getattr(module_module, n, None) for n in
+                    ("_global_forward_hooks", "_global_forward_pre_hooks")]
+    if any(global_hooks):
+        raise NotCapturable("global forward hooks are registered (nn.modules.module."
+                            "register_module_forward_hook): a graph runs no hooks")
+    for name, sub in module.named_modules():
+        if sub._forward_hooks or sub._forward_pre_hooks:
+            raise NotCapturable(f"{name or 'the module'} has forward hooks: a graph runs no "
+                                "hooks (they would run once, while it is captured)")
