@@ -177,12 +177,19 @@ def reason(error: BaseException) -> str:
 
 
 def _innermost_frame(error: BaseException) -> str | None:
-    """The innermost frame of the user's code in ``error``'s traceback, or of Matchbox's."""
+    """The innermost frame of the user's code in ``error``'s traceback, then of Matchbox's.
+
+    Both are named when the failure is inside Matchbox: the user's line says which call,
+    Matchbox's says which op could not be captured (packing that reads lengths, say).
+    """
     frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if not f.filename.startswith((_TORCH_DIR, _STDLIB_DIR))]
-    user = [f for f in frames if not _is_matchbox(f.filename)]
-    chosen = (user or [f for f in frames if "matchbox/compiler" not in f.filename] or [None])[-1]
-    return None if chosen is None else f"{chosen.filename}:{chosen.lineno}, in {chosen.name}"
+              if not f.filename.startswith((_TORCH_DIR, _STDLIB_DIR))
+              and "matchbox/compiler" not in f.filename]
+    user = [i for i, f in enumerate(frames) if not _is_matchbox(f.filename)]
+    chosen = [frames[user[-1]]] if user else []
+    inside = frames[user[-1] + 1:] if user else frames
+    chosen += inside[-1:]
+    return "; ".join(f"{f.filename}:{f.lineno}, in {f.name}" for f in chosen) or None
 
 
 def user_frame() -> tuple[str, int]:
