@@ -205,3 +205,18 @@ def test_a_run_discarded_for_a_larger_bound_leaves_no_update_behind():
         matchbox.compiler.MIN_STEPS = saved
     assert [s.bound for s in compiled.specializations] == [16]
     assert model.calls.item() == 1.0
+
+
+@matchbox.batch
+def squaring(x):
+    while x < 100.0:
+        x = x * x + 1.0
+    return x
+
+
+def test_inductor_compiles_an_unrolled_pointwise_loop():
+    # Unrolled to 16 steps of a compare and a where over a value used twice, it did not
+    # finish compiling with inductor's CPU default (pytorch/pytorch#192498).
+    compiled = matchbox.compile(squaring)  # inductor
+    examples, batch = scalars([1.5, 3.0, 50.0])
+    assert per_example(compiled(batch)) == [per_example(squaring(x))[0] for x in examples]

@@ -262,3 +262,31 @@ def test_examples_empty_in_one_of_two_dynamic_dimensions():
     scores = matchbox.compile(lambda q, k: q @ k.transpose(1, 2), backend=BACKEND,
                               fallback="raise")(qb, kb)
     assert [tuple(e.shape) for e in scores.examples()] == [(1, 2, 4), (1, 3, 0), (1, 1, 2)]
+
+
+def test_a_class_is_refused_at_decoration():
+    with pytest.raises(TypeError, match=r"got the class Model; compile an instance: model = "
+                                        r"matchbox.compile\(Model\(...\)\)"):
+        @matchbox.compile
+        class Model(nn.Module):
+            pass
+
+
+def test_autocast_is_part_of_a_graphs_key():
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(scores, backend=BACKEND)
+    _, xb = batch_of([3, 2], requires_grad=False)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert compiled(xb, w).dtype == scores(xb, w).dtype
+    assert compiled(xb, w).dtype == torch.float32
+    assert len(compiled.specializations) == 2
+
+
+def test_many_graphs_are_warned_about():
+    compiled = matchbox.compile(lambda x, t: x.sum(1) * t, backend="fx")
+    _, xb = batch_of([3, 2], requires_grad=False)
+    for t in range(matchbox.compiler.MANY_GRAPHS):
+        compiled(xb, float(t))
+    with pytest.warns(UserWarning, match="8 graphs so far; an argument that changes from call "
+                                         "to call .a float"):
+        compiled(xb, 99.0)

@@ -72,6 +72,8 @@ log = logging.getLogger("matchbox.compile")
 
 #: The smallest step bound of a captured ``while`` when ``max_steps`` is not given.
 MIN_STEPS = 16
+#: How many graphs one compiled model compiles before a warning says why it might.
+MANY_GRAPHS = 8
 
 
 def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: int | None = None,
@@ -102,6 +104,11 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
                     options=options, fallback=fallback)
     if model is None:
         return functools.partial(compile, **settings)
+    if isinstance(model, type):
+        raise TypeError(
+            f"matchbox.compile expects an nn.Module or a function, got the class "
+            f"{model.__name__}; compile an instance: model = matchbox.compile({model.__name__}"
+            "(...))")
     if isinstance(model, nn.Module):
         return CompiledModule(model, **settings)
     if callable(model):
@@ -135,7 +142,7 @@ class _Specializations:
         except Unsupported as error:
             return self._eager_for(str(error), params, args, kwargs)
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
-               torch.is_autocast_enabled(), key_extra)
+               _autocast_state(), key_extra)
         spec = self.table.get(key)
         if spec is None:
             bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
@@ -197,6 +204,11 @@ class _Specializations:
         import time
 
         spec = Specialization(summary=describe(structure, tensors), bound=bound)
+        if len(self.table) == MANY_GRAPHS:
+            _warn(f"matchbox.compile({self.name}): {MANY_GRAPHS} graphs so far; an argument "
+                  "that changes from call to call (a float, a padded size that bucket= does "
+                  "not round, a batch size) compiles a graph each time: pass it as a tensor, "
+                  "or use a coarser bucket")
         start = time.perf_counter()
         try:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
@@ -250,6 +262,17 @@ class _Specializations:
                                                        bound=0, eager_reason=reason)
         spec.calls += 1
         return self.run(params, args, kwargs)
+
+
+def _autocast_state() -> tuple[Any, ...]:
+    """Whether autocast is on, per device, and its dtypes: a graph captured under autocast
+    holds its casts."""
+    try:
+        return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                     for d in ("cpu", "cuda"))
+    except TypeError:  # torch 2.3: the per-device functions of the time
+        return (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
+                torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
 
 
 def _warn(message: str) -> None:

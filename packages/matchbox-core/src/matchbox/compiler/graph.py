@@ -131,6 +131,11 @@ def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
     kwargs: dict[str, Any] = {"backend": backend, "fullgraph": True, "dynamic": False}
     if mode is not None:
         kwargs["mode"] = mode
+    elif backend == "inductor":
+        # An unrolled loop of pointwise steps (`while x < t: x = x * x + 1`) made inductor's
+        # CPU fusion inline ever longer chains (pytorch/pytorch#192498: compiling did not
+        # end); the GPU's smaller threshold keeps each fused body short on the CPU too.
+        options = {"realize_opcount_threshold": 30, **(options or {})}
     if options is not None:
         kwargs["options"] = options
     return torch.compile(graph, **kwargs)
