@@ -27,10 +27,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
-from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox.masked_batch import MaskedBatch
 
 # Python operators and the ATen op each one is.
@@ -56,8 +54,6 @@ ELEMENTWISE_UNTAGGED = {
 }
 # Ops that check their input values: padding is replaced by a valid value first.
 VALUE_CHECKED = {"bernoulli": 0.0, "bernoulli_": 0.0}
-# Python operators that write into their left operand.
-_INPLACE_DUNDERS = {"__i" + name + "__" for name in DUNDER_OPS}
 # In-place ops that some supported torch cannot differentiate, each with a call that
 # shows whether the installed one can.  torch 2.3's ``ldexp_`` writes through
 # ``mul(out=...)``, which autograd refuses (pytorch/pytorch#68966).
@@ -139,13 +135,6 @@ def pointwise_ops() -> list[Any]:
     return found
 
 
-def _writes_first_argument(func: Any) -> bool:
-    name = getattr(func, "__name__", "")
-    if name in _INPLACE_DUNDERS:
-        return True
-    return not name.startswith("__") and name.endswith("_")
-
-
 # How the family runs an op, worked out once per op (this is the hot path).
 _PLAIN, _INPLACE, _CHECKED = 1, 2, 3
 _KINDS: dict[Any, int] = {}
@@ -154,7 +143,7 @@ _KINDS: dict[Any, int] = {}
 def _kind(func: Any) -> int:
     kind = _KINDS.get(func)
     if kind is None:
-        kind = _KINDS[func] = (_INPLACE if _writes_first_argument(func) else
+        kind = _KINDS[func] = (_INPLACE if _registry.writes_first_argument(func) else
                                _CHECKED if func.__name__ in VALUE_CHECKED else _PLAIN)
     return kind
 
@@ -175,6 +164,10 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         fill = VALUE_CHECKED[func.__name__]
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
+    elif not kwargs:
+        result = _plain_call(func, args)
+        if result is not None:
+            return result
     if not kwargs and _same_layout(args):
         return _run_same_layout(func, args)
     names = list(kwargs)
@@ -304,47 +297,50 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return target
 
 
-def _method(func: Any) -> Any:
-    """A Tensor method of the family, with the commonest calls inlined.
-
-    ``x.tanh()``, ``x * 2`` and ``x + y`` (same layout) skip the general rule's
-    argument scan; everything else goes through :func:`pointwise`.
-    """
-    if _kind(func) != _PLAIN:
+def _plain_call(func: Any, args: tuple[Any, ...]) -> Any:
+    """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
+    mask), ``x * w`` (a weight); ``None`` for every other call (the general rule)."""
+    self = args[0]
+    if type(self) is not MaskedBatch:
         return None
     make = MaskedBatch._make
+    if len(args) == 1:
+        return make(func(self.data), self._mask, self.dims)
+    if len(args) != 2:
+        return None
+    other = args[1]
+    if isinstance(other, (int, float)):
+        return make(func(self.data, other), self._mask, self.dims)
+    if (type(other) is MaskedBatch and other.dims == self.dims
+            and other.data.shape == self.data.shape):
+        if other._mask is self._mask:
+            # Same layout and mask: elementwise, so the result has both.
+            return make(func(self.data, other.data), self._mask, self.dims)
+        return _run_same_layout(func, args)
+    if isinstance(other, torch.Tensor):  # a weight, a bias
+        if (self._mask is None and _masking.EXECUTION_MASK.get() is None
+                and _fits_each_example(other, self.data)):
+            # Nothing to guard: no padding, and every example runs.
+            return make(func(self.data, other), None, self.dims)
+        if _same_layout(args):
+            return _run_same_layout(func, args)
+    return None
 
-    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
-            refuse_untracked(func, (self, *args))
-        if not kwargs and not autograd_profiler._is_profiler_enabled:
-            if not args:
-                return make(func(self.data), self._mask, self.dims)
-            if len(args) == 1:
-                other = args[0]
-                if isinstance(other, (int, float)):
-                    return make(func(self.data, other), self._mask, self.dims)
-                if (type(other) is MaskedBatch and other.dims == self.dims
-                        and other.data.shape == self.data.shape):
-                    if other._mask is self._mask:
-                        # Same layout and mask: elementwise, so the result has both.
-                        return make(func(self.data, other.data), self._mask, self.dims)
-                    return _run_same_layout(func, (self, other))
-                if isinstance(other, torch.Tensor):  # a weight, a bias
-                    if (self._mask is None and _masking.EXECUTION_MASK.get() is None
-                            and _fits_each_example(other, self.data)):
-                        # Nothing to guard: no padding, and every example runs.
-                        return make(func(self.data, other), None, self.dims)
-                    pair = (self, other)
-                    if _same_layout(pair):
-                        return _run_same_layout(func, pair)
-        # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
-        args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
-        if autograd_profiler._is_profiler_enabled:  # labelled, by the general rule
-            return _registry.labelled("MaskedBatch", func, pointwise)(func, self, *args, **kwargs)
-        return pointwise(func, self, *args, **kwargs)
 
-    return method
+def _method(func: Any, dispatch: Any) -> Any:
+    """A Tensor method of the family for the plainest calls (see ``_registry``'s generated
+    methods): the commonest ones inlined, every other through the dispatch."""
+    if _kind(func) != _PLAIN:
+        return None
+
+    def plain(self: MaskedBatch, args: tuple[Any, ...]) -> Any:
+        result = _plain_call(func, (self, *args))
+        if result is None:
+            # Arguments of another batch type (``masked + packed``) join in the dispatch.
+            return dispatch(func, None, (self, *args))
+        return result
+
+    return plain
 
 
 pointwise.method_factory = _method  # type: ignore[attr-defined]
