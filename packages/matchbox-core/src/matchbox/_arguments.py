@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from matchbox._batch import Batch
+
 
 def normalize_dim(dim: int, rank: int, op: str) -> int:
     """A dimension number in ``[0, rank)``; an out-of-range one names the op."""
@@ -110,8 +112,6 @@ def normalized_dims(op: str, input: Any, normalized_shape: Any) -> int:
 def only_input_batched(op: str, input: Any, **shared: Any) -> None:
     """Raise unless ``input`` is a batch and every named argument is a plain value (a
     weight or bias shared by every example)."""
-    from matchbox._batch import Batch  # the base class's module imports the registry
-
     if not isinstance(input, Batch):
         raise TypeError(f"{op}: the input must be the batch; got {_plain(input)}")
     for name, value in shared.items():

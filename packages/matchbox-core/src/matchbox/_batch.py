@@ -88,6 +88,10 @@ class Batch:
             return  # a subclass of a batch type is of that type
         kind = _registry.register_host(cls.__name__, cls, view=view)
         # The dispatch itself (not a method calling it): PyTorch calls it on every op.
+        # PyTorch reads ``__torch_function__.__self__`` to warn about plain methods; a
+        # function without one costs it an AttributeError per op, so it gets the class,
+        # as a classmethod's would be.
+        kind.dispatch.__self__ = cls  # type: ignore[attr-defined]
         cls.__torch_function__ = staticmethod(kind.dispatch)  # type: ignore[assignment]
         if view:
             _registry.register_batch_view(cls)

@@ -95,7 +95,7 @@ class Kind:
 
 _KINDS: dict[str, Kind] = {}
 # The classes registered as batch types (views excluded), for isinstance checks.
-_BATCH_TYPES: list[type] = []
+_BATCH_TYPES: tuple[type, ...] = ()
 
 # Ops that another distribution implements: a helpful error names it.
 _PROVIDERS: list[tuple[Callable[[Any], bool], str]] = []
@@ -238,9 +238,10 @@ def register_host(batch_type: str, cls: type, *, view: bool = False) -> Kind:
     """Make ``cls`` a batch type (a view of one with ``view=True``): give it the one
     dispatch and a method for every Tensor method registered for it (and, unless it
     is a view, for the rules shared by every batch type)."""
+    global _BATCH_TYPES
     kind = _KINDS[batch_type] = Kind(batch_type, cls, view)
     if not view:
-        _BATCH_TYPES.append(cls)
+        _BATCH_TYPES = (*_BATCH_TYPES, cls)
     for (bt, func), entry in list(_TABLE.items()):
         if bt == batch_type or (bt == SHARED and not view and (batch_type, func) not in _TABLE):
             _route(kind, func, entry.handler)
@@ -279,7 +280,7 @@ def batch_type_names() -> list[str]:
 
 def batch_types() -> tuple[type, ...]:
     """Every class registered as a batch type (``MaskedBatch``, ``PackedBatch``, ...)."""
-    return tuple(_BATCH_TYPES)
+    return _BATCH_TYPES
 
 
 # ---------------------------------------------------------------------------- the dispatch
@@ -428,27 +429,27 @@ def _written_by_hand(cls: type, name: str) -> bool:
 
 def _install_one(kind: Kind, name: str, func: Any, handler: Handler) -> None:
     dispatch = kind.dispatch
-    # A handler may give its op a faster method for the plainest calls (the pointwise
-    # family does: methods are the hot path of model code); it handles calls without
-    # keywords while gradients are recorded and no profiler runs, and hands any call
-    # it does not take to the dispatch.
+    # A handler may build its op a faster method (the pointwise family does: methods are
+    # the hot path of model code): ``method_factory(func, dispatch)`` returns a method
+    # that takes the plainest calls itself and hands every other to ``dispatch``.  Its
+    # first line must be the guard below: any call with keywords, without gradients (a
+    # batch inside an autograd.Function's forward is refused there) or while a profiler
+    # records (labels) goes to the dispatch, which makes every check.  Such a handler
+    # must be written for masks carrying lengths (its plain calls skip that check).
+    #
+    #     if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
+    #         return dispatch(func, None, (self, *args), kwargs)
     factory = getattr(handler, "method_factory", None)
-    plain = factory(func, dispatch) if factory is not None else None
-    if plain is None:
+    method = factory(func, dispatch) if factory is not None else None
+    if method is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             return dispatch(func, None, (self, *args), kwargs)
 
-    else:
-        if handler not in _lengths.AWARE:
-            raise TypeError(f"{op_name(func)}: a handler with a method_factory must be "
-                            "written for masks carrying lengths (_lengths.aware): its plain "
-                            "calls skip the dispatch's check")
-
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
-                return dispatch(func, None, (self, *args), kwargs)
-            return plain(self, args)
+    elif handler not in _lengths.AWARE:
+        raise TypeError(f"{op_name(func)}: a handler with a method_factory must be "
+                        "written for masks carrying lengths (_lengths.aware): its plain "
+                        "calls skip the dispatch's check")
 
     method.__name__ = name
     method.__qualname__ = f"{kind.cls.__name__}.{name}"

@@ -60,6 +60,7 @@ from matchbox._arguments import (
     static_dim,
     static_trailing,
 )
+from matchbox._autograd_function import grad_enabled
 from matchbox._batch import Batch, is_batch, pytree_rank_error
 from matchbox._capture import capturing, fails, some
 from matchbox._masking import (
@@ -123,7 +124,7 @@ __all__ = [
     "implements", "register", "op_name", "SHARED", "lookup", "entries", "dispatch",
     "unsupported", "refuse_out", "declare_provider", "register_conversion",
     "tensor_method_names", "writes_first_argument", "batch_types", "is_batch",
-    "BATCH_VIEWS", "provide_batch_dim_view",
+    "BATCH_VIEWS", "provide_batch_dim_view", "grad_enabled",
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",

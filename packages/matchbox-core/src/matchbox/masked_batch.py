@@ -306,22 +306,9 @@ class MaskedBatch(Batch):
     # ------------------------------------------------------------------ the rows protocol
     # (matchbox._batch: row-wise ops such as F.linear are written once, over it)
 
-    def rows(self, static: int = 1) -> torch.Tensor:
-        """The real rows only (padding is never read); see ``matchbox._masking.rows``."""
-        from matchbox._masking.rows import masked_rows  # it imports this module
-
-        return masked_rows(self, static)
-
-    def from_rows(self, values: torch.Tensor, static: int = 1) -> MaskedBatch:
-        """The rows back in the padded layout, zeros at padding (which gets no gradient)."""
-        from matchbox._masking.rows import masked_from_rows
-
-        return masked_from_rows(self, values, static)
-
-    def row_examples(self, static: int = 1) -> torch.Tensor:
-        from matchbox._masking.rows import masked_row_examples
-
-        return masked_row_examples(self, static)
+    # rows(static), from_rows(values, static) and row_examples(static) are implemented
+    # in matchbox._masking.rows (they gather and scatter the real rows), which installs
+    # them here: it imports this module.  positions()/from_positions() follow.
 
     def positions(self, shared: bool = False) -> torch.Tensor:
         """The padded data; with ``shared``, padding (and, under ``@batch``, the rows of
@@ -714,3 +701,4 @@ def check_examples(
                     f"{example.size(i)} ({static_hint})"
                 )
     return [e.shape for e in examples]
+

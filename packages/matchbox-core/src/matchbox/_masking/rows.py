@@ -20,6 +20,7 @@ import torch
 
 from matchbox import _lengths
 from matchbox._capture import capturing
+from matchbox._masking.execution import EXECUTION_MASK
 from matchbox._masking.guards import _ZERO, guard_gradient, weight_input_data
 from matchbox.masked_batch import MaskedBatch
 
@@ -51,23 +52,35 @@ def real_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor | RowMask | N
     static (the mask has size one there).  While capturing a graph, a
     :class:`RowMask` (the number of real rows depends on the mask's values).
     """
+    global _LAST
     mask = batch._mask
     if mask is None:
         return None
     data = batch.data
-    lead = tuple(data.shape[:data.dim() - static])
+    lead = data.shape[:data.dim() - static]
+    last = _LAST
+    if last[0] is mask and last[1] == lead:  # rows() then from_rows() of one op
+        return last[2]
     if capturing() is not None:
         return RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
-    key = (id(mask), lead)
+    key = (id(mask), tuple(lead))
     entry = _ROWS.get(key)
     if entry is not None and entry[0]() is mask:
         _ROWS.move_to_end(key)
-        return entry[1]
-    rows = mask.expand(*lead, *(1,) * static).reshape(-1).nonzero().squeeze(1)
-    _ROWS[key] = (weakref.ref(mask), rows)
-    if len(_ROWS) > _ROWS_KEPT:
-        _ROWS.popitem(last=False)
+        rows = entry[1]
+    else:
+        rows = mask.expand(*lead, *(1,) * static).reshape(-1).nonzero().squeeze(1)
+        _ROWS[key] = (weakref.ref(mask), rows)
+        if len(_ROWS) > _ROWS_KEPT:
+            _ROWS.popitem(last=False)
+    _LAST = (mask, lead, rows)
     return rows
+
+
+# The last answer of real_rows, checked first (one op asks twice: rows, then
+# from_rows); replaced as a whole, so a thread reading it sees a consistent entry.
+# It holds the mask alive until the next answer: one mask, not a leak.
+_LAST: tuple[Any, Any, Any] = (None, None, None)
 
 
 def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: int = 1
@@ -107,26 +120,33 @@ def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
 # ---------------------------------------------------------------------------- the protocol
 
 
-def masked_rows(batch: MaskedBatch, static: int) -> torch.Tensor:
+def masked_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
     """``MaskedBatch.rows(static)``: the real rows, ``(n_real, *last static dims)``.
 
     Under ``@batch`` (while gradients are recorded) the rows of examples that do not
     run the code at hand are zeroed (``weight_input_data``): an op with a shared
     weight must not send what was computed for them into the weight's gradient.
+    (The hot path of every linear layer: ``pack_rows`` inlined.)
     """
-    return pack_rows(weight_input_data(batch), real_rows(batch, static), static)
+    rows = real_rows(batch, static)
+    data = batch.data if EXECUTION_MASK.get() is None else weight_input_data(batch)
+    flat = data.reshape(-1, *data.shape[data.dim() - static:])
+    if rows is None:
+        return flat
+    return flat.index_select(0, rows) if type(rows) is not RowMask else _zero_rows(flat, rows)
 
 
-def masked_from_rows(batch: MaskedBatch, values: torch.Tensor, static: int) -> MaskedBatch:
+def masked_from_rows(batch: MaskedBatch, values: torch.Tensor, static: int = 1
+                     ) -> MaskedBatch:
     """``MaskedBatch.from_rows``: ``values`` ``(n_real, *tail)``, rows of ``batch.rows(static)``
     transformed, in ``batch``'s layout with the last ``static`` dims replaced by ``tail``
     (static), zeros at padding."""
     data = batch.data
-    lead = data.shape[:data.dim() - static]
-    out = unpack_rows(values, real_rows(batch, static), lead)
+    out = unpack_rows(values, real_rows(batch, static), data.shape[:data.dim() - static])
     # Padding is zero and gets no gradient already; under @batch, the rows of examples
     # that do not run the region get none either (their gradient would reach a weight).
-    out = guard_gradient(out, None)
+    if out.requires_grad and EXECUTION_MASK.get() is not None:
+        out = guard_gradient(out, None)
     mask, dims = batch._mask, batch.dims
     new = values.dim() - 1
     if new != static:
@@ -137,7 +157,7 @@ def masked_from_rows(batch: MaskedBatch, values: torch.Tensor, static: int) -> M
     return MaskedBatch._make(out, mask, dims)
 
 
-def masked_row_examples(batch: MaskedBatch, static: int) -> torch.Tensor:
+def masked_row_examples(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
     """``MaskedBatch.row_examples``: the example of each row of ``batch.rows(static)``,
     ``(n_real,)``; -1 for a padding row (only while capturing a graph, where rows are
     every row)."""
@@ -151,3 +171,9 @@ def masked_row_examples(batch: MaskedBatch, static: int) -> torch.Tensor:
         every = torch.arange(data.size(0) * per_example, device=data.device) // per_example
         return every if rows is None else torch.where(rows.mask, every, -1)
     return torch.div(rows, per_example, rounding_mode="floor")
+
+
+# The rows protocol of matchbox._batch, MaskedBatch's (this module imports masked_batch).
+MaskedBatch.rows = masked_rows  # type: ignore[method-assign]
+MaskedBatch.from_rows = masked_from_rows  # type: ignore[method-assign]
+MaskedBatch.row_examples = masked_row_examples  # type: ignore[method-assign]

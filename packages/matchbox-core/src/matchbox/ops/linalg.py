@@ -21,8 +21,10 @@ import string
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
+from matchbox._autograd_function import grad_enabled
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
@@ -287,10 +289,12 @@ def matmul(func, input, other):
 
 
 def _matmul_method(func: Any, dispatch: Any) -> Any:
-    """``x @ W`` as a method for the plainest calls (see ``_registry``'s generated methods),
-    with the batch-times-weight product inlined (the hot path)."""
+    """``x @ W`` as a method (see ``_registry._install_one``), with the batch-times-weight
+    product inlined (the hot path); every other call through the dispatch."""
 
-    def plain(self: MaskedBatch, args: tuple[Any, ...]) -> Any:
+    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
+            return dispatch(func, None, (self, *args), kwargs)
         if len(args) == 1:
             other = args[0]
             if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2
@@ -298,7 +302,7 @@ def _matmul_method(func: Any, dispatch: Any) -> Any:
                 return _times_weight(self, other, func)
         return dispatch(func, None, (self, *args))
 
-    return plain
+    return method
 
 
 matmul.method_factory = _matmul_method  # type: ignore[attr-defined]

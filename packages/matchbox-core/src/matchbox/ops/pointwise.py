@@ -27,8 +27,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
+from matchbox._autograd_function import grad_enabled
 from matchbox.masked_batch import MaskedBatch
 
 # Python operators and the ATen op each one is.
@@ -164,8 +166,8 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         fill = VALUE_CHECKED[func.__name__]
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
-    elif not kwargs:
-        result = _plain_call(func, args)
+    elif not kwargs and args:
+        result = _plain(func, None, args[0], args[1:])
         if result is not None:
             return result
     if not kwargs and _same_layout(args):
@@ -297,50 +299,59 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return target
 
 
-def _plain_call(func: Any, args: tuple[Any, ...]) -> Any:
+def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
     """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
-    mask), ``x * w`` (a weight); ``None`` for every other call (the general rule)."""
-    self = args[0]
-    if type(self) is not MaskedBatch:
-        return None
-    make = MaskedBatch._make
-    if len(args) == 1:
-        return make(func(self.data), self._mask, self.dims)
-    if len(args) != 2:
-        return None
-    other = args[1]
-    if isinstance(other, (int, float)):
-        return make(func(self.data, other), self._mask, self.dims)
-    if (type(other) is MaskedBatch and other.dims == self.dims
-            and other.data.shape == self.data.shape):
-        if other._mask is self._mask:
-            # Same layout and mask: elementwise, so the result has both.
-            return make(func(self.data, other.data), self._mask, self.dims)
-        return _run_same_layout(func, args)
-    if isinstance(other, torch.Tensor):  # a weight, a bias
-        if (self._mask is None and _masking.EXECUTION_MASK.get() is None
-                and _fits_each_example(other, self.data)):
-            # Nothing to guard: no padding, and every example runs.
-            return make(func(self.data, other), None, self.dims)
-        if _same_layout(args):
-            return _run_same_layout(func, args)
-    return None
+    mask), ``x * w`` (a weight).  Any other call goes to ``dispatch`` (the batch type's:
+    arguments of another batch type, ``masked + packed``, join there), or, without one,
+    gives ``None`` (the general rule then runs)."""
+    if type(self) is MaskedBatch:
+        make = MaskedBatch._make
+        if not args:
+            return make(func(self.data), self._mask, self.dims)
+        if len(args) == 1:
+            other = args[0]
+            if isinstance(other, (int, float)):
+                return make(func(self.data, other), self._mask, self.dims)
+            if (type(other) is MaskedBatch and other.dims == self.dims
+                    and other.data.shape == self.data.shape):
+                if other._mask is self._mask:
+                    # Same layout and mask: elementwise, so the result has both.
+                    return make(func(self.data, other.data), self._mask, self.dims)
+                return _run_same_layout(func, (self, other))
+            if isinstance(other, torch.Tensor):  # a weight, a bias
+                if (self._mask is None and _masking.EXECUTION_MASK.get() is None
+                        and _fits_each_example(other, self.data)):
+                    # Nothing to guard: no padding, and every example runs.
+                    return make(func(self.data, other), None, self.dims)
+                pair = (self, other)
+                if _same_layout(pair):
+                    return _run_same_layout(func, pair)
+    return None if dispatch is None else dispatch(func, None, (self, *args))
 
 
 def _method(func: Any, dispatch: Any) -> Any:
-    """A Tensor method of the family for the plainest calls (see ``_registry``'s generated
-    methods): the commonest ones inlined, every other through the dispatch."""
+    """A Tensor method of the family (see ``_registry._install_one``): :func:`_plain`'s
+    calls inlined, every other through the dispatch."""
     if _kind(func) != _PLAIN:
         return None
+    make = MaskedBatch._make
 
-    def plain(self: MaskedBatch, args: tuple[Any, ...]) -> Any:
-        result = _plain_call(func, (self, *args))
-        if result is None:
-            # Arguments of another batch type (``masked + packed``) join in the dispatch.
-            return dispatch(func, None, (self, *args))
-        return result
+    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
+            return dispatch(func, None, (self, *args), kwargs)
+        if not args:
+            return make(func(self.data), self._mask, self.dims)
+        if len(args) == 1:
+            other = args[0]
+            if isinstance(other, (int, float)):
+                return make(func(self.data, other), self._mask, self.dims)
+            if (type(other) is MaskedBatch and other._mask is self._mask
+                    and other.dims == self.dims and other.data.shape == self.data.shape):
+                # Same layout and mask: elementwise, so the result has both.
+                return make(func(self.data, other.data), self._mask, self.dims)
+        return _plain(func, dispatch, self, args)
 
-    return plain
+    return method
 
 
 pointwise.method_factory = _method  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from matchbox.extending import (
     SHARED,
+    Batch,
     MaskedBatch,
     check_lengths_agree,
     combine_masks,
@@ -36,14 +37,16 @@ from matchbox.extending import (
 
 @implements(F.linear, family="linear", batch_type=SHARED)
 def linear(func, input, weight, bias=None):
-    op = op_name(func)
-    only_input_batched(op, input, weight=weight, bias=bias)
-    static_trailing(op, input, 1, "the feature dimension (the last)")
+    if not isinstance(input, Batch) or isinstance(weight, Batch) or isinstance(bias, Batch) or \
+            not input.dims or input.dims[-1]:  # (checked inline first: a hot path)
+        op = op_name(func)
+        only_input_batched(op, input, weight=weight, bias=bias)
+        static_trailing(op, input, 1, "the feature dimension (the last)")
     features = input.data.size(-1)
     if weight.dim() not in (1, 2) or features != weight.size(-1):
         # PyTorch would name the flattened padded batch ("(15x4 and 5x2)"), not the example.
         raise ValueError(
-            f"{op}: each example has {features} features (its last dimension) but "
+            f"{op_name(func)}: each example has {features} features (its last dimension) but "
             f"the weight of shape {tuple(weight.shape)} expects {weight.size(-1)}"
         )
     # A weight vector (features,) sums the last dimension away: one output feature, dropped.

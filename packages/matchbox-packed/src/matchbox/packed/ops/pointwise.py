@@ -25,9 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox.extending import (
     check_inplace_derivative,
+    grad_enabled,
     implements,
     lengths_aware,
     op_name,
@@ -155,24 +157,27 @@ def _wrap(result: Any, first: PackedBatch) -> Any:
 
 
 def _method(func: Any, dispatch: Any) -> Any:
-    """A Tensor method of the family for the plainest calls (see ``_registry``'s generated
-    methods): ``x.tanh()``, ``x * 2``, ``x + y`` of one layout inlined, every other call
-    through the dispatch (which applies the mixing rule)."""
+    """A Tensor method of the family (see matchbox-core's ``_registry._install_one``):
+    ``x.tanh()``, ``x * 2``, ``x + y`` of one layout inlined, every other call through
+    the dispatch (which applies the mixing rule)."""
     if writes_first_argument(func):
         return None
+    make = PackedBatch._make
 
-    def plain(self: PackedBatch, args: tuple[Any, ...]) -> Any:
-        if len(args) <= 1:
-            if not args:
-                return PackedBatch._make(func(self.data), self.layout)
+    def method(self: PackedBatch, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
+            return dispatch(func, None, (self, *args), kwargs)
+        if not args:
+            return make(func(self.data), self.layout)
+        if len(args) == 1:
             other = args[0]
             if isinstance(other, (int, float, bool)):
-                return PackedBatch._make(func(self.data, other), self.layout)
+                return make(func(self.data, other), self.layout)
             if type(other) is PackedBatch and other.layout is self.layout:
-                return PackedBatch._make(func(self.data, other.data), self.layout)
+                return make(func(self.data, other.data), self.layout)
         return dispatch(func, None, (self, *args))
 
-    return plain
+    return method
 
 
 pointwise.method_factory = _method  # type: ignore[attr-defined]
