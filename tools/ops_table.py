@@ -51,7 +51,7 @@ def registered_ops() -> dict[str, dict[str, list[str]]]:
     from matchbox import _registry
 
     tables: dict[str, dict[str, list[str]]] = {}
-    for batch_type in sorted({batch_type for batch_type, _ in _registry._TABLE}):
+    for batch_type in sorted(_registry.batch_type_names()):
         families: dict[str, set[str]] = defaultdict(set)
         for entry in _registry.entries(batch_type):
             families[entry.family].add(entry.name)

@@ -30,7 +30,7 @@ class Stand:
 def registered():
     _registry.register_conversion(Stand, "MaskedBatch", lambda s: s.batch)
     yield
-    del _registry._CONVERSIONS["MaskedBatch"][Stand]
+    del _registry.kind_of("MaskedBatch").conversions[Stand]
 
 
 def _same(result, expected):

@@ -388,6 +388,7 @@ CONVERSIONS = {
     "Tensor.type_as": lambda x: x.type_as(torch.zeros(1, dtype=torch.float16)),
     "Tensor.type": lambda x: x.type(torch.float64) + x.type("torch.DoubleTensor"),
     "Tensor.to": lambda x: x.to(torch.float32),
+    "Tensor.contiguous": lambda x: x.transpose(1, 2).contiguous().transpose(1, 2) * 2,
     "Tensor.cpu": lambda x: x.cpu() * 2,
     "Tensor.detach": lambda x: x.detach() * x,
     "torch.detach": lambda x: torch.detach(x) + x,

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-import sys
+import importlib.metadata
+import importlib.util
 
 import pytest
 import torch
@@ -68,34 +69,43 @@ def test_convenience_methods_are_new_tensor_names_only():
     assert torch.equal(x + 1, torch.add(x, 1))
 
 
-@pytest.mark.parametrize(
-    ("name", "distribution"),
-    [("batch", "matchbox-control"), ("PackedBatch", "matchbox-packed"),
-     ("as_masked", "matchbox-packed"), ("as_packed", "matchbox-packed"),
-     ("data", "matchbox-data")],
-)
+def _installed(distribution):
+    try:
+        importlib.metadata.distribution(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(("name", "distribution"), sorted(matchbox._NAMES_ELSEWHERE.items()))
 def test_lazy_names_resolve_or_name_their_distribution(name, distribution, monkeypatch):
-    module_name = matchbox._LAZY[name][0]
-    if importlib.util.find_spec(module_name) is None:
+    if _installed(distribution):
+        # The installed distribution declares the name (an entry point of its own).
+        entry = matchbox._entry_points(matchbox.NAMES_GROUP)[name]
+        assert entry.dist.name.lower().replace("_", "-") == distribution
+        assert getattr(matchbox, name) is entry.load()
+    else:
         with pytest.raises(ImportError, match=rf"provided by the {distribution} distribution, "
                                               rf"which is not installed: pip install "
                                               rf"{distribution}"):
             getattr(matchbox, name)
-    else:
-        try:
-            value = getattr(matchbox, name)
-        except ImportError as error:
-            assert distribution in str(error)
-        else:
-            assert value is not None
-    # As if the distribution were not installed: an imported subpackage is also
-    # an attribute of the package, which must go too.
-    monkeypatch.setitem(sys.modules, module_name, None)
-    subpackage = module_name.rsplit(".", 1)[1]
-    if subpackage in vars(matchbox):
-        monkeypatch.delattr(matchbox, subpackage)
-    with pytest.raises(ImportError, match=distribution):
+    # As if the distribution were not installed (no entry points): an imported
+    # subpackage is also an attribute of the package, which must go too.
+    monkeypatch.setattr(matchbox, "_NAMES", {})
+    if name in vars(matchbox):
+        monkeypatch.delattr(matchbox, name)
+    with pytest.raises(ImportError, match=rf"pip install {distribution}"):
         getattr(matchbox, name)
+
+
+def test_installed_distributions_declare_their_names_and_ops_by_entry_points():
+    # Core finds its siblings through their metadata only; the table it keeps names
+    # them for the errors of a missing one, and must agree with what they declare.
+    declared = matchbox._entry_points(matchbox.NAMES_GROUP)
+    for name, entry in declared.items():
+        assert matchbox._NAMES_ELSEWHERE.get(name) == entry.dist.name.lower().replace("_", "-")
+    providers = matchbox._entry_points(matchbox.OPS_GROUP)
+    assert ("ops" in providers) == _installed("matchbox-nn")
 
 
 def test_unknown_module_attribute():

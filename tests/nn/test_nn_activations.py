@@ -164,12 +164,15 @@ def test_rrelu_in_training_draws_a_slope_per_position():
 
 def test_errors():
     xs, xb = mb_rand(2, (True, 4), (False, 2), min_size=0)
-    with pytest.raises(ValueError, match=r"torch.nn.functional.glu: dim=1 is dynamic"):
+    with pytest.raises(ValueError, match=r"torch.nn.functional.glu: dim=1 is dimension 1, "
+                                         r"which is dynamic"):
         F.glu(xb, 1)
-    with pytest.raises(ValueError, match=r"torch.nn.functional.glu: dim=0 is dimension 0"):
+    with pytest.raises(ValueError, match=r"torch.nn.functional.glu: dimension 0 is the batch "
+                                         r"dimension of each example \(size one; dim=0\)"):
         F.glu(xb, 0)
     with pytest.raises(ValueError, match=r"torch.prelu: a weight of 2 channels reads dimension 1 "
-                                         r"as the channels, but dimension 1 is dynamic"):
+                                         r"of each example as the channels, but dimension 1 is "
+                                         r"dynamic"):
         F.prelu(xb, torch.rand(2))
     scalars = MaskedBatch(torch.rand(3), None, ())
     with pytest.raises(ValueError, match=r"torch.prelu: a weight of 2 channels needs examples "
@@ -177,7 +180,8 @@ def test_errors():
         F.prelu(scalars, torch.rand(2))
     with pytest.raises(NotImplementedError, match=r"torch.prelu: weight must be a plain tensor"):
         F.prelu(xb, MaskedBatch(torch.rand(2, 1), None, (False,)))
-    with pytest.raises(ValueError, match=r"torch.nn.functional.normalize: dim=0 is dimension 0"):
+    with pytest.raises(ValueError, match=r"torch.nn.functional.normalize: dimension 0 is the "
+                                         r"batch dimension of each example \(size one; dim=0\)"):
         F.normalize(xb, dim=0)
     with pytest.raises(NotImplementedError, match=r"torch.nn.functional.normalize: out= is not "
                                                   r"supported"):

@@ -175,7 +175,7 @@ def test_a_plain_input_with_a_batch_elsewhere_is_refused():
     # can only come through a keyword.
     xs, xb = mb_rand(2, *ELEMENTWISE, min_size=0)
     with pytest.raises(TypeError, match=r"torch.nn.functional.dropout: the input must be the "
-                                        r"MaskedBatch; got Tensor"):
+                                        r"batch; got Tensor"):
         _registry.lookup(F.dropout)(F.dropout, torch.ones(2), xb)
 
 

@@ -101,10 +101,12 @@ def test_linear_errors_name_the_example_not_the_flattened_batch():
                                          r"shape \(2, 5\) expects 5"):
         torch.nn.Linear(5, 2)(xb)
     scalars = MaskedBatch.fromlist([torch.rand(1), torch.rand(1)], ())
-    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: each example must be "
-                                         r"\(1, ..., features\); these examples are scalars"):
+    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension "
+                                         r"\(the last\) would cover dimension 0 of each "
+                                         r"example, its batch dimension \(size one\): examples "
+                                         r"of rank 1"):
         F.linear(scalars, torch.randn(2, 1))
     dynamic = MaskedBatch.fromlist([torch.rand(1, 3), torch.rand(1, 2)], (True,))
     with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension "
-                                         r"\(the last\) of the input is dynamic"):
+                                         r"\(the last\) covers dimension 1, which is dynamic"):
         F.linear(dynamic, torch.randn(2, 3))

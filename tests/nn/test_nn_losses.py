@@ -413,7 +413,7 @@ def test_a_plain_input_with_a_batch_target_says_why_it_is_plain():
     # (B, C) tensor: the message says so and what to use instead.
     labels = batch([torch.tensor([1]), torch.tensor([2])], ())
     with pytest.raises(TypeError, match=r"torch.nn.functional.cross_entropy: the input must be the "
-                                        r"MaskedBatch; got Tensor of shape \(2, 4\): a plain "
+                                        r"batch; got Tensor of shape \(2, 4\): a plain "
                                         r"tensor is the same for every example \(values computed "
                                         r"from plain tensors only, or from a batch's .data, .* "
                                         r"compute them from the batch itself\)"):

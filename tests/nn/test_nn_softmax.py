@@ -126,8 +126,8 @@ def test_module_forms():
 @pytest.mark.parametrize("dim", [0, -3])
 def test_dim_zero_is_refused(func, dim):
     xs, xb = mb_rand(2, (True, 3), (False, 2), min_size=0)
-    with pytest.raises(ValueError, match=rf"{ids(func)}: dim={dim} is dimension 0, the batch "
-                                         r"dimension of each example"):
+    with pytest.raises(ValueError, match=rf"{ids(func)}: dimension 0 is the batch dimension of "
+                                         rf"each example \(size one; dim={dim}\)"):
         call(func, xb, dim)
 
 
@@ -142,7 +142,7 @@ def test_implicit_dim_is_refused():
                          ids=lambda e: e.name)
 def test_a_plain_input_reaching_the_handler_is_refused(entry):
     # Only reachable when a batch is passed as another argument (e.g. dtype=).
-    with pytest.raises(TypeError, match=rf"{entry.name}: the input must be the MaskedBatch; got "
+    with pytest.raises(TypeError, match=rf"{entry.name}: the input must be the batch; got "
                                         r"Tensor"):
         entry.handler(entry.func, torch.ones(2, 2), 1)
 

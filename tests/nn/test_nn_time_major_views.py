@@ -281,3 +281,28 @@ def test_other_view_errors():
                                          r"of each example; moving it to position 1 gives a "
                                          r"time-major view only for results of rank 3 .* rank 4"):
         xb.unsqueeze(0)
+
+
+@pytest.mark.parametrize("name", ["permute", "reshape", "view", "expand"])
+def test_keyword_spellings_of_view_ops_equal_the_positional_ones(name):
+    # These raised a raw TypeError from the view's handlers (dims=, shape=, size=).
+    xs = [torch.randn(1, n, 4) for n in (3, 1, 2)]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    v = time_major(xb)
+    one = time_major(MaskedBatch.fromlist([torch.randn(1, 1, 4) for _ in xs], (False, False)))
+    calls = {
+        "permute": (lambda: v.permute(1, 0, 2), lambda: v.permute(dims=(1, 0, 2))),
+        "reshape": (lambda: v.reshape(-1, 1, 2, 2), lambda: v.reshape(shape=(-1, 1, 2, 2))),
+        "view": (lambda: v.view(-1, 1, 2, 2), lambda: v.view(size=(-1, 1, 2, 2))),
+        "expand": (lambda: one.expand(3, -1, -1),
+                   lambda: one.expand(size=(3, -1, -1), implicit=False)),
+    }
+    positional, keyword = calls[name]
+    if name in ("reshape", "view"):  # (A, 1, F) -> (A, 1, 2, 2) has rank 4: refused alike
+        for call in (positional, keyword):
+            with pytest.raises(ValueError, match=rf"Tensor.{name}: the new shape"):
+                call()
+        return
+    expected, got = positional(), keyword()
+    assert type(got) is type(expected)
+    assert all(torch.equal(a, b) for a, b in zip(got.examples(), expected.examples()))

@@ -68,7 +68,7 @@ def test_cell_refuses_dynamic_feature_dimension():
 def test_linear_refuses_a_dynamic_feature_dimension():
     xb = MaskedBatch.fromlist([torch.rand(1, n) for n in (2, 3)], (True,))
     with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension "
-                                         r"\(the last\) of the input is dynamic"):
+                                         r"\(the last\) covers dimension 1, which is dynamic"):
         torch.nn.functional.linear(xb, torch.rand(2, 3))
 
 

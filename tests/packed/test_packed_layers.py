@@ -1,5 +1,9 @@
 """Layers on the packed rows (linear, embedding, dropout, layer_norm, rms_norm, activations)
-against the per-example loop, values and gradients (inputs and module parameters)."""
+against the per-example loop, values and gradients (inputs and module parameters).
+
+They are the rules matchbox-nn writes once for every batch type (registered for
+``"Batch"``), which run on a PackedBatch's rows through its ``rows()``/``from_rows()``
+and ``positions()``/``from_positions()``."""
 
 from __future__ import annotations
 
@@ -14,16 +18,31 @@ from matchbox import MaskedBatch, _registry
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
 
-LAYERS = {e.name for e in _registry.entries("PackedBatch") if e.family == "layers"}
+LAYER_FAMILIES = ("linear", "normalization", "dropout", "embedding")
+LAYERS = {e.name for e in _registry.entries("PackedBatch") if e.family in LAYER_FAMILIES}
+# The channel-wise dropouts find the channels by the input's rank, which a PackedBatch's
+# rows do not have: they are refused (test_feature_dropout_is_refused).
+FEATURE_DROPOUTS = {"torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
+                    "torch.nn.functional.dropout3d", "torch.nn.functional.feature_alpha_dropout",
+                    "torch.feature_dropout", "torch.feature_dropout_",
+                    "torch.feature_alpha_dropout", "torch.feature_alpha_dropout_"}
 
 
 def test_every_registered_layer_is_tested_here():
     expected = {"torch.nn.functional.linear", "torch.nn.functional.embedding",
-                "torch.nn.functional.dropout", "torch.nn.functional.alpha_dropout",
-                "torch.dropout", "torch.alpha_dropout", "torch.nn.functional.layer_norm"}
+                "torch.nn.functional.one_hot", "torch.nn.functional.dropout",
+                "torch.nn.functional.alpha_dropout", "torch.dropout", "torch.dropout_",
+                "torch.alpha_dropout", "torch.alpha_dropout_", "torch.nn.functional.layer_norm",
+                "torch.layer_norm", *FEATURE_DROPOUTS}
     if hasattr(F, "rms_norm"):
         expected.add("torch.nn.functional.rms_norm")
+    if hasattr(torch, "rms_norm"):
+        expected.add("torch.rms_norm")
     assert LAYERS == expected
+    # One rule for both batch types: the handlers are MaskedBatch's.
+    for name in LAYERS:
+        func = next(e.func for e in _registry.entries("PackedBatch") if e.name == name)
+        assert _registry.lookup(func, "PackedBatch") is _registry.lookup(func, "MaskedBatch")
 
 
 @given(packed_examples(static=(4,)))
@@ -67,8 +86,41 @@ def test_layer_norm_over_two_static_dims_and_rms_norm(dtype):
     xs = examples_of_lengths([2, 0, 3], static=(2, 3), dtype=dtype)
     pb = PackedBatch.fromlist(xs)
     mb_assert(nn.LayerNorm((2, 3)).to(dtype), [xs], [pb], 3)
+    weight, bias = torch.randn(3, dtype=dtype, requires_grad=True), torch.randn(3, dtype=dtype)
+    mb_assert(lambda x: torch.layer_norm(x, (3,), weight, bias, 1e-5, False), [xs], [pb], 3)
     if hasattr(nn, "RMSNorm"):
         mb_assert(nn.RMSNorm(3).to(dtype), [xs], [pb], 3)
+    if hasattr(torch, "rms_norm"):
+        mb_assert(lambda x: torch.rms_norm(x, (2, 3), None, 1e-6), [xs], [pb], 3)
+
+
+def test_embedding_scales_gradients_by_each_examples_own_frequencies():
+    # As the loop: each example's gradient divided by the id's count in that example.
+    ids = [torch.tensor([[1, 1, 2]]), torch.tensor([[1, 3]]), torch.tensor([[4]]),
+           torch.zeros(1, 0, dtype=torch.long)]
+    table = nn.Embedding(6, 3, scale_grad_by_freq=True).double()
+    mb_assert(table, [ids], [PackedBatch.fromlist(ids)], 4)
+
+
+def test_one_hot_equals_loop_and_names_a_bad_class():
+    ids = [torch.tensor([[1, 0, 2]]), torch.zeros(1, 0, dtype=torch.long), torch.tensor([[3]])]
+    pb = PackedBatch.fromlist(ids)
+    result = F.one_hot(pb, 4)
+    assert isinstance(result, PackedBatch) and result.layout is pb.layout
+    assert [torch.equal(a, F.one_hot(x, 4)) for a, x in zip(result.examples(), ids)] == [True] * 3
+    with pytest.raises(RuntimeError, match=r"^torch\.nn\.functional\.one_hot: class values must "
+                                           r"be in \[0, num_classes=3\): example 2 has 3"):
+        F.one_hot(pb, 3)
+
+
+@pytest.mark.parametrize("name", sorted(FEATURE_DROPOUTS))
+def test_feature_dropout_is_refused(name):
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 3], static=(4,)))
+    func = next(e.func for e in _registry.entries("PackedBatch") if e.name == name)
+    with pytest.raises(NotImplementedError, match=rf"^{name} is not implemented for PackedBatch; "
+                                                  r"convert the batch with matchbox.packed."
+                                                  r"as_masked\(x\)"):
+        func(pb, 0.5, True)
 
 
 def test_dropout_in_eval_is_the_identity_and_in_training_scales_kept_rows():
@@ -87,6 +139,9 @@ def test_dropout_in_eval_is_the_identity_and_in_training_scales_kept_rows():
     assert torch.dropout(pb, 0.0, True).layout is pb.layout
     inplace = pb * 1
     assert F.dropout(inplace, 0.5, True, inplace=True) is inplace
+    inplace = pb * 1
+    assert torch.dropout_(inplace, 0.5, True) is inplace
+    assert torch.alpha_dropout_(inplace, 0.5, False) is inplace
 
 
 def test_one_call_for_the_whole_batch():
@@ -100,22 +155,17 @@ def test_one_call_for_the_whole_batch():
 
 def test_errors_name_the_op_and_argument():
     pb = PackedBatch.fromlist(examples_of_lengths([2, 3], static=(4,)))
-    with pytest.raises(NotImplementedError, match=r"torch.nn.functional.linear: only the input "
-                                                  r"may be a batch; weight is shared"):
+    with pytest.raises(NotImplementedError, match=r"torch.nn.functional.linear: weight must be "
+                                                  r"a plain tensor shared by every example "
+                                                  r"\(only the input may be a batch\)"):
         F.linear(pb, pb)
     tokens = PackedBatch.fromlist([torch.randn(1, 2), torch.randn(1, 3)])
-    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension is "
-                                         r"the last dimension of each example, which is "
-                                         r"dimension 1, the packed dimension"):
+    with pytest.raises(ValueError, match=r"torch.nn.functional.linear: the feature dimension "
+                                         r"\(the last\) covers dimension 1, which is dynamic"):
         F.linear(tokens, torch.randn(2, 2))
     with pytest.raises(ValueError, match=r"torch.nn.functional.layer_norm: normalized_shape "
-                                         r"\(3, 4\) covers dimension 1 of examples of rank 3, "
-                                         r"the packed dimension"):
+                                         r"\[3, 4\] covers dimension 1, which is dynamic"):
         F.layer_norm(pb, (3, 4))
-    ids = PackedBatch.fromlist([torch.tensor([[1, 2]]), torch.tensor([[3]])])
-    with pytest.raises(NotImplementedError, match=r"torch.nn.functional.embedding: "
-                                                  r"scale_grad_by_freq=True"):
-        F.embedding(ids, torch.randn(5, 2), scale_grad_by_freq=True)
 
 
 ACTIVATIONS = {e.name for e in _registry.entries("PackedBatch") if e.family == "activation"}
@@ -153,17 +203,16 @@ def test_type_and_contiguous_keep_the_layout():
 
 def test_non_pointwise_activations_over_the_packed_dimension_are_refused():
     pb = PackedBatch.fromlist(examples_of_lengths([2, 3], static=(4,)))
-    with pytest.raises(ValueError, match=r"^torch.nn.functional.glu: dim=1 is the packed "
-                                         r"dimension of each example; a PackedBatch splits "
-                                         r"over its static trailing dimensions only \(use "
-                                         r"as_masked\(x\) for the other\)$"):
+    with pytest.raises(ValueError, match=r"^torch.nn.functional.glu: dim=1 is dimension 1, which "
+                                         r"is dynamic \(its size differs between examples\); "
+                                         r"glu splits it in halves"):
         F.glu(pb, 1)
-    with pytest.raises(ValueError, match=r"^torch.nn.functional.normalize: dim=0 is the batch "
-                                         r"dimension \(size one\) of each example"):
+    with pytest.raises(ValueError, match=r"^torch.nn.functional.normalize: dimension 0 is the "
+                                         r"batch dimension of each example \(size one; dim=0\)"):
         F.normalize(pb, dim=0)
     with pytest.raises(ValueError, match=r"^torch.prelu: a weight of 4 channels reads "
                                          r"dimension 1 of each example as the channels, but "
-                                         r"dimension 1 is the packed dimension"):
+                                         r"dimension 1 is dynamic"):
         nn.PReLU(4).double()(pb)
 
 

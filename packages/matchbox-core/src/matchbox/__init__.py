@@ -7,15 +7,14 @@ found through the extended ``__path__``, installed or editable.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
+import importlib.metadata
 import pkgutil
 from typing import Any
 
 __path__ = pkgutil.extend_path(__path__, __name__)
 
 # Importing ops fills the registry; _jagged refuses ops mixing a batch and a nested tensor.
-from matchbox import _jagged, _registry, ops  # noqa: E402,F401
+from matchbox import _jagged, _registry, extending, ops  # noqa: E402,F401
 from matchbox.batch_reduce import batch_mean, batch_sum  # noqa: E402
 from matchbox.compiler import compile, hide_from_torch_compile  # noqa: E402
 from matchbox.convenience import install as _install_convenience  # noqa: E402
@@ -26,62 +25,65 @@ __version__ = "0.1.0"
 _install_convenience()
 hide_from_torch_compile(__name__)
 
-# Names that live in other distributions: resolved on first use.
-_LAZY = {
-    "batch": ("matchbox.control", "batch", "matchbox-control"),
-    "PackedBatch": ("matchbox.packed", "PackedBatch", "matchbox-packed"),
-    "as_masked": ("matchbox.packed", "as_masked", "matchbox-packed"),
-    "as_packed": ("matchbox.packed", "as_packed", "matchbox-packed"),
-    "data": ("matchbox.data", None, "matchbox-data"),
-    "nn": ("matchbox.nn", None, "matchbox-nn"),
-    "control": ("matchbox.control", None, "matchbox-control"),
-    "packed": ("matchbox.packed", None, "matchbox-packed"),
+# Matchbox's other distributions make themselves known through entry points, so
+# that core names none of them to use them:
+#   "matchbox.ops": a module that registers ops when imported (matchbox-nn's
+#       torch.nn.functional ops for MaskedBatch), imported with matchbox;
+#   "matchbox.names": the top-level names a distribution provides (matchbox.batch,
+#       matchbox.PackedBatch, matchbox.data, ...), resolved on first use.
+OPS_GROUP = "matchbox.ops"
+NAMES_GROUP = "matchbox.names"
+
+# For errors only: what a sibling distribution provides, named when it is NOT
+# installed.  An uninstalled distribution has no metadata, so no entry point can
+# say this; these two tables are the one place core names its siblings.
+_NAMES_ELSEWHERE = {
+    "batch": "matchbox-control", "control": "matchbox-control",
+    "PackedBatch": "matchbox-packed", "as_masked": "matchbox-packed",
+    "as_packed": "matchbox-packed", "packed": "matchbox-packed",
+    "data": "matchbox-data", "nn": "matchbox-nn",
 }
+_OPS_ELSEWHERE = {"torch.nn.functional.": "matchbox-nn"}  # op-name prefix -> distribution
+
+
+def _entry_points(group: str) -> dict[str, Any]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=group)}
+
+
+_NAMES: dict[str, Any] | None = None
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
+    global _NAMES
+    if _NAMES is None:
+        _NAMES = _entry_points(NAMES_GROUP)
+    entry = _NAMES.get(name)
+    if entry is not None:
+        return entry.load()
+    distribution = _NAMES_ELSEWHERE.get(name)
+    if distribution is None:
         raise AttributeError(f"module 'matchbox' has no attribute '{name}'")
-    module_name, attribute, distribution = _LAZY[name]
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name != module_name:
-            raise
-        raise ImportError(
-            f"matchbox.{name} is provided by the {distribution} distribution, which is "
-            f"not installed: pip install {distribution}"
-        ) from None
-    if attribute is None:
-        return module
-    try:
-        return getattr(module, attribute)
-    except AttributeError:
-        raise ImportError(
-            f"matchbox.{name} is not available in the installed {distribution} "
-            "distribution yet"
-        ) from None
-
-
-def _installed(module_name: str) -> bool:
-    try:
-        return importlib.util.find_spec(module_name) is not None
-    except ModuleNotFoundError:
-        return False
+    raise ImportError(
+        f"matchbox.{name} is provided by the {distribution} distribution, which is "
+        f"not installed: pip install {distribution}"
+    )
 
 
 def _load_op_providers() -> None:
-    """Let installed distributions register their ops; name them in errors otherwise."""
-    if _installed("matchbox.nn"):
-        importlib.import_module("matchbox.nn")
-    else:
-        _registry.declare_provider(
-            lambda func: _registry.op_name(func).startswith("torch.nn.functional."),
-            "matchbox-nn",
-        )
+    """Let installed distributions register their ops; name the others in errors."""
+    installed = set()
+    for entry in _entry_points(OPS_GROUP).values():
+        entry.load()
+        if entry.dist is not None:
+            installed.add(entry.dist.name.lower().replace("_", "-"))
+    for prefix, distribution in _OPS_ELSEWHERE.items():
+        if distribution not in installed:
+            _registry.declare_provider(
+                lambda func, prefix=prefix: _registry.op_name(func).startswith(prefix),
+                distribution)
 
 
 _load_op_providers()
 
 __all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "compile", "PackedBatch",
-           "as_masked", "as_packed", "data"]
+           "as_masked", "as_packed", "data", "extending"]

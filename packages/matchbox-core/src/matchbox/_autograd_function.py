@@ -68,14 +68,25 @@ def refuse_untracked(op: Any, values: Any) -> None:
 
 
 def _requires_grad(value: Any) -> bool:
-    from matchbox._registry import batch_types
-
-    kinds = batch_types()
-    if isinstance(value, kinds):
+    batch = _batch_class()
+    if isinstance(value, batch):
         return bool(value.requires_grad)
     if type(value) is list or type(value) is tuple:
-        return any(isinstance(v, kinds) and v.requires_grad for v in value)
+        return any(isinstance(v, batch) and v.requires_grad for v in value)
     return False
+
+
+_BATCH: list[type] = []
+
+
+def _batch_class() -> type:
+    """``matchbox._batch.Batch``, the base class of batch types (and of their views),
+    found once: the registry imports this module, and the base class the registry."""
+    if not _BATCH:
+        from matchbox._batch import Batch
+
+        _BATCH.append(Batch)
+    return _BATCH[0]
 
 
 def _enclosing_function(frame: Any) -> type | None:

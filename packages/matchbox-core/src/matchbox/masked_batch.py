@@ -1,6 +1,6 @@
 """``MaskedBatch``: a batch of examples whose sizes differ in some dimensions.
 
-Layout (the contract of SPEC §2):
+Layout:
 
 - ``data``: dimension 0 is the batch; a static dimension has the size of every
   example; a dynamic dimension is at least as large as the largest example.
@@ -38,54 +38,15 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _interop, _lengths, _registry
-from matchbox._autograd_function import grad_enabled, refuse_untracked
+from matchbox import _lengths
+from matchbox._arguments import normalize_dim
+from matchbox._batch import Batch, pytree_rank_error
 
-
-class DataAttributes:
-    """What a batch type answers from its ``data`` tensor alone (dtype, device, ...).
-
-    Shared by ``MaskedBatch`` and matchbox-packed's ``PackedBatch``.
-    """
-
-    __slots__ = ()
-    data: torch.Tensor
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.data.dtype
-
-    @property
-    def device(self) -> torch.device:
-        return self.data.device
-
-    @property
-    def is_cuda(self) -> bool:
-        return self.data.is_cuda
-
-    @property
-    def requires_grad(self) -> bool:
-        return self.data.requires_grad
-
-    def is_floating_point(self) -> bool:
-        return self.data.is_floating_point()
-
-    def is_complex(self) -> bool:
-        return self.data.is_complex()
-
-    def get_device(self) -> int:
-        return self.data.get_device()
-
-
-# {torch callable: handler} of MaskedBatch, filled as op families register.
-_HANDLERS = _registry.handlers("MaskedBatch")
 _new = object.__new__
-_LIVE = _lengths.LIVE
 
 
-class MaskedBatch(DataAttributes):
+class MaskedBatch(Batch):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
@@ -192,7 +153,7 @@ class MaskedBatch(DataAttributes):
         example.
         """
         dims = _dims_argument("MaskedBatch.fromlist", dims)
-        shapes = _check_examples(examples, dims)
+        shapes = check_examples(examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
             return cls._make(torch.cat(list(examples), 0), None, dims)
@@ -264,21 +225,6 @@ class MaskedBatch(DataAttributes):
         return self.data.size(0)
 
     @property
-    def grad(self) -> MaskedBatch | None:
-        grad = self.data.grad
-        return None if grad is None else MaskedBatch._make(grad, self._mask, self.dims)
-
-    @grad.setter
-    def grad(self, value: MaskedBatch | torch.Tensor | None) -> None:
-        # ``x.grad = None`` between steps, as on a tensor; a batch sets its data.
-        self.data.grad = value.data if isinstance(value, MaskedBatch) else value
-
-    @property
-    def is_nested(self) -> bool:
-        """Always ``False``: a batch is not a ``torch.nested`` tensor (modules ask first)."""
-        return False
-
-    @property
     def ndim(self) -> int:
         return self.data.dim()
 
@@ -327,52 +273,6 @@ class MaskedBatch(DataAttributes):
             return self.data.size()
         return self.data.size(normalize_dim(dim, self.dim(), "maxsize"))
 
-    def __bool__(self) -> bool:
-        raise ValueError(
-            "the truth value of a MaskedBatch is ambiguous (it may differ between "
-            "examples): use .any() or .all(), or decorate the function with "
-            "@matchbox.batch to branch per example (it rewrites if, while, for, "
-            "'a if c else b' and and/or/not, not the filters of comprehensions)"
-        )
-
-    def _no_single_value(self, *args: Any) -> Any:
-        # int(x), float(x), complex(x), x.item(), x.tolist(): a Python value is one value
-        # for the whole batch, where each example has its own.
-        what = ("one scalar per example" if self.dims == () else
-                "one tensor per example")
-        raise TypeError(
-            f"a MaskedBatch holds one value per example, not a single value ({what}, "
-            f"{self.data.size(0)} examples), so int(), float(), .item() and .tolist() have "
-            "no answer: a Python number would be the same for every example, where the loop "
-            "gives each its own. Keep the value a batch (arithmetic, comparisons, torch ops "
-            "and indexing x[:, n] take one value per example), write branches and loops that "
-            "differ per example in a function decorated with @matchbox.batch, or leave the "
-            "batch explicitly: use matchbox.batch_sum / batch_mean for a plain tensor, or "
-            "examples() for each example's tensor"
-        )
-
-    __float__ = __int__ = __complex__ = item = tolist = _no_single_value
-
-    def __index__(self) -> int:
-        raise TypeError(
-            "a MaskedBatch holds one value per example, not a single value: a Python list "
-            "index, a slice bound or a size must be the same int for every example (to "
-            "take each example's own element, index a batch: x[:, i])"
-        )
-
-    def __len__(self) -> int:
-        raise TypeError(
-            "len() of a MaskedBatch is ambiguous: use size(0) for the batch size"
-        )
-
-    # Not iterable (``iter(x)`` raises TypeError): iterating would go over dimension
-    # 0, the batch; use examples() or unbind(dim).  Declared with None, not a method
-    # that raises, so that tools asking ``isinstance(x, Iterable)`` before walking
-    # a collection (Lightning's batch-size search) see a batch as one value.
-    __iter__ = None
-
-    __hash__ = object.__hash__
-
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through the validating constructor: a loaded batch (torch.load,
         # also with weights_only=True) is checked as a constructed one is.
@@ -396,39 +296,41 @@ class MaskedBatch(DataAttributes):
 
     # ------------------------------------------------------------------ conversions
 
-    def to(self, *args: Any, **kwargs: Any) -> MaskedBatch:
-        """``Tensor.to`` on the data; the mask follows to the new device."""
-        data = self.data.to(*args, **kwargs)
+    def _with_data(self, data: torch.Tensor) -> MaskedBatch:
+        """The batch of the same layout holding ``data``; the mask follows it to its device."""
         mask = self._mask
         if mask is not None and data.device != mask.device:
             mask = _lengths.kept(mask.to(data.device), mask)
         return MaskedBatch._make(data, mask, self.dims)
 
-    def cuda(self, device: Any = None, non_blocking: bool = False) -> MaskedBatch:
-        return self.to(torch.device("cuda") if device is None else device, non_blocking=non_blocking)
+    # ------------------------------------------------------------------ the rows protocol
+    # (matchbox._batch: row-wise ops such as F.linear are written once, over it)
 
-    def cpu(self) -> MaskedBatch:
-        return self.to("cpu")
+    # rows(static), from_rows(values, static) and row_examples(static) are implemented
+    # in matchbox._masking.rows (they gather and scatter the real rows), which installs
+    # them here: it imports this module.  positions()/from_positions() follow.
+
+    def positions(self, shared: bool = False) -> torch.Tensor:
+        """The padded data; with ``shared``, padding (and, under ``@batch``, the rows of
+        examples not running the code at hand) zeroed: the mixing rule."""
+        if not shared:
+            return self.data
+        from matchbox._masking.guards import masked_positions
+
+        return masked_positions(self, shared)
+
+    def from_positions(self, values: torch.Tensor, shared: bool = False) -> MaskedBatch:
+        if not shared:
+            return MaskedBatch._make(values, self._mask, self.dims)
+        from matchbox._masking.guards import masked_from_positions
+
+        return masked_from_positions(self, values, shared)
 
     def pin_memory(self) -> MaskedBatch:
         """The batch in page-locked memory, for faster, asynchronous copies to an accelerator
-        (``DataLoader(pin_memory=True)`` calls this on every batch it loads)."""
+        (``DataLoader(pin_memory=True)`` calls this on every batch it loads); the mask too."""
         mask = None if self._mask is None else _lengths.kept(self._mask.pin_memory(), self._mask)
         return MaskedBatch._make(self.data.pin_memory(), mask, self.dims)
-
-    def is_pinned(self) -> bool:
-        return self.data.is_pinned()
-
-    def detach(self) -> MaskedBatch:
-        return MaskedBatch._make(self.data.detach(), self._mask, self.dims)
-
-    def detach_(self) -> MaskedBatch:
-        self.data.detach_()
-        return self
-
-    def requires_grad_(self, requires_grad: bool = True) -> MaskedBatch:
-        self.data.requires_grad_(requires_grad)
-        return self
 
     def backward(self, gradient: Any = None, **kwargs: Any) -> None:
         """Backward on a batch of per-example scalars: the gradient of their sum.
@@ -450,42 +352,38 @@ class MaskedBatch(DataAttributes):
             )
         batch_sum(self).backward(**kwargs)
 
-    # ------------------------------------------------------------------ dispatch
+    # ------------------------------------------------------------------ PyTorch's tools
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        handler = _HANDLERS.get(func)
-        if handler is None:
-            raise _registry.unsupported(func, "MaskedBatch", kwargs)
-        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
-            refuse_untracked(func, args)
-        if autograd_profiler._is_profiler_enabled:
-            handler = _registry.labelled("MaskedBatch", func, handler)
-        if len(types) > 1:
-            # Another batch type among the arguments (PackedBatch, ...): the ones
-            # registered to become MaskedBatch here are converted (_registry.adopt).
-            args, kwargs = _registry.adopt("MaskedBatch", args, kwargs or {})
-        if kwargs:
-            result = handler(func, *args, **_registry.with_torch_names(kwargs))
-        else:
-            result = handler(func, *args)
-        if _LIVE[0]:  # some mask carries lengths: no op may drop them (see _lengths)
-            _lengths.check_call(handler, func, args, kwargs, result)
-        return result
+    # Dataclass fields: the two tensors whose dimension 0 is the batch (dims is
+    # not a field: a batch-size search must meet tensors only).  Pytree children: the
+    # data, and the mask unless it is None (a batch without padding): tools such as
+    # torch.func want tensors only, and the unflattened batch keeps its None (and its
+    # fast paths).  Context: dims, and whether there is a mask.
+    _tree_fields = ("data", "mask")
+    _tree_children = ("data", "_mask")
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names the class does not define.
-        attribute = getattr(torch.Tensor, name, None)
-        if callable(attribute) and not name.startswith("_"):
+    def _tree_flatten(self) -> tuple[list[torch.Tensor], tuple[tuple[bool, ...], bool]]:
+        if self._mask is None:
+            return [self.data], (self.dims, False)
+        return [self.data, self._mask], (self.dims, True)
 
-            def unsupported_method(*args: Any, **kwargs: Any) -> Any:
-                raise _registry.unsupported(attribute, "MaskedBatch")
+    @staticmethod
+    def _tree_unflatten(children: list[Any], context: tuple[tuple[bool, ...], bool]
+                        ) -> MaskedBatch:
+        dims, has_mask = context
+        data, mask = (children[0], children[1]) if has_mask else (children[0], None)
+        for name, value in (("data", data), ("mask", mask)):
+            if isinstance(value, torch.Tensor) and value.dim() != len(dims) + 1:
+                raise pytree_rank_error("MaskedBatch", name, value.dim(), len(dims) + 1)
+        return MaskedBatch._make(data, mask, dims)
 
-            return unsupported_method
-        raise AttributeError(
-            f"'MaskedBatch' object has no attribute '{name}'"
-            + (" (Tensor attribute not supported for batches)" if attribute is not None else "")
-        )
+    @staticmethod
+    def _tree_dump_context(context: tuple[tuple[bool, ...], bool]) -> list[Any]:
+        return [list(context[0]), context[1]]
+
+    @staticmethod
+    def _tree_load_context(dumped: list[Any]) -> tuple[tuple[bool, ...], bool]:
+        return (tuple(bool(d) for d in dumped[0]), bool(dumped[1]))
 
 
 class BatchShape:
@@ -674,18 +572,6 @@ def constant_pad(tensor: torch.Tensor, pads: Sequence[int], value: Any = 0) -> t
     return torch.nn.functional.pad(tensor, list(pads), value=value)
 
 
-def normalize_dim(dim: int, rank: int, op: str) -> int:
-    """A dimension number in ``[0, rank)``; an out-of-range one names the op."""
-    if not isinstance(dim, int):
-        raise TypeError(f"{op}: dimension must be an int, got {type(dim).__name__}")
-    if not -rank <= dim < rank:
-        raise IndexError(
-            f"{op}: dimension {dim} is out of range for examples of rank {rank} "
-            f"(expected to be in [{-rank}, {rank - 1}])"
-        )
-    return dim % rank
-
-
 def _example_shape(batch: MaskedBatch, sizes: Sequence[int]) -> str:
     it = iter(sizes)
     parts = ["1"] + [str(next(it)) if d else str(batch.data.size(i + 1))
@@ -786,7 +672,7 @@ def _validate_lengths(data: torch.Tensor, lengths: Any, dims: tuple[bool, ...]) 
     return lengths.long()
 
 
-def _check_examples(
+def check_examples(
     examples: Sequence[Any], dims: tuple[bool, ...], op: str = "MaskedBatch.fromlist",
     static_hint: str = "mark it dynamic in dims",
 ) -> list[torch.Size]:
@@ -834,37 +720,3 @@ def _check_examples(
                 )
     return [e.shape for e in examples]
 
-
-_registry.register_host("MaskedBatch", MaskedBatch)
-
-
-# ---------------------------------------------------------------------------- PyTorch's tools
-
-
-def _flatten(batch: MaskedBatch) -> tuple[list[torch.Tensor], tuple[tuple[bool, ...], bool]]:
-    # Children: the data, and the mask unless it is None (a batch without
-    # padding): tools such as torch.func want tensors only, and the unflattened
-    # batch keeps its None (and its fast paths).  Context: dims, and whether
-    # there is a mask.
-    if batch._mask is None:
-        return [batch.data], (batch.dims, False)
-    return [batch.data, batch._mask], (batch.dims, True)
-
-
-def _unflatten(children: list[Any], context: tuple[tuple[bool, ...], bool]) -> MaskedBatch:
-    dims, has_mask = context
-    data, mask = (children[0], children[1]) if has_mask else (children[0], None)
-    for name, value in (("data", data), ("mask", mask)):
-        if isinstance(value, torch.Tensor) and value.dim() != len(dims) + 1:
-            raise _interop.pytree_rank_error("MaskedBatch", name, value.dim(), len(dims) + 1)
-    return MaskedBatch._make(data, mask, dims)
-
-
-# Dataclass fields: the two tensors whose dimension 0 is the batch (dims is
-# not a field: a batch-size search must meet tensors only).
-_interop.declare_batch_type(
-    MaskedBatch, fields=("data", "mask"), flatten=_flatten, unflatten=_unflatten,
-    child_names=("data", "_mask"),
-    to_dumpable_context=lambda context: [list(context[0]), context[1]],
-    from_dumpable_context=lambda dumped: (tuple(bool(d) for d in dumped[0]), bool(dumped[1])),
-)

@@ -1,6 +1,10 @@
-"""Conversions: dtype casts keep the mask; device moves take the mask along.
+"""Conversions: dtype casts keep the layout; device moves take it along.
 
-Dtype queries (``torch.is_floating_point``) answer for the data, as the methods do.
+One rule for every batch type (registered for ``"Batch"``): the op runs on
+``data`` and the batch type rebuilds itself around the result
+(``_with_data``: a ``MaskedBatch``'s mask, a ``PackedBatch``'s layout tensors
+follow the data to its device).  Dtype queries (``torch.is_floating_point``)
+answer for the data, as the methods do.
 """
 
 from __future__ import annotations
@@ -8,41 +12,50 @@ from __future__ import annotations
 import torch
 
 from matchbox import _lengths, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox._batch import Batch
 
-_CASTS = ["float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte",
-          "bool", "type_as", "type"]
+CASTS = ["float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte",
+         "bool", "type_as", "type"]
 
 
 @_lengths.aware
-@_registry.implements(*[getattr(torch.Tensor, name) for name in _CASTS], family="conversion")
+@_registry.implements(*[getattr(torch.Tensor, name) for name in CASTS], family="conversion",
+                      batch_type=_registry.SHARED)
 def cast(func, input, *args, **kwargs):
-    args = tuple(a.data if isinstance(a, MaskedBatch) else a for a in args)
-    if not isinstance(input, MaskedBatch):
+    args = tuple(a.data if isinstance(a, Batch) else a for a in args)
+    if not isinstance(input, Batch):
         # ``t.type_as(batch)``: the batch's dtype (and device), a plain tensor as in the loop.
         return func(input, *args, **kwargs)
     data = func(input.data, *args, **kwargs)
     if not isinstance(data, torch.Tensor):  # ``x.type()``: the name of the data's type
         return data
-    return MaskedBatch._make(data, input._mask, input.dims)
+    return input._with_data(data)
+
+
+@_lengths.aware
+@_registry.implements(torch.Tensor.contiguous, family="conversion", batch_type=_registry.SHARED)
+def contiguous(func, input, *args, **kwargs):
+    """The data in contiguous memory (it is, unless a view made it otherwise)."""
+    return input._with_data(input.data.contiguous(*args, **kwargs))
 
 
 @_lengths.aware
 @_registry.implements(torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu, torch.Tensor.detach,
                       torch.detach, torch.Tensor.requires_grad_, torch.Tensor.detach_,
-                      family="conversion")
+                      family="conversion", batch_type=_registry.SHARED)
 def method(func, input, *args, **kwargs):
-    """Tensor methods the class implements itself (``to``, ``cuda``, ``detach``, ...)."""
+    """Tensor methods the batch types implement themselves (``to``, ``cuda``, ``detach``, ...)."""
     # ``x.to(other_batch)`` means other's dtype and device: pass its data, or
-    # MaskedBatch.to -> data.to(batch) would dispatch back here forever.
-    args = tuple(a.data if isinstance(a, MaskedBatch) else a for a in args)
-    if not isinstance(input, MaskedBatch):
+    # Batch.to -> data.to(batch) would dispatch back here forever.
+    args = tuple(a.data if isinstance(a, Batch) else a for a in args)
+    if not isinstance(input, Batch):
         return func(input, *args, **kwargs)
-    return getattr(MaskedBatch, func.__name__)(input, *args, **kwargs)
+    return getattr(type(input), func.__name__)(input, *args, **kwargs)
 
 
 @_lengths.aware
-@_registry.implements(torch.is_floating_point, torch.is_complex, family="conversion")
+@_registry.implements(torch.is_floating_point, torch.is_complex, family="conversion",
+                      batch_type=_registry.SHARED)
 def dtype_query(func, input):
     # Modules ask this of their mask arguments (nn.MultiheadAttention's
     # key_padding_mask): the answer is the data's, the same for every example.

@@ -21,9 +21,10 @@ import string
 from typing import Any
 
 import torch
+from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
-from matchbox._autograd_function import grad_enabled, refuse_untracked
+from matchbox._autograd_function import grad_enabled
 from matchbox.masked_batch import MaskedBatch, constant_pad, mask_from_lengths
 
 
@@ -287,17 +288,19 @@ def matmul(func, input, other):
     return matmul_batches(_registry.op_name(func), input, other)
 
 
-def _matmul_method(func: Any) -> Any:
-    """``x @ W`` as a method, with the batch-times-weight product inlined (the hot path)."""
+def _matmul_method(func: Any, dispatch: Any) -> Any:
+    """``x @ W`` as a method (see ``_registry._install_one``), with the batch-times-weight
+    product inlined (the hot path); every other call through the dispatch."""
 
-    def method(self: MaskedBatch, other: Any) -> Any:
-        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
-            refuse_untracked(func, (self, other))
-        if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2
-                and not self.dims[-1]):
-            return _times_weight(self, other, func)
-        (other,), _ = _registry.adopt("MaskedBatch", (other,), {})
-        return matmul(func, self, other)
+    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
+            return dispatch(func, None, (self, *args), kwargs)
+        if len(args) == 1:
+            other = args[0]
+            if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2
+                    and not self.dims[-1]):
+                return _times_weight(self, other, func)
+        return dispatch(func, None, (self, *args))
 
     return method
 
@@ -311,16 +314,26 @@ def rmatmul(func, input, other):
     return matmul_batches(_registry.op_name(func), other, input)
 
 
+def _refuse_out_dtype(func: Any, out_dtype: Any) -> None:
+    """``out_dtype=`` (newer torch: a product of low-precision inputs in another dtype, on
+    some accelerators) is not taken by batches; ``None``, its default spelled out, is."""
+    if out_dtype is not None:
+        raise NotImplementedError(f"{_registry.op_name(func)}: out_dtype= is not supported "
+                                  "for batches; cast the result instead")
+
+
 @_lengths.aware
 @_registry.implements(torch.mm, torch.Tensor.mm, family="linalg")
-def mm(func, input, mat2):
+def mm(func, input, mat2, out_dtype=None):
+    _refuse_out_dtype(func, out_dtype)
     _require_rank(func, 2, input, mat2)
     return matmul_batches(_registry.op_name(func), input, mat2)
 
 
 @_lengths.aware
 @_registry.implements(torch.bmm, torch.Tensor.bmm, family="linalg")
-def bmm(func, input, mat2):
+def bmm(func, input, mat2, out_dtype=None):
+    _refuse_out_dtype(func, out_dtype)
     _require_rank(func, 3, input, mat2)
     return matmul_batches(_registry.op_name(func), input, mat2)
 

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
-from matchbox._autograd_function import grad_enabled, refuse_untracked
+from matchbox._autograd_function import grad_enabled
 from matchbox.masked_batch import MaskedBatch
 
 # Python operators and the ATen op each one is.
@@ -56,8 +56,6 @@ ELEMENTWISE_UNTAGGED = {
 }
 # Ops that check their input values: padding is replaced by a valid value first.
 VALUE_CHECKED = {"bernoulli": 0.0, "bernoulli_": 0.0}
-# Python operators that write into their left operand.
-_INPLACE_DUNDERS = {"__i" + name + "__" for name in DUNDER_OPS}
 # In-place ops that some supported torch cannot differentiate, each with a call that
 # shows whether the installed one can.  torch 2.3's ``ldexp_`` writes through
 # ``mul(out=...)``, which autograd refuses (pytorch/pytorch#68966).
@@ -139,13 +137,6 @@ def pointwise_ops() -> list[Any]:
     return found
 
 
-def _writes_first_argument(func: Any) -> bool:
-    name = getattr(func, "__name__", "")
-    if name in _INPLACE_DUNDERS:
-        return True
-    return not name.startswith("__") and name.endswith("_")
-
-
 # How the family runs an op, worked out once per op (this is the hot path).
 _PLAIN, _INPLACE, _CHECKED = 1, 2, 3
 _KINDS: dict[Any, int] = {}
@@ -154,7 +145,7 @@ _KINDS: dict[Any, int] = {}
 def _kind(func: Any) -> int:
     kind = _KINDS.get(func)
     if kind is None:
-        kind = _KINDS[func] = (_INPLACE if _writes_first_argument(func) else
+        kind = _KINDS[func] = (_INPLACE if _registry.writes_first_argument(func) else
                                _CHECKED if func.__name__ in VALUE_CHECKED else _PLAIN)
     return kind
 
@@ -175,6 +166,10 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         fill = VALUE_CHECKED[func.__name__]
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
+    elif not kwargs and args:
+        result = _plain(func, None, args[0], args[1:])
+        if result is not None:
+            return result
     if not kwargs and _same_layout(args):
         return _run_same_layout(func, args)
     names = list(kwargs)
@@ -304,45 +299,57 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return target
 
 
-def _method(func: Any) -> Any:
-    """A Tensor method of the family, with the commonest calls inlined.
+def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
+    """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
+    mask), ``x * w`` (a weight).  Any other call goes to ``dispatch`` (the batch type's:
+    arguments of another batch type, ``masked + packed``, join there), or, without one,
+    gives ``None`` (the general rule then runs)."""
+    if type(self) is MaskedBatch:
+        make = MaskedBatch._make
+        if not args:
+            return make(func(self.data), self._mask, self.dims)
+        if len(args) == 1:
+            other = args[0]
+            if isinstance(other, (int, float)):
+                return make(func(self.data, other), self._mask, self.dims)
+            if (type(other) is MaskedBatch and other.dims == self.dims
+                    and other.data.shape == self.data.shape):
+                if other._mask is self._mask:
+                    # Same layout and mask: elementwise, so the result has both.
+                    return make(func(self.data, other.data), self._mask, self.dims)
+                return _run_same_layout(func, (self, other))
+            if isinstance(other, torch.Tensor):  # a weight, a bias
+                if (self._mask is None and _masking.EXECUTION_MASK.get() is None
+                        and _fits_each_example(other, self.data)):
+                    # Nothing to guard: no padding, and every example runs.
+                    return make(func(self.data, other), None, self.dims)
+                pair = (self, other)
+                if _same_layout(pair):
+                    return _run_same_layout(func, pair)
+    return None if dispatch is None else dispatch(func, None, (self, *args))
 
-    ``x.tanh()``, ``x * 2`` and ``x + y`` (same layout) skip the general rule's
-    argument scan; everything else goes through :func:`pointwise`.
-    """
+
+def _method(func: Any, dispatch: Any) -> Any:
+    """A Tensor method of the family (see ``_registry._install_one``): :func:`_plain`'s
+    calls inlined, every other through the dispatch."""
     if _kind(func) != _PLAIN:
         return None
     make = MaskedBatch._make
 
     def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
-            refuse_untracked(func, (self, *args))
-        if not kwargs and not autograd_profiler._is_profiler_enabled:
-            if not args:
-                return make(func(self.data), self._mask, self.dims)
-            if len(args) == 1:
-                other = args[0]
-                if isinstance(other, (int, float)):
-                    return make(func(self.data, other), self._mask, self.dims)
-                if (type(other) is MaskedBatch and other.dims == self.dims
-                        and other.data.shape == self.data.shape):
-                    if other._mask is self._mask:
-                        # Same layout and mask: elementwise, so the result has both.
-                        return make(func(self.data, other.data), self._mask, self.dims)
-                    return _run_same_layout(func, (self, other))
-                if isinstance(other, torch.Tensor):  # a weight, a bias
-                    if (self._mask is None and _masking.EXECUTION_MASK.get() is None
-                            and _fits_each_example(other, self.data)):
-                        # Nothing to guard: no padding, and every example runs.
-                        return make(func(self.data, other), None, self.dims)
-                    pair = (self, other)
-                    if _same_layout(pair):
-                        return _run_same_layout(func, pair)
-        # Arguments of another batch type (``masked + packed``) join as MaskedBatch.
-        args, kwargs = _registry.adopt("MaskedBatch", args, kwargs)
-        if autograd_profiler._is_profiler_enabled:  # labelled, by the general rule
-            return _registry.labelled("MaskedBatch", func, pointwise)(func, self, *args, **kwargs)
-        return pointwise(func, self, *args, **kwargs)
+        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
+            return dispatch(func, None, (self, *args), kwargs)
+        if not args:
+            return make(func(self.data), self._mask, self.dims)
+        if len(args) == 1:
+            other = args[0]
+            if isinstance(other, (int, float)):
+                return make(func(self.data, other), self._mask, self.dims)
+            if (type(other) is MaskedBatch and other._mask is self._mask
+                    and other.dims == self.dims and other.data.shape == self.data.shape):
+                # Same layout and mask: elementwise, so the result has both.
+                return make(func(self.data, other.data), self._mask, self.dims)
+        return _plain(func, dispatch, self, args)
 
     return method
 

@@ -30,12 +30,12 @@ from matchbox.masked_batch import MaskedBatch, mask_from_lengths, normalize_dim
 Reducer = Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor]
 
 
-def reduction_dims(op: str, x: MaskedBatch, dim: Any) -> tuple[int, ...]:
+def reduced_dimensions(op: str, x: MaskedBatch, dim: Any) -> tuple[int, ...]:
     """Normalised non-batch dimensions to reduce; ``None`` means all of them."""
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(1, x.dim()))
-    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    out = tuple(sorted({normalize_dim(d, x.dim(), op) for d in dims}))
+    asked = dim if isinstance(dim, (tuple, list)) else (dim,)
+    out = tuple(sorted({normalize_dim(d, x.dim(), op) for d in asked}))
     if 0 in out:
         raise ValueError(
             f"{op}: cannot reduce over dimension 0, the batch dimension of each example; "
@@ -45,15 +45,15 @@ def reduction_dims(op: str, x: MaskedBatch, dim: Any) -> tuple[int, ...]:
 
 
 def reduced_layout(
-    x: MaskedBatch, dims: tuple[int, ...], keepdim: bool
+    x: MaskedBatch, reduced: tuple[int, ...], keepdim: bool
 ) -> tuple[torch.Tensor, tuple[bool, ...]]:
-    """The mask and dims of ``x`` reduced over ``dims``."""
-    remaining = tuple(d for i, d in enumerate(x.dims, start=1) if i not in dims)
+    """The mask and dims of ``x`` reduced over the dimensions ``reduced`` (ints)."""
+    remaining = tuple(d for i, d in enumerate(x.dims, start=1) if i not in reduced)
     if keepdim:
-        new_dims = tuple(False if i in dims else d for i, d in enumerate(x.dims, start=1))
+        new_dims = tuple(False if i in reduced else d for i, d in enumerate(x.dims, start=1))
     else:
         new_dims = remaining
-    dynamic = [i for i in dims if x.dims[i - 1]]
+    dynamic = [i for i in reduced if x.dims[i - 1]]
     if x._mask is None or (dynamic and not any(remaining)):
         # Every example's reduction is real, even over an empty extent (a sum
         # of nothing is 0).  A reduction over static dims only keeps the mask,
@@ -65,15 +65,15 @@ def reduced_layout(
         # An example empty in part has an all-false mask, whose ``any`` would lose
         # its sizes in the remaining dimensions: the mask comes from its lengths.
         kept = [k for k, i in enumerate(i for i, d in enumerate(x.dims, 1) if d)
-                if i not in dims]
+                if i not in reduced]
         lengths = lengths[:, kept]
-        shape = [1 if i in dims else n for i, n in enumerate(x.data.shape)]
-        mask = mask_from_lengths(lengths, shape, tuple(False if i in dims else d
+        shape = [1 if i in reduced else n for i, n in enumerate(x.data.shape)]
+        mask = mask_from_lengths(lengths, shape, tuple(False if i in reduced else d
                                                        for i, d in enumerate(x.dims, 1)))
     elif dynamic:
         mask = mask.any(dim=dynamic, keepdim=True)
     if not keepdim:
-        mask = mask.squeeze(dims)
+        mask = mask.squeeze(reduced)
     return _lengths.rebuilt(mask, lengths, new_dims), new_dims
 
 
@@ -94,39 +94,39 @@ def reduce(
             # batch without padding, which has no padding to mix in or keep.
             dims = x.dims[:single - 1] + ((False,) if keepdim else ()) + x.dims[single:]
             return MaskedBatch._make(reducer(x.data, (single,), keepdim), None, dims)
-    dims = reduction_dims(op, x, dim)
-    mixes_padding = any(x.dims[i - 1] for i in dims)
+    reduced = reduced_dimensions(op, x, dim)
+    mixes_padding = any(x.dims[i - 1] for i in reduced)
     data = x.data
     if mixes_padding:
         if identity is None:
             raise NotImplementedError(f"{op} over a dynamic dimension is not supported")
         data = _masking.fill_padding(x, identity)
-    mask, new_dims = reduced_layout(x, dims, keepdim)
-    if not dims:
+    mask, new_dims = reduced_layout(x, reduced, keepdim)
+    if not reduced:
         # Examples are scalars of shape (1,): "every dimension" is none, but
         # torch reads an empty dim list as all of them, which would reduce
         # across the batch.  Reduce each example's own one-element view.
         return MaskedBatch._make(reducer(data.unsqueeze(1), (1,), False), mask, new_dims)
-    return MaskedBatch._make(reducer(data, dims, keepdim), mask, new_dims)
+    return MaskedBatch._make(reducer(data, reduced, keepdim), mask, new_dims)
 
 
-def count(x: MaskedBatch, dims: tuple[int, ...]) -> torch.Tensor:
-    """Each example's number of real elements over ``dims``, kept as size-one dims."""
-    dynamic = [i for i in dims if x.dims[i - 1]]
-    static = math.prod(x.data.size(i) for i in dims if not x.dims[i - 1])
+def count(x: MaskedBatch, reduced: tuple[int, ...]) -> torch.Tensor:
+    """Each example's number of real elements over ``reduced``, kept as size-one dims."""
+    dynamic = [i for i in reduced if x.dims[i - 1]]
+    static = math.prod(x.data.size(i) for i in reduced if not x.dims[i - 1])
     dtype = x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else torch.float32
     if not dynamic:
         return torch.tensor(float(static), dtype=dtype, device=x.device)
     return x.mask.sum(dim=dynamic, keepdim=True).to(dtype) * static
 
 
-def refuse_empty(op: str, x: MaskedBatch, dims: tuple[int, ...]) -> None:
-    """Raise, as the loop would, when a running example is empty along reduced dims.
+def refuse_empty(op: str, x: MaskedBatch, reduced: tuple[int, ...]) -> None:
+    """Raise, as the loop would, when a running example is empty along the reduced dims.
 
     An example that is not running (``_masking.EXECUTION_MASK``) gets the
     reduction's identity instead; its result is discarded.
     """
-    dynamic = [i for i in dims if x.dims[i - 1]]
+    dynamic = [i for i in reduced if x.dims[i - 1]]
     if not dynamic:
         return
     lengths = x.lengths()
@@ -139,8 +139,8 @@ def refuse_empty(op: str, x: MaskedBatch, dims: tuple[int, ...]) -> None:
         )
 
 
-def _keep(result: torch.Tensor, dims: tuple[int, ...], keepdim: bool) -> torch.Tensor:
-    return result if keepdim else result.squeeze(dims)
+def _keep(result: torch.Tensor, reduced: tuple[int, ...], keepdim: bool) -> torch.Tensor:
+    return result if keepdim else result.squeeze(reduced)
 
 
 # ---------------------------------------------------------------------------- handlers
@@ -171,23 +171,23 @@ def nanmean(func, input, dim=None, keepdim=False, *, dtype=None, out=None):
 @_registry.implements(torch.prod, torch.Tensor.prod, family="reduction")
 def prod(func, input, dim=None, keepdim=False, *, dtype=None):
     op = _registry.op_name(func)
-    dims = reduction_dims(op, input, dim)
+    reduced = reduced_dimensions(op, input, dim)
 
     def reducer(data, ds, k):
         for d in reversed(ds):
             data = torch.prod(data, d, keepdim=True, dtype=dtype)
         return _keep(data, ds, k)
 
-    return reduce(op, input, dims, keepdim, reducer, 1)
+    return reduce(op, input, reduced, keepdim, reducer, 1)
 
 
 @_lengths.aware
 @_registry.implements(torch.mean, torch.Tensor.mean, family="reduction")
 def mean(func, input, dim=None, keepdim=False, *, dtype=None):
     op = _registry.op_name(func)
-    dims = reduction_dims(op, input, dim)
-    if not any(input.dims[i - 1] for i in dims):
-        return reduce(op, input, dims, keepdim,
+    reduced = reduced_dimensions(op, input, dim)
+    if not any(input.dims[i - 1] for i in reduced):
+        return reduce(op, input, reduced, keepdim,
                       lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), None)
     if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
         # The loop's torch.mean refuses integers; sum / count would not.
@@ -201,7 +201,7 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
         # The count has the input's dtype; the mean has dtype= when given.
         return _keep(total / count(input, ds).to(total.dtype), ds, k)
 
-    return reduce(op, input, dims, keepdim, reducer, 0)
+    return reduce(op, input, reduced, keepdim, reducer, 0)
 
 
 def _correction(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, float, bool]:
@@ -240,11 +240,11 @@ class _Variance(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, data, mask, dims, n, correction, every_dim):  # noqa: ANN001
-        centred = torch.where(mask, data - data.sum(dims, keepdim=True) / n, 0)
+    def forward(ctx, data, mask, reduced, n, correction, every_dim):  # noqa: ANN001
+        centred = torch.where(mask, data - data.sum(reduced, keepdim=True) / n, 0)
         ctx.save_for_backward(centred, n)
         ctx.correction, ctx.every_dim = correction, every_dim
-        return (centred * centred).sum(dims, keepdim=True) / (n - correction).clamp(min=0)
+        return (centred * centred).sum(reduced, keepdim=True) / (n - correction).clamp(min=0)
 
     @staticmethod
     @torch.autograd.function.once_differentiable  # centred is saved without its graph
@@ -258,9 +258,9 @@ class _Variance(torch.autograd.Function):
         return result, None, None, None, None, None
 
 
-def _variance(x: MaskedBatch, dims: tuple[int, ...], correction: float,
+def _variance(x: MaskedBatch, reduced: tuple[int, ...], correction: float,
               every_dim: bool) -> torch.Tensor:
-    return _Variance.apply(_masking.fill_padding(x, 0), x.mask, dims, count(x, dims),
+    return _Variance.apply(_masking.fill_padding(x, 0), x.mask, reduced, count(x, reduced),
                            correction, every_dim)
 
 
@@ -281,21 +281,21 @@ def _sqrt_like_std(variance: torch.Tensor) -> torch.Tensor:
 def var_std(func, input, *args, **kwargs):
     op = _registry.op_name(func)
     dim, correction, keepdim = _correction(op, args, kwargs)
-    dims = reduction_dims(op, input, dim)
+    reduced = reduced_dimensions(op, input, dim)
     is_std = func in (torch.std, torch.Tensor.std)
-    if not dims or (dim is not None and not any(input.dims[i - 1] for i in dims)):
+    if not reduced or (dim is not None and not any(input.dims[i - 1] for i in reduced)):
         # Static dims only (or scalar examples): torch's own var, on data as is.
-        return reduce(op, input, dims, keepdim,
+        return reduce(op, input, reduced, keepdim,
                       lambda d, ds, k: func(d, ds, correction=correction, keepdim=k), None)
     # torch.var(x) without dim has its own gradient at n <= correction.
-    result = _variance(input, dims, correction, every_dim=dim is None)
+    result = _variance(input, reduced, correction, every_dim=dim is None)
     if is_std:
         result = _sqrt_like_std(result)
-    mask, new_dims = reduced_layout(input, dims, keepdim)
-    return MaskedBatch._make(_keep(result, dims, keepdim), mask, new_dims)
+    mask, new_dims = reduced_layout(input, reduced, keepdim)
+    return MaskedBatch._make(_keep(result, reduced, keepdim), mask, new_dims)
 
 
-def _lowest(dtype: torch.dtype) -> float | bool:
+def lowest(dtype: torch.dtype) -> float | bool:
     if dtype == torch.bool:
         return False
     if dtype.is_floating_point:
@@ -303,7 +303,7 @@ def _lowest(dtype: torch.dtype) -> float | bool:
     return torch.iinfo(dtype).min
 
 
-def _highest(dtype: torch.dtype) -> float | bool:
+def highest(dtype: torch.dtype) -> float | bool:
     if dtype == torch.bool:
         return True
     if dtype.is_floating_point:
@@ -327,10 +327,10 @@ class _ExtremeOfReal(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, filled, mask, func, dims, nan_ties=False):  # noqa: ANN001
-        result = func(filled, dims, keepdim=True)
+    def forward(ctx, filled, mask, func, reduced, nan_ties=False):  # noqa: ANN001
+        result = func(filled, reduced, keepdim=True)
         ctx.save_for_backward(filled, mask, result)
-        ctx.dims, ctx.nan_ties = dims, nan_ties
+        ctx.reduced, ctx.nan_ties = reduced, nan_ties
         return result
 
     @staticmethod
@@ -341,19 +341,19 @@ class _ExtremeOfReal(torch.autograd.Function):
         if ctx.nan_ties:
             ties = ties | (filled.isnan() & result.isnan())
         ties = ties & mask
-        share = ties / ties.sum(ctx.dims, keepdim=True)
+        share = ties / ties.sum(ctx.reduced, keepdim=True)
         return grad * share, None, None, None, None
 
 
-def _extreme_of_real(func: Any, x: MaskedBatch, dims: tuple[int, ...], keepdim: bool,
+def _extreme_of_real(func: Any, x: MaskedBatch, reduced: tuple[int, ...], keepdim: bool,
                      fill: float | bool) -> MaskedBatch:
-    """``func`` (amax/amin) over ``dims``, some of them dynamic (see :class:`_ExtremeOfReal`)."""
+    """``func`` (amax/amin) over ``reduced``, some of them dynamic (see :class:`_ExtremeOfReal`)."""
     filled = _masking.fill_padding(x, fill)
     if not (filled.requires_grad and torch.is_grad_enabled()):
-        result = func(filled, dims, keepdim=keepdim)
+        result = func(filled, reduced, keepdim=keepdim)
     else:
-        result = _keep(_ExtremeOfReal.apply(filled, x.mask, func, dims), dims, keepdim)
-    mask, new_dims = reduced_layout(x, dims, keepdim)
+        result = _keep(_ExtremeOfReal.apply(filled, x.mask, func, reduced), reduced, keepdim)
+    mask, new_dims = reduced_layout(x, reduced, keepdim)
     return MaskedBatch._make(result, mask, new_dims)
 
 
@@ -367,13 +367,13 @@ def amax_amin(func, input, dim=(), keepdim=False):
 
 def _extreme(op: str, is_max: bool, x: MaskedBatch, dim: Any, keepdim: bool) -> MaskedBatch:
     """The largest (smallest) value over ``dim`` (``None``: every dimension)."""
-    dims = reduction_dims(op, x, dim)
-    refuse_empty(op, x, dims)
+    reduced = reduced_dimensions(op, x, dim)
+    refuse_empty(op, x, reduced)
     func = torch.amax if is_max else torch.amin
-    fill = (_lowest if is_max else _highest)(x.dtype)
-    if any(x.dims[i - 1] for i in dims) and x._mask is not None:
-        return _extreme_of_real(func, x, dims, keepdim, fill)
-    return reduce(op, x, dims, keepdim, lambda d, ds, k: func(d, ds, keepdim=k), fill)
+    fill = (lowest if is_max else highest)(x.dtype)
+    if any(x.dims[i - 1] for i in reduced) and x._mask is not None:
+        return _extreme_of_real(func, x, reduced, keepdim, fill)
+    return reduce(op, x, reduced, keepdim, lambda d, ds, k: func(d, ds, keepdim=k), fill)
 
 
 @_lengths.aware
@@ -391,14 +391,14 @@ def max_min(func, input, *args, **kwargs):
     dim = args[0] if args else kwargs.get("dim")
     keepdim = args[1] if len(args) > 1 else kwargs.get("keepdim", False)
     op = _registry.op_name(func)
-    fill = _lowest(input.dtype) if is_max else _highest(input.dtype)
+    fill = lowest(input.dtype) if is_max else highest(input.dtype)
     if dim is None:
         return _extreme(op, is_max, input, None, False)
-    dims = reduction_dims(op, input, dim)
-    refuse_empty(op, input, dims)
-    data = _masking.fill_padding(input, fill) if input.dims[dims[0] - 1] else input.data
-    values, indices = func(data, dims[0], keepdim)
-    mask, new_dims = reduced_layout(input, dims, keepdim)
+    reduced = reduced_dimensions(op, input, dim)
+    refuse_empty(op, input, reduced)
+    data = _masking.fill_padding(input, fill) if input.dims[reduced[0] - 1] else input.data
+    values, indices = func(data, reduced[0], keepdim)
+    mask, new_dims = reduced_layout(input, reduced, keepdim)
     result_type = torch.return_types.max if is_max else torch.return_types.min
     return result_type((MaskedBatch._make(values, mask, new_dims),
                         MaskedBatch._make(indices, mask, new_dims)))
@@ -410,21 +410,21 @@ def max_min(func, input, *args, **kwargs):
 def argmax_argmin(func, input, dim=None, keepdim=False):
     op = _registry.op_name(func)
     is_max = "max" in func.__name__
-    fill = _lowest(input.dtype) if is_max else _highest(input.dtype)
+    fill = lowest(input.dtype) if is_max else highest(input.dtype)
     if dim is not None:
-        dims = reduction_dims(op, input, dim)
-        refuse_empty(op, input, dims)
-        return reduce(op, input, dims, keepdim, lambda d, ds, k: func(d, ds[0], k), fill)
+        reduced = reduced_dimensions(op, input, dim)
+        refuse_empty(op, input, reduced)
+        return reduce(op, input, reduced, keepdim, lambda d, ds, k: func(d, ds[0], k), fill)
     # Over every element: an index into each example's own flattened shape.
-    dims = reduction_dims(op, input, None)
-    refuse_empty(op, input, dims)
+    reduced = reduced_dimensions(op, input, None)
+    refuse_empty(op, input, reduced)
     data = _masking.fill_padding(input, fill) if any(input.dims) else input.data
     flat = func(data.reshape(data.size(0), -1), 1)
     index = _reflatten(flat, input)
-    mask, new_dims = reduced_layout(input, dims, False)
+    mask, new_dims = reduced_layout(input, reduced, False)
     if keepdim:
         index = index.reshape(-1, *[1] * len(input.dims))
-        mask, new_dims = reduced_layout(input, dims, True)
+        mask, new_dims = reduced_layout(input, reduced, True)
     return MaskedBatch._make(index, mask, new_dims)
 
 
@@ -491,7 +491,7 @@ def _norm(op: str, x: MaskedBatch, order: Any, dim: Any, keepdim: bool, dtype: A
     fill = math.inf if order < 0 else 0
     if order < 0 or order == math.inf:
         # These orders have no identity: torch refuses an empty dimension.
-        refuse_empty(op, x, reduction_dims(op, x, dim))
+        refuse_empty(op, x, reduced_dimensions(op, x, dim))
     return reduce(op, x, dim, keepdim,
                   lambda d, ds, k: torch.linalg.vector_norm(d, order, ds, k, dtype=dtype), fill)
 
@@ -502,12 +502,11 @@ def norm(func, input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     op = _registry.op_name(func)
     # torch.norm is Python code that forwards out= (usually None) to us.
     _registry.refuse_out(op, out)
-    # "fro" is the 2-norm of the flattened dims; "nuc" (a matrix norm) is not supported.
+    # "fro" is the 2-norm of the flattened reduced; "nuc" (a matrix norm) is not supported.
     return _norm(op, input, 2 if p in ("fro", None) else p, dim, keepdim, dtype)
 
 
 @_lengths.aware
 @_registry.implements(torch.linalg.vector_norm, family="reduction")
 def vector_norm(func, x, ord=2, dim=None, keepdim=False, *, dtype=None):
-    # Named by hand: the registry would call it torch.linalg_vector_norm (its __name__).
-    return _norm("torch.linalg.vector_norm", x, ord, dim, keepdim, dtype)
+    return _norm(_registry.op_name(func), x, ord, dim, keepdim, dtype)

@@ -46,8 +46,8 @@ from matchbox.ops.ordering import _padded_along, _sort
 from matchbox.ops.reductions import (
     _ExtremeOfReal,
     _keep,
+    reduced_dimensions,
     reduced_layout,
-    reduction_dims,
     refuse_empty,
 )
 
@@ -55,10 +55,10 @@ FAMILY = "selection"
 
 
 def _one_dim(op: str, x: MaskedBatch, dim: Any) -> int:
-    dims = reduction_dims(op, x, dim)
-    if len(dims) != 1:
+    reduced = reduced_dimensions(op, x, dim)
+    if len(reduced) != 1:
         raise TypeError(f"{op}: dim must be one int, got {dim!r}")
-    return dims[0]
+    return reduced[0]
 
 
 def _pair(kind: Any, x: MaskedBatch, d: int, keepdim: bool, values: torch.Tensor,
@@ -110,19 +110,19 @@ def _median_of_all(op: str, x: MaskedBatch) -> MaskedBatch:
     """Each example's lower median over all its real values: a per-example scalar."""
     if x.dims == ():
         return x  # a scalar is its own median
-    dims = tuple(range(1, x.dim()))
+    reduced = tuple(range(1, x.dim()))
     floating = x.dtype.is_floating_point
     if not floating:
-        refuse_empty(op, x, dims)
+        refuse_empty(op, x, reduced)
     fill = math.nan if floating else torch.iinfo(x.dtype).max if x.dtype != torch.bool else True
     filled = _masking.fill_padding(x, fill)
     mask = x.mask
     choose = lambda data, ds, keepdim=True: _lower_median(data, mask, floating)  # noqa: E731
     if filled.requires_grad and torch.is_grad_enabled():
-        value = _ExtremeOfReal.apply(filled, mask, choose, dims, True)
+        value = _ExtremeOfReal.apply(filled, mask, choose, reduced, True)
     else:
-        value = choose(filled, dims)
-    layout, new_dims = reduced_layout(x, dims, False)
+        value = choose(filled, reduced)
+    layout, new_dims = reduced_layout(x, reduced, False)
     return MaskedBatch._make(value.reshape(-1), layout, new_dims)
 
 
@@ -222,19 +222,19 @@ def quantile(func, input, q, dim=None, keepdim=False, *, interpolation="linear",
     value, new_dim = _q_value(op, q)
     if not 0 <= value <= 1:
         raise RuntimeError(f"{op}: {name}() q must be in the range [0, 1] but got {value}")
-    dims = reduction_dims(op, input, dim)
+    reduced = reduced_dimensions(op, input, dim)
     batch = input.data.size(0)
-    if not dims:
+    if not reduced:
         result = input.data  # a scalar is each of its own quantiles
-    elif dim is not None and len(dims) == 1 and not _padded_along(input, dims[0]):
-        result = func(input.data, value, dims[0], True, interpolation=interpolation)
+    elif dim is not None and len(reduced) == 1 and not _padded_along(input, reduced[0]):
+        result = func(input.data, value, reduced[0], True, interpolation=interpolation)
     elif input._mask is None:  # every example has the padded shape
         result = func(input.data.reshape(batch, -1), value, 1, True,
                       interpolation=interpolation).view(batch, *[1] * (input.dim() - 1))
     else:
-        result = _quantile(op, name, input, dims, value, interpolation, ignore_nan)
-    mask, layout_dims = reduced_layout(input, dims, keepdim)
-    result = _keep(result, dims, keepdim) if dims else result.reshape(-1)
+        result = _quantile(op, name, input, reduced, value, interpolation, ignore_nan)
+    mask, layout_dims = reduced_layout(input, reduced, keepdim)
+    result = _keep(result, reduced, keepdim) if reduced else result.reshape(-1)
     if new_dim:
         # A 1-D q of one value: one leading dimension of size one per example (a batch
         # of per-example scalars gets that one dimension; others a new dimension 1).
@@ -260,26 +260,26 @@ def _q_value(op: str, q: Any) -> tuple[float, bool]:
     return float(q), False
 
 
-def _quantile(op: str, name: str, x: MaskedBatch, dims: tuple[int, ...], q: float,
+def _quantile(op: str, name: str, x: MaskedBatch, reduced: tuple[int, ...], q: float,
               interpolation: str, ignore_nan: bool) -> torch.Tensor:
     """torch's quantile over ``dims`` of each example's real values, kept as size one."""
     rank = x.data.dim()
-    if len(dims) == 1:
-        d = dims[0]
+    if len(reduced) == 1:
+        d = reduced[0]
         data, real = x.data, x.mask
     else:  # every dimension: each example's values in one line
         d = 1
         data = x.data.reshape(x.data.size(0), -1)
         real = x.mask.expand_as(x.data).reshape(data.shape)
     line = MaskedBatch._make(data, real if x._mask is not None else None,
-                             (True,) if len(dims) > 1 else x.dims)
+                             (True,) if len(reduced) > 1 else x.dims)
     count = real.sum(d, keepdim=True)
     empty = _masking.running((count == 0).reshape(count.size(0), -1).all(1)
-                             if len(dims) > 1 else _empty_example(x, d)).nonzero()
+                             if len(reduced) > 1 else _empty_example(x, d)).nonzero()
     if empty.numel():
         raise RuntimeError(f"{op}: {name}() input tensor must be non-empty: example "
                            f"{int(empty[0])} has no value along dimension "
-                           f"{dims[0] if len(dims) == 1 else 'any'}")
+                           f"{reduced[0] if len(reduced) == 1 else 'any'}")
     ordered, _ = _sort(op, line, d, False, True)  # NaN (padding and real) sorts last
     nan = data.isnan() & real
     if ignore_nan:
@@ -303,7 +303,7 @@ def _quantile(op: str, name: str, x: MaskedBatch, dims: tuple[int, ...], q: floa
                    else ranks - ranks.long())
         above = ranks.ceil().long().clamp(0, top)
         values = torch.lerp(values, ordered.gather(d, above), weights)
-    if len(dims) > 1:
+    if len(reduced) > 1:
         values = values.view(x.data.size(0), *[1] * (rank - 1))
     return values
 

@@ -380,7 +380,7 @@ def unflatten(func, input, dim, sizes):
 @_lengths.aware
 @_registry.implements(torch.Tensor.expand, torch.broadcast_to, torch.Tensor.broadcast_to,
                       family="shape")
-def expand(func, input, *sizes):
+def expand(func, input, *sizes, implicit=False):
     op = _registry.op_name(func)
     sizes = _sizes(sizes)
     extra = len(sizes) - input.dim()
@@ -448,12 +448,6 @@ def _plain_as_batch(op: str, t: torch.Tensor, like: MaskedBatch) -> MaskedBatch:
     t = t.reshape((1,) * (like.dim() - t.dim()) + tuple(t.shape))
     return MaskedBatch._make(t.expand(like.data.size(0), *t.shape[1:]), None,
                              (False,) * (t.dim() - 1))
-
-
-@_lengths.aware
-@_registry.implements(torch.Tensor.contiguous, family="shape")
-def contiguous(func, input, *args, **kwargs):
-    return MaskedBatch._make(input.data.contiguous(*args, **kwargs), input.mask, input.dims)
 
 
 # ------------------------------------------------------------------ slicing

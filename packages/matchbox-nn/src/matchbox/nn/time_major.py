@@ -55,9 +55,11 @@ op applies.  Any other op raises ``NotImplementedError`` saying the same.
 A ``TimeMajorBatch`` answers what a module asks before its ``_VF`` call
 (``dim()``, ``size(1)`` = the batch size, ``size(-1)``, ``dtype``,
 ``device``); the recurrent ops and ``F.multi_head_attention_forward`` route
-through the one registry (batch type ``"TimeMajorBatch"``).  The view is not
-registered as a batch type (code that looks for batches must not take it for
-one); its Tensor methods are installed here.
+through the one registry (batch type ``"TimeMajorBatch"``).  The view is a
+subclass of ``matchbox.extending.Batch`` declared a view (``view=True``): it
+has the dispatch and the methods of a batch type, runs only its own handlers
+(not the rules shared by batch types), and is not counted among the batch
+types (code that looks for batches must not take it for one).
 """
 
 from __future__ import annotations
@@ -68,16 +70,21 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _interop, _registry
-from matchbox.masked_batch import (
+from matchbox.extending import (
+    Batch,
     BatchShape,
     batch_size_as_asked,
+    batch_types,
+    dispatch,
+    implements,
     normalize_dim,
+    op_name,
+    pointwise_ops,
+    provide_batch_dim_view,
+    register,
     why_size_was_asked,
 )
-from matchbox.ops.pointwise import pointwise_ops
 
 __all__ = ["TimeMajorBatch", "time_major", "batch_major"]
 
@@ -85,7 +92,7 @@ __all__ = ["TimeMajorBatch", "time_major", "batch_major"]
 _TO_BATCH = {0: 1, 1: 0, 2: 2}
 
 
-class TimeMajorBatch:
+class TimeMajorBatch(Batch, view=True):
     """A batch of ``(1, A, F)`` examples seen as ``(A, batch, F)``.
 
     The batch is a ``MaskedBatch`` or any other registered batch type
@@ -94,9 +101,12 @@ class TimeMajorBatch:
     """
 
     __slots__ = ("batch",)
+    _unsupported_hint = (" (a time-major view, for batch_first=False modules and the states "
+                         "of recurrent modules); convert back with matchbox.nn.batch_major(x) "
+                         "first")
 
     def __init__(self, batch: Any):
-        if not isinstance(batch, _registry.batch_types()) or batch.dim() != 3:
+        if not isinstance(batch, batch_types()) or batch.dim() != 3:
             raise TypeError(
                 "TimeMajorBatch: expected a batch (MaskedBatch, PackedBatch) of examples "
                 f"of rank 3 (1, A, F), got {batch!r}"
@@ -104,29 +114,16 @@ class TimeMajorBatch:
         self.batch = batch
 
     @property
-    def dtype(self) -> torch.dtype:
-        return self.batch.dtype
+    def data(self) -> torch.Tensor:
+        """The data of the batch the view holds (batch-major)."""
+        return self.batch.data
 
     @property
-    def device(self) -> torch.device:
-        return self.batch.device
+    def batch_size(self) -> int:
+        return self.batch.batch_size
 
-    @property
-    def is_cuda(self) -> bool:
-        return self.batch.device.type == "cuda"
-
-    @property
-    def requires_grad(self) -> bool:
-        return self.batch.requires_grad
-
-    @property
-    def grad(self) -> TimeMajorBatch | None:
-        grad = self.batch.grad
-        return None if grad is None else TimeMajorBatch(grad)
-
-    @property
-    def is_nested(self) -> bool:
-        return False
+    def _with_data(self, data: torch.Tensor) -> TimeMajorBatch:
+        return TimeMajorBatch(self.batch._with_data(data))
 
     def dim(self) -> int:
         return 3
@@ -169,56 +166,23 @@ class TimeMajorBatch:
         """Each example as a tensor ``(A, 1, F)``: what the loop has (views of the data)."""
         return (example.transpose(0, 1) for example in self.batch.examples())
 
-    def __bool__(self) -> bool:
-        raise ValueError("the truth value of a TimeMajorBatch is ambiguous (it may differ "
-                         "between examples): use .any() or .all()")
-
     def __repr__(self) -> str:
         return f"TimeMajorBatch({self.batch!r})"
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        handler = _registry.lookup(func, "TimeMajorBatch")
-        if handler is None:
-            raise _unsupported(func)
-        if autograd_profiler._is_profiler_enabled:
-            handler = _registry.labelled("TimeMajorBatch", func, handler)
-        return handler(func, *args, **(kwargs or {}))
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names the class does not define: a Tensor method the view
-        # does not implement says so (as MaskedBatch's do), anything else is missing.
-        attribute = getattr(torch.Tensor, name, None)
-        if callable(attribute) and not name.startswith("_"):
-
-            def unsupported_method(*args: Any, **kwargs: Any) -> Any:
-                raise _unsupported(attribute)
-
-            return unsupported_method
-        raise AttributeError(f"'TimeMajorBatch' object has no attribute '{name}'")
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        raise _unsupported(torch.Tensor.__setitem__)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (TimeMajorBatch, (self.batch,))
 
+    # PyTorch's tools see the batch the view holds (a pytree node and a dataclass
+    # field; its constructor's one argument).
+    _tree_fields = ("batch",)
+    _tree_children = ("batch",)
 
-_registry.register_batch_view(TimeMajorBatch)  # @batch merges a view through its batch
-# PyTorch's tools see the batch the view holds (a pytree node and a dataclass
-# field; its constructor's one argument).
-_interop.declare_batch_type(
-    TimeMajorBatch, fields=("batch",), flatten=lambda view: ([view.batch], None),
-    unflatten=lambda children, _: TimeMajorBatch(children[0]), child_names=("batch",),
-)
+    def _tree_flatten(self) -> tuple[list[Any], None]:
+        return [self.batch], None
 
-
-def _unsupported(func: Any) -> NotImplementedError:
-    return NotImplementedError(
-        f"{_registry.op_name(func)} is not implemented for TimeMajorBatch (a time-major "
-        "view, for batch_first=False modules and the states of recurrent modules); convert "
-        "back with matchbox.nn.batch_major(x) first"
-    )
+    @staticmethod
+    def _tree_unflatten(children: list[Any], context: None) -> TimeMajorBatch:
+        return TimeMajorBatch(children[0])
 
 
 class _ViewShape(BatchShape):
@@ -255,7 +219,7 @@ def time_major_view(op: str, batch: Any) -> TimeMajorBatch:
 def _batch_major_argument(op: str, x: Any) -> Any:
     if isinstance(x, TimeMajorBatch):
         return x.batch
-    if isinstance(x, _registry.batch_types()):
+    if isinstance(x, batch_types()):
         raise TypeError(f"{op}: cannot combine a time-major view with a batch-major "
                         f"{type(x).__name__}; convert one of them (time_major / batch_major)")
     if isinstance(x, torch.Tensor) and x.dim() == 3:
@@ -269,7 +233,7 @@ def _batch_major_argument(op: str, x: Any) -> Any:
 
 
 def _time_major_result(result: Any) -> Any:
-    if isinstance(result, _registry.batch_types()):
+    if isinstance(result, batch_types()):
         return TimeMajorBatch(result)
     if isinstance(result, tuple):
         return type(result)(_time_major_result(r) for r in result)
@@ -277,14 +241,9 @@ def _time_major_result(result: Any) -> Any:
 
 
 def _on_batch(func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func`` on the views' batches: their type's handler (a Tensor method cannot be
-    called on a batch directly)."""
-    batch_type = next(type(a).__name__ for a in (*args, *kwargs.values())
-                      if isinstance(a, _registry.batch_types()))
-    handler = _registry.lookup(func, batch_type)
-    if handler is None:
-        raise _registry.unsupported(func, batch_type)
-    return handler(func, *args, **kwargs)
+    """``func`` on the views' batches, through their type's dispatch (a Tensor method
+    cannot be called on a batch directly)."""
+    return dispatch(func, args, kwargs)
 
 
 def _on_batches(func: Any, *args: Any, **kwargs: Any) -> Any:
@@ -320,7 +279,7 @@ def _batch_dim(op: str, dim: Any, what: str = "dim") -> int:
 
 def pointwise_on_view(func, *args, **kwargs):
     """A pointwise op on views: the same op on their batches (arguments transposed alike)."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     args = tuple(_batch_major_argument(op, a) for a in args)
     kwargs = {k: _batch_major_argument(op, v) for k, v in kwargs.items()}
     return _on_batches(func, *args, **kwargs)
@@ -331,9 +290,9 @@ def rowwise_on_view(func, input, *args, **kwargs):
     return _on_batches(func, input.batch, *args, **kwargs)
 
 
-_registry.register(pointwise_ops(), pointwise_on_view, family="time_major",
+register(pointwise_ops(), pointwise_on_view, family="time_major",
                    batch_type="TimeMajorBatch")
-_registry.register([F.linear, F.layer_norm, torch.layer_norm, getattr(F, "rms_norm", None),
+register([F.linear, F.layer_norm, torch.layer_norm, getattr(F, "rms_norm", None),
                     F.dropout, torch.dropout], rowwise_on_view, family="time_major",
                    batch_type="TimeMajorBatch")
 
@@ -341,22 +300,22 @@ _registry.register([F.linear, F.layer_norm, torch.layer_norm, getattr(F, "rms_no
 # ---------------------------------------------------------------------------- permutations
 
 
-@_registry.implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
+@implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
                       torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
                       family="time_major", batch_type="TimeMajorBatch")
 def transpose(func, input, dim0, dim1):
     """``transpose(0, 1)`` gives the batch back; other swaps as :func:`permute`."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     order = [0, 1, 2]
     a, b = normalize_dim(dim0, 3, op), normalize_dim(dim1, 3, op)
     order[a], order[b] = order[b], order[a]
     return _permuted(f"{op}({dim0}, {dim1})", input, order)
 
 
-@_registry.implements(torch.permute, torch.Tensor.permute, family="time_major_shape",
+@implements(torch.permute, torch.Tensor.permute, family="time_major_shape",
                       batch_type="TimeMajorBatch")
 def permute(func, input, *order):
-    op = _registry.op_name(func)
+    op = op_name(func)
     order = [normalize_dim(d, 3, op) for d in _sizes(order)]
     if sorted(order) != [0, 1, 2]:
         raise ValueError(f"{op}: {order} is not a permutation of the 3 dimensions")
@@ -381,7 +340,7 @@ def _permuted(op: str, view: TimeMajorBatch, order: list[int]) -> Any:
 
 def _removes_dimension(item: Any) -> bool:
     """Whether an index entry selects one position (an int, or a batch of per-example ints)."""
-    if isinstance(item, _registry.batch_types()):
+    if isinstance(item, batch_types()):
         return True
     if isinstance(item, (bool, slice, torch.Tensor, list)) or item is None or item is Ellipsis:
         return False
@@ -392,11 +351,11 @@ def _removes_dimension(item: Any) -> bool:
     return True
 
 
-@_registry.implements(torch.Tensor.__getitem__, family="time_major_shape",
+@implements(torch.Tensor.__getitem__, family="time_major_shape",
                       batch_type="TimeMajorBatch")
 def getitem(func, input, index):
     """``v[i]`` -> the batch's ``b[:, i]`` (dimension 0 gone: a batch); ``v[a:b]`` -> a view."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     items = list(index) if isinstance(index, tuple) else [index]
     if any(item is None for item in items):
         raise _convert_first(op, "None (a new dimension) in the index would move each "
@@ -420,11 +379,11 @@ def getitem(func, input, index):
     return TimeMajorBatch(result)
 
 
-@_registry.implements(torch.unbind, torch.Tensor.unbind, family="time_major_shape",
+@implements(torch.unbind, torch.Tensor.unbind, family="time_major_shape",
                       batch_type="TimeMajorBatch")
 def unbind(func, input, dim=0):
     """``unbind(0)``: each position along dimension 0, a batch of ``(1, F)`` examples."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     if normalize_dim(dim, 3, op) != 0:
         raise _convert_first(op, f"unbind({dim}) would leave each example's batch dimension "
                                  "in position 1 of results of rank 2")
@@ -436,11 +395,11 @@ def unbind(func, input, dim=0):
 # ---------------------------------------------------------------------------- shape
 
 
-@_registry.implements(torch.squeeze, torch.Tensor.squeeze, family="time_major_shape",
+@implements(torch.squeeze, torch.Tensor.squeeze, family="time_major_shape",
                       batch_type="TimeMajorBatch")
 def squeeze(func, input, dim=None):
     """``squeeze(0)`` of a one-row view (``A == 1``): a batch of ``(1, F)`` examples."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     if dim is None:
         raise _convert_first(op, "squeeze() without a dimension would remove dimension 1, "
                                  "each example's batch dimension (size one); pass the "
@@ -460,11 +419,11 @@ def squeeze(func, input, dim=None):
     return input.batch.squeeze(tuple(drop))  # dimension 0 gone: batch-major
 
 
-@_registry.implements(torch.reshape, torch.Tensor.reshape, torch.Tensor.view,
+@implements(torch.reshape, torch.Tensor.reshape, torch.Tensor.view,
                       family="time_major_shape", batch_type="TimeMajorBatch")
 def reshape(func, input, *shape):
     """``(A, batch, F) -> (A', batch, F')``: the batch's examples to ``(1, A', F')``."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     shape = _sizes(shape)
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise NotImplementedError(f"{op}(dtype) is not supported for a TimeMajorBatch")
@@ -483,10 +442,10 @@ def reshape(func, input, *shape):
     return TimeMajorBatch(input.batch.reshape(1, shape[0], shape[2]))
 
 
-@_registry.implements(torch.Tensor.expand, family="time_major_shape",
+@implements(torch.Tensor.expand, family="time_major_shape",
                       batch_type="TimeMajorBatch")
-def expand(func, input, *sizes):
-    op = _registry.op_name(func)
+def expand(func, input, *sizes, implicit=False):
+    op = op_name(func)
     sizes = _sizes(sizes)
     if len(sizes) != 3 or sizes[1] not in (1, -1, input.batch.size(0)):
         raise _convert_first(op, f"the sizes {tuple(sizes)} do not keep each example's batch "
@@ -494,11 +453,11 @@ def expand(func, input, *sizes):
     return TimeMajorBatch(input.batch.expand(-1, sizes[0], sizes[2]))
 
 
-@_registry.implements(torch.cat, torch.concat, torch.concatenate, family="time_major_shape",
+@implements(torch.cat, torch.concat, torch.concatenate, family="time_major_shape",
                       batch_type="TimeMajorBatch")
 def cat(func, tensors, dim=0, **kwargs):
     """Views joined along dimension 0 or 2: their batches joined along 1 or 2."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     dim = kwargs.pop("axis", dim)
     parts = [_batch_major_argument(op, t) for t in tensors]
     return TimeMajorBatch(func(parts, _batch_dim(op, dim)))
@@ -514,7 +473,7 @@ _REDUCTIONS = [torch.sum, torch.Tensor.sum, torch.nansum, torch.Tensor.nansum, t
                torch.Tensor.argmax, torch.argmin, torch.Tensor.argmin]
 
 
-@_registry.implements(*_REDUCTIONS, family="time_major_reduction", batch_type="TimeMajorBatch")
+@implements(*_REDUCTIONS, family="time_major_reduction", batch_type="TimeMajorBatch")
 def reduction(func, input, dim=None, keepdim=False, **kwargs):
     """Over every element (a per-example scalar), or over dimension 0 and/or 2.
 
@@ -522,7 +481,7 @@ def reduction(func, input, dim=None, keepdim=False, **kwargs):
     dimension moved: the same elements in the same order, so a reduction over
     every element (``argmax`` included) is the batch's.
     """
-    op = _registry.op_name(func)
+    op = op_name(func)
     if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         result = _on_batch(func, input.batch, dim, keepdim, **kwargs) if keepdim \
             else _on_batch(func, input.batch, **kwargs)
@@ -550,7 +509,7 @@ _SAME_SHAPE = [torch.Tensor.detach, torch.detach, torch.Tensor.detach_,
                    "float", "double", "half", "bfloat16", "long", "int", "bool", "type_as")]]
 
 
-@_registry.implements(*_SAME_SHAPE, family="time_major_conversion",
+@implements(*_SAME_SHAPE, family="time_major_conversion",
                       batch_type="TimeMajorBatch")
 def same_shape(func, input, *args, **kwargs):
     """Conversions and constructors that keep the shape: the same on the view's batch."""
@@ -558,36 +517,12 @@ def same_shape(func, input, *args, **kwargs):
     return _on_batches(func, input.batch, *args, **kwargs)
 
 
-def _install_methods() -> None:
-    """Tensor methods for the view's ops (``x + y``, ``x.transpose(0, 1)``).
-
-    The view is not a batch type (it is not registered as a host, so code that
-    looks for batch types does not take it for one); its methods are installed here.
-    """
-    for entry in _registry.entries("TimeMajorBatch"):
-        for name in _registry.tensor_method_names(entry.func):
-            if name not in TimeMajorBatch.__dict__:
-                setattr(TimeMajorBatch, name, _method(entry.func, entry.handler, name))
-
-
-def _method(func: Any, handler: Any, name: str) -> Any:
-    def method(self: TimeMajorBatch, *args: Any, **kwargs: Any) -> Any:
-        run = (_registry.labelled("TimeMajorBatch", func, handler)
-               if autograd_profiler._is_profiler_enabled else handler)
-        return run(func, self, *args, **kwargs)
-
-    method.__name__ = name
-    method.__qualname__ = f"TimeMajorBatch.{name}"
-    return method
-
-
-_install_methods()
-_registry.provide_batch_dim_view("MaskedBatch", time_major_view)
+provide_batch_dim_view("MaskedBatch", time_major_view)
 
 
 def time_major(x: Any) -> Any:
     """``x.transpose(0, 1)`` for a tensor; a ``TimeMajorBatch`` view for a batch."""
-    if isinstance(x, _registry.batch_types()):
+    if isinstance(x, batch_types()):
         return TimeMajorBatch(x)
     if isinstance(x, torch.Tensor):
         return x.transpose(0, 1)

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import MaskedBatch
 from matchbox.nn.time_major import TimeMajorBatch
 
 __all__ = ["run_encoder", "run_decoder"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import MaskedBatch
 from matchbox.packed.packed_batch import PackedBatch
 
 __all__ = ["MemoryReport", "memory_report", "nbytes"]

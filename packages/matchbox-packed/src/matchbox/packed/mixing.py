@@ -12,7 +12,7 @@ In words: the result is a ``MaskedBatch`` unless every batch argument is
 packed.  The rule holds whichever argument comes first: ``masked + packed``
 reaches ``MaskedBatch``'s dispatch, which converts the packed argument through
 the conversion registered here with matchbox-core
-(``_registry.register_conversion``); ``packed + masked`` reaches
+(``register_conversion``); ``packed + masked`` reaches
 ``PackedBatch``'s, which hands the call to ``MaskedBatch``'s.  A converted
 batch's data is padded with zeros, and batches converted from one layout share
 one mask.
@@ -32,8 +32,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import MaskedBatch, register_conversion
 from matchbox.packed.packed_batch import PackedBatch
 
 __all__ = ["as_masked", "as_packed"]
@@ -59,4 +58,4 @@ def as_packed(x: Any, dim: int = 1) -> Any:
                     f"{type(x).__name__}")
 
 
-_registry.register_conversion(PackedBatch, "MaskedBatch", PackedBatch.to_masked)
+register_conversion(PackedBatch, "MaskedBatch", PackedBatch.to_masked)

@@ -28,19 +28,18 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.autograd import profiler as autograd_profiler
 from torch.nn.utils.rnn import PackedSequence
 
-from matchbox import _interop, _registry
 from matchbox._jagged import describe, make_jagged, read_jagged
-from matchbox._masking import lengths_along
-from matchbox.masked_batch import (
+from matchbox.extending import (
+    Batch,
     BatchShape,
-    DataAttributes,
     MaskedBatch,
-    _check_examples,
     batch_size_as_asked,
+    check_examples,
+    lengths_along,
     normalize_dim,
+    pytree_rank_error,
     why_size_was_asked,
 )
 from matchbox.nn.packing import (
@@ -51,13 +50,14 @@ from matchbox.nn.packing import (
     scatter_jagged,
     scatter_padded,
 )
-from matchbox.packed import _dispatch
 
 
-class PackedBatch(DataAttributes):
+class PackedBatch(Batch):
     """Examples ``(1, T_e, *S)`` packed without padding, in cuDNN's (PackedSequence's) layout."""
 
     __slots__ = ("data", "layout", "dims")
+    _unsupported_hint = ("; convert the batch with matchbox.packed.as_masked(x) (or "
+                         "x.to_masked()) to use MaskedBatch's ops")
 
     data: torch.Tensor
     layout: Layout
@@ -117,7 +117,7 @@ class PackedBatch(DataAttributes):
                 )
             dims = (True,) + (False,) * (rank - 2)
         dims = _check_dims(op, tuple(bool(d) for d in dims))
-        shapes = _check_examples(
+        shapes = check_examples(
             examples, dims, op, static_hint="a PackedBatch has one dynamic dimension, 1; "
             "use MaskedBatch.fromlist for more")
         device = examples[0].device
@@ -221,38 +221,34 @@ class PackedBatch(DataAttributes):
         for example in values.split(self.layout.lengths.tolist()):
             yield example.unsqueeze(0)
 
-    def to(self, *args: Any, **kwargs: Any) -> PackedBatch:
-        """``Tensor.to`` on the data; the layout's device tensors follow (batch_sizes stays on
-        the CPU, as PyTorch's packed ops want it)."""
-        args = tuple(a.data if isinstance(a, (PackedBatch, MaskedBatch)) else a for a in args)
-        data = self.data.to(*args, **kwargs)
+    def _with_data(self, data: torch.Tensor) -> PackedBatch:
+        """The batch of the same layout holding ``data``; the layout's device tensors follow
+        it to its device (batch_sizes stays on the CPU, as PyTorch's packed ops want it)."""
         return PackedBatch._make(data, self.layout.to(data.device))
 
-    def cuda(self, device: Any = None, non_blocking: bool = False) -> PackedBatch:
-        return self.to(torch.device("cuda") if device is None else device,
-                       non_blocking=non_blocking)
+    # The rows protocol (matchbox._batch): the packed rows are exactly the real ones.
 
-    def cpu(self) -> PackedBatch:
-        return self.to("cpu")
+    def rows(self, static: int = 1) -> torch.Tensor:
+        data = self.data
+        return data.reshape(-1, *data.shape[data.dim() - static:])
 
-    def pin_memory(self) -> PackedBatch:
-        """The rows in page-locked memory, for faster, asynchronous copies to an accelerator
-        (``DataLoader(pin_memory=True)`` calls this on every batch it loads)."""
-        return PackedBatch._make(self.data.pin_memory(), self.layout)
+    def from_rows(self, values: torch.Tensor, static: int = 1) -> PackedBatch:
+        data = self.data
+        lead = data.shape[:data.dim() - static]
+        return PackedBatch._make(values.reshape(*lead, *values.shape[1:]), self.layout)
 
-    def is_pinned(self) -> bool:
-        return self.data.is_pinned()
+    def row_examples(self, static: int = 1) -> torch.Tensor:
+        data = self.data
+        per_row = 1
+        for size in data.shape[1:data.dim() - static]:
+            per_row *= size
+        examples = self.layout.row_examples
+        return examples if per_row == 1 else examples.repeat_interleave(per_row)
 
-    def detach(self) -> PackedBatch:
-        return PackedBatch._make(self.data.detach(), self.layout)
-
-    def detach_(self) -> PackedBatch:
-        self.data.detach_()
-        return self
-
-    def requires_grad_(self, requires_grad: bool = True) -> PackedBatch:
-        self.data.requires_grad_(requires_grad)
-        return self
+    def _take_converted(self, result: MaskedBatch) -> None:
+        # An in-place op handed to MaskedBatch ran on a padded copy: take its rows.  (The
+        # data tensor is replaced, not written: autograd may have saved the old one.)
+        self.data = gather_padded(result.data, self.layout)
 
     def backward(self, gradient: Any = None, **kwargs: Any) -> None:
         """Backward with an explicit ``gradient`` (a ``PackedBatch`` of the same layout or a
@@ -298,16 +294,6 @@ class PackedBatch(DataAttributes):
         return self.layout.batch_size
 
     @property
-    def grad(self) -> PackedBatch | None:
-        grad = self.data.grad
-        return None if grad is None else PackedBatch._make(grad, self.layout)
-
-    @grad.setter
-    def grad(self, value: PackedBatch | torch.Tensor | None) -> None:
-        # ``x.grad = None`` between steps, as on a tensor; a batch sets its rows.
-        self.data.grad = value.data if isinstance(value, PackedBatch) else value
-
-    @property
     def ndim(self) -> int:
         return self.dim()
 
@@ -349,48 +335,12 @@ class PackedBatch(DataAttributes):
             return self.layout.max_length
         return self.batch_size if i == 0 else self.data.size(i - 1)
 
-    def __bool__(self) -> bool:
-        raise ValueError(
-            "the truth value of a PackedBatch is ambiguous (it may differ between examples): "
-            "use .any() or .all() on a reduction, or decorate the function with @matchbox.batch"
-        )
-
-    def _no_single_value(self, *args: Any) -> Any:
-        raise TypeError(
-            "a PackedBatch holds one value per example, not a single value; use examples() "
-            "or reduce each example first"
-        )
-
-    __float__ = __int__ = __index__ = __complex__ = item = tolist = _no_single_value
-
-    def __len__(self) -> int:
-        raise TypeError("len() of a PackedBatch is ambiguous: use size(0) for the batch size")
-
-    # Not iterable, as MaskedBatch (see there): use examples().
-    __iter__ = None
-
-    __hash__ = object.__hash__
-
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through the validating constructor, from CPU copies of the
         # permutations (a loaded batch is checked as a constructed one is).
         layout = self.layout
         return (PackedBatch, (self.data, layout.batch_sizes, layout.sorted_cpu,
                               layout.unsorted_cpu))
-
-    # Defined so that ``x[...]`` names the op and the way out, as the README
-    # promises, rather than Python's "object is not subscriptable".
-    def __getitem__(self, index: Any) -> Any:
-        if _dispatch.meets_masked((index,), {}):
-            return _dispatch.hand_to_masked(torch.Tensor.__getitem__, (self, index), {})
-        raise _dispatch.unsupported(torch.Tensor.__getitem__)
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        raise NotImplementedError(
-            "PackedBatch.__setitem__ (indexed assignment, x[...] = value) is not implemented "
-            "for PackedBatch (nor for MaskedBatch): build the new batch instead, e.g. with "
-            "torch.where on matchbox.packed.as_masked(x)"
-        )
 
     def __repr__(self) -> str:
         layout = self.layout
@@ -403,35 +353,38 @@ class PackedBatch(DataAttributes):
         return (f"PackedBatch(batch_size={layout.batch_size}, dtype={self.dtype}{device}{grad}, "
                 f"rows={layout.n_rows} (padded: {padded}), examples=[{shown}{more}])")
 
-    # ------------------------------------------------------------------ dispatch
+    # Dataclass fields: the constructor's arguments (dataclasses.replace rebuilds a
+    # batch), those whose dimension 0 is the batch first (a batch-size search finds the
+    # number of examples before the rows).  Pytree: the rows are the one child (the
+    # layout's index tensors are not values a transform may change: torch.func would
+    # try to differentiate them); the layout and the rows' rank are the context.
+    _tree_fields = ("sorted_indices", "unsorted_indices", "data", "batch_sizes")
+    _tree_children = ("data",)
 
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        kwargs = _registry.with_torch_names(kwargs) if kwargs else {}
-        handler = _registry.lookup(func, _dispatch.BATCH_TYPE)
-        if handler is not None:
-            if autograd_profiler._is_profiler_enabled:
-                handler = _registry.labelled(_dispatch.BATCH_TYPE, func, handler)
-            return handler(func, *args, **kwargs)  # the mixing rule is in the handler
-        if _dispatch.meets_masked(args, kwargs):
-            return _dispatch.hand_to_masked(func, args, kwargs)
-        raise _dispatch.unsupported(func)
+    def _tree_flatten(self) -> tuple[list[torch.Tensor], _LayoutContext]:
+        return [self.data], _LayoutContext(self.layout, len(self.dims))  # the rows' rank
 
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for names the class does not define.
-        attribute = getattr(torch.Tensor, name, None)
-        if callable(attribute) and not name.startswith("_"):
+    @staticmethod
+    def _tree_unflatten(children: list[Any], context: _LayoutContext) -> PackedBatch:
+        data, = children
+        layout = context.layout
+        if not isinstance(data, torch.Tensor):
+            # A tree of other leaves (tools map a tree to its in_dims, its shapes, ...).
+            batch = object.__new__(PackedBatch)
+            batch.data, batch.layout = data, layout
+            batch.dims = (True,) + (False,) * (context.rank - 1)
+            return batch
+        if data.dim() != context.rank:
+            raise pytree_rank_error("PackedBatch", "rows", data.dim(), context.rank)
+        return PackedBatch._make(data, layout.to(data.device))
 
-            def unsupported_method(*args: Any, **kwargs: Any) -> Any:
-                if _dispatch.meets_masked(args, kwargs):
-                    return _dispatch.hand_to_masked(attribute, (self, *args), kwargs)
-                raise _dispatch.unsupported(attribute)
+    @staticmethod
+    def _tree_dump_context(context: _LayoutContext) -> list[Any]:
+        return _dumpable(context)
 
-            return unsupported_method
-        raise AttributeError(
-            f"'PackedBatch' object has no attribute '{name}'"
-            + (" (Tensor attribute not supported for batches)" if attribute is not None else "")
-        )
+    @staticmethod
+    def _tree_load_context(dumped: list[Any]) -> _LayoutContext:
+        return _from_dumpable(dumped)
 
 
 def _dims(data: torch.Tensor) -> tuple[bool, ...]:
@@ -450,9 +403,6 @@ def _check_dims(op: str, dims: tuple[bool, ...]) -> tuple[bool, ...]:
             "dimension (dimension 1) and keeps the others static (use a MaskedBatch)"
         )
     return dims
-
-
-_registry.register_host(_dispatch.BATCH_TYPE, PackedBatch)
 
 
 # ---------------------------------------------------------------------------- PyTorch's tools
@@ -486,26 +436,6 @@ class _LayoutContext:
         return f"PackedLayout(rank={rank}, lengths={list(lengths)}, sorted_indices={list(order)})"
 
 
-def _flatten(batch: PackedBatch) -> tuple[list[torch.Tensor], _LayoutContext]:
-    # The rows are the one child: the layout's index tensors are not values a
-    # transform may change (torch.func would try to differentiate them).
-    return [batch.data], _LayoutContext(batch.layout, len(batch.dims))  # the rows' rank
-
-
-def _unflatten(children: list[Any], context: _LayoutContext) -> PackedBatch:
-    data, = children
-    layout = context.layout
-    if not isinstance(data, torch.Tensor):
-        # A tree of other leaves (tools map a tree to its in_dims, its shapes, ...).
-        batch = object.__new__(PackedBatch)
-        batch.data, batch.layout = data, layout
-        batch.dims = (True,) + (False,) * (context.rank - 1)
-        return batch
-    if data.dim() != context.rank:
-        raise _interop.pytree_rank_error("PackedBatch", "rows", data.dim(), context.rank)
-    return PackedBatch._make(data, layout.to(data.device))
-
-
 def _dumpable(context: _LayoutContext) -> list[Any]:
     rank, lengths, order = context.key()
     return [rank, list(lengths), list(order)]
@@ -518,13 +448,3 @@ def _from_dumpable(dumped: list[Any]) -> _LayoutContext:
         layout = Layout(layout.lengths, torch.tensor(order, dtype=torch.int64),
                         layout.batch_sizes, "cpu")
     return _LayoutContext(layout, rank)
-
-
-# Dataclass fields: the constructor's arguments (dataclasses.replace rebuilds a
-# batch), those whose dimension 0 is the batch first (a batch-size search
-# finds the number of examples before the rows).
-_interop.declare_batch_type(
-    PackedBatch, fields=("sorted_indices", "unsorted_indices", "data", "batch_sizes"),
-    flatten=_flatten, unflatten=_unflatten, child_names=("data",),
-    to_dumpable_context=_dumpable, from_dumpable_context=_from_dumpable,
-)

@@ -30,8 +30,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking
-from matchbox.masked_batch import MaskedBatch, mask_from_lengths
+from matchbox.extending import (
+    MaskedBatch,
+    fill_padding,
+    guard_gradient,
+    lengths_along,
+    mask_from_lengths,
+    mixing_mask,
+)
 
 # An example's output size along one dimension, from its input size (int64 tensor).
 SizeFn = Callable[[torch.Tensor], torch.Tensor]
@@ -81,7 +87,7 @@ def example_sizes(input: MaskedBatch, dim: int) -> torch.Tensor:
     A static dimension, or a batch without padding, has the padded size everywhere.
     """
     if input.dims[dim - 1] and input._mask is not None:
-        return _masking.lengths_along(input, dim).unsqueeze(1)
+        return lengths_along(input, dim).unsqueeze(1)
     return torch.full((input.data.size(0), 1), input.data.size(dim), device=input.device)
 
 
@@ -118,8 +124,8 @@ class Windows:
         gets its one batched call.
         """
         data = self.input.data
-        if _masking.mixing_mask(self.input._mask, self.input.data) is not None:
-            data = _masking.fill_padding(self.input, fill, running=True)
+        if mixing_mask(self.input._mask, self.input.data) is not None:
+            data = fill_padding(self.input, fill, running=True)
         pads: list[int] = []
         for i in reversed(range(self.n)):
             current = data.size(2 + i)
@@ -148,7 +154,7 @@ class Windows:
             lengths = torch.cat([self.output_sizes(i) for i in self.dynamic], 1)
             mask = mask_from_lengths(lengths, out.shape, dims)
         if guard:
-            out = _masking.guard_gradient(out, mask)
+            out = guard_gradient(out, mask)
         return MaskedBatch._make(out, mask, dims)
 
 

@@ -40,8 +40,17 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import (
+    MaskedBatch,
+    check_lengths_agree,
+    combine_masks,
+    fill_padding,
+    fit_mask,
+    guard_gradient,
+    implements,
+    op_name,
+    raise_rank,
+)
 
 # -------------------------------------------------------------------- operands
 
@@ -77,7 +86,7 @@ def _check_operands(op: str, operands: dict[str, Any]) -> tuple[int, int]:
 def _data(x: Any, rank: int, batch_size: int) -> torch.Tensor:
     """Padding zeroed; a plain tensor (the same for every example) expanded over the batch."""
     if isinstance(x, MaskedBatch):
-        return _masking.fill_padding(x, 0)
+        return fill_padding(x, 0)
     x = x.reshape((1,) * (rank - x.dim()) + tuple(x.shape))
     return x.expand(batch_size, *x.shape[1:])
 
@@ -98,7 +107,7 @@ def check_same_keys(op: str, key: Any, value: Any, dim: int) -> None:
                 "static in the other; they must have the same length in every example"
             )
         if key.dims[dim - 1]:
-            _masking.check_lengths_agree(op, [(key, dim), (value, dim)])
+            check_lengths_agree(op, [(key, dim), (value, dim)])
     elif isinstance(key, MaskedBatch) != isinstance(value, MaskedBatch):
         batch = key if isinstance(key, MaskedBatch) else value
         if batch.dims[dim - 1]:
@@ -124,7 +133,7 @@ def allowed_and_visible(
     ``check_rows=False`` the caller knows every real row sees a key and
     ``visible`` is ``None``.
     """
-    allowed = _masking.combine_masks(parts)
+    allowed = combine_masks(parts)
     if bias is not None:
         if allowed is not None:
             bias = torch.where(allowed, bias, torch.full((), -math.inf, dtype=bias.dtype,
@@ -173,16 +182,16 @@ def _batch_mask(op: str, name: str, mask: MaskedBatch, rank: int, query: Any, ke
     if mask.dim() > rank:
         raise ValueError(f"{op}: {name} has examples of rank {mask.dim()}, more than the "
                          f"query's {rank}")
-    mask = _masking.raise_rank(mask, rank)
+    mask = raise_rank(mask, rank)
     for dim, other, what in ((rank - 2, query, "query"), (rank - 1, key, "key")):
         if not mask.dims[dim - 1]:
             continue
         if not (isinstance(other, MaskedBatch) and other.dims[rank - 3]):
             raise ValueError(f"{op}: {name} is dynamic in dimension {dim} but the {what} "
                              "sequence is not")
-        _masking.check_lengths_agree(op, [(mask, dim), (other, rank - 2)])
+        check_lengths_agree(op, [(mask, dim), (other, rank - 2)])
     fill = False if mask.dtype == torch.bool else 0.0
-    data = _masking.fill_padding(mask, fill)
+    data = fill_padding(mask, fill)
     for dim, size in zip((rank - 2, rank - 1), sizes):
         if mask.dims[dim - 1] and data.size(dim) != size:
             if data.size(dim) > size:
@@ -228,7 +237,7 @@ def _result_mask(query: Any, key: Any, value: Any) -> torch.Tensor | None:
     for x in (key, value):
         if isinstance(x, MaskedBatch) and not x.dims[-2] and x._mask is not None:
             masks.append(x._mask)
-    return _masking.combine_masks(masks)
+    return combine_masks(masks)
 
 
 def _finish(out: torch.Tensor, visible: torch.Tensor | None, mask: torch.Tensor | None,
@@ -238,18 +247,18 @@ def _finish(out: torch.Tensor, visible: torch.Tensor | None, mask: torch.Tensor 
         keep = visible if mask is None else visible & mask
         out = torch.where(keep, out, out.new_zeros(()))
     else:
-        out = _masking.guard_gradient(out, mask)
-    mask = _masking.fit_mask(mask, out, dims)
+        out = guard_gradient(out, mask)
+    mask = fit_mask(mask, out, dims)
     return MaskedBatch._make(out, mask, dims)
 
 
 # -------------------------------------------------------------------- sdpa
 
 
-@_registry.implements(F.scaled_dot_product_attention, family="attention")
+@implements(F.scaled_dot_product_attention, family="attention")
 def scaled_dot_product_attention(func, query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
-    op = _registry.op_name(func)
+    op = op_name(func)
     operands = {"query": query, "key": key, "value": value}
     rank, batch_size = _check_operands(op, operands)
     if is_causal and attn_mask is not None:

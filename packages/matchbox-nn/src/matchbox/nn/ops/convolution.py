@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from matchbox import _registry
+from matchbox.extending import implements, op_name
 from matchbox.nn.ops._windows import (
     Windows,
     as_tuple,
@@ -41,9 +41,9 @@ SPATIAL_DIMS = {torch.conv1d: 1, torch.conv2d: 2, torch.conv3d: 3,
                 torch.conv_transpose1d: 1, torch.conv_transpose2d: 2, torch.conv_transpose3d: 3}
 
 
-@_registry.implements(torch.conv1d, torch.conv2d, torch.conv3d, family="convolution")
+@implements(torch.conv1d, torch.conv2d, torch.conv3d, family="convolution")
 def conv(func, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    op = _registry.op_name(func)
+    op = op_name(func)
     n = SPATIAL_DIMS[func]
     check_input(op, input, n, weight=weight, bias=bias)
     kernel = tuple(weight.shape[2:])
@@ -64,11 +64,11 @@ def conv(func, input, weight, bias=None, stride=1, padding=0, dilation=1, groups
     return windows.result(out)
 
 
-@_registry.implements(torch.conv_transpose1d, torch.conv_transpose2d, torch.conv_transpose3d,
+@implements(torch.conv_transpose1d, torch.conv_transpose2d, torch.conv_transpose3d,
                       family="convolution")
 def conv_transpose(func, input, weight, bias=None, stride=1, padding=0, output_padding=0,
                    groups=1, dilation=1):
-    op = _registry.op_name(func)
+    op = op_name(func)
     n = SPATIAL_DIMS[func]
     check_input(op, input, n, weight=weight, bias=bias)
     # Zero-filled padding positions scatter nothing, so each example's outputs

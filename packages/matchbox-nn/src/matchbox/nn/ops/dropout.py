@@ -1,7 +1,10 @@
 """Dropout in all its forms (``dropout``, ``dropout1d/2d/3d``, ``alpha_dropout``,
-``feature_alpha_dropout``, their ``torch.*`` and in-place variants; ``nn.Dropout`` & co).
+``feature_alpha_dropout``, their ``torch.*`` and in-place variants; ``nn.Dropout`` & co),
+one rule for every batch type (registered for ``"Batch"``).
 
-Semantics: one call of the op on the batch data; the result keeps the mask.
+Semantics: one call of the op on the batch's values (``positions()``: a
+``MaskedBatch``'s padded data, a ``PackedBatch``'s rows); the result keeps the
+layout.
 
 - In eval mode (``training=False``) or with ``p=0`` the op returns its input
   (or an exact copy), so the batch equals the loop exactly.
@@ -10,9 +13,10 @@ Semantics: one call of the op on the batch data; the result keeps the mask.
   independent of the others, with the loop's distribution; the random numbers
   themselves differ from a loop's (one draw for the batch, not one per
   example).  Padding is dropped or kept like any position and stays padding.
-- The feature variants read the same rank as the loop does: each example
-  has the batch's rank, so PyTorch interprets the channel dimension the same
-  way in both (a channel is a channel of one example).
+- The feature variants read the rank to find the channels: a ``MaskedBatch``'s
+  data has the rank of each example, so PyTorch interprets the channel
+  dimension the same way in both (a channel is a channel of one example).  A
+  batch type whose data has another rank (``PackedBatch``'s rows) refuses them.
 """
 
 from __future__ import annotations
@@ -20,23 +24,26 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from matchbox import _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import SHARED, implements, only_input_batched, op_name, unsupported
 
 DROPOUT_OPS = (
-    F.dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.alpha_dropout, F.feature_alpha_dropout,
-    torch.dropout, torch.dropout_, torch.alpha_dropout, torch.alpha_dropout_,
-    torch.feature_dropout, torch.feature_dropout_, torch.feature_alpha_dropout,
-    torch.feature_alpha_dropout_,
+    F.dropout, F.alpha_dropout, torch.dropout, torch.dropout_, torch.alpha_dropout,
+    torch.alpha_dropout_,
+)
+# Dropout of whole channels: PyTorch finds them by the input's rank.
+FEATURE_DROPOUT_OPS = (
+    F.dropout1d, F.dropout2d, F.dropout3d, F.feature_alpha_dropout, torch.feature_dropout,
+    torch.feature_dropout_, torch.feature_alpha_dropout, torch.feature_alpha_dropout_,
 )
 
 
-@_registry.implements(*DROPOUT_OPS, family="dropout")
+@implements(*DROPOUT_OPS, *FEATURE_DROPOUT_OPS, family="dropout", batch_type=SHARED)
 def dropout(func, input, *args, **kwargs):
-    if not isinstance(input, MaskedBatch):
-        raise TypeError(f"{_registry.op_name(func)}: the input must be the MaskedBatch; got "
-                        f"{type(input).__name__}")
-    out = func(input.data, *args, **kwargs)
-    if out is input.data:  # eval mode, or written in place: the input itself, as torch gives
+    only_input_batched(op_name(func), input)
+    if func in FEATURE_DROPOUT_OPS and input.data.dim() != input.dim():
+        raise unsupported(func, type(input).__name__)
+    values = input.positions()
+    out = func(values, *args, **kwargs)
+    if out is values:  # eval mode, or written in place: the input itself, as torch gives
         return input
-    return MaskedBatch._make(out, input._mask, input.dims)
+    return input.from_positions(out)

@@ -1,17 +1,18 @@
-"""``embedding`` / ``nn.Embedding`` and ``embedding_bag`` / ``nn.EmbeddingBag``.
+"""``embedding`` / ``nn.Embedding``, ``one_hot`` (one rule each for every batch type,
+registered for ``"Batch"``) and ``embedding_bag`` / ``nn.EmbeddingBag`` (``MaskedBatch``).
 
 Semantics of ``embedding``: each id becomes a row of the shared weight; the
 result is the ids' batch with a new static last dimension, real where the ids
-are real.  The ids' padding may hold any integer (out of range too), so it is
-replaced by a valid id (0) before the one lookup, and the gradient that padding
-positions would send to that row is dropped (core's mixing rule).
-``padding_idx`` behaves as in the loop (its row gets no gradient).
-``max_norm`` renormalises, in place as PyTorch does, exactly the rows that real
-ids reference (the loop renormalises each example's rows before its lookup; a
-renormalised row is left alone by a later renormalisation, so doing all of
-them first gives the loop's rows).  ``scale_grad_by_freq`` divides each row's
-gradient by the id's count *within its example*, as the loop does (PyTorch
-alone would count over the whole batch).
+are real.  The lookup runs on the real ids only (``rows(0)`` / ``from_rows``,
+the batch types' protocol): the ids' padding, which may hold any integer (out of
+range too), is never read, and the result's padding is zero and sends no
+gradient to the weight.  ``padding_idx`` behaves as in the loop (its row gets no
+gradient).  ``max_norm`` renormalises, in place as PyTorch does, exactly the
+rows that real ids reference (the loop renormalises each example's rows before
+its lookup; a renormalised row is left alone by a later renormalisation, so
+doing all of them first gives the loop's rows).  ``scale_grad_by_freq`` divides
+each row's gradient by the id's count *within its example* (``row_examples``),
+as the loop does (PyTorch alone would count over the whole batch).
 
 Semantics of ``embedding_bag``: one bag per example (ids ``(1, T)``), reduced
 over its real ids only: the real ids of the whole batch are flattened into one
@@ -22,8 +23,8 @@ through offsets; PyTorch's own 2-D path cannot take ``T == 0``).
 
 Semantics of ``one_hot``: each class index becomes a row of the identity, as an
 embedding with a fixed weight: a new static last dimension of ``num_classes``,
-real where the indices are.  Padding indices (any integer) become 0 first; a real
-index outside ``[0, num_classes)`` raises naming the example.  ``num_classes`` is
+real where the indices are, computed on the real indices only; a real index
+outside ``[0, num_classes)`` raises naming the example.  ``num_classes`` is
 one number for every example: ``-1`` (PyTorch's "largest index + 1", which
 differs between examples) and a batch of per-example counts are refused.
 """
@@ -33,13 +34,22 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from matchbox import _lengths, _masking, _registry
-from matchbox.masked_batch import MaskedBatch
-from matchbox.nn.ops._per_example import only_input_batched
-from matchbox.ops.reductions import reduced_layout
+from matchbox.extending import (
+    SHARED,
+    Batch,
+    MaskedBatch,
+    check_lengths_agree,
+    fails,
+    implements,
+    is_batch,
+    only_input_batched,
+    op_name,
+    reduced_layout,
+    running,
+)
 
 
-def _check_ids(op: str, input: MaskedBatch) -> None:
+def _check_ids(op: str, input: Batch) -> None:
     if input.dtype.is_floating_point or input.dtype.is_complex or input.dtype == torch.bool:
         raise TypeError(f"{op}: the ids (input) must be an integer batch, got {input.dtype}")
 
@@ -51,44 +61,36 @@ def _real_ids(input: MaskedBatch) -> torch.Tensor:
     return input.data[input.mask.expand_as(input.data)]
 
 
-def _frequency_scale(ids: torch.Tensor, mask: torch.Tensor | None, rows: int,
+def _frequency_scale(ids: torch.Tensor, examples: torch.Tensor, rows: int,
                      dtype: torch.dtype) -> torch.Tensor:
-    """``1 / count`` of each position's id within its own example (0 at padding)."""
-    example = torch.arange(ids.size(0), device=ids.device).reshape(-1, *[1] * (ids.dim() - 1))
-    keys = example * rows + ids
-    if mask is not None:
-        keys = torch.where(mask, keys, -1)  # padding: one key of its own, scaled to 0 below
+    """``1 / count`` of each id within its own example (``examples``: each id's; -1, a row
+    that is not real, gets 0)."""
+    real = examples >= 0
+    keys = torch.where(real, examples * rows + ids, -1)
     _, inverse, counts = torch.unique(keys, return_inverse=True, return_counts=True)
-    scale = 1.0 / counts[inverse].to(dtype)
-    return scale if mask is None else torch.where(mask, scale, 0.0)
+    return torch.where(real, 1.0 / counts[inverse].to(dtype), 0.0)
 
 
-@_registry.implements(F.embedding, family="embedding")
+@implements(F.embedding, family="embedding", batch_type=SHARED)
 def embedding(func, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
-    op = _registry.op_name(func)
+    op = op_name(func)
     only_input_batched(op, input, weight=weight)
     _check_ids(op, input)
-    mask = input._mask
-    ids = input.data if mask is None else torch.where(mask, input.data, 0)
-    if max_norm is not None:
-        with torch.no_grad():
-            torch.embedding_renorm_(weight, _real_ids(input), max_norm, norm_type)
-    out = func(ids, weight, padding_idx, None, norm_type, False, sparse)
+    ids = input.rows(0)  # the real ids only: max_norm renormalises the rows they reference
+    out = func(ids, weight, padding_idx, max_norm, norm_type, False, sparse)
     if scale_grad_by_freq:
-        scale = _frequency_scale(ids, mask, weight.size(0), out.dtype).unsqueeze(-1)
+        scale = _frequency_scale(ids, input.row_examples(0), weight.size(0), out.dtype)
         # The same values, with the weight's gradient divided by the id's count.
-        out = out.detach() + (out - out.detach()) * scale
-    out_mask = None if mask is None else _lengths.kept(mask.unsqueeze(-1), mask)
-    return MaskedBatch._make(_masking.guard_gradient(out, out_mask), out_mask,
-                             input.dims + (False,))
+        out = out.detach() + (out - out.detach()) * scale.unsqueeze(-1)
+    return input.from_rows(out, 0)
 
 
-@_registry.implements(F.embedding_bag, family="embedding")
+@implements(F.embedding_bag, family="embedding")
 def embedding_bag(func, input, weight, offsets=None, max_norm=None, norm_type=2,
                   scale_grad_by_freq=False, mode="mean", sparse=False, per_sample_weights=None,
                   include_last_offset=False, padding_idx=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     only_input_batched(op, input, weight=weight, offsets=offsets)
     _check_ids(op, input)
     if input.dim() != 2:
@@ -112,7 +114,7 @@ def embedding_bag(func, input, weight, offsets=None, max_norm=None, norm_type=2,
                              f"{tuple(per_sample_weights.data.shape)}, dims "
                              f"{per_sample_weights.dims}")
         if input.dims[0]:
-            _masking.check_lengths_agree(op, [(input, 1), (per_sample_weights, 1)])
+            check_lengths_agree(op, [(input, 1), (per_sample_weights, 1)])
         weights = _real_ids(MaskedBatch._make(per_sample_weights.data, input._mask, input.dims))
     lengths = (input.mask.expand_as(input.data).sum(1) if input._mask is not None
                else torch.full((input.data.size(0),), input.data.size(1), device=ids.device))
@@ -123,10 +125,10 @@ def embedding_bag(func, input, weight, offsets=None, max_norm=None, norm_type=2,
     return MaskedBatch._make(out, None if mask is None else mask.unsqueeze(-1), dims + (False,))
 
 
-@_registry.implements(F.one_hot, family="embedding")
+@implements(F.one_hot, family="embedding", batch_type=SHARED)
 def one_hot(func, input, num_classes=-1):
-    op = _registry.op_name(func)
-    if isinstance(num_classes, MaskedBatch) or not isinstance(input, MaskedBatch):
+    op = op_name(func)
+    if is_batch(num_classes) or not is_batch(input):
         raise ValueError(
             f"{op}: num_classes must be one int for every example; a dynamic number of "
             "classes (one per example) would give examples of different sizes in the new "
@@ -138,13 +140,14 @@ def one_hot(func, input, num_classes=-1):
             "index, which differs between examples (a dynamic number of classes); pass "
             "num_classes, the same for every example")
     _check_ids(op, input)
-    ids = _masking.fill_padding(input, 0)
-    bad = (ids < 0) | (ids >= num_classes)
-    failing = _masking.running(bad.reshape(bad.size(0), -1).any(1)).nonzero()
-    if failing.numel():
-        e = int(failing[0])
-        value = int(ids[e][bad[e]][0])
+    ids = input.rows(0)
+    examples = input.row_examples(0)
+    bad = ((ids < 0) | (ids >= num_classes)) & (examples >= 0)
+    per_example = torch.zeros(input.batch_size, dtype=torch.long, device=ids.device)
+    failing = running(per_example.index_add_(0, examples.clamp(min=0), bad.long()) > 0)
+    if fails(failing):
+        e = int(failing.nonzero()[0])
+        value = int(ids[bad & (examples == e)][0])
         raise RuntimeError(f"{op}: class values must be in [0, num_classes={num_classes}): "
                            f"example {e} has {value}")
-    mask = None if input._mask is None else input._mask.unsqueeze(-1)
-    return MaskedBatch._make(func(ids, num_classes), mask, input.dims + (False,))
+    return input.from_rows(func(ids, num_classes), 0)

@@ -1,14 +1,17 @@
 """``F.linear`` / ``nn.Linear`` and ``F.bilinear`` / ``nn.Bilinear``: products with a
 shared weight and bias.
 
-Semantics: rows keep their mask (the feature dimension, the last, is static).
-The weight's and the bias's gradients sum over every row, so padding must not
-take part: ``linear`` runs on the real rows only (gathered once, scattered
-back with zeros at padding, see ``matchbox._masking.real_rows``), so padding is
-never read, gets no gradient, and costs no work.  ``bilinear`` takes two
-batches of the same layout (up to the feature sizes); a row is real where it
-is real in both; padding rows are zeroed before the product and their
-gradient is dropped after it.
+``linear`` is one rule for every batch type (registered for ``"Batch"``): the
+feature dimension (the last) must be static, and the product runs on the real
+rows only (``rows()`` / ``from_rows()``, the batch types' protocol): a
+``MaskedBatch``'s real rows are gathered once and scattered back with zeros at
+padding (``matchbox.rows``), so padding is never read, gets no
+gradient, and costs no work; a ``PackedBatch``'s rows are its data.  The
+weight's and the bias's gradients sum over the real rows only.
+
+``bilinear`` (``MaskedBatch``) takes two batches of the same layout (up to the
+feature sizes); a row is real where it is real in both; padding rows are zeroed
+before the product and their gradient is dropped after it.
 """
 
 from __future__ import annotations
@@ -16,28 +19,34 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from matchbox import _lengths, _masking, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import (
+    SHARED,
+    Batch,
+    MaskedBatch,
+    check_lengths_agree,
+    combine_masks,
+    guard_gradient,
+    implements,
+    mixing_mask,
+    only_input_batched,
+    op_name,
+    pad_to,
+    static_trailing,
+)
 
 
-@_registry.implements(F.linear, family="linear")
+@implements(F.linear, family="linear", batch_type=SHARED)
 def linear(func, input, weight, bias=None):
-    op = _registry.op_name(func)
-    if not isinstance(input, MaskedBatch) or isinstance(weight, MaskedBatch) or isinstance(
-        bias, MaskedBatch
-    ):
-        raise NotImplementedError(f"{op}: only the input may be a batch (weight and bias are "
-                                  "shared by every example)")
-    if input.dim() < 2:
-        raise ValueError(f"{op}: each example must be (1, ..., features); these examples are "
-                         "scalars (rank 1), with no feature dimension after dimension 0")
-    if input.dims[-1]:
-        raise ValueError(f"{op}: the feature dimension (the last) of the input is dynamic; "
-                         "a linear layer needs it static")
-    if weight.dim() not in (1, 2) or input.data.size(-1) != weight.size(-1):
+    if not isinstance(input, Batch) or isinstance(weight, Batch) or isinstance(bias, Batch) or \
+            not input.dims or input.dims[-1]:  # (checked inline first: a hot path)
+        op = op_name(func)
+        only_input_batched(op, input, weight=weight, bias=bias)
+        static_trailing(op, input, 1, "the feature dimension (the last)")
+    features = input.data.size(-1)
+    if weight.dim() not in (1, 2) or features != weight.size(-1):
         # PyTorch would name the flattened padded batch ("(15x4 and 5x2)"), not the example.
         raise ValueError(
-            f"{op}: each example has {input.data.size(-1)} features (its last dimension) but "
+            f"{op_name(func)}: each example has {features} features (its last dimension) but "
             f"the weight of shape {tuple(weight.shape)} expects {weight.size(-1)}"
         )
     # A weight vector (features,) sums the last dimension away: one output feature, dropped.
@@ -45,22 +54,13 @@ def linear(func, input, weight, bias=None):
     if vector:
         weight = weight.unsqueeze(0)
         bias = None if bias is None else bias.reshape(1)
-    rows = _masking.real_rows(input)
-    data = func(_masking.pack_rows(_masking.weight_input_data(input), rows), weight, bias)
-    data = _masking.unpack_rows(data, rows, input.data.shape[:-1])
-    # Padding is zero and gets no gradient already; under @batch, the rows of examples
-    # that do not run the region get none either (their gradient would reach the weight).
-    data = _masking.guard_gradient(data, None)
-    if vector:
-        mask = None if input._mask is None else _lengths.kept(input._mask.squeeze(-1),
-                                                              input._mask)
-        return MaskedBatch._make(data.squeeze(-1), mask, input.dims[:-1])
-    return MaskedBatch._make(data, input._mask, input.dims)
+    out = func(input.rows(1), weight, bias)
+    return input.from_rows(out.squeeze(-1) if vector else out, 1)
 
 
-@_registry.implements(F.bilinear, torch.bilinear, family="linear")
+@implements(F.bilinear, torch.bilinear, family="linear")
 def bilinear(func, input1, input2, weight, bias=None, *args):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if not isinstance(input1, MaskedBatch) or not isinstance(input2, MaskedBatch):
         raise NotImplementedError(f"{op}: input1 and input2 must both be batches (of the same "
                                   "examples); weight and bias are shared by every example")
@@ -76,13 +76,13 @@ def bilinear(func, input1, input2, weight, bias=None, *args):
     for i, dynamic in enumerate(input1.dims[:-1], start=1):
         if dynamic:
             size = max(input1.data.size(i), input2.data.size(i))
-            input1, input2 = _masking.pad_to(input1, i, size), _masking.pad_to(input2, i, size)
-            _masking.check_lengths_agree(op, [(input1, i), (input2, i)])
-    mask = _masking.combine_masks([input1._mask, input2._mask])
-    fill = _masking.mixing_mask(mask, input1.data)
+            input1, input2 = pad_to(input1, i, size), pad_to(input2, i, size)
+            check_lengths_agree(op, [(input1, i), (input2, i)])
+    mask = combine_masks([input1._mask, input2._mask])
+    fill = mixing_mask(mask, input1.data)
     zero = torch.zeros((), dtype=input1.dtype, device=input1.device)
     first, second = input1.data, input2.data
     if fill is not None:
         first, second = torch.where(fill, first, zero), torch.where(fill, second, zero)
     data = func(first, second, weight, bias, *args)
-    return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, input1.dims)
+    return MaskedBatch._make(guard_gradient(data, mask), mask, input1.dims)

@@ -63,9 +63,23 @@ import torch
 import torch.nn.functional as F
 from torch.nn import _reduction
 
-from matchbox import _lengths, _masking, _registry
-from matchbox.masked_batch import MaskedBatch
-from matchbox.nn.ops._per_example import only_input_batched
+from matchbox.extending import (
+    MaskedBatch,
+    align,
+    check_lengths_agree,
+    combine_masks,
+    fill_padding,
+    fit_mask,
+    guard_gradient,
+    implements,
+    lengths_along,
+    mask_lengths,
+    only_input_batched,
+    op_name,
+    pad_to,
+    running,
+    sizes_along,
+)
 from matchbox.nn.time_major import TimeMajorBatch
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -156,29 +170,29 @@ def _positions_with_lengths(mask: torch.Tensor | None, input: MaskedBatch,
     """The mask of the per-position losses, carrying the positions' lengths where a mask
     of the arguments carries some (an example empty in one of several dynamic position
     dimensions): the target's, or the input's without its class dimension."""
-    if mask is None or not _lengths.any_carried((input, target)):
+    if mask is None or not mask_lengths.any_carried((input, target)):
         return mask
-    if _lengths.carried_by(target) is not None or not input.dims[0]:
-        lengths = _lengths.of(target if _lengths.carried_by(target) is not None else input)
+    if mask_lengths.carried_by(target) is not None or not input.dims[0]:
+        lengths = mask_lengths.of(target if mask_lengths.carried_by(target) is not None else input)
     else:
-        lengths = _lengths.of(input)[:, 1:]  # the class dimension is dynamic: its column goes
-    return _lengths.rebuilt(mask, lengths, target.dims if target.dims == input.dims[1:]
+        lengths = mask_lengths.of(input)[:, 1:]  # the class dimension is dynamic: its column goes
+    return mask_lengths.rebuilt(mask, lengths, target.dims if target.dims == input.dims[1:]
                             else input.dims[1:])
 
 
 def _per_position(data: torch.Tensor, mask: torch.Tensor | None,
                   dims: tuple[bool, ...]) -> MaskedBatch:
     """Per-position losses as a batch; the gradient padding would receive is dropped."""
-    mask = _masking.fit_mask(mask, data, dims)
-    return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, dims)
+    mask = fit_mask(mask, data, dims)
+    return MaskedBatch._make(guard_gradient(data, mask), mask, dims)
 
 
 # ---------------------------------------------------------------------------- elementwise
 
 
-@_registry.implements(*ELEMENTWISE, family="loss")
+@implements(*ELEMENTWISE, family="loss")
 def elementwise_loss(func, *args, **kwargs):
-    op = _registry.op_name(func)
+    op = op_name(func)
     spec = ELEMENTWISE[func]
     arguments = _arguments(func, args, kwargs)
     _recover_dropped_weight(func, arguments)
@@ -189,7 +203,7 @@ def elementwise_loss(func, *args, **kwargs):
     if not isinstance(arguments["input"], MaskedBatch) and not isinstance(
             arguments["target"], MaskedBatch):
         raise TypeError(f"{op}: the input or the target must be a MaskedBatch")
-    values, mask, dims = _masking.align(op, given)
+    values, mask, dims = align(op, given)
     fills = {"input": spec.input_fill, "target": spec.target_fill, "weight": 0.0,
              "pos_weight": 0.0}
     if func is F.kl_div and arguments.get("log_target"):
@@ -211,9 +225,9 @@ def elementwise_loss(func, *args, **kwargs):
 # ---------------------------------------------------------------------------- classes
 
 
-@_registry.implements(F.cross_entropy, F.nll_loss, family="loss")
+@implements(F.cross_entropy, F.nll_loss, family="loss")
 def class_loss(func, *args, **kwargs):
-    op = _registry.op_name(func)
+    op = op_name(func)
     arguments = _arguments(func, args, kwargs)
     reduction = _reduction_of(op, arguments)
     input, target, weight = arguments["input"], arguments["target"], arguments["weight"]
@@ -241,8 +255,8 @@ def _align_positions(op: str, input: MaskedBatch, target: MaskedBatch,
         if not target.dims[j - 1]:
             continue
         size = max(input.data.size(i), target.data.size(j))
-        input, target = _masking.pad_to(input, i, size), _masking.pad_to(target, j, size)
-        _masking.check_lengths_agree(op, [(input, i), (target, j)])
+        input, target = pad_to(input, i, size), pad_to(target, j, size)
+        check_lengths_agree(op, [(input, i), (target, j)])
     return input, target
 
 
@@ -259,7 +273,7 @@ def _index_targets(op: str, func: Any, arguments: dict[str, Any], reduction: str
         _refuse_for_dynamic_classes(op, weight=weight is not None,
                                     label_smoothing=arguments.get("label_smoothing", 0.0) > 0)
     input, target = _align_positions(op, input, target, offset=1)
-    position_mask = _positions_with_lengths(_masking.combine_masks([
+    position_mask = _positions_with_lengths(combine_masks([
         target._mask,
         None if input._mask is None else input._mask.any(1),
     ]), input, target)
@@ -271,9 +285,9 @@ def _index_targets(op: str, func: Any, arguments: dict[str, Any], reduction: str
         # Padding classes get probability 0 (cross_entropy's logits); nll_loss only
         # reads the target's class, which is real.
         fill = -math.inf if func is F.cross_entropy else 0.0
-        x = _masking.fill_padding(input, fill)
+        x = fill_padding(input, fill)
     else:
-        x = _masking.fill_padding(input, 0.0)
+        x = fill_padding(input, 0.0)
     arguments.update(input=x, target=t, reduction="none")
     none = _per_position(func(**arguments), position_mask, target.dims)
     denominator = None
@@ -298,7 +312,7 @@ def _probability_targets(op: str, func: Any, arguments: dict[str, Any], reductio
             f"{op}: class-probability targets over a dynamic class dimension (dimension 1) are "
             "not supported; use class-index targets")
     input, target = _align_positions(op, input, target, offset=0)
-    mask = _masking.combine_masks([input._mask, target._mask])
+    mask = combine_masks([input._mask, target._mask])
     zero = torch.zeros((), dtype=input.dtype, device=input.device)
     x, t = input.data, target.data
     if mask is not None:
@@ -323,7 +337,7 @@ def _refuse_for_dynamic_classes(op: str, **given: bool) -> None:
 def _check_targets_per_example(op: str, input: MaskedBatch, t: torch.Tensor,
                                ignore_index: int) -> None:
     """Each real target below its own example's number of classes (one device sync)."""
-    classes = _masking.lengths_along(input, 1).reshape(-1, *[1] * (t.dim() - 1))
+    classes = lengths_along(input, 1).reshape(-1, *[1] * (t.dim() - 1))
     bad = (t != ignore_index) & (t >= classes)
     if bad.any():
         where = bad.nonzero()[0]
@@ -336,11 +350,11 @@ def _check_targets_per_example(op: str, input: MaskedBatch, t: torch.Tensor,
 # ---------------------------------------------------------------------------- ctc
 
 
-@_registry.implements(F.ctc_loss, family="loss", batch_type="TimeMajorBatch")
-@_registry.implements(F.ctc_loss, family="loss")
+@implements(F.ctc_loss, family="loss", batch_type="TimeMajorBatch")
+@implements(F.ctc_loss, family="loss")
 def ctc_loss(func, log_probs, targets, input_lengths, target_lengths, blank=0,
              reduction="mean", zero_infinity=False):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if reduction not in REDUCTIONS:
         raise ValueError(f"{op}: reduction={reduction!r} is not one of {list(REDUCTIONS)}")
     if not isinstance(log_probs, TimeMajorBatch):
@@ -355,13 +369,13 @@ def ctc_loss(func, log_probs, targets, input_lengths, target_lengths, blank=0,
         raise ValueError(f"{op}: the classes (dimension 2 of log_probs) are dynamic; every "
                          "example must have the same number of classes")
     batch = lp.data.size(0)
-    steps = _masking.sizes_along(lp, 1)
+    steps = sizes_along(lp, 1)
     if isinstance(targets, MaskedBatch):
         if targets.dims != (True,) and targets.dims != (False,):
             raise ValueError(f"{op}: targets must be (1, S) class indices per example, got dims "
                              f"{targets.dims}")
-        target_data = _masking.fill_padding(targets, 0)
-        available = _masking.sizes_along(targets, 1)
+        target_data = fill_padding(targets, 0)
+        available = sizes_along(targets, 1)
     elif isinstance(targets, torch.Tensor) and targets.dim() == 2 and targets.size(0) == 1:
         target_data = targets.expand(batch, targets.size(1))
         available = torch.full((batch,), targets.size(1), device=targets.device)
@@ -371,20 +385,20 @@ def ctc_loss(func, log_probs, targets, input_lengths, target_lengths, blank=0,
     lengths = _per_example_ints(op, "input_lengths", input_lengths, batch, lp.device)
     wanted = _per_example_ints(op, "target_lengths", target_lengths, batch, lp.device)
     for what, have, need in (("time steps", steps, lengths), ("targets", available, wanted)):
-        bad = _masking.running((need > have) | (need < 0)).nonzero()
+        bad = running((need > have) | (need < 0)).nonzero()
         if bad.numel():
             e = int(bad[0])
             raise ValueError(f"{op}: example {e} has {int(have[e])} {what} but a length of "
                              f"{int(need[e])} (input_lengths / target_lengths count within "
                              "each example)")
-    empty = _masking.running(steps == 0).nonzero()
+    empty = running(steps == 0).nonzero()
     if empty.numel():
         raise ValueError(f"{op}: example {int(empty[0])} has no time steps; PyTorch refuses an "
                          "empty log_probs for it")
     # Examples that do not run this code: lengths that index their own data.
     lengths = torch.minimum(lengths.clamp(min=0), steps)
     wanted = torch.minimum(wanted.clamp(min=0), available)
-    data = _masking.fill_padding(lp, 0).transpose(0, 1)
+    data = fill_padding(lp, 0).transpose(0, 1)
     if data.size(0) == 0:
         data = data.new_zeros(1, *data.shape[1:])  # no example runs: one step of nothing
     losses = func(data, target_data, lengths, wanted, blank, "none", zero_infinity)

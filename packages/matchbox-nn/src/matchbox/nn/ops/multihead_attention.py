@@ -47,8 +47,22 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _lengths, _masking, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import (
+    MaskedBatch,
+    check_lengths_agree,
+    combine_masks,
+    fill_padding,
+    fit_mask,
+    guard_gradient,
+    implements,
+    lengths_along,
+    mask_lengths,
+    op_name,
+    pack_rows,
+    real_rows,
+    unpack_rows,
+    weight_input_data,
+)
 from matchbox.nn.ops.attention import allowed_and_visible, check_same_keys
 from matchbox.nn.time_major import TimeMajorBatch
 
@@ -83,16 +97,16 @@ class _Inputs:
     def key_lengths(self) -> torch.Tensor:
         if self.key is None or self.key._mask is None:
             return torch.full((self.batch_size,), self.length(1), device=self.data[1].device)
-        return _masking.lengths_along(self.key, 1)
+        return lengths_along(self.key, 1)
 
     def project(self, i: int, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """``F.linear`` of input ``i`` on its real rows: zeros, and no gradient, at padding."""
         batch, data = self.batches[i], self.data[i]
         if batch is None:
             return F.linear(data, weight, bias).expand(self.batch_size, -1, -1)
-        rows = _masking.real_rows(batch)
-        out = F.linear(_masking.pack_rows(data, rows), weight, bias)
-        return _masking.unpack_rows(out, rows, data.shape[:-1])
+        rows = real_rows(batch)
+        out = F.linear(pack_rows(data, rows), weight, bias)
+        return unpack_rows(out, rows, data.shape[:-1])
 
 
 def _inputs(op: str, query: Any, key: Any, value: Any) -> _Inputs:
@@ -116,7 +130,7 @@ def _operand(op: str, name: str, x: Any) -> tuple[Any, torch.Tensor]:
         if x.batch.dims[1]:
             raise ValueError(f"{op}: the feature dimension (2) of {name} is dynamic; it must "
                              "be static")
-        return x.batch, _masking.weight_input_data(x.batch)
+        return x.batch, weight_input_data(x.batch)
     if isinstance(x, torch.Tensor) and x.dim() == 3 and x.size(1) == 1:
         return None, x.transpose(0, 1)  # the same (L, 1, E) for every example
     shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
@@ -186,8 +200,8 @@ def _key_padding_mask(op: str, mask: Any, x: _Inputs, size: int) -> torch.Tensor
             if not dynamic:
                 raise ValueError(f"{op}: key_padding_mask is dynamic in dimension 1 but the "
                                  "key length is the same for every example")
-            _masking.check_lengths_agree(op, [(mask, 1), (x.key, 1)])
-        data = _masking.fill_padding(mask, False if mask.dtype == torch.bool else 0.0)
+            check_lengths_agree(op, [(mask, 1), (x.key, 1)])
+        data = fill_padding(mask, False if mask.dtype == torch.bool else 0.0)
     elif isinstance(mask, torch.Tensor):
         if mask.dim() != 2 or mask.size(0) != 1:
             raise ValueError(f"{op}: key_padding_mask is a plain tensor of shape "
@@ -307,7 +321,7 @@ def _weights_batch(op: str, weights: torch.Tensor, x: _Inputs, key_valid: Any,
     rows = x.query._mask if x.query is not None else None
     q_dynamic = x.query is not None and x.query.dims[0]
     k_dynamic = x.key is not None and x.key.dims[0]
-    mask = _masking.combine_masks([
+    mask = combine_masks([
         None if rows is None else rows.reshape(rows.size(0), 1, -1, 1), key_valid])
     if average:
         weights = weights.mean(dim=1)
@@ -315,7 +329,7 @@ def _weights_batch(op: str, weights: torch.Tensor, x: _Inputs, key_valid: Any,
         dims = (q_dynamic, k_dynamic)
     else:
         dims = (False, q_dynamic, k_dynamic)
-    mask = _masking.fit_mask(mask, weights, dims)
+    mask = fit_mask(mask, weights, dims)
     if q_dynamic and k_dynamic and mask is not None:
         # An example with queries but no keys (or keys but no queries) has weights
         # (1, Lq, 0) (or (1, 0, S)): empty in part, its mask carries the lengths.
@@ -325,11 +339,11 @@ def _weights_batch(op: str, weights: torch.Tensor, x: _Inputs, key_valid: Any,
             else rows.reshape(batch, -1).sum(1),
             torch.full((batch,), size[1], device=weights.device) if key_valid is None
             else key_valid.reshape(batch, -1).sum(1)], 1)
-        mask = _lengths.settle(mask, lengths)
-    return MaskedBatch._make(_masking.guard_gradient(weights, mask), mask, dims)
+        mask = mask_lengths.settle(mask, lengths)
+    return MaskedBatch._make(guard_gradient(weights, mask), mask, dims)
 
 
-@_registry.implements(F.multi_head_attention_forward, family="multihead_attention",
+@implements(F.multi_head_attention_forward, family="multihead_attention",
                       batch_type="TimeMajorBatch")
 def multi_head_attention_forward(
     func, query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
@@ -338,7 +352,7 @@ def multi_head_attention_forward(
     q_proj_weight=None, k_proj_weight=None, v_proj_weight=None, static_k=None, static_v=None,
     average_attn_weights=True, is_causal=False,
 ):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if static_k is not None or static_v is not None:
         raise NotImplementedError(f"{op}: static_k / static_v are not supported for batches")
     if is_causal and attn_mask is None:
@@ -365,10 +379,10 @@ def multi_head_attention_forward(
                             dropout_p if training else 0.0, need_weights)
 
     # The output projection on real rows only: padding gets zeros and no gradient.
-    query_rows = None if x.query is None else _masking.real_rows(x.query)
-    out = F.linear(_masking.pack_rows(attn, query_rows), out_proj_weight, out_proj_bias)
-    out = _masking.unpack_rows(out, query_rows, attn.shape[:-1])
-    out = _masking.guard_gradient(out, None)  # under @batch: no gradient at examples not running
+    query_rows = None if x.query is None else real_rows(x.query)
+    out = F.linear(pack_rows(attn, query_rows), out_proj_weight, out_proj_bias)
+    out = unpack_rows(out, query_rows, attn.shape[:-1])
+    out = guard_gradient(out, None)  # under @batch: no gradient at examples not running
     out = MaskedBatch._make(out, None if x.query is None else x.query._mask,
                             (False, False) if x.query is None else x.query.dims)
     if weights is not None:

@@ -1,15 +1,15 @@
 """Normalisation layers: ``layer_norm``/``rms_norm`` over trailing dims, and
 ``group_norm``/``instance_norm``/``batch_norm`` over channels (and their ``nn`` modules).
 
-``layer_norm`` / ``nn.LayerNorm`` and ``rms_norm`` / ``nn.RMSNorm``:
+``layer_norm`` / ``nn.LayerNorm`` and ``rms_norm`` / ``nn.RMSNorm``, one rule for every
+batch type (registered for ``"Batch"``):
 
 Semantics: the normalised dimensions (the last ``len(normalized_shape)``) must
 be static, so every row of them is all real or all padding (a mask has size
 one there) and each row is normalised on its own: the op runs once on the
-batch data and the result keeps the input's mask.  The affine weight's and
-bias's gradients sum over rows, padding rows included, so when either needs a
-gradient padding is zeroed first (a zero row normalises to finite values) and
-the gradient at padding rows is dropped (core's mixing rule).
+real rows (``rows()`` / ``from_rows()``, the batch types' protocol) and the
+result keeps the input's layout.  Padding is never read and gets no gradient,
+so the affine weight's and bias's gradients sum over the real rows only.
 
 Normalising over a dynamic dimension is refused with an error naming the
 dimension: in the loop ``normalized_shape`` would have to equal every
@@ -46,55 +46,43 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch
-from matchbox.nn.ops._per_example import only_input_batched
+from matchbox.extending import (
+    SHARED,
+    MaskedBatch,
+    and_running,
+    fill_padding,
+    guard_gradient,
+    implements,
+    mixing_mask,
+    normalized_dims,
+    only_input_batched,
+    op_name,
+    pack_rows,
+    real_rows,
+    running,
+    sizes_along,
+    unpack_rows,
+)
 
 
-def check_normalized_dims(op: str, input: Any, normalized_shape: Any) -> None:
-    """Every normalised dimension is a static, non-batch dimension of ``input``."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    rank = input.dim()
-    if len(shape) >= rank:
-        raise ValueError(
-            f"{op}: normalized_shape {list(shape)} covers all {rank} dimensions of each "
-            "example, including dimension 0, the batch dimension of each example; normalise "
-            "over the dimensions after it"
-        )
-    for i in range(rank - len(shape), rank):
-        if input.dims[i - 1]:
-            raise ValueError(
-                f"{op}: normalized_shape {list(shape)} covers dimension {i}, which is dynamic "
-                "(its size differs between examples); normalise over static dimensions only"
-            )
+@implements(F.layer_norm, torch.layer_norm, family="normalization", batch_type=SHARED)
+def layer_norm(func, input, normalized_shape, weight=None, bias=None, eps=1e-5,
+               cudnn_enable=True):
+    op = op_name(func)
+    only_input_batched(op, input, weight=weight, bias=bias)
+    static = normalized_dims(op, input, normalized_shape)
+    extra = () if func is F.layer_norm else (cudnn_enable,)  # torch.layer_norm's own
+    return input.from_rows(func(input.rows(static), normalized_shape, weight, bias, eps,
+                                *extra), static)
 
 
-def _rowwise(op: str, func: Any, input: MaskedBatch, normalized_shape: Any,
-             params: dict[str, Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> MaskedBatch:
-    """``func`` on the batch data; padding zeroed when a parameter gradient mixes rows."""
-    only_input_batched(op, input, **params)
-    check_normalized_dims(op, input, normalized_shape)
-    mixes = _masking.mixing_mask(input._mask, input.data) is not None and any(
-        isinstance(p, torch.Tensor) and p.requires_grad for p in params.values())
-    data = _masking.fill_padding(input, 0, running=True) if mixes else input.data
-    out = func(data, normalized_shape, *params.values(), *args, **kwargs)
-    if mixes:
-        out = _masking.guard_gradient(out, input._mask)
-    return MaskedBatch._make(out, input._mask, input.dims)
-
-
-@_registry.implements(F.layer_norm, torch.layer_norm, family="normalization")
-def layer_norm(func, input, normalized_shape, weight=None, bias=None, *args, **kwargs):
-    op = _registry.op_name(func)
-    return _rowwise(op, func, input, normalized_shape, {"weight": weight, "bias": bias}, args,
-                    kwargs)
-
-
-@_registry.implements(getattr(F, "rms_norm", None), getattr(torch, "rms_norm", None),
-                      family="normalization")
-def rms_norm(func, input, normalized_shape, weight=None, *args, **kwargs):
-    op = _registry.op_name(func)
-    return _rowwise(op, func, input, normalized_shape, {"weight": weight}, args, kwargs)
+@implements(getattr(F, "rms_norm", None), getattr(torch, "rms_norm", None),
+            family="normalization", batch_type=SHARED)
+def rms_norm(func, input, normalized_shape, weight=None, eps=None):
+    op = op_name(func)
+    only_input_batched(op, input, weight=weight)
+    static = normalized_dims(op, input, normalized_shape)
+    return input.from_rows(func(input.rows(static), normalized_shape, weight, eps), static)
 
 
 # ------------------------------------------------------------------ group, instance, batch
@@ -105,12 +93,12 @@ def _per_position(func: Any, input: MaskedBatch, params: dict[str, Any], *args: 
     """``func(data, *args)`` of an op that normalises each example (or position) on its own:
     padding zeroed, and gradients at padding dropped, when a parameter gradient sums over
     positions (core's mixing rule)."""
-    mixes = _masking.mixing_mask(input._mask, input.data) is not None and any(
+    mixes = mixing_mask(input._mask, input.data) is not None and any(
         isinstance(p, torch.Tensor) and p.requires_grad for p in params.values())
-    data = _masking.fill_padding(input, 0, running=True) if mixes else input.data
+    data = fill_padding(input, 0, running=True) if mixes else input.data
     out = func(data, *args)
     if mixes:
-        out = _masking.guard_gradient(out, input._mask)
+        out = guard_gradient(out, input._mask)
     return MaskedBatch._make(out, input._mask, input.dims)
 
 
@@ -127,13 +115,13 @@ def _spatial_sizes(input: MaskedBatch) -> torch.Tensor:
     """Each example's number of spatial positions (the dimensions after the channels)."""
     count = torch.ones(input.data.size(0), dtype=torch.long, device=input.device)
     for j in range(2, input.dim()):
-        count = count * _masking.sizes_along(input, j)
+        count = count * sizes_along(input, j)
     return count
 
 
 def _refuse_single_values(op: str, input: MaskedBatch, per_group: int, what: str) -> None:
     """Raise where PyTorch raises for one example alone: a single value to normalise over."""
-    single = _masking.running(_spatial_sizes(input) * per_group == 1).nonzero()
+    single = running(_spatial_sizes(input) * per_group == 1).nonzero()
     if single.numel():
         raise ValueError(f"{op}: expected more than 1 {what}, but example {int(single[0])} "
                          "has 1 (PyTorch raises for it alone)")
@@ -170,9 +158,9 @@ def _affine(data: torch.Tensor, weight: Any, bias: Any) -> torch.Tensor:
     return data
 
 
-@_registry.implements(F.group_norm, family="normalization")
+@implements(F.group_norm, family="normalization")
 def group_norm(func, input, num_groups, weight=None, bias=None, eps=1e-5):
-    op = _registry.op_name(func)
+    op = op_name(func)
     _check_channels(op, input, weight=weight, bias=bias)
     channels = input.data.size(1)
     if channels % num_groups:
@@ -183,14 +171,14 @@ def group_norm(func, input, num_groups, weight=None, bias=None, eps=1e-5):
         return _per_position(func, input, {"weight": weight, "bias": bias}, num_groups,
                              weight, bias, eps)
     normalised, _, _ = _masked_group_moments(input, num_groups, eps)
-    out = _masking.guard_gradient(_affine(normalised, weight, bias), input._mask)
+    out = guard_gradient(_affine(normalised, weight, bias), input._mask)
     return MaskedBatch._make(out, input._mask, input.dims)
 
 
-@_registry.implements(F.instance_norm, family="normalization")
+@implements(F.instance_norm, family="normalization")
 def instance_norm(func, input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
-    op = _registry.op_name(func)
+    op = op_name(func)
     _check_channels(op, input, running_mean=running_mean, running_var=running_var,
                     weight=weight, bias=bias)
     params = {"weight": weight, "bias": bias}
@@ -210,7 +198,7 @@ def instance_norm(func, input, running_mean=None, running_var=None, weight=None,
         _update_instance_statistics(input, mean, variance, running_mean, running_var, momentum)
     out = _affine(normalised, weight, bias)
     if input._mask is not None:
-        out = _masking.guard_gradient(out, input._mask)
+        out = guard_gradient(out, input._mask)
     return MaskedBatch._make(out, input._mask, input.dims)
 
 
@@ -233,7 +221,7 @@ def _update_instance_statistics(input: MaskedBatch, mean: torch.Tensor, variance
     if input._mask is not None:  # an example that is not real (a finished step) counts as empty
         sizes = sizes * input._mask.reshape(sizes.size(0), -1).any(1)
     count = sizes.to(mean.dtype).unsqueeze(1)
-    present = _masking.running(sizes > 0).unsqueeze(1)
+    present = running(sizes > 0).unsqueeze(1)
     examples = present.sum()
     if not bool(examples):
         return  # an empty batch leaves them as they are, as torch does
@@ -247,10 +235,10 @@ def _update_instance_statistics(input: MaskedBatch, mean: torch.Tensor, variance
             running_var.mul_(1 - momentum).add_(momentum * batch_var.to(running_var.dtype))
 
 
-@_registry.implements(F.batch_norm, family="normalization")
+@implements(F.batch_norm, family="normalization")
 def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
-    op = _registry.op_name(func)
+    op = op_name(func)
     _check_channels(op, input, running_mean=running_mean, running_var=running_var,
                     weight=weight, bias=bias)
     if not training:  # running statistics: each position on its own, the loop exactly
@@ -259,11 +247,11 @@ def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, t
     # Training: torch's batch_norm over the real positions of every (running) example,
     # packed as the rows of a (1, channels, rows) batch (see the module docstring).
     batch, rank = input.data.size(0), input.data.dim()
-    mask = _masking.and_running(input._mask, rank, batch)
+    mask = and_running(input._mask, rank, batch)
     rows_first = MaskedBatch._make(input.data.movedim(1, -1),
                                    None if mask is None else mask.movedim(1, -1), input.dims)
-    rows = _masking.real_rows(rows_first, each_row_alone=False)
-    values = _masking.pack_rows(rows_first.data, rows)
+    rows = real_rows(rows_first, each_row_alone=False)
+    values = pack_rows(rows_first.data, rows)
     if values.size(0) < 2:
         raise ValueError(
             f"{op}: expected more than 1 value per channel when training, but the batch has "
@@ -271,5 +259,5 @@ def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, t
             "example's real positions together)")
     out = func(values.t().unsqueeze(0), running_mean, running_var, weight, bias, True,
                momentum, eps)
-    out = _masking.unpack_rows(out.squeeze(0).t(), rows, rows_first.data.shape[:-1])
+    out = unpack_rows(out.squeeze(0).t(), rows, rows_first.data.shape[:-1])
     return MaskedBatch._make(out.movedim(-1, 1), input._mask, input.dims)

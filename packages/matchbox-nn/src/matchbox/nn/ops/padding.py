@@ -23,17 +23,24 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _lengths, _masking, _registry
-from matchbox.masked_batch import MaskedBatch, mask_from_lengths
+from matchbox.extending import (
+    MaskedBatch,
+    guard_gradient,
+    implements,
+    lengths_along,
+    mask_from_lengths,
+    mask_lengths,
+    op_name,
+)
 from matchbox.nn.ops._windows import example_sizes
 
 MODES = ("constant", "reflect", "replicate", "circular")
 
 
-@_lengths.aware
-@_registry.implements(F.pad, family="padding")
+@mask_lengths.aware
+@implements(F.pad, family="padding")
 def pad(func, input, pad, mode="constant", value=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if not isinstance(input, MaskedBatch):
         raise TypeError(f"{op}: the input must be the MaskedBatch, got {type(input).__name__}")
     pads = [int(p) for p in pad]
@@ -71,10 +78,10 @@ def pad(func, input, pad, mode="constant", value=None):
     new = torch.cat(columns, 1)
     mask = mask_from_lengths(new, data.shape, input.dims)
     # A negative pad may leave an example empty in one dynamic dimension only.
-    mask = (_lengths.rebuilt(mask, new, input.dims) if _lengths.any_carried((input,))
-            else _lengths.settle(mask, new))
+    mask = (mask_lengths.rebuilt(mask, new, input.dims) if mask_lengths.any_carried((input,))
+            else mask_lengths.settle(mask, new))
     # Output padding positions copy clamped positions, some of them real: guard.
-    return MaskedBatch._make(_masking.guard_gradient(data, mask), mask, input.dims)
+    return MaskedBatch._make(guard_gradient(data, mask), mask, input.dims)
 
 
 def _source_positions(size: torch.Tensor, padded: int, left: int, right: int,
@@ -134,7 +141,7 @@ def _check_examples(op: str, func: Any, input: MaskedBatch, pad: Any, mode: str,
     for dim, left, right in padded:
         if not input.dims[dim - 1]:
             continue
-        sizes = _masking.lengths_along(input, dim)
+        sizes = lengths_along(input, dim)
         shortest = int(sizes.argmin())
         core = int(sizes[shortest]) - max(-left, 0) - max(-right, 0)
         if mode == "circular" and min(left, right) < 0 and max(left, right) > core:

@@ -32,8 +32,15 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch, mask_from_lengths
+from matchbox.extending import (
+    MaskedBatch,
+    fill_padding,
+    guard_gradient,
+    implements,
+    lengths_along,
+    mask_from_lengths,
+    op_name,
+)
 from matchbox.nn.ops._windows import Windows, as_tuple, check_input, example_sizes, pool_size
 
 MAX_POOLS = {F.max_pool1d: 1, F.max_pool1d_with_indices: 1, torch.max_pool1d: 1,
@@ -62,10 +69,10 @@ def _stride(stride: Any, kernel: tuple[int, ...], n: int, op: str) -> tuple[int,
 # ---------------------------------------------------------------- max
 
 
-@_registry.implements(*MAX_POOLS, family="pooling")
+@implements(*MAX_POOLS, family="pooling")
 def max_pool(func, input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
              return_indices=False):
-    op = _registry.op_name(func)
+    op = op_name(func)
     n = MAX_POOLS[func]
     check_input(op, input, n)
     kernel = as_tuple(kernel_size, n, op, "kernel_size")
@@ -115,10 +122,10 @@ def _example_flat_indices(indices: torch.Tensor, windows: Windows,
 # ---------------------------------------------------------------- average
 
 
-@_registry.implements(*AVG_POOLS, family="pooling")
+@implements(*AVG_POOLS, family="pooling")
 def avg_pool(func, input, kernel_size, stride=None, padding=0, ceil_mode=False,
              count_include_pad=True, divisor_override=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     n = AVG_POOLS[func]
     check_input(op, input, n)
     kernel = as_tuple(kernel_size, n, op, "kernel_size")
@@ -182,10 +189,10 @@ def _torch_lp_pool_takes_inf() -> bool:
     return bool(F.lp_pool1d(x, float("inf"), 2).item() == 2.0)
 
 
-@_registry.implements(*LP_POOLS, family="pooling")
+@implements(*LP_POOLS, family="pooling")
 def lp_pool(func, input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """PyTorch's own formula, on the batched pools above (so the loop's semantics)."""
-    op = _registry.op_name(func)
+    op = op_name(func)
     n = LP_POOLS[func]
     check_input(op, input, n)
     kernel = as_tuple(kernel_size, n, op, "kernel_size")
@@ -228,9 +235,9 @@ def _cut_gradient_of_examples_without_output(input: MaskedBatch,
 # ---------------------------------------------------------------- adaptive
 
 
-@_registry.implements(*ADAPTIVE_POOLS, family="pooling")
+@implements(*ADAPTIVE_POOLS, family="pooling")
 def adaptive_pool(func, input, output_size, return_indices=False):
-    op = _registry.op_name(func)
+    op = op_name(func)
     n, kind = ADAPTIVE_POOLS[func]
     check_input(op, input, n)
     sizes = _adaptive_sizes(op, output_size, n)
@@ -247,7 +254,7 @@ def adaptive_pool(func, input, output_size, return_indices=False):
     _refuse_empty(op, input, n)
     windows = _AdaptiveWindows(input, sizes)
     fill = 0.0 if kind == "avg" else _lowest(input.dtype)
-    gathered = windows.gather(_masking.fill_padding(input, fill))
+    gathered = windows.gather(fill_padding(input, fill))
     if kind == "avg":
         summed = torch.where(windows.valid, gathered, gathered.new_zeros(())).sum(-1)
         return windows.result(summed / windows.counts().to(summed.dtype), dims)
@@ -272,7 +279,7 @@ def _refuse_empty(op: str, input: MaskedBatch, n: int) -> None:
     output size is fixed, so it cannot be empty either: raise, naming the example."""
     for dim in range(2, 2 + n):
         if input.dims[dim - 1]:
-            empty = (_masking.lengths_along(input, dim) == 0).nonzero()
+            empty = (lengths_along(input, dim) == 0).nonzero()
             if empty.numel():
                 raise ValueError(
                     f"{op}: example {int(empty[0])} has size 0 in dynamic dimension {dim}; "
@@ -379,4 +386,4 @@ class _AdaptiveWindows:
             return MaskedBatch._make(out, None, dims)
         lengths = torch.cat([self.lengths[i] for i in kept], 1)
         mask = mask_from_lengths(lengths, out.shape, dims)
-        return MaskedBatch._make(_masking.guard_gradient(out, mask), mask, dims)
+        return MaskedBatch._make(guard_gradient(out, mask), mask, dims)

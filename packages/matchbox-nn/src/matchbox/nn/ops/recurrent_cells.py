@@ -17,15 +17,21 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import (
+    MaskedBatch,
+    combine_masks,
+    fill_padding,
+    guard_gradient,
+    implements,
+    op_name,
+)
 
 
 def _rows(x: Any, batch: int) -> Any:
     """The rows a cell reads: a batch's with padding zeroed, a plain state's for every
     example (a view: the gradients of the examples add up in it)."""
     if isinstance(x, MaskedBatch):
-        return _masking.fill_padding(x, 0, running=True)
+        return fill_padding(x, 0, running=True)
     return x.expand(batch, -1) if x.size(0) != batch else x
 
 
@@ -47,28 +53,28 @@ def _step_layout(op: str, inputs: list[Any]) -> tuple[torch.Tensor | None, tuple
                 f"{op}: a plain tensor beside a batch is every example's own, so its shape "
                 f"must be one example's, (1, features); got {tuple(x.shape)}")
     # A state real for every example (no mask) leaves the input's mask as it is.
-    return _masking.combine_masks(masks), (False,), batch
+    return combine_masks(masks), (False,), batch
 
 
-@_registry.implements(torch.rnn_tanh_cell, torch.rnn_relu_cell, family="recurrent")
+@implements(torch.rnn_tanh_cell, torch.rnn_relu_cell, family="recurrent")
 def rnn_cell(func, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     mask, dims, batch = _step_layout(op, [input, hx])
     h = func(_rows(input, batch), _rows(hx, batch), w_ih, w_hh, b_ih, b_hh)
-    return MaskedBatch._make(_masking.guard_gradient(h, mask), mask, dims)
+    return MaskedBatch._make(guard_gradient(h, mask), mask, dims)
 
 
-@_registry.implements(torch.gru_cell, family="recurrent")
+@implements(torch.gru_cell, family="recurrent")
 def gru_cell(func, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return rnn_cell(func, input, hx, w_ih, w_hh, b_ih, b_hh)
 
 
-@_registry.implements(torch.lstm_cell, family="recurrent")
+@implements(torch.lstm_cell, family="recurrent")
 def lstm_cell(func, input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     h, c = hx
     mask, dims, batch = _step_layout(op, [input, h, c])
     h_new, c_new = func(_rows(input, batch), (_rows(h, batch), _rows(c, batch)), w_ih, w_hh,
                         b_ih, b_hh)
-    return (MaskedBatch._make(_masking.guard_gradient(h_new, mask), mask, dims),
-            MaskedBatch._make(_masking.guard_gradient(c_new, mask), mask, dims))
+    return (MaskedBatch._make(guard_gradient(h_new, mask), mask, dims),
+            MaskedBatch._make(guard_gradient(c_new, mask), mask, dims))

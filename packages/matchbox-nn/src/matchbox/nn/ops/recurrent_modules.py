@@ -64,28 +64,35 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.extending import (
+    MaskedBatch,
+    combine_masks,
+    fill_padding,
+    guard_gradient,
+    implements,
+    op_name,
+    weight_input_data,
+)
 from matchbox.nn import packing
 from matchbox.nn.time_major import TimeMajorBatch
 
 RECURRENT_MODULE_OPS = (torch.rnn_tanh, torch.rnn_relu, torch.lstm, torch.gru)
 
 
-@_registry.implements(*RECURRENT_MODULE_OPS, family="recurrent_modules")
+@implements(*RECURRENT_MODULE_OPS, family="recurrent_modules")
 def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, train,
                      bidirectional, batch_first):
-    op = _registry.op_name(func)
+    op = op_name(func)
     check_batch_first(op, batch_first, input)
     return run_packed(op, func, input, hx, (params, has_biases, num_layers, dropout, train,
                                             bidirectional))
 
 
-@_registry.implements(*RECURRENT_MODULE_OPS, family="recurrent_modules",
+@implements(*RECURRENT_MODULE_OPS, family="recurrent_modules",
                       batch_type="TimeMajorBatch")
 def recurrent_module_time_major(func, input, hx, params, has_biases, num_layers, dropout,
                                 train, bidirectional, batch_first):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if not isinstance(input, TimeMajorBatch):
         # A batch-major input with state views reaches the views' dispatch first only
         # if it is not a batch (a plain tensor): the states hold examples, it does not.
@@ -124,13 +131,13 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
     ``settings`` are the op's arguments after the states, up to ``bidirectional``.
     """
     _check_input(op, input)
-    data = _masking.weight_input_data(input)
+    data = weight_input_data(input)
     if input._mask is None and data.size(1) > 0:
         # Every example has the padded length: there is no padding to skip, so the
         # dense op is the packed op.
         states, real = initial_states(op, hx, data.size(0))
         result = func(data, _as_hx(hx, states), *settings, True)
-        return (MaskedBatch._make(_masking.guard_gradient(result[0], None), None, input.dims),
+        return (MaskedBatch._make(guard_gradient(result[0], None), None, input.dims),
                 *final_states(result[1:], real))
     # A static length (dims (False, False)) may still carry a mask, of size one there
     # (from a reduction, or marking examples that are not real): expand it first.
@@ -140,7 +147,7 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
     rows = packing.gather_padded(data, layout)
     out_rows, final = run_on_rows(op, func, rows, layout, hx, settings)
     out = packing.scatter_padded(out_rows, layout, data.size(1))
-    out = _masking.guard_gradient(out, None)  # under @batch: no gradient at examples not running
+    out = guard_gradient(out, None)  # under @batch: no gradient at examples not running
     return (MaskedBatch._make(out, input._mask, input.dims), *final)
 
 
@@ -192,7 +199,7 @@ def final_states(states: Any, real: torch.Tensor | None) -> list[TimeMajorBatch]
     ``real``: the mask of examples whose initial states were real (``None``: all).
     """
     # Under @batch, the states of examples not running the region get no gradient.
-    return [TimeMajorBatch(MaskedBatch._make(_masking.guard_gradient(s.transpose(0, 1), None),
+    return [TimeMajorBatch(MaskedBatch._make(guard_gradient(s.transpose(0, 1), None),
                                              real, (False, False)))
             for s in states]
 
@@ -215,9 +222,9 @@ def initial_states(op: str, hx: Any, batch_size: int) -> tuple[list[torch.Tensor
             states.append(s.expand(-1, batch_size, -1).contiguous() if shared else s)
             continue
         batch = _state_batch(op, s, batch_size)
-        states.append(_masking.fill_padding(batch, running=True).transpose(0, 1))
+        states.append(fill_padding(batch, running=True).transpose(0, 1))
         masks.append(batch._mask)
-    return states, _masking.combine_masks(masks)
+    return states, combine_masks(masks)
 
 
 def _state_batch(op: str, state: Any, batch_size: int) -> MaskedBatch:

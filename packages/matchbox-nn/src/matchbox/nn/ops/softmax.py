@@ -23,9 +23,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _registry
-from matchbox.masked_batch import MaskedBatch
-from matchbox.nn.ops._per_example import example_dim
+from matchbox.extending import MaskedBatch, example_dim, implements, only_input_batched, op_name
 
 SOFTMAX_OPS = (F.softmax, torch.softmax, torch.Tensor.softmax, torch.special.softmax)
 LOG_SOFTMAX_OPS = (F.log_softmax, torch.log_softmax, torch.Tensor.log_softmax,
@@ -54,33 +52,28 @@ def masked_softmax(op: str, x: MaskedBatch, dim: Any, dtype: Any = None, *,
     return MaskedBatch._make(out, mask, x.dims)
 
 
-def _check_input(op: str, input: Any) -> None:
-    if not isinstance(input, MaskedBatch):
-        raise TypeError(f"{op}: the input must be the MaskedBatch; got {type(input).__name__}")
-
-
-@_registry.implements(*SOFTMAX_OPS, family="softmax")
-def softmax(func, input, dim=None, dtype=None, _stacklevel=3):
-    op = _registry.op_name(func)
-    _check_input(op, input)
+@implements(*SOFTMAX_OPS, family="softmax")
+def softmax(func, input, dim=None, dtype=None, *, _stacklevel=3):
+    op = op_name(func)
+    only_input_batched(op, input)
     return masked_softmax(op, input, dim, dtype)
 
 
-@_registry.implements(*LOG_SOFTMAX_OPS, family="softmax")
-def log_softmax(func, input, dim=None, dtype=None, _stacklevel=3):
-    op = _registry.op_name(func)
-    _check_input(op, input)
+@implements(*LOG_SOFTMAX_OPS, family="softmax")
+def log_softmax(func, input, dim=None, dtype=None, *, _stacklevel=3):
+    op = op_name(func)
+    only_input_batched(op, input)
     return masked_softmax(op, input, dim, dtype, log=True)
 
 
-@_registry.implements(F.softmin, family="softmax")
-def softmin(func, input, dim=None, _stacklevel=3, dtype=None):
-    op = _registry.op_name(func)
-    _check_input(op, input)
+@implements(F.softmin, family="softmax")
+def softmin(func, input, dim=None, dtype=None, *, _stacklevel=3):
+    op = op_name(func)
+    only_input_batched(op, input)
     return masked_softmax(op, input, dim, dtype, negate=True)
 
 
-@_registry.implements(F.gumbel_softmax, family="softmax")
+@implements(F.gumbel_softmax, family="softmax")
 def gumbel_softmax(func, logits, tau=1, hard=False, eps=1e-10, dim=-1):
     """Gumbel noise drawn for every position at once (independent per example).
 
@@ -88,8 +81,8 @@ def gumbel_softmax(func, logits, tau=1, hard=False, eps=1e-10, dim=-1):
     of one per example); the distribution is the same.  With ``hard`` the
     one-hot position is a real one (padding has probability 0).
     """
-    op = _registry.op_name(func)
-    _check_input(op, logits)
+    op = op_name(func)
+    only_input_batched(op, logits)
     d = example_dim(op, dim, logits.dim())
     gumbels = -torch.empty_like(logits.data).exponential_().log()
     noisy = MaskedBatch._make((logits.data + gumbels) / tau, logits._mask, logits.dims)

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import torch
 
-from matchbox import _registry
-from matchbox.packed import _dispatch
+from matchbox.extending import implements, op_name
 from matchbox.packed.packed_batch import PackedBatch
 
 
-@_dispatch.implements(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
-                      torch.Tensor.__rmatmul__, family="linalg")
+@implements(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
+            torch.Tensor.__rmatmul__, family="linalg", batch_type="PackedBatch")
 def matmul(func, input, other):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if func is torch.Tensor.__rmatmul__:  # other @ input
         input, other = other, input
     if not isinstance(input, PackedBatch) or not isinstance(other, torch.Tensor) or (

@@ -27,15 +27,17 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _registry
-from matchbox._autograd_function import grad_enabled, refuse_untracked
-from matchbox.nn.packing import relayout
-from matchbox.ops.pointwise import (
-    _writes_first_argument,
+from matchbox.extending import (
     check_inplace_derivative,
+    grad_enabled,
+    implements,
+    lengths_aware,
+    op_name,
     pointwise_ops,
+    refuse_out,
+    writes_first_argument,
 )
-from matchbox.packed import _dispatch
+from matchbox.nn.packing import relayout
 from matchbox.packed.packed_batch import PackedBatch
 
 # func -> whether it writes into its first argument; computed once per op (the hot path).
@@ -45,13 +47,13 @@ _INPLACE: dict[Any, bool] = {}
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the packed rows."""
     if "out" in kwargs:
-        _registry.refuse_out(func, kwargs.pop("out"))
+        refuse_out(func, kwargs.pop("out"))
     first = _first_batch(args, kwargs)
     values = [rows(func, a, first) for a in args]
     named = {k: rows(func, v, first) for k, v in kwargs.items()}
     inplace = _INPLACE.get(func)
     if inplace is None:
-        inplace = _INPLACE.setdefault(func, _writes_first_argument(func))
+        inplace = _INPLACE.setdefault(func, writes_first_argument(func))
     if inplace or kwargs.get("inplace"):
         target = args[0] if args else kwargs.get("input")
         if not isinstance(target, PackedBatch):
@@ -67,7 +69,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
 
 def name(op: Any) -> str:
     """The op's name for a message (ops are passed around as callables: naming costs time)."""
-    return op if isinstance(op, str) else _registry.op_name(op)
+    return op_name(op)
 
 
 def rows(op: Any, value: Any, first: PackedBatch) -> Any:
@@ -155,28 +157,30 @@ def _wrap(result: Any, first: PackedBatch) -> Any:
 
 
 def _method(func: Any, dispatch: Any) -> Any:
-    """A Tensor method of the family with the commonest calls inlined (``x.tanh()``,
-    ``x * 2``, ``x + y`` of one layout); everything else goes through ``dispatch``."""
-    if _writes_first_argument(func):
+    """A Tensor method of the family (see matchbox-core's ``_registry._install_one``):
+    ``x.tanh()``, ``x * 2``, ``x + y`` of one layout inlined, every other call through
+    the dispatch (which applies the mixing rule)."""
+    if writes_first_argument(func):
         return None
+    make = PackedBatch._make
 
     def method(self: PackedBatch, *args: Any, **kwargs: Any) -> Any:
-        if not grad_enabled():  # an autograd.Function's forward would lose the gradient
-            refuse_untracked(func, (self, *args))
-        if autograd_profiler._is_profiler_enabled:
-            return _registry.labelled(_dispatch.BATCH_TYPE, func, dispatch)(func, self, *args, **kwargs)
-        if not kwargs and len(args) <= 1:
-            if not args:
-                return PackedBatch._make(func(self.data), self.layout)
+        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
+            return dispatch(func, None, (self, *args), kwargs)
+        if not args:
+            return make(func(self.data), self.layout)
+        if len(args) == 1:
             other = args[0]
             if isinstance(other, (int, float, bool)):
-                return PackedBatch._make(func(self.data, other), self.layout)
+                return make(func(self.data, other), self.layout)
             if type(other) is PackedBatch and other.layout is self.layout:
-                return PackedBatch._make(func(self.data, other.data), self.layout)
-        return dispatch(func, self, *args, **kwargs)
+                return make(func(self.data, other.data), self.layout)
+        return dispatch(func, None, (self, *args))
 
     return method
 
 
 pointwise.method_factory = _method  # type: ignore[attr-defined]
-_dispatch.implements(*pointwise_ops(), family="pointwise")(pointwise)
+# A PackedBatch has no mask, so no lengths to lose (and its methods skip that check).
+implements(*pointwise_ops(), family="pointwise", batch_type="PackedBatch")(
+    lengths_aware(pointwise))

@@ -27,20 +27,19 @@ layers (training) draws its own numbers.
 
 from __future__ import annotations
 
-from matchbox import _registry
+from matchbox.extending import implements, op_name
 from matchbox.nn.ops.recurrent_modules import (
     RECURRENT_MODULE_OPS,
     check_batch_first,
     run_on_rows,
 )
-from matchbox.packed import _dispatch
 from matchbox.packed.packed_batch import PackedBatch
 
 
-@_dispatch.implements(*RECURRENT_MODULE_OPS, family="recurrent_modules")
+@implements(*RECURRENT_MODULE_OPS, family="recurrent_modules", batch_type="PackedBatch")
 def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, train,
                      bidirectional, batch_first):
-    op = _registry.op_name(func)
+    op = op_name(func)
     check_batch_first(op, batch_first, input)
     if not isinstance(input, PackedBatch):
         raise TypeError(f"{op}: the input must be the PackedBatch; got "

@@ -1,4 +1,4 @@
-"""Ops within each row's static dimensions: ``one_hot``, ``repeat``/``tile``/
+"""Ops within each row's static dimensions: ``repeat``/``tile``/
 ``repeat_interleave``, ``roll``, ``tril``/``triu`` and ``diagonal``.
 
 Semantics: a ``PackedBatch`` holds exactly the real rows, ``(sum T_e, *S)``; an op that
@@ -16,11 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
-from matchbox import _registry
-from matchbox.masked_batch import normalize_dim
-from matchbox.packed import _dispatch
+from matchbox.extending import implements, normalize_dim, op_name, refuse_out
 from matchbox.packed.packed_batch import PackedBatch
 
 
@@ -40,20 +37,6 @@ def _row_dim(op: str, x: PackedBatch, dim: Any) -> int:
     return d - 1
 
 
-@_dispatch.implements(F.one_hot, family="embedding")
-def one_hot(func, input, num_classes=-1):
-    op = _registry.op_name(func)
-    if not isinstance(input, PackedBatch) or isinstance(num_classes, PackedBatch):
-        raise ValueError(f"{op}: num_classes must be one int for every example; a dynamic "
-                         "number of classes is not supported")
-    if num_classes == -1:
-        raise ValueError(
-            f"{op}: num_classes=-1 infers the number of classes from each example's largest "
-            "index, which differs between examples (a dynamic number of classes); pass "
-            "num_classes, the same for every example")
-    return PackedBatch._make(func(input.data, num_classes), input.layout)
-
-
 def _sizes(args: tuple[Any, ...]) -> list[int]:
     if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
         return [int(s) for s in args[0]]
@@ -70,21 +53,21 @@ def _repeat_rows(op: str, x: PackedBatch, factors: list[int]) -> PackedBatch:
     return PackedBatch._make(x.data.repeat(1, *factors[2:]), x.layout)
 
 
-@_dispatch.implements(torch.Tensor.repeat, family="repeat")
+@implements(torch.Tensor.repeat, family="repeat", batch_type="PackedBatch")
 def repeat(func, input, *sizes):
-    return _repeat_rows(_registry.op_name(func), input, _sizes(sizes))
+    return _repeat_rows(op_name(func), input, _sizes(sizes))
 
 
-@_dispatch.implements(torch.tile, torch.Tensor.tile, family="repeat")
+@implements(torch.tile, torch.Tensor.tile, family="repeat", batch_type="PackedBatch")
 def tile(func, input, dims):
     factors = _sizes((dims,))
-    return _repeat_rows(_registry.op_name(func), input,
+    return _repeat_rows(op_name(func), input,
                         [1] * (input.dim() - len(factors)) + factors)
 
 
-@_dispatch.implements(torch.repeat_interleave, torch.Tensor.repeat_interleave, family="repeat")
+@implements(torch.repeat_interleave, torch.Tensor.repeat_interleave, family="repeat", batch_type="PackedBatch")
 def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if repeats is None or dim is None:
         raise _along_packed(op, "without dim (it flattens each example)")
     if isinstance(repeats, PackedBatch):
@@ -94,9 +77,9 @@ def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
                                                      output_size=output_size), input.layout)
 
 
-@_dispatch.implements(torch.roll, torch.Tensor.roll, family="ordering")
+@implements(torch.roll, torch.Tensor.roll, family="ordering", batch_type="PackedBatch")
 def roll(func, input, shifts, dims=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if dims is None:
         raise _along_packed(op, "without dims (it rolls each example's flattened values)")
     shift_list = list(shifts) if isinstance(shifts, (tuple, list)) else [shifts]
@@ -112,19 +95,19 @@ def roll(func, input, shifts, dims=None):
                              input.layout)
 
 
-@_dispatch.implements(torch.tril, torch.Tensor.tril, torch.triu, torch.Tensor.triu,
-                      family="matrix")
+@implements(torch.tril, torch.Tensor.tril, torch.triu, torch.Tensor.triu,
+            family="matrix", batch_type="PackedBatch")
 def tril_triu(func, input, diagonal=0, *, out=None):
-    op = _registry.op_name(func)
-    _registry.refuse_out(op, out)
+    op = op_name(func)
+    refuse_out(op, out)
     if input.dim() < 4:
         raise _along_packed(op, f"of examples of rank {input.dim()} (their matrices, the last "
                                 "two dimensions, include the packed dimension)")
     return PackedBatch._make(func(input.data, diagonal), input.layout)
 
 
-@_dispatch.implements(torch.diagonal, torch.Tensor.diagonal, family="matrix")
+@implements(torch.diagonal, torch.Tensor.diagonal, family="matrix", batch_type="PackedBatch")
 def diagonal(func, input, offset=0, dim1=0, dim2=1):
-    op = _registry.op_name(func)
+    op = op_name(func)
     d1, d2 = _row_dim(op, input, dim1), _row_dim(op, input, dim2)
     return PackedBatch._make(input.data.diagonal(offset, d1, d2), input.layout)

@@ -27,13 +27,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
-from matchbox.ops.reductions import _highest, _lowest, reduction_dims
-from matchbox.packed import _dispatch
+from matchbox.extending import (
+    MaskedBatch,
+    highest,
+    implements,
+    lowest,
+    normalize_dim,
+    op_name,
+    reduced_dimensions,
+)
 from matchbox.packed.packed_batch import PackedBatch
 
-# Dimension rules (which dims, dimension 0 refused) are core's reduction_dims, which
+# Dimension rules (which dims, dimension 0 refused) are core's reduced_dimensions, which
 # reads only x.dim(): the same for both batch types.
 # data (rows, *S), the layout -> per example (B, *S)
 Segment = Callable[[torch.Tensor, Any], torch.Tensor]
@@ -41,11 +46,11 @@ Segment = Callable[[torch.Tensor, Any], torch.Tensor]
 Static = Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor]
 
 
-def reduce(op: str, x: PackedBatch, dims: tuple[int, ...], keepdim: bool, static: Static,
+def reduce(op: str, x: PackedBatch, reduced: tuple[int, ...], keepdim: bool, static: Static,
            segment: Segment) -> Any:
     """Reduce ``x`` over ``dims``: static ones on ``data``, dimension 1 by ``segment``."""
-    data_dims = tuple(d - 1 for d in dims if d > 1)
-    if 1 not in dims:
+    data_dims = tuple(d - 1 for d in reduced if d > 1)
+    if 1 not in reduced:
         return PackedBatch._make(static(x.data, data_dims, keepdim), x.layout)
     data = static(x.data, data_dims, True) if data_dims else x.data
     per_example = segment(data, x.layout)  # (B, *S) with reduced static dims of size 1
@@ -56,9 +61,9 @@ def reduce(op: str, x: PackedBatch, dims: tuple[int, ...], keepdim: bool, static
     return MaskedBatch._make(per_example, None, (False,) * (per_example.dim() - 1))
 
 
-def refuse_empty(op: str, x: PackedBatch, dims: tuple[int, ...]) -> None:
+def refuse_empty(op: str, x: PackedBatch, reduced: tuple[int, ...]) -> None:
     """Raise, as the loop would, when an example is empty and dimension 1 is reduced."""
-    if 1 not in dims:
+    if 1 not in reduced:
         return
     empty = (x.layout.lengths == 0).nonzero()
     if empty.numel():
@@ -84,7 +89,7 @@ def segment_sum(data: torch.Tensor, layout: Any) -> torch.Tensor:
 
 def segment_extreme(data: torch.Tensor, layout: Any, largest: bool) -> torch.Tensor:
     """Per-example max (or min); an empty example gets the dtype's lowest (highest) value."""
-    fill = _lowest(data.dtype) if largest else _highest(data.dtype)
+    fill = lowest(data.dtype) if largest else highest(data.dtype)
     out = data.new_full((layout.batch_size, *data.shape[1:]), fill)
     return out.scatter_reduce(0, _index(layout, data), data, "amax" if largest else "amin")
 
@@ -136,21 +141,21 @@ def _as_dtype(x: PackedBatch, dtype: Any) -> PackedBatch:
     return x if dtype is None else PackedBatch._make(x.data.to(dtype), x.layout)
 
 
-@_dispatch.implements(torch.sum, torch.Tensor.sum, family="reduction")
+@implements(torch.sum, torch.Tensor.sum, family="reduction", batch_type="PackedBatch")
 def sum_(func, input, dim=None, keepdim=False, *, dtype=None):
-    op = _registry.op_name(func)
-    dims = reduction_dims(op, input, dim)
+    op = op_name(func)
+    reduced = reduced_dimensions(op, input, dim)
     x = _as_dtype(input, dtype)
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         x = _as_dtype(x, torch.int64)  # torch.sum promotes integers
-    return reduce(op, x, dims, keepdim, lambda d, ds, k: torch.sum(d, ds, keepdim=k),
+    return reduce(op, x, reduced, keepdim, lambda d, ds, k: torch.sum(d, ds, keepdim=k),
                   segment_sum)
 
 
-@_dispatch.implements(torch.mean, torch.Tensor.mean, family="reduction")
+@implements(torch.mean, torch.Tensor.mean, family="reduction", batch_type="PackedBatch")
 def mean(func, input, dim=None, keepdim=False, *, dtype=None):
-    op = _registry.op_name(func)
-    dims = reduction_dims(op, input, dim)
+    op = op_name(func)
+    reduced = reduced_dimensions(op, input, dim)
     x = _as_dtype(input, dtype)
     if not (x.dtype.is_floating_point or x.dtype.is_complex):
         raise RuntimeError(
@@ -163,24 +168,24 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
         count = layout.device_lengths().to(data.dtype)
         return segment_sum(data, layout) / count.view(-1, *[1] * (data.dim() - 1))
 
-    return reduce(op, x, dims, keepdim, lambda d, ds, k: torch.mean(d, ds, keepdim=k),
+    return reduce(op, x, reduced, keepdim, lambda d, ds, k: torch.mean(d, ds, keepdim=k),
                   segment_mean)
 
 
-@_dispatch.implements(torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin,
-                      family="reduction")
+@implements(torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin,
+            family="reduction", batch_type="PackedBatch")
 def amax_amin(func, input, dim=(), keepdim=False):
-    op = _registry.op_name(func)
-    dims = reduction_dims(op, input, dim)
-    refuse_empty(op, input, dims)
+    op = op_name(func)
+    reduced = reduced_dimensions(op, input, dim)
+    refuse_empty(op, input, reduced)
     largest = func in (torch.amax, torch.Tensor.amax)
     static = torch.amax if largest else torch.amin
-    return reduce(op, input, dims, keepdim, lambda d, ds, k: static(d, ds, keepdim=k),
+    return reduce(op, input, reduced, keepdim, lambda d, ds, k: static(d, ds, keepdim=k),
                   lambda d, layout: segment_extreme(d, layout, largest))
 
 
-@_dispatch.implements(torch.max, torch.Tensor.max, torch.min, torch.Tensor.min,
-                      family="reduction")
+@implements(torch.max, torch.Tensor.max, torch.min, torch.Tensor.min,
+            family="reduction", batch_type="PackedBatch")
 def max_min(func, input, *args, **kwargs):
     """``max(x)``, ``max(x, dim, keepdim)`` -> (values, indices), ``max(x, other)``."""
     largest = "max" in func.__name__
@@ -189,16 +194,16 @@ def max_min(func, input, *args, **kwargs):
         from matchbox.packed.ops.pointwise import pointwise
 
         return pointwise(torch.maximum if largest else torch.minimum, input, other)
-    op = _registry.op_name(func)
+    op = op_name(func)
     dim = args[0] if args else kwargs.get("dim")
     keepdim = args[1] if len(args) > 1 else kwargs.get("keepdim", False)
     if dim is None:  # every dimension: values only, ties share the gradient
         return amax_amin(torch.amax if largest else torch.amin, input)
-    dims = reduction_dims(op, input, dim)
-    refuse_empty(op, input, dims)
+    reduced = reduced_dimensions(op, input, dim)
+    refuse_empty(op, input, reduced)
     result_type = torch.return_types.max if largest else torch.return_types.min
-    if dims != (1,):
-        values, indices = func(input.data, dims[0] - 1, keepdim)
+    if reduced != (1,):
+        values, indices = func(input.data, reduced[0] - 1, keepdim)
         return result_type((PackedBatch._make(values, input.layout),
                             PackedBatch._make(indices, input.layout)))
     values, indices = _arg_extreme(input.data, input.layout, largest)
@@ -209,18 +214,18 @@ def max_min(func, input, *args, **kwargs):
                         MaskedBatch._make(indices, None, dims_out)))
 
 
-@_dispatch.implements(torch.logsumexp, torch.Tensor.logsumexp, family="reduction")
+@implements(torch.logsumexp, torch.Tensor.logsumexp, family="reduction", batch_type="PackedBatch")
 def logsumexp(func, input, dim, keepdim=False):
-    op = _registry.op_name(func)
-    dims = reduction_dims(op, input, dim)
-    return reduce(op, input, dims, keepdim, lambda d, ds, k: torch.logsumexp(d, ds, k),
+    op = op_name(func)
+    reduced = reduced_dimensions(op, input, dim)
+    return reduce(op, input, reduced, keepdim, lambda d, ds, k: torch.logsumexp(d, ds, k),
                   segment_logsumexp)
 
 
-@_dispatch.implements(F.softmax, torch.softmax, torch.Tensor.softmax, F.log_softmax,
-                      torch.log_softmax, torch.Tensor.log_softmax, F.softmin, family="softmax")
+@implements(F.softmax, torch.softmax, torch.Tensor.softmax, F.log_softmax,
+            torch.log_softmax, torch.Tensor.log_softmax, F.softmin, family="softmax", batch_type="PackedBatch")
 def softmax(func, input, dim=None, _stacklevel=3, dtype=None):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if func is F.softmin:  # softmin(x) is softmax(-x), as torch computes it
         input = PackedBatch._make(-input.data, input.layout)
     if dim is None:

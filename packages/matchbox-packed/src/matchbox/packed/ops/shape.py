@@ -23,20 +23,18 @@ from __future__ import annotations
 
 import torch
 
-from matchbox import _registry
-from matchbox.masked_batch import normalize_dim
+from matchbox.extending import implements, normalize_dim, op_name, refuse_out
 from matchbox.nn.packing import Layout
 from matchbox.nn.time_major import time_major_view
-from matchbox.packed import _dispatch
 from matchbox.packed.ops.pointwise import check_same_lengths, rows
 from matchbox.packed.packed_batch import PackedBatch
 
 
-@_dispatch.implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
-                      torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
-                      family="shape")
+@implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
+            torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
+            family="shape", batch_type="PackedBatch")
 def transpose(func, input, dim0, dim1):
-    op = _registry.op_name(func)
+    op = op_name(func)
     if {normalize_dim(dim0, input.dim(), op), normalize_dim(dim1, input.dim(), op)} == {0, 1}:
         return time_major_view(op, input)
     raise NotImplementedError(
@@ -46,10 +44,10 @@ def transpose(func, input, dim0, dim1):
     )
 
 
-@_dispatch.implements(torch.cat, torch.concat, torch.concatenate, family="shape")
+@implements(torch.cat, torch.concat, torch.concatenate, family="shape", batch_type="PackedBatch")
 def cat(func, tensors, dim=0, *, axis=None, out=None):
-    op = _registry.op_name(func)
-    _registry.refuse_out(op, out)
+    op = op_name(func)
+    refuse_out(op, out)
     dim = dim if axis is None else axis
     parts = list(tensors)
     for i, part in enumerate(parts):

@@ -1,0 +1,186 @@
+"""Rows: ops that act on each row of static trailing dimensions alone (a linear layer,
+a norm, an embedding lookup) run on the real rows only.
+
+:func:`real_rows` finds the real rows of a ``MaskedBatch`` (once per mask, cached),
+:func:`pack_rows` gathers them and :func:`unpack_rows` scatters an op's result back
+into the padded layout, with zeros at padding: padding is never read, gets no
+gradient, and costs no work.  ``MaskedBatch.rows()`` / ``from_rows()`` (the
+batch types' protocol, see ``matchbox._batch``) are made of them
+(:func:`masked_rows`, :func:`masked_from_rows`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from matchbox import _lengths
+from matchbox._capture import capturing, refuse
+from matchbox._masking.execution import EXECUTION_MASK
+from matchbox._masking.guards import _ZERO, guard_gradient, weight_input_data
+from matchbox.masked_batch import MaskedBatch
+
+# (id of a mask, leading shape) -> (weak reference to the mask, flat indices of its
+# real rows).  The ops of a layer share their input's mask object, so the index
+# (a device sync on CUDA) is computed once and reused; the weak reference tells
+# a live entry from a recycled id.
+_ROWS: OrderedDict[tuple[int, tuple[int, ...]], tuple[Any, torch.Tensor]] = OrderedDict()
+_ROWS_KEPT = 32
+
+
+class RowMask:
+    """The real rows as a mask, where their indices would depend on values: while
+    ``matchbox.compile`` captures a graph, an op on the real rows runs on every
+    row, with padding rows zeroed going in and coming out (same values, and no
+    gradient reaches padding), at the cost of the work on padding."""
+
+    __slots__ = ("mask",)
+
+    def __init__(self, mask: torch.Tensor):
+        self.mask = mask  # (rows,)
+
+
+def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = True
+              ) -> torch.Tensor | RowMask | None:
+    """Indices of the real rows of ``batch.data`` flattened to ``(rows, *last static
+    dims)``; ``None`` if every row is real.
+
+    A row is one position of every dimension but the last ``static``, which must be
+    static (the mask has size one there).  While capturing a graph, a
+    :class:`RowMask` (the number of real rows depends on the mask's values):
+    right for ops that compute each row alone (a linear layer); an op whose
+    rows combine (``each_row_alone=False``: batch statistics) cannot be
+    captured, as zeroed padding rows would count.
+    """
+    global _LAST
+    mask = batch._mask
+    if mask is None:
+        return None
+    data = batch.data
+    lead = data.shape[:data.dim() - static]
+    last = _LAST
+    if last[0] is mask and last[1] == lead:  # rows() then from_rows() of one op
+        return last[2]
+    if capturing() is not None:
+        if not each_row_alone:
+            refuse("statistics over the real rows of the whole batch (batch_norm in "
+                   "training): how many rows are real depends on the mask's values")
+        return RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
+    key = (id(mask), tuple(lead))
+    entry = _ROWS.get(key)
+    if entry is not None and entry[0]() is mask:
+        _ROWS.move_to_end(key)
+        rows = entry[1]
+    else:
+        rows = mask.expand(*lead, *(1,) * static).reshape(-1).nonzero().squeeze(1)
+        _ROWS[key] = (weakref.ref(mask), rows)
+        if len(_ROWS) > _ROWS_KEPT:
+            _ROWS.popitem(last=False)
+    _LAST = (mask, lead, rows)
+    return rows
+
+
+# The last answer of real_rows, checked first (one op asks twice: rows, then
+# from_rows); replaced as a whole, so a thread reading it sees a consistent entry.
+# It holds the mask alive until the next answer: one mask, not a leak.
+_LAST: tuple[Any, Any, Any] = (None, None, None)
+
+
+def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: int = 1
+              ) -> torch.Tensor:
+    """The real rows of ``data``, ``(n_real, *last static dims)`` (every row when ``rows``
+    is None)."""
+    flat = data.reshape(-1, *data.shape[data.dim() - static:])
+    if type(rows) is RowMask:
+        return _zero_rows(flat, rows)
+    return flat if rows is None else flat.index_select(0, rows)
+
+
+def _zero_rows(flat: torch.Tensor, rows: RowMask) -> torch.Tensor:
+    mask = rows.mask.view(-1, *(1,) * (flat.dim() - 1))
+    return torch.where(mask, flat, _ZERO if flat.is_floating_point() else flat.new_zeros(()))
+
+
+def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
+                lead: Sequence[int]) -> torch.Tensor:
+    """Rows ``(n_real, *tail)`` back in the padded layout ``(*lead, *tail)``, zeros at
+    padding.
+
+    Padding gets no gradient: ``index_copy`` sends the gradient of real rows only.
+    """
+    tail = values.shape[1:]
+    if type(rows) is RowMask:
+        values = _zero_rows(values, rows)
+    elif rows is not None:
+        total = 1
+        for size in lead:
+            total *= size
+        # In place into fresh zeros: the out-of-place form would copy them once more.
+        values = values.new_zeros(total, *tail).index_copy_(0, rows, values)
+    return values.reshape(*lead, *tail)
+
+
+# ---------------------------------------------------------------------------- the protocol
+
+
+def masked_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
+    """``MaskedBatch.rows(static)``: the real rows, ``(n_real, *last static dims)``.
+
+    Under ``@batch`` (while gradients are recorded) the rows of examples that do not
+    run the code at hand are zeroed (``weight_input_data``): an op with a shared
+    weight must not send what was computed for them into the weight's gradient.
+    (The hot path of every linear layer: ``pack_rows`` inlined.)
+    """
+    rows = real_rows(batch, static)
+    data = batch.data if EXECUTION_MASK.get() is None else weight_input_data(batch)
+    flat = data.reshape(-1, *data.shape[data.dim() - static:])
+    if rows is None:
+        return flat
+    return flat.index_select(0, rows) if type(rows) is not RowMask else _zero_rows(flat, rows)
+
+
+def masked_from_rows(batch: MaskedBatch, values: torch.Tensor, static: int = 1
+                     ) -> MaskedBatch:
+    """``MaskedBatch.from_rows``: ``values`` ``(n_real, *tail)``, rows of ``batch.rows(static)``
+    transformed, in ``batch``'s layout with the last ``static`` dims replaced by ``tail``
+    (static), zeros at padding."""
+    data = batch.data
+    out = unpack_rows(values, real_rows(batch, static), data.shape[:data.dim() - static])
+    # Padding is zero and gets no gradient already; under @batch, the rows of examples
+    # that do not run the region get none either (their gradient would reach a weight).
+    if out.requires_grad and EXECUTION_MASK.get() is not None:
+        out = guard_gradient(out, None)
+    mask, dims = batch._mask, batch.dims
+    new = values.dim() - 1
+    if new != static:
+        dims = dims[:len(dims) - static] + (False,) * new
+        if mask is not None:
+            mask = _lengths.kept(mask.reshape(*mask.shape[:mask.dim() - static], *(1,) * new),
+                                 mask)
+    return MaskedBatch._make(out, mask, dims)
+
+
+def masked_row_examples(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
+    """``MaskedBatch.row_examples``: the example of each row of ``batch.rows(static)``,
+    ``(n_real,)``; -1 for a padding row (only while capturing a graph, where rows are
+    every row)."""
+    data = batch.data
+    lead = data.shape[:data.dim() - static]
+    per_example = 1
+    for size in lead[1:]:
+        per_example *= size
+    rows = real_rows(batch, static)
+    if rows is None or type(rows) is RowMask:
+        every = torch.arange(data.size(0) * per_example, device=data.device) // per_example
+        return every if rows is None else torch.where(rows.mask, every, -1)
+    return torch.div(rows, per_example, rounding_mode="floor")
+
+
+# The rows protocol of matchbox._batch, MaskedBatch's (this module imports masked_batch).
+MaskedBatch.rows = masked_rows  # type: ignore[method-assign]
+MaskedBatch.from_rows = masked_from_rows  # type: ignore[method-assign]
+MaskedBatch.row_examples = masked_row_examples  # type: ignore[method-assign]

@@ -1,0 +1,147 @@
+"""``matchbox.extending``: how a package adds ops (and batch types) to Matchbox.
+
+Matchbox's own distributions (matchbox-nn, matchbox-packed, matchbox-control)
+are written with this module, and a third party adds the ops its layers need
+the same way.  An op is a torch callable (a ``torch`` function, a
+``torch.Tensor`` method, a ``torch.nn.functional`` function) registered with
+a handler in the one registry::
+
+    import torch.nn.functional as F
+    from matchbox.extending import MaskedBatch, implements, op_name, only_input_batched
+
+    @implements(F.silu, family="activation")          # for MaskedBatch (the default)
+    def silu(func, input, inplace=False):
+        only_input_batched(op_name(func), input)
+        return input.from_positions(func(input.positions()))   # per position: padding stays padding
+
+A handler is called as ``handler(func, *args, **kwargs)``, ``func`` being the
+callable that was invoked, with the call's arguments bound to ``func``'s own
+signature and handed over by the handler's parameter names (a handler serving
+``F.softmax`` and ``Tensor.softmax`` names its parameters as torch does:
+``input, dim, dtype``).  ``batch_type="Batch"`` registers a rule for every
+batch type (``MaskedBatch``, ``PackedBatch``, ...) written over their common
+protocol (:class:`Batch`: ``rows()``/``from_rows()`` for ops on each row of the
+static trailing dimensions, ``positions()``/``from_positions()`` for ops on each
+position); a batch type's own handler for an op wins over the shared rule.
+
+Rules every handler follows (the product's contract: a batch equals the loop
+over its examples, values and gradients, whatever the padding holds):
+
+- padding never reaches a real value or a gradient: an op that mixes positions
+  fills padding first (:func:`fill_padding`) and drops the gradient arriving at
+  padding (:func:`guard_gradient`); an op on real rows only needs neither;
+- an argument that does not suit an op raises an error naming the op, the
+  argument and the dimension (:func:`example_dim`, :func:`only_input_batched`,
+  ...); a check on values raises only for the examples that run the code at hand
+  (:func:`running`) and asks :func:`fails` (so that ``matchbox.compile`` can
+  record it instead of reading the value);
+- a handler that builds a new mask from a mask that carries lengths builds their
+  lengths too and is marked :func:`lengths_aware` (see ``mask_lengths``);
+  otherwise the dispatch refuses it for such a batch.
+
+A distribution registers its ops when it is imported.  To be imported with
+``import matchbox``, it declares an entry point in the group
+``matchbox.ops`` (``[project.entry-points."matchbox.ops"]`` in its
+``pyproject.toml``: ``my_ops = "my_package.matchbox_ops"``); matchbox-core
+loads every such entry point once, so its ops are there whichever module
+the user imports first.
+"""
+
+from __future__ import annotations
+
+from matchbox import _lengths as mask_lengths
+from matchbox._arguments import (
+    example_dim,
+    normalize_dim,
+    normalized_dims,
+    only_input_batched,
+    shape_dim,
+    sizes_argument,
+    static_dim,
+    static_trailing,
+)
+from matchbox._autograd_function import grad_enabled
+from matchbox._batch import Batch, is_batch, pytree_rank_error
+from matchbox._capture import capturing, fails, some
+from matchbox._masking import (
+    align,
+    and_running,
+    check_lengths_agree,
+    check_static_extents,
+    combine_masks,
+    fill_padding,
+    fit_mask,
+    guard_gradient,
+    guard_wider,
+    lengths_along,
+    mixing_mask,
+    pack_rows,
+    pad_to,
+    raise_rank,
+    real_rows,
+    running,
+    same_mask,
+    sizes_along,
+    unpack_rows,
+    weight_input_data,
+)
+from matchbox._registry import (
+    BATCH_VIEWS,
+    SHARED,
+    batch_types,
+    declare_provider,
+    dispatch,
+    entries,
+    implements,
+    lookup,
+    op_name,
+    provide_batch_dim_view,
+    refuse_out,
+    register,
+    register_conversion,
+    tensor_method_names,
+    unsupported,
+    writes_first_argument,
+)
+from matchbox.masked_batch import (
+    BatchShape,
+    MaskedBatch,
+    batch_size_as_asked,
+    check_examples,
+    has_zero_padding,
+    mark_zero_padding,
+    mask_from_lengths,
+    why_size_was_asked,
+)
+from matchbox.ops.pointwise import check_inplace_derivative, pointwise_ops
+from matchbox.ops.reductions import highest, lowest, reduced_dimensions, reduced_layout
+
+#: Mark a handler as written for masks that carry lengths (see ``mask_lengths``).
+lengths_aware = mask_lengths.aware
+
+__all__ = [
+    # the registry and the dispatch
+    "implements", "register", "op_name", "SHARED", "lookup", "entries", "dispatch",
+    "unsupported", "refuse_out", "declare_provider", "register_conversion",
+    "tensor_method_names", "writes_first_argument", "batch_types", "is_batch",
+    "BATCH_VIEWS", "provide_batch_dim_view", "grad_enabled",
+    # batch types
+    "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
+    "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
+    "has_zero_padding",
+    # argument checks
+    "normalize_dim", "example_dim", "shape_dim", "static_dim", "static_trailing",
+    "normalized_dims", "only_input_batched", "sizes_argument",
+    # masks: guards, alignment, the execution mask, rows
+    "fill_padding", "guard_gradient", "guard_wider", "mixing_mask", "weight_input_data",
+    "combine_masks", "same_mask", "fit_mask", "align", "raise_rank", "pad_to",
+    "check_lengths_agree", "check_static_extents", "lengths_along", "sizes_along",
+    "running", "and_running", "real_rows", "pack_rows", "unpack_rows",
+    # checks on values, compile-safe
+    "fails", "some", "capturing",
+    # lengths that a mask cannot tell
+    "mask_lengths", "lengths_aware",
+    # families other distributions build on
+    "pointwise_ops", "check_inplace_derivative", "reduced_dimensions", "reduced_layout",
+    "highest", "lowest",
+]
