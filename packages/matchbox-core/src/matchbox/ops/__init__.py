@@ -7,7 +7,7 @@
 |               |                 | op's identity first, the dimension leaves the mask     |
 | linalg        | linalg.py       | padding zeroed; result real where both rows and        |
 |               |                 | columns are real                                       |
-| shape         | shape.py        | the same view/permutation applied to data and mask    |
+| shape         | shape/          | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
 |               |                 | (a batch of per-example ints: each example's own index) |

@@ -1,0 +1,195 @@
+"""Views of a batch: permutations, size-one dimensions, slices and splits.
+
+The same view applies to data and mask, and the dims follow their dimensions.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from matchbox import _capture, _lengths, _masking, _registry
+from matchbox.masked_batch import (
+    MaskedBatch,
+    has_zero_padding,
+    mark_zero_padding,
+    normalize_dim,
+)
+from matchbox.ops.shape._dims import _batch_dim_view, _nonbatch_dim, _sizes
+
+# ------------------------------------------------------------------ permutations
+
+
+@_lengths.aware
+@_registry.implements(torch.transpose, torch.Tensor.transpose, torch.swapaxes,
+                      torch.Tensor.swapaxes, torch.swapdims, torch.Tensor.swapdims,
+                      family="shape")
+def transpose(func, input, dim0, dim1):
+    op = _registry.op_name(func)
+    swapped = {normalize_dim(dim0, input.dim(), op), normalize_dim(dim1, input.dim(), op)}
+    view = _registry.batch_dim_view("MaskedBatch") if swapped == {0, 1} else None
+    if view is not None:
+        # Per example (1, T, F) -> (T, 1, F): a time-major view (see _registry).
+        return view(op, input)
+    a = _nonbatch_dim(op, dim0, input.dim())
+    b = _nonbatch_dim(op, dim1, input.dim())
+    dims = list(input.dims)
+    dims[a - 1], dims[b - 1] = dims[b - 1], dims[a - 1]
+    order = list(range(input.dim()))
+    order[a], order[b] = b, a
+    mask = _lengths.reordered(input.mask.transpose(a, b), input.mask, input.dims, order)
+    return MaskedBatch._make(input.data.transpose(a, b), mask, tuple(dims))
+
+
+@_lengths.aware
+@_registry.implements(torch.permute, torch.Tensor.permute, family="shape")
+def permute(func, input, *order):
+    op = _registry.op_name(func)
+    order = [normalize_dim(d, input.dim(), op) for d in _sizes(order)]
+    if sorted(order) != list(range(input.dim())):
+        raise ValueError(f"{op}: {order} is not a permutation of the {input.dim()} dimensions")
+    if order[0] != 0:
+        raise ValueError(f"{op}: dimension 0 (the batch dimension) must stay first, got {order}")
+    dims = tuple(input.dims[d - 1] for d in order[1:])
+    mask = _lengths.reordered(input.mask.permute(order), input.mask, input.dims, order)
+    return MaskedBatch._make(input.data.permute(order), mask, dims)
+
+
+# ------------------------------------------------------------------ size-one dimensions
+
+
+@_lengths.aware
+@_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape")
+def unsqueeze(func, input, dim):
+    op = _registry.op_name(func)
+    view = _batch_dim_view(dim, input.dim() + 1, input.dims)
+    if view is not None:
+        # Per example (1, *S) -> (1, 1, *S), whose dimension 1 is the batch's: a
+        # time-major view of the batch unsqueezed at 1 (see _registry).
+        return view(op, unsqueeze(func, input, 1))
+    d = _nonbatch_dim(op, dim, input.dim() + 1, scalars=input.dims == ())
+    dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
+    mask = _lengths.kept(input.mask.unsqueeze(d), input.mask)
+    return MaskedBatch._make(input.data.unsqueeze(d), mask, dims)
+
+
+@_lengths.aware
+@_registry.implements(torch.squeeze, torch.Tensor.squeeze, family="shape")
+def squeeze(func, input, dim=None):
+    op = _registry.op_name(func)
+    if dim is None:
+        raise ValueError(
+            f"{op}: squeeze() without a dimension would remove dimension 0, the batch "
+            "dimension of size one; pass the dimensions to squeeze"
+        )
+    wanted = dim if isinstance(dim, (tuple, list)) else (dim,)
+    drop = []
+    for w in wanted:
+        d = _nonbatch_dim(op, w, input.dim())
+        if input.dims[d - 1]:
+            raise ValueError(
+                f"{op}: dimension {d} is dynamic; its size differs between examples, so "
+                "whether it can be squeezed differs too"
+            )
+        if input.data.size(d) == 1:
+            drop.append(d)
+    if not drop:
+        return input
+    dims = tuple(x for i, x in enumerate(input.dims, start=1) if i not in drop)
+    mask = _lengths.kept(input.mask.squeeze(drop), input.mask)
+    return MaskedBatch._make(input.data.squeeze(drop), mask, dims)
+
+
+# ------------------------------------------------------------------ slicing
+
+
+@_lengths.aware
+@_registry.implements(torch.narrow, torch.Tensor.narrow, family="shape")
+def narrow(func, input, dim, start, length):
+    op = _registry.op_name(func)
+    for name, value in (("start", start), ("length", length)):
+        if isinstance(value, MaskedBatch):
+            raise NotImplementedError(
+                f"{op}: the {name} argument is a batch (one value per example, e.g. from "
+                "size_as_tensor); per-example starts and lengths are not implemented: "
+                "narrow takes one int for every example (a dynamic dimension keeps each "
+                "example's own length), or keep the positions and mask them with "
+                "torch.where, or take one element per example with x[:, n]")
+    d = _nonbatch_dim(op, dim, input.dim())
+    if input.dims[d - 1] and start < 0:
+        raise NotImplementedError(f"{op}: a negative start along dynamic dimension {d}")
+    if input.dims[d - 1] and input._mask is not None:
+        # Unlike a slice, narrow raises (in the loop) for an example that is too short.
+        sizes = _masking.lengths_along(input, d)
+        short = _masking.running(sizes < start + length)
+        if _capture.fails(short):
+            j = int(short.nonzero()[0])
+            raise RuntimeError(
+                f"{op}: start ({start}) + length ({length}) exceeds the size of example {j}, "
+                f"{int(sizes[j])}, in dynamic dimension {d}"
+            )
+    if not input.dims[d - 1]:
+        return MaskedBatch._make(input.data.narrow(d, start, length), input.mask, input.dims)
+    mask = input.mask.narrow(d, start, length)
+    if sum(input.dims) > 1 and (length == 0 or _lengths.carried_by(input) is not None):
+        # Every example now has ``length`` positions along d; with a length of 0, an
+        # example that is not empty in another dynamic dimension is empty in part.
+        lengths = input.lengths().clone()
+        lengths[:, _lengths.column(input.dims, d)] = length  # (a shorter one raised above)
+        mask = (_lengths.rebuilt(mask, lengths, input.dims)
+                if _lengths.carried_by(input) is not None else _lengths.settle(mask, lengths))
+    return MaskedBatch._make(input.data.narrow(d, start, length), mask, input.dims)
+
+
+def _static_pieces(op: str, x: MaskedBatch, dim: int) -> int:
+    d = _nonbatch_dim(op, dim, x.dim())
+    if x.dims[d - 1]:
+        raise ValueError(
+            f"{op}: dimension {d} is dynamic; splitting it would give each example "
+            "different pieces (use unbind, or narrow/indexing)"
+        )
+    return d
+
+
+@_lengths.aware
+@_registry.implements(torch.split, torch.Tensor.split, family="shape")
+def split(func, input, split_size_or_sections, dim=0):
+    d = _static_pieces(_registry.op_name(func), input, dim)
+    return tuple(MaskedBatch._make(part, input._mask, input.dims)
+                 for part in input.data.split(split_size_or_sections, d))
+
+
+@_lengths.aware
+@_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape")
+def chunk(func, input, chunks, dim=0):
+    d = _static_pieces(_registry.op_name(func), input, dim)
+    return tuple(MaskedBatch._make(part, input._mask, input.dims)
+                 for part in input.data.chunk(chunks, d))
+
+
+@_lengths.aware
+@_registry.implements(torch.unbind, torch.Tensor.unbind, family="shape")
+def unbind(func, input, dim=0):
+    """Per-position slices; along a dynamic dimension an example past its end is not real."""
+    op = _registry.op_name(func)
+    d = _nonbatch_dim(op, dim, input.dim())
+    dims = input.dims[: d - 1] + input.dims[d:]
+    data = input.data.unbind(d)
+    if input.dims[d - 1]:
+        masks = input.mask.unbind(d)
+        carried = _lengths.carried_by(input)
+        if carried is not None and sum(dims) > 1:
+            # Step t of an example holds its other lengths while t is below its length
+            # along d; past its end the example is absent (zeros, as its mask).
+            c = _lengths.column(input.dims, d)
+            others = torch.cat([carried[:, :c], carried[:, c + 1:]], 1)
+            masks = tuple(_lengths.carry(m, others * (carried[:, c:c + 1] > t))
+                          for t, m in enumerate(masks))
+    else:
+        masks = (None if input._mask is None
+                 else _lengths.kept(input._mask.squeeze(d), input._mask),) * len(data)
+    steps = tuple(MaskedBatch._make(x, m, dims) for x, m in zip(data, masks))
+    if has_zero_padding(input):
+        # Views of zero padding are zero padding (the loop's steps are filled for free).
+        for step in steps:
+            mark_zero_padding(step)
+    return steps
