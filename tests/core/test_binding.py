@@ -1,8 +1,9 @@
 """Arguments are bound to the torch callable's own signature before a handler sees them.
 
 One handler serves several callables whose parameters differ in order and name
-(``F.softmax(input, dim, _stacklevel, dtype)`` and ``Tensor.softmax(dim, dtype)``;
-``torch.split(split_size_or_sections)`` and ``Tensor.split(split_size)``); the
+(``F.softmax(input, dim, _stacklevel, dtype)`` and ``Tensor.softmax(dim, dtype)``,
+matchbox-nn's, pinned in tests/nn/test_nn_binding.py; ``torch.split(split_size_or_sections)``
+and ``Tensor.split(split_size)``); the
 registry binds each call to the signature of the callable that was invoked and
 hands the handler its arguments by name (``matchbox._binding``).  The first test
 checks every handler against every callable it serves; the others pin the calls
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from matchbox import _binding, _registry
 from matchbox.testing import mb_assert, mb_rand
@@ -65,26 +65,6 @@ def test_calls_that_need_no_binding_pass_as_they_are():
     binding = _registry.binding("MaskedBatch", torch.Tensor.sum)
     assert binding.prefix >= 3 and {"dim", "keepdim", "dtype"} <= set(binding.keywords)
     assert not binding.keywords.issuperset({"axis"})  # NumPy's spelling is rebound
-
-
-def loop_softmax(dtype_position):
-    def f(x):
-        return x.softmax(1, torch.float64) if dtype_position else F.softmax(x, 1, 3, torch.float64)
-    return f
-
-
-@pytest.mark.parametrize("form", ["method", "functional"])
-def test_a_positional_dtype_of_softmax_is_the_dtype(form):
-    # Tensor.softmax(dim, dtype) on a batch returned float32: its handler read the
-    # second argument as _stacklevel (F.softmax's third is _stacklevel).
-    xs, xb = mb_rand(3, (True, 4), (False, 2), min_size=0)
-    f = loop_softmax(form == "method")
-    assert f(xb).dtype == torch.float64
-    mb_assert(f, [xs], [xb], 3)
-    g = (lambda x: x.log_softmax(2, torch.float64)) if form == "method" else (
-        lambda x: F.log_softmax(x, 2, 3, torch.float64))
-    assert g(xb).dtype == torch.float64
-    mb_assert(g, [xs], [xb], 3)
 
 
 def test_a_positional_dtype_of_norm_is_the_dtype():
