@@ -92,6 +92,10 @@ class Batch:
         # function without one costs it an AttributeError per op, so it gets the class,
         # as a classmethod's would be.
         kind.dispatch.__self__ = cls  # type: ignore[attr-defined]
+        # TorchDynamo of torch 2.3 reads ``__torch_function__.__func__`` (a classmethod's
+        # function, called with the class first) to trace the override; it then meets
+        # Matchbox's files on its skip list and runs the op eagerly.
+        kind.dispatch.__func__ = _with_class_first(kind.dispatch)  # type: ignore[attr-defined]
         cls.__torch_function__ = staticmethod(kind.dispatch)  # type: ignore[assignment]
         if view:
             _registry.register_batch_view(cls)
@@ -372,3 +376,14 @@ def pytree_rank_error(kind: str, what: str, got: int, expected: int) -> ValueErr
         "examples nor stack batches. A batch already runs every example: call the function "
         "on the batch itself, or vmap over plain tensors and return plain tensors"
     )
+
+
+def _with_class_first(dispatch: Any) -> Any:
+    """``dispatch`` as the function of a ``__torch_function__`` classmethod."""
+
+    def torch_function(cls: type, func: Any, types: Any, args: tuple[Any, ...] = (),
+                       kwargs: dict[str, Any] | None = None) -> Any:
+        return dispatch(func, types, args, kwargs)
+
+    return torch_function
+
