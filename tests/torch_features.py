@@ -88,6 +88,10 @@ SAFE_GLOBALS = hasattr(torch.serialization, "add_safe_globals")
 # its inputs by.
 PYTREE_KEY_PATHS = "flatten_with_keys_fn" in inspect.signature(
     torch.utils._pytree.register_pytree_node).parameters
+# torch.bmm(..., out_dtype=), which newer releases take: older ones raise their own
+# TypeError before a batch reaches Matchbox.
+BMM_TAKES_OUT_DTYPE = any(
+    "out_dtype" in str(schema) for schema in torch._C._jit_get_schemas_for_operator("aten::bmm"))
 
 
 # Two torch.compile behaviours, probed by compiling: functions, called only by the tests

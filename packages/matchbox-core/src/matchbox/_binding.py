@@ -329,8 +329,17 @@ def _schemas(func: Any) -> list[Any]:
             schemas = list(found[1] or []) if isinstance(found, tuple) else []
         except Exception:  # noqa: BLE001  (no schema known for it: nothing to bind)
             schemas = []
-    return [s for s in schemas
-            if _takes_a_tensor_first(s) and not _writes_out(s) and _reaches_python(s)]
+    return [s for s in schemas if _takes_a_tensor_first(s) and not _writes_out(s)
+            and not _names_dimensions(s) and _reaches_python(s)]
+
+
+def _names_dimensions(schema: Any) -> bool:
+    """Whether the overload is one of named tensors' (``flatten.DimnameList``,
+    ``flatten.named_out_dim``, ``diagonal.Dimname``): a batch has no dimension names.
+    Torch 2.3 still lists them, with ``Dimname`` shown as ``str``, so the overload's
+    name tells them apart."""
+    name = schema.overload_name
+    return "Dimname" in name or "names" in name or name.startswith("named")
 
 
 def _reaches_python(schema: Any) -> bool:
