@@ -5,6 +5,8 @@ The same view applies to data and mask, and the dims follow their dimensions.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
@@ -153,17 +155,19 @@ def _static_pieces(op: str, x: MaskedBatch, dim: int) -> int:
 @_lengths.aware
 @_registry.implements(torch.split, torch.Tensor.split, family="shape")
 def split(func, input, split_size_or_sections, dim=0):
-    d = _static_pieces(_registry.op_name(func), input, dim)
-    return tuple(MaskedBatch._make(part, input._mask, input.dims)
-                 for part in input.data.split(split_size_or_sections, d))
+    return _pieces(func, input, dim, lambda data, d: data.split(split_size_or_sections, d))
 
 
 @_lengths.aware
 @_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape")
 def chunk(func, input, chunks, dim=0):
+    return _pieces(func, input, dim, lambda data, d: data.chunk(chunks, d))
+
+
+def _pieces(func: Any, input: MaskedBatch, dim: int, cut: Any) -> tuple[MaskedBatch, ...]:
+    """The pieces ``cut(data, d)`` gives along static dimension ``d``, each with the mask."""
     d = _static_pieces(_registry.op_name(func), input, dim)
-    return tuple(MaskedBatch._make(part, input._mask, input.dims)
-                 for part in input.data.chunk(chunks, d))
+    return tuple(MaskedBatch._make(part, input._mask, input.dims) for part in cut(input.data, d))
 
 
 @_lengths.aware
