@@ -330,25 +330,15 @@ def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
 
 
 def _method(func: Any, dispatch: Any) -> Any:
-    """A Tensor method of the family (see ``_registry._install_one``): :func:`_plain`'s
-    calls inlined, every other through the dispatch."""
+    """A Tensor method of the family (see ``_registry._install_one``): calls without
+    keywords, with gradients and no profiler go to :func:`_plain` directly (one Python
+    frame instead of the dispatch's), every other through the dispatch."""
     if _kind(func) != _PLAIN:
         return None
-    make = MaskedBatch._make
 
     def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
         if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
             return dispatch(func, None, (self, *args), kwargs)
-        if not args:
-            return make(func(self.data), self._mask, self.dims)
-        if len(args) == 1:
-            other = args[0]
-            if isinstance(other, (int, float)):
-                return make(func(self.data, other), self._mask, self.dims)
-            if (type(other) is MaskedBatch and other._mask is self._mask
-                    and other.dims == self.dims and other.data.shape == self.data.shape):
-                # Same layout and mask: elementwise, so the result has both.
-                return make(func(self.data, other.data), self._mask, self.dims)
         return _plain(func, dispatch, self, args)
 
     return method
