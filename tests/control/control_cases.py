@@ -1,5 +1,6 @@
 """Shared helpers of the matchbox-control tests: batches of per-example scalars and
-the one-line oracles (in the spirit of JAX's batched ``while_loop`` test)."""
+the one-line oracles (in the spirit of JAX's batched ``while_loop`` test), and the
+``while`` models that the eager and the compiled tests both run."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import torch
 
+import matchbox
 from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
 
@@ -48,3 +50,20 @@ def sequences(lengths: Sequence[int], size: int = 3, dtype: torch.dtype = torch.
     """Random sequences ``(1, length, size)`` and their batch (padding is NaN)."""
     examples = [torch.randn(1, n, size, dtype=dtype) for n in lengths]
     return examples, MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+
+
+# JAX's batched while_loop test: `while x < 3: x += 2` over [0, 1, 2, 3] gives [4, 3, 4, 3].
+@matchbox.batch
+def jax_oracle(x):
+    while x < 3:
+        x += 2
+    return x
+
+
+@matchbox.batch
+def doubling(x):
+    n = 0
+    while x.abs() < 10:
+        x = x * 2 + 0.5
+        n = n + 1
+    return x, n

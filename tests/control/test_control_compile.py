@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, per_example, scalars, sequences
+from control_cases import (
+    assert_batch_equals_loop,
+    doubling,
+    jax_oracle,
+    per_example,
+    scalars,
+    sequences,
+)
 
 import matchbox
 from matchbox import MaskedBatch
@@ -37,27 +44,11 @@ def assert_captured(run):
         run.compiled.specializations)
 
 
-@matchbox.batch
-def jax_oracle(x):
-    while x < 3:
-        x += 2
-    return x
-
-
 def test_oracle_while():
     examples, batch = scalars([0, 1, 2, 3])
     run = compiled_for_batches(jax_oracle)
     assert per_example(run(batch)) == [4, 3, 4, 3]
     assert_captured(run)
-
-
-@matchbox.batch
-def doubling(x):
-    n = 0
-    while x.abs() < 10:
-        x = x * 2 + 0.5
-        n = n + 1
-    return x, n
 
 
 def test_while_values_gradients_and_counter(dtype):

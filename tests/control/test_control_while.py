@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import torch
-from control_cases import assert_batch_equals_loop, assert_oracle, scalars
+from control_cases import assert_batch_equals_loop, assert_oracle, doubling, jax_oracle, scalars
 from hypothesis import given
 from hypothesis import strategies as st
 
 import matchbox
 from matchbox import MaskedBatch
-
-
-@matchbox.batch
-def jax_oracle(x):
-    while x < 3:
-        x += 2
-    return x
 
 
 def test_oracle_while():
@@ -25,15 +18,6 @@ def test_oracle_while():
 
 def test_oracle_while_on_integers():
     assert_oracle(jax_oracle, [0, 1, 2, 3], [4, 3, 4, 3], dtype=torch.int64)
-
-
-@matchbox.batch
-def doubling(x):
-    n = 0
-    while x.abs() < 10:
-        x = x * 2 + 0.5
-        n = n + 1
-    return x, n
 
 
 def test_while_values_gradients_and_counter(dtype):

@@ -32,6 +32,17 @@ def assert_examples_close(batch, loop):
         _assert_example_close(value, expected, example=b, output=0)
 
 
+def assert_values_and_gradients_equal_the_loop(out, loop, examples, xb, w):
+    """``out`` (a compiled call on ``xb``) equals ``loop`` (the calls on ``examples``), and
+    so do the gradients of their sums into each example and the shared weight ``w``."""
+    assert_examples_close(out, loop)
+    grads = torch.autograd.grad(matchbox.batch_sum(out), [xb.data, w])
+    expected = torch.autograd.grad(sum(lo.sum() for lo in loop), [*examples, w])
+    torch.testing.assert_close(grads[1], expected[-1])
+    for b, (x, g) in enumerate(zip(examples, expected)):
+        torch.testing.assert_close(grads[0][b:b + 1, :x.size(1)], g)
+
+
 def scores(x, w):
     """Per example: a softmax-free attention-like mix of a sequence with itself."""
     h = (x @ w).tanh()
@@ -57,12 +68,7 @@ def test_function_equals_eager_and_the_loop(lengths, dtype):
     examples, xb = batch_of(lengths, dtype=dtype)
     out = compiled(xb, w)
     loop = [scores(x, w) for x in examples]
-    assert_examples_close(out, loop)
-    grads = torch.autograd.grad(matchbox.batch_sum(out), [xb.data, w])
-    expected = torch.autograd.grad(sum(lo.sum() for lo in loop), [*examples, w])
-    torch.testing.assert_close(grads[1], expected[-1])
-    for b, (x, g) in enumerate(zip(examples, expected)):
-        torch.testing.assert_close(grads[0][b:b + 1, :x.size(1)], g)
+    assert_values_and_gradients_equal_the_loop(out, loop, examples, xb, w)
 
 
 def test_the_graph_does_not_depend_on_the_lengths_it_was_captured_with():
@@ -232,12 +238,7 @@ def test_empty_examples_and_inductor(backend):
     examples, xb = batch_of([3, 0, 4, 1], dtype=torch.float64)
     out = compiled(xb, w)
     loop = [sums(x, w) for x in examples]
-    assert_examples_close(out, loop)
-    grads = torch.autograd.grad(matchbox.batch_sum(out), [xb.data, w])
-    expected = torch.autograd.grad(sum(lo.sum() for lo in loop), [*examples, w])
-    torch.testing.assert_close(grads[1], expected[-1])
-    for b, (x, g) in enumerate(zip(examples, expected)):
-        torch.testing.assert_close(grads[0][b:b + 1, :x.size(1)], g)
+    assert_values_and_gradients_equal_the_loop(out, loop, examples, xb, w)
 
 
 def cross(q, k):
