@@ -1,21 +1,13 @@
-"""Make the repository's ``examples`` package importable and keep the examples' tests quick.
+"""Keep the examples' tests quick.
 
-``pytest tests`` (tox's ``all`` environment) does not put the repository root on
-``sys.path``, so the examples (``examples/<name>.py``, a package at the root, as
-``benchmarks`` is) are found through it here.
+The examples (``examples/<name>.py``, a package at the repository root, as ``benchmarks``
+is) are importable because tox.ini's ``pythonpath`` puts the root on ``sys.path``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -2,7 +2,7 @@
 ``torch.compile`` (which runs Matchbox eagerly), both equal to eager and to the loop.
 
 ``matchbox.compile`` graphs run with ``backend="aot_eager"`` here (PyTorch's kernels,
-the backward pass derived as inductor's is); ``tests/core/test_compile.py`` runs
+the backward pass derived as inductor's is); ``packages/matchbox-core/tests/test_compile.py`` runs
 inductor too.
 """
 

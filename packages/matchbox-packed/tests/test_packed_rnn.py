@@ -1,7 +1,7 @@
 """nn.RNN / nn.LSTM / nn.GRU on a PackedBatch equal the loop over examples.
 
 The per-example oracle (and its semantics for a zero-length example) is shared
-with the MaskedBatch tests: see tests/rnn_oracle.py.  Final states are the same
+with the MaskedBatch tests: see tests/support/rnn_oracle.py.  Final states are the same
 state views as for a MaskedBatch input (a ``TimeMajorBatch`` of a ``MaskedBatch``
 of ``(1, L*D, H)`` examples): states never differ in size between examples, so
 there is nothing to pack.

@@ -17,7 +17,7 @@ from matchbox.testing import mb_assert
 CALLS = {"torch.cat": torch.cat, "torch.concat": torch.concat,
          "torch.concatenate": torch.concatenate}
 # Per example (1, T, F) -> (T, 1, F): the view's own ops are tested in
-# tests/nn/test_nn_time_major_views.py; here, that each gives it.
+# packages/matchbox-nn/tests/test_nn_time_major_views.py; here, that each gives it.
 TRANSPOSES = {"torch.transpose": lambda x: torch.transpose(x, 0, 1),
               "Tensor.transpose": lambda x: x.transpose(1, 0),
               "torch.swapaxes": lambda x: torch.swapaxes(x, 0, 1),

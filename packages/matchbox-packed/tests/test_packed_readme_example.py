@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-README = Path(__file__).resolve().parents[2] / "packages" / "matchbox-packed" / "README.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def readme_example() -> str:

@@ -1,5 +1,5 @@
 """PyTorch's generic tools see a time-major view through the batch it holds (as
-tests/core/test_core_pytorch_tools.py for MaskedBatch)."""
+packages/matchbox-core/tests/test_core_pytorch_tools.py for MaskedBatch)."""
 
 from __future__ import annotations
 

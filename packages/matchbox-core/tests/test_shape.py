@@ -282,7 +282,7 @@ def test_moving_or_removing_dim_0_is_refused(f):
 
 def test_moving_dim_0_to_1_is_refused_without_a_view_provider(monkeypatch):
     # matchbox-nn, when installed, provides a time-major view for this swap
-    # (tests/nn/test_nn_attention.py); core alone refuses it.
+    # (packages/matchbox-nn/tests/test_nn_attention.py); core alone refuses it.
     from matchbox import _registry
 
     monkeypatch.setattr(_registry, "_BATCH_DIM_VIEWS", {})
@@ -291,7 +291,7 @@ def test_moving_dim_0_to_1_is_refused_without_a_view_provider(monkeypatch):
         with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):
             f(xb)
     # A new dimension 0 in front of (1, H) examples: a time-major view with matchbox-nn
-    # (tests/nn/test_nn_time_major_views.py).
+    # (packages/matchbox-nn/tests/test_nn_time_major_views.py).
     rows = MaskedBatch.fromlist([torch.randn(1, 4) for _ in range(2)], (False,))
     for f in (lambda x: x.unsqueeze(0), lambda x: torch.stack([x, x])):
         with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):

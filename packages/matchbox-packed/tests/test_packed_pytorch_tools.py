@@ -1,5 +1,5 @@
 """PyTorch's generic tools see a PackedBatch: pytree, dataclass fields, torch.load, torch.func,
-torch.export (as tests/core/test_core_pytorch_tools.py for MaskedBatch)."""
+torch.export (as packages/matchbox-core/tests/test_core_pytorch_tools.py for MaskedBatch)."""
 
 from __future__ import annotations
 

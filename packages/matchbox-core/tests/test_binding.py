@@ -2,7 +2,7 @@
 
 One handler serves several callables whose parameters differ in order and name
 (``F.softmax(input, dim, _stacklevel, dtype)`` and ``Tensor.softmax(dim, dtype)``,
-matchbox-nn's, pinned in tests/nn/test_nn_binding.py; ``torch.split(split_size_or_sections)``
+matchbox-nn's, pinned in packages/matchbox-nn/tests/test_nn_binding.py; ``torch.split(split_size_or_sections)``
 and ``Tensor.split(split_size)``); the
 registry binds each call to the signature of the callable that was invoked and
 hands the handler its arguments by name (``matchbox._binding``).  The first test

@@ -1,5 +1,5 @@
 """A positional ``dtype`` of softmax is bound as the dtype (matchbox._binding; core's
-tests/core/test_binding.py checks the binding of every handler)."""
+packages/matchbox-core/tests/test_binding.py checks the binding of every handler)."""
 
 from __future__ import annotations
 

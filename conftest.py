@@ -1,4 +1,9 @@
-"""Shared fixtures and hypothesis settings for every package's tests."""
+"""Shared fixtures and hypothesis settings for every test in the repository.
+
+Each distribution's tests live in packages/<dist>/tests/; the tests that need all five
+(docs, examples, ecosystem) and the helpers several distributions share live in tests/.
+This file sits at the repository root so that pytest loads it for both.
+"""
 
 from __future__ import annotations
 
@@ -37,26 +42,3 @@ def _seeded() -> None:
     # test sees the same examples whatever ran before it.
     random.seed(0)
     torch.manual_seed(0)
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """Refuse duplicate test-module basenames anywhere under tests/.
-
-    The test folders are not packages (tests/core imports its `strategies` helper by
-    name), so pytest imports each test module by its basename: two folders holding
-    test_x.py collide only when every folder is collected (the `all` environment),
-    which a branch's own package environment never shows.  Checking here makes every
-    environment fail on it.
-    """
-    tests_root = os.path.dirname(__file__)
-    seen: dict[str, str] = {}
-    for folder, _, files in os.walk(tests_root):
-        for name in files:
-            if name.startswith("test_") and name.endswith(".py"):
-                path = os.path.relpath(os.path.join(folder, name), tests_root)
-                if name in seen:
-                    raise pytest.UsageError(
-                        f"tests/{path} and tests/{seen[name]} share the module name {name}; "
-                        "give test modules unique basenames (e.g. test_<package>_...)"
-                    )
-                seen[name] = path

@@ -307,7 +307,7 @@ def test_time_major_view_errors():
                                          r".* would have rank 4"):
         rank4.transpose(0, 1)
     view = time_major(batch(seqs([2, 3])))
-    # (Swaps that keep the batch dimension first or second work: tests/nn/test_rnn_modules.py.)
+    # (Swaps that keep the batch dimension first or second work: packages/matchbox-nn/tests/test_rnn_modules.py.)
     with pytest.raises(ValueError, match=r"Tensor.transpose\(1, 2\): each example's batch "
                                          r"dimension would move to position 2; a time-major "
                                          r"view \(A, batch, F\) keeps"):

@@ -4,7 +4,7 @@ Every op registered for PackedBatch in the pointwise family (core's rule finds
 them) is called on random examples packed into a PackedBatch and compared with
 the per-example loop, values and gradients, so a newly registered op is tested
 by default (the probing of how to call each op is shared with the MaskedBatch
-tests: tests/pointwise_patterns.py).
+tests: tests/support/pointwise_patterns.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from matchbox import MaskedBatch
 
-README = Path(__file__).resolve().parents[2] / "packages" / "matchbox-data" / "README.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_readme_example_runs():

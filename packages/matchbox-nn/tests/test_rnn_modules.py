@@ -1,10 +1,10 @@
 """Whole nn.RNN / nn.LSTM / nn.GRU modules on a MaskedBatch equal the loop over examples.
 
 The per-example oracle (and its semantics for a zero-length example) is shared
-with the other batch types' tests: see tests/rnn_oracle.py.  Final states are
+with the other batch types' tests: see tests/support/rnn_oracle.py.  Final states are
 state views (``TimeMajorBatch``) whose examples are the loop's ``(L*D, 1, H)``
 states; the user-pattern tests below run per-example code on them unchanged
-(the ops on the view itself: tests/nn/test_nn_time_major_views.py).
+(the ops on the view itself: packages/matchbox-nn/tests/test_nn_time_major_views.py).
 """
 
 from __future__ import annotations
