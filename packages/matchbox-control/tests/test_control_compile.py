@@ -102,6 +102,17 @@ def test_for_over_a_dynamic_dimension_with_break_and_continue(dtype):
     assert_captured(run)
 
 
+def test_a_batch_of_examples_all_empty_in_the_looped_dimension_is_captured(dtype):
+    # Padded size 0: the loop takes no step. The steps' record of their examples once
+    # reshaped the empty mask with -1, which failed the capture (the call ran eagerly).
+    w = torch.randn(3, 3, dtype=dtype)
+    u = torch.randn(3, 3, dtype=dtype)
+    run = compiled_for_batches(rnn_with_jumps)
+    examples, batch = sequences([0, 0], dtype=dtype)
+    assert_batch_equals_loop(run, (examples, batch), ([w] * 2, w), ([u] * 2, u))
+    assert_captured(run)
+
+
 @matchbox.batch
 def branches(x):
     if x > 0:

@@ -29,6 +29,7 @@ is then the Python operation itself.  ``for`` loops, comprehensions and
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 import torch
@@ -109,8 +110,11 @@ def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
     d = dim % batch.dim() if type(dim) is int else 0
     if d == 0 or not batch.dims[d - 1]:
         return steps
-    mask = batch._mask
-    present = mask.movedim(d, 0).reshape(mask.size(d), mask.size(0), -1).any(-1)
+    steps_first = batch._mask.movedim(d, 0)
+    # The size of the rest spelled out, not -1: a reshape cannot infer it when the
+    # dimension has no step (every example empty in it).
+    rest_size = math.prod(steps_first.shape[2:])
+    present = steps_first.reshape(*steps_first.shape[:2], rest_size).any(-1)
     for step, row in zip(steps, present.unbind(0)):
         step._present = row
     return steps
