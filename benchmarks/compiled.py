@@ -21,7 +21,8 @@ wall time of the first training step of a compiled variant (capture, compile
 and one run), i.e. what a training run pays once per graph; a second process
 finds inductor's caches warm (``--cold`` empties them first).
 
-    python -m benchmarks.compiled [--batches 8 64] [--models ...] [--repeats 5]
+    python -m benchmarks.compiled [--batches 8 64] [--models ...] [--repeats 5] [--device cuda]
+        [--mode reduce-overhead]
 """
 
 from __future__ import annotations
@@ -57,14 +58,14 @@ class Parse(torch.nn.Module):
         return self.model.parse(leaves, transitions)
 
 
-def readme_rnn(lengths: list[int], size: int) -> dict:
+def readme_rnn(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
     module = importlib.import_module("benchmarks.control_rnn")
-    model = module.RNN(size)
-    examples = [torch.randn(1, n, size) for n in lengths]
+    model = module.RNN(size).to(device)
+    examples = [torch.randn(1, n, size, device=device) for n in lengths]
     xb = MaskedBatch.fromlist(examples, (True, False))
-    lengths = torch.tensor([x.size(1) for x in examples])
-    compiled = matchbox.compile(model)
-    hand = torch.compile(module.hand_padded)
+    lengths = torch.tensor([x.size(1) for x in examples], device=device)
+    compiled = matchbox.compile(model, mode=mode)
+    hand = torch.compile(module.hand_padded, mode=mode)
     return {
         EAGER: lambda: model(xb).data,
         COMPILED: lambda: compiled(xb).data,
@@ -73,15 +74,16 @@ def readme_rnn(lengths: list[int], size: int) -> dict:
     }
 
 
-def halting_while(lengths: list[int], size: int) -> dict:
+def halting_while(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
     # The model's per-example length is the number of steps it decides to take; the
     # lengths give only the batch size.
     module = importlib.import_module("benchmarks.control_while")
     torch.manual_seed(0)
-    model = module.Halting(size)
-    xb = MaskedBatch.fromlist([torch.randn(1, size) * 2 for _ in lengths], (False,))
-    compiled = matchbox.compile(model)
-    hand = torch.compile(module.hand_written)
+    model = module.Halting(size).to(device)
+    xb = MaskedBatch.fromlist([torch.randn(1, size, device=device) * 2 for _ in lengths],
+                              (False,))
+    compiled = matchbox.compile(model, mode=mode)
+    hand = torch.compile(module.hand_written, mode=mode)
     return {
         EAGER: lambda: model(xb).data,
         COMPILED: lambda: compiled(xb).data,
@@ -90,20 +92,20 @@ def halting_while(lengths: list[int], size: int) -> dict:
     }
 
 
-def treelstm(lengths: list[int], size: int) -> dict:
+def treelstm(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
     # A tree of n leaves takes 2n - 1 transitions: half the length in leaves.
     module = importlib.import_module("benchmarks.treelstm")
     sizes = [max(1, n // 2) for n in lengths]
-    trees, depth = module.make_trees(sizes, size, "cpu")
+    trees, depth = module.make_trees(sizes, size, device)
     torch.manual_seed(0)
-    model = module.TreeLSTM(10, 2, d_embed=8, hidden=size, max_depth=depth)
+    model = module.TreeLSTM(10, 2, d_embed=8, hidden=size, max_depth=depth).to(device)
     leaves = MaskedBatch.fromlist([leaf for leaf, _ in trees], (True, False))
     transitions = MaskedBatch.fromlist([t for _, t in trees], (True,))
-    steps = torch.tensor([t.size(1) for _, t in trees])
+    steps = torch.tensor([t.size(1) for _, t in trees], device=device)
     padded_transitions = torch.where(transitions.mask, transitions.data, module.SHIFT)
     padded_leaves = torch.where(leaves.mask, leaves.data, 0.0)
-    compiled = matchbox.compile(Parse(model))
-    hand = torch.compile(module.hand_padded_parse)
+    compiled = matchbox.compile(Parse(model), mode=mode)
+    hand = torch.compile(module.hand_padded_parse, mode=mode)
     return {
         EAGER: lambda: model.parse(leaves, transitions).data,
         COMPILED: lambda: compiled(leaves, transitions).data,
@@ -117,15 +119,16 @@ def _real_values(batch: MaskedBatch) -> torch.Tensor:
     return batch.data * batch.mask
 
 
-def transformer_layer(lengths: list[int], size: int) -> dict:
+def transformer_layer(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
     module = importlib.import_module("benchmarks.nn_transformer")
-    layer = torch.nn.TransformerEncoderLayer(size, 4, 2 * size, dropout=0.0, batch_first=True)
-    examples = [torch.randn(1, n, size) for n in lengths]
+    layer = torch.nn.TransformerEncoderLayer(size, 4, 2 * size, dropout=0.0, batch_first=True,
+                                             device=device)
+    examples = [torch.randn(1, n, size, device=device) for n in lengths]
     fns = module.variants(layer, examples)
     xb = MaskedBatch.fromlist(examples, (True, False))
     real = xb.mask.to(xb.dtype)
-    compiled = matchbox.compile(layer)
-    padded_layer = torch.compile(layer)
+    compiled = matchbox.compile(layer, mode=mode)
+    padded_layer = torch.compile(layer, mode=mode)
     key_padding_mask = ~xb.mask[:, :, 0]
     return {
         EAGER: fns["Matchbox"],
@@ -136,11 +139,11 @@ def transformer_layer(lengths: list[int], size: int) -> dict:
     }
 
 
-def lstm(lengths: list[int], size: int) -> dict:
+def lstm(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
     module = importlib.import_module("benchmarks.lstm_module")
-    layer = torch.nn.LSTM(size, size, batch_first=True)
-    examples = [torch.randn(1, n, size) for n in lengths]
-    fns = module.variants(layer, examples, "cpu")
+    layer = torch.nn.LSTM(size, size, batch_first=True, device=device)
+    examples = [torch.randn(1, n, size, device=device) for n in lengths]
+    fns = module.variants(layer, examples, device)
     xb = MaskedBatch.fromlist(examples, (True, False))
 
     class Outputs(torch.nn.Module):
@@ -151,8 +154,8 @@ def lstm(lengths: list[int], size: int) -> dict:
         def forward(self, x):
             return self.layer(x)[0]
 
-    compiled = matchbox.compile(Outputs())
-    packed = torch.compile(fns[module.BASELINE])
+    compiled = matchbox.compile(Outputs(), mode=mode)
+    packed = torch.compile(fns[module.BASELINE], mode=mode)
     return {
         EAGER: lambda: fns["Matchbox"]()[0],
         COMPILED: lambda: _real_values(compiled(xb)),
@@ -188,11 +191,12 @@ def compile_seconds(fns: dict) -> dict[str, float]:
     return seconds
 
 
-def run(name: str, batch: int, size: int, repeats: int) -> list[list[str]]:
+def run(name: str, batch: int, size: int, repeats: int, device: str,
+        mode: str | None) -> list[list[str]]:
     build, _ = MODELS[name]
     torch.manual_seed(0)
     rng = random.Random(batch * 31 + size)
-    fns = build([rng.randint(5, 60) for _ in range(batch)], size)
+    fns = build([rng.randint(5, 60) for _ in range(batch)], size, device, mode)
     compiled_in = compile_seconds(fns)
     forward, both = forward_and_backward(fns, repeats)
     rows = []
@@ -214,6 +218,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--sizes", type=int, nargs="+", default=None,
                         help="hidden sizes (default: each model's own)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--mode", default=None,
+                        help="torch.compile mode of both compiled variants (e.g. reduce-overhead)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: torch's); 1 is steadier on a shared machine")
     parser.add_argument("--cold", action="store_true",
@@ -231,11 +238,12 @@ def main(argv: list[str] | None = None) -> str:
     for name in args.models:
         for size in args.sizes or MODELS[name][1]:
             for batch in args.batches:
-                part = run(name, batch, size, args.repeats)
+                part = run(name, batch, size, args.repeats, args.device, args.mode)
                 rows += part
                 print("\n".join(" | ".join(r) for r in part), flush=True)
     text = "\n".join([
-        f"Compiled execution, CPU, training step unless noted; {machine()}.",
+        f"Compiled execution, {args.device}, mode {args.mode}, training step unless noted; "
+        f"{machine()}.",
         "`× limit`: ÷ hand-padded eager; `× compiled limit`: forward+backward ÷ hand-padded "
         "under torch.compile; `compile s`: the first training step of a compiled variant.",
         "",
