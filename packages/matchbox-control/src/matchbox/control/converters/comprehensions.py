@@ -44,20 +44,10 @@ _HELPERS = {gast.ListComp: "list_comp", gast.GeneratorExp: "gen_exp",
             gast.SetComp: "set_comp", gast.DictComp: "dict_comp"}
 
 
-class _Comprehensions(gast.NodeTransformer):
+class _Comprehensions(names.ScopeTransformer):
     def __init__(self, ctx: Context, locals_: set[str]):
         self.ctx = ctx
         self.locals = locals_
-
-    def visit_FunctionDef(self, node: Any) -> Any:
-        return node  # converted on its own
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
-
-    def visit_Lambda(self, node: Any) -> Any:
-        # A user's lambda is a scope of its own, run whenever it is called: left as
-        # it is (a lambda the rewriting made is a thunk, part of this scope).
-        return self.generic_visit(node) if anno.get(node, templates.THUNK) else node
 
     def _lower(self, node: Any) -> Any:
         self.generic_visit(node)  # inner comprehensions first
