@@ -114,7 +114,13 @@ from matchbox.masked_batch import (
     why_size_was_asked,
 )
 from matchbox.ops.pointwise import check_inplace_derivative, pointwise_ops
-from matchbox.ops.reductions import highest, lowest, reduced_dimensions, reduced_layout
+from matchbox.ops.reductions import (
+    check_mean_dtype,
+    highest,
+    lowest,
+    reduced_dimensions,
+    reduced_layout,
+)
 
 #: Mark a handler as written for masks that carry lengths (see ``mask_lengths``).
 lengths_aware = mask_lengths.aware
@@ -143,5 +149,5 @@ __all__ = [
     "mask_lengths", "lengths_aware",
     # families other distributions build on
     "pointwise_ops", "check_inplace_derivative", "reduced_dimensions", "reduced_layout",
-    "highest", "lowest",
+    "highest", "lowest", "check_mean_dtype",
 ]

@@ -80,6 +80,14 @@ def as_batch(op: str, value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
                              (False,) * (value.dim() - 1))
 
 
+def _check_same_rank(op: str, x: MaskedBatch, idx: MaskedBatch, name: str) -> None:
+    """An index that names a position of ``x`` for each position of its own (gather,
+    take_along_dim, scatter) has ``x``'s rank."""
+    if x.dim() != idx.dim():
+        raise RuntimeError(f"{op}: the {name} (rank {idx.dim()}) and the input (rank "
+                           f"{x.dim()}) must have the same number of dimensions")
+
+
 def _first_batch(*values: Any) -> MaskedBatch:
     return next(v for v in values if isinstance(v, MaskedBatch))
 
@@ -202,9 +210,7 @@ def gather(func, input, dim, index, *, sparse_grad=False, out=None):
     _registry.refuse_out(op, out)
     like = _first_batch(input, index)
     x, idx = as_batch(op, input, like, "input"), as_batch(op, index, like, "index")
-    if x.dim() != idx.dim():
-        raise RuntimeError(f"{op}: the index has rank {idx.dim()} but the input has rank "
-                           f"{x.dim()}; they must have the same number of dimensions")
+    _check_same_rank(op, x, idx, "index")
     d = normalize_dim(dim, x.dim(), op)
     return _along(d, x, idx, lambda x, d, idx: _gather(op, x, d, idx, sparse_grad, False))
 
@@ -235,9 +241,7 @@ def take_along_dim(func, input, indices, dim=None, *, out=None):
             "pass dim")
     like = _first_batch(input, indices)
     x, idx = as_batch(op, input, like, "input"), as_batch(op, indices, like, "indices")
-    if x.dim() != idx.dim():
-        raise RuntimeError(f"{op}: the indices have rank {idx.dim()} but the input has rank "
-                           f"{x.dim()}; they must have the same number of dimensions")
+    _check_same_rank(op, x, idx, "indices")
     d = normalize_dim(dim, x.dim(), op)
 
     def run(x: MaskedBatch, d: int, idx: MaskedBatch) -> MaskedBatch:
@@ -482,9 +486,7 @@ def scatter(func, input, dim, index, *args, out=None, **kwargs):
     idx = as_batch(op, index, like, "index")
     source = as_batch(op, src, like, "src") if isinstance(src, (torch.Tensor, MaskedBatch)) \
         else src
-    if x.dim() != idx.dim():
-        raise RuntimeError(f"{op}: the index has rank {idx.dim()} but the input has rank "
-                           f"{x.dim()}; they must have the same number of dimensions")
+    _check_same_rank(op, x, idx, "index")
     d = normalize_dim(dim, x.dim(), op)
     method = _SCATTER[func]
     if d == 0:

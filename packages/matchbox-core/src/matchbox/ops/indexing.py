@@ -145,13 +145,7 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     dims = x.dims[: d - 1] + x.dims[d:]
     n = _masking.lengths_along(x, d)
     missing = (n <= item) if item >= 0 else (n < -item)
-    refused = _masking.running(missing)
-    if _capture.fails(refused):
-        j = int(refused.nonzero()[0])
-        raise IndexError(
-            f"Tensor.__getitem__: index {item} is out of range for example {j}, which has "
-            f"size {int(n[j])} in dynamic dimension {d}"
-        )
+    _refuse_out_of_range(missing, item, n, f"dynamic dimension {d}")
     if item >= 0:
         # Past an example's end the mask is already false: padding.
         mask = _selected_lengths(x.mask.select(d, item), x, d, missing, dims)
@@ -163,6 +157,23 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     real = real & ~missing.reshape(-1, *[1] * (real.dim() - 1))
     real = _selected_lengths(real, x, d, missing, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
+
+
+def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: torch.Tensor,
+                         dimension: str) -> None:
+    """Raise as the loop would for the first running example whose index is ``missing``.
+
+    ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor);
+    ``n``: the examples' sizes in ``dimension``.
+    """
+    refused = _masking.running(missing)
+    if _capture.fails(refused):
+        j = int(refused.nonzero()[0])
+        own = index if isinstance(index, int) else int(index[j])
+        raise IndexError(
+            f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
+            f"size {int(n[j])} in {dimension}"
+        )
 
 
 def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch.Tensor,
@@ -199,13 +210,7 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     missing = (i < 0) | (i >= n)
     if index._mask is not None:  # an index that is padding selects padding
         missing = missing | ~index._mask
-    refused = _masking.running(missing)
-    if _capture.fails(refused):
-        j = int(refused.nonzero()[0])
-        raise IndexError(
-            f"Tensor.__getitem__: index {int(index.data[j])} is out of range for example "
-            f"{j}, which has size {int(n[j])} in dimension {d}"
-        )
+    _refuse_out_of_range(missing, index.data, n, f"dimension {d}")
     shape = [-1] + [1] * (x.data.dim() - 1)
     where = i.clamp(0, max(size - 1, 0)).reshape(shape)
     data = x.data.gather(d, where.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:]))

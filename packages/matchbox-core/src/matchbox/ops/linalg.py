@@ -322,19 +322,15 @@ def _refuse_out_dtype(func: Any, out_dtype: Any) -> None:
                                   "for batches; cast the result instead")
 
 
-@_lengths.aware
-@_registry.implements(torch.mm, torch.Tensor.mm, family="linalg")
-def mm(func, input, mat2, out_dtype=None):
-    _refuse_out_dtype(func, out_dtype)
-    _require_rank(func, 2, input, mat2)
-    return matmul_batches(_registry.op_name(func), input, mat2)
+# The rank of the examples ``mm`` and ``bmm`` take: both are ``matmul`` without broadcasting.
+_PRODUCT_RANKS = {torch.mm: 2, torch.Tensor.mm: 2, torch.bmm: 3, torch.Tensor.bmm: 3}
 
 
 @_lengths.aware
-@_registry.implements(torch.bmm, torch.Tensor.bmm, family="linalg")
-def bmm(func, input, mat2, out_dtype=None):
+@_registry.implements(*_PRODUCT_RANKS, family="linalg")
+def mm_bmm(func, input, mat2, out_dtype=None):
     _refuse_out_dtype(func, out_dtype)
-    _require_rank(func, 3, input, mat2)
+    _require_rank(func, _PRODUCT_RANKS[func], input, mat2)
     return matmul_batches(_registry.op_name(func), input, mat2)
 
 

@@ -189,12 +189,8 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
     if not any(input.dims[i - 1] for i in reduced):
         return reduce(op, input, reduced, keepdim,
                       lambda d, ds, k: func(d, ds, keepdim=k, dtype=dtype), None)
-    if dtype is None and not (input.dtype.is_floating_point or input.dtype.is_complex):
-        # The loop's torch.mean refuses integers; sum / count would not.
-        raise RuntimeError(
-            f"{op}: could not infer output dtype. Input dtype must be either a floating "
-            f"point or complex dtype. Got: {input.dtype}"
-        )
+    if dtype is None:
+        check_mean_dtype(op, input.dtype)
 
     def reducer(data, ds, k):
         total = torch.sum(data, ds, keepdim=True, dtype=dtype)
@@ -202,6 +198,16 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
         return _keep(total / count(input, ds).to(total.dtype), ds, k)
 
     return reduce(op, input, reduced, keepdim, reducer, 0)
+
+
+def check_mean_dtype(op: str, dtype: torch.dtype) -> None:
+    """Refuse integer (and bool) values as the loop's ``torch.mean`` does, with its
+    message: a mean computed as a sum over a count would not."""
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(
+            f"{op}: could not infer output dtype. Input dtype must be either a floating "
+            f"point or complex dtype. Got: {dtype}"
+        )
 
 
 def _correction(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, float, bool]:

@@ -24,6 +24,23 @@ def is_scope(node: Any) -> bool:
     return isinstance(node, SCOPES) and not anno.get(node, THUNK, False)
 
 
+class ScopeTransformer(gast.NodeTransformer):
+    """A transformer of one function's own scope.
+
+    Nested functions and classes are converted on their own, and a user's
+    lambda is a scope of its own, run whenever it is called: they are left as
+    written.  A thunk the rewriting made is part of this scope and is visited.
+    """
+
+    def visit_FunctionDef(self, node: Any) -> Any:
+        return node
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
+
+    def visit_Lambda(self, node: Any) -> Any:
+        return node if is_scope(node) else self.generic_visit(node)
+
+
 def walk_scope(node: Any) -> Iterator[Any]:
     """Every node of ``node`` that belongs to the enclosing scope.
 

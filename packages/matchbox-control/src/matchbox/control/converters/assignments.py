@@ -29,7 +29,8 @@ from typing import Any
 
 import gast
 
-from matchbox.control import anno, naming, templates
+from matchbox.control import naming, templates
+from matchbox.control.analysis import names
 from matchbox.control.context import Context
 from matchbox.control.runtime.effects import CONTAINER_WRITES
 
@@ -79,18 +80,13 @@ def index_expression(node: Any) -> Any:
     return node
 
 
-class _Assignments(gast.NodeTransformer):
+class _Assignments(names.ScopeTransformer):
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.masks = [naming.ENTRY_MASK]
 
-    def visit_FunctionDef(self, node: Any) -> Any:
-        return node  # converted on its own
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
-
     def visit_Lambda(self, node: Any) -> Any:
-        if not anno.get(node, templates.THUNK):
+        if names.is_scope(node):
             return node  # a user's lambda: a scope of its own, run whenever it is called
         # A thunk (a comprehension's step, a side of a conditional expression, a
         # later operand of and/or) runs under a mask that only the runtime knows:

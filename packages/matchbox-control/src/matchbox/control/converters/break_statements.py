@@ -15,26 +15,14 @@ import gast
 
 from matchbox.control import templates
 from matchbox.control.context import Context
-from matchbox.control.converters.jumps import (
-    JumpLowering,
-    LoopVisitor,
-    add_loop_test,
-    transform_body,
-)
+from matchbox.control.converters.jumps import LoopFlagVisitor, add_loop_test, transform_body
 
 
-class _Breaks(LoopVisitor):
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
+class _Breaks(LoopFlagVisitor):
+    jump, kind = gast.Break, "break"
 
-    def lower_loop(self, node: Any) -> Any:
-        flag = self.ctx.namer.new("break")
-        lowering = JumpLowering(
-            gast.Break, flag, into_loops=False,
-            replace=lambda jump: templates.replace("flag = True", origin=jump, flag=flag))
-        if not lowering.contains(gast.Module(body=node.body, type_ignores=[])):
-            return node
-        node.body = lowering.block(node.body)
+    def finish(self, node: Any, flag: str, body: list[Any]) -> Any:
+        node.body = body
         add_loop_test(node, templates.replace_expr("mb__.not_(flag)", origin=node, flag=flag))
         before = templates.replace("flag = False", origin=node, flag=flag)
         after = []

@@ -28,7 +28,8 @@ from typing import Any
 
 import gast
 
-from matchbox.control import anno, templates
+from matchbox.control import templates
+from matchbox.control.analysis import names
 from matchbox.control.context import Context
 from matchbox.control.converters.assignments import index_expression
 from matchbox.control.converters.control_flow import _iterable
@@ -54,16 +55,7 @@ def _type_call(node: Any) -> bool:
             and node.func.id == "type" and len(node.args) == 1 and not node.keywords)
 
 
-class _BuiltinCalls(gast.NodeTransformer):
-    def visit_FunctionDef(self, node: Any) -> Any:
-        return node  # converted on its own
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
-
-    def visit_Lambda(self, node: Any) -> Any:
-        # A user's lambda is left as it is, as by every pass; a thunk is this scope's.
-        return self.generic_visit(node) if anno.get(node, templates.THUNK) else node
-
+class _BuiltinCalls(names.ScopeTransformer):
     def visit_AnnAssign(self, node: Any) -> Any:
         # A local variable's annotation is never evaluated: left as written.
         node.target = self.visit(node.target)

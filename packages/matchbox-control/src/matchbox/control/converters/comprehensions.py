@@ -33,10 +33,11 @@ from typing import Any
 
 import gast
 
-from matchbox.control import anno, naming, templates
+from matchbox.control import anno, templates
 from matchbox.control.analysis import names
 from matchbox.control.context import Context
 from matchbox.control.converters.control_flow import _iterable
+from matchbox.control.converters.expressions import GuardedReads
 
 GUARD = "mb__g"  # each thunk's parameter: guards a read with the step's mask
 
@@ -44,20 +45,10 @@ _HELPERS = {gast.ListComp: "list_comp", gast.GeneratorExp: "gen_exp",
             gast.SetComp: "set_comp", gast.DictComp: "dict_comp"}
 
 
-class _Comprehensions(gast.NodeTransformer):
+class _Comprehensions(names.ScopeTransformer):
     def __init__(self, ctx: Context, locals_: set[str]):
         self.ctx = ctx
         self.locals = locals_
-
-    def visit_FunctionDef(self, node: Any) -> Any:
-        return node  # converted on its own
-
-    visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
-
-    def visit_Lambda(self, node: Any) -> Any:
-        # A user's lambda is a scope of its own, run whenever it is called: left as
-        # it is (a lambda the rewriting made is a thunk, part of this scope).
-        return self.generic_visit(node) if anno.get(node, templates.THUNK) else node
 
     def _lower(self, node: Any) -> Any:
         self.generic_visit(node)  # inner comprehensions first
@@ -121,7 +112,7 @@ class _Comprehensions(gast.NodeTransformer):
         return spec, parameters
 
     def _guarded(self, expression: Any, bound: set[str]) -> Any:
-        return _GuardedReads(self.locals - bound).visit(expression)
+        return _StepReads(self.locals - bound).visit(expression)
 
     def _check(self, node: Any) -> None:
         for inner in names.walk_scope(node):
@@ -133,21 +124,11 @@ class _Comprehensions(gast.NodeTransformer):
                     "statement")
 
 
-class _GuardedReads(gast.NodeTransformer):
-    """Reads of the function's variables ``x`` become ``mb__g(x)``.
-
-    Not inside a thunk that has its own guard (a conditional expression's side,
-    a comprehension's clause, each guarding with its own mask) or a user's lambda.
+class _StepReads(GuardedReads):
+    """:class:`GuardedReads` that also enters a thunk without a guard of its own (a
+    later operand of ``and``/``or``); not one with its own (a conditional expression's
+    side, a comprehension's clause, each guarding with its own mask) or a user's lambda.
     """
-
-    def __init__(self, variables: set[str]):
-        self.variables = variables
-
-    def visit_Name(self, node: Any) -> Any:
-        if (isinstance(node.ctx, gast.Load) and node.id in self.variables
-                and not naming.is_reserved(node.id)):
-            return templates.replace_expr("mb__g(value)", origin=node, value=node)
-        return node
 
     def visit_Lambda(self, node: Any) -> Any:
         own_guard = any(isinstance(a, gast.Name) and a.id == GUARD for a in node.args.args)

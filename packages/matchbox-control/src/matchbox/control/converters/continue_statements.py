@@ -13,22 +13,14 @@ import gast
 
 from matchbox.control import templates
 from matchbox.control.context import Context
-from matchbox.control.converters.jumps import JumpLowering, LoopVisitor, transform_body
+from matchbox.control.converters.jumps import LoopFlagVisitor, transform_body
 
 
-class _Continues(LoopVisitor):
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
+class _Continues(LoopFlagVisitor):
+    jump, kind = gast.Continue, "continue"
 
-    def lower_loop(self, node: Any) -> Any:
-        flag = self.ctx.namer.new("continue")
-        lowering = JumpLowering(
-            gast.Continue, flag, into_loops=False,
-            replace=lambda jump: templates.replace("flag = True", origin=jump, flag=flag))
-        if not lowering.contains(gast.Module(body=node.body, type_ignores=[])):
-            return node
-        node.body = (templates.replace("flag = False", origin=node.body[0], flag=flag)
-                     + lowering.block(node.body))
+    def finish(self, node: Any, flag: str, body: list[Any]) -> Any:
+        node.body = templates.replace("flag = False", origin=node.body[0], flag=flag) + body
         return node
 
 

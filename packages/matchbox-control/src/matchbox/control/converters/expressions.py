@@ -79,8 +79,8 @@ class _Expressions(gast.NodeTransformer):
         # Each side reads the function's local variables through `mb__g`, which
         # guards their gradients with that side's mask (see runtime.masks.guard),
         # as an `if` statement's regions do; reads stay where and when they were.
-        body = _GuardedReads(self.locals).visit(node.body)
-        orelse = _GuardedReads(self.locals).visit(node.orelse)
+        body = GuardedReads(self.locals).visit(node.body)
+        orelse = GuardedReads(self.locals).visit(node.orelse)
         return templates.replace_expr(
             "mb__.if_exp(test, lambda mb__g: body, lambda mb__g: orelse)", origin=node,
             test=node.test, body=body, orelse=orelse)
@@ -116,14 +116,18 @@ def _is_plain_operand(node: Any) -> bool:
     return isinstance(node, (gast.Name, gast.Constant))
 
 
-class _GuardedReads(gast.NodeTransformer):
-    """Local variable reads ``x`` become ``mb__g(x)`` (not inside nested scopes)."""
+class GuardedReads(gast.NodeTransformer):
+    """Reads of the function's variables ``x`` become ``mb__g(x)``.
 
-    def __init__(self, locals_: set[str]):
-        self.locals = locals_
+    Not inside a lambda, nor inside a comprehension, whose reads the
+    comprehensions pass guards with its steps' masks.
+    """
+
+    def __init__(self, variables: set[str]):
+        self.variables = variables
 
     def visit_Name(self, node: Any) -> Any:
-        if (isinstance(node.ctx, gast.Load) and node.id in self.locals
+        if (isinstance(node.ctx, gast.Load) and node.id in self.variables
                 and not naming.is_reserved(node.id)):
             return templates.replace_expr("mb__g(value)", origin=node, value=node)
         return node

@@ -16,6 +16,7 @@ import gast
 
 from matchbox.control import anno, templates
 from matchbox.control.analysis import names
+from matchbox.control.context import Context
 
 _LOOPS = (gast.For, gast.While)
 
@@ -100,8 +101,20 @@ def add_loop_test(loop: Any, test: Any) -> None:
     anno.set_(loop, anno.EXTRA_TEST, test)
 
 
-class LoopVisitor(gast.NodeTransformer):
-    """Visits loops innermost first; nested functions and classes are left alone."""
+class LoopFlagVisitor(gast.NodeTransformer):
+    """Lowers each loop's own ``jump`` (``break`` or ``continue``) to a flag of its own.
+
+    Loops are visited innermost first; nested functions and classes are left
+    alone.  The jump sets the flag (``mb__<kind>_n``) and the rest of the
+    iteration is guarded; :meth:`finish` gets a loop that holds the jump, the
+    flag and the loop's body so lowered, and returns what replaces the loop.
+    """
+
+    jump: type
+    kind: str
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
 
     def visit_FunctionDef(self, node: Any) -> Any:
         return node
@@ -114,7 +127,16 @@ class LoopVisitor(gast.NodeTransformer):
 
     visit_For = visit_While
 
-    def lower_loop(self, node: Any) -> Any:  # pragma: no cover - overridden
+    def lower_loop(self, node: Any) -> Any:
+        flag = self.ctx.namer.new(self.kind)
+        lowering = JumpLowering(
+            self.jump, flag, into_loops=False,
+            replace=lambda jump: templates.replace("flag = True", origin=jump, flag=flag))
+        if not lowering.contains(gast.Module(body=node.body, type_ignores=[])):
+            return node
+        return self.finish(node, flag, lowering.block(node.body))
+
+    def finish(self, node: Any, flag: str, body: list[Any]) -> Any:  # pragma: no cover
         raise NotImplementedError
 
 

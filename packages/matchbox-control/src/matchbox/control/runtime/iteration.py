@@ -32,6 +32,7 @@ from matchbox import _lengths
 from matchbox._capture import capturing, fails
 from matchbox._masking import fit_mask, remember_rows
 from matchbox.control.runtime.masks import Mask
+from matchbox.extending import combine_masks
 from matchbox.functional import stack
 from matchbox.masked_batch import MaskedBatch
 
@@ -65,12 +66,7 @@ def example_real(item: Any) -> torch.Tensor | None:
         return flat[:, 0] if flat.size(1) == 1 else flat.any(1)
     if type(item) is tuple:
         _check_batch_sizes(item)
-        present = None
-        for component in item:
-            real = example_real(component)
-            if real is not None:
-                present = real if present is None else present & real
-        return present
+        return combine_masks([example_real(component) for component in item])
     return None
 
 

@@ -156,13 +156,16 @@ def branch(outer: Mask, test: Any) -> tuple[Mask, Mask]:
     return (then if some(then) else False), (orelse if some(orelse) else False)
 
 
-def _loop_test(active: Mask, test: Any) -> Mask:
+def narrow(mask: Mask, test: Any) -> Mask:
+    """``mask`` restricted to the examples where ``test`` holds (may be all false)."""
+    if mask is False:
+        return False
     truth = condition(test)
     if truth is True:
-        return active
+        return mask
     if truth is False:
         return False
-    return _and(active, truth)
+    return _and(mask, truth)
 
 
 def loop_start(outer: Mask, test: Any) -> Mask:
@@ -172,7 +175,7 @@ def loop_start(outer: Mask, test: Any) -> Mask:
     captures a graph, the loop's steps are counted from here (see
     ``matchbox._capture``).
     """
-    running = _loop_test(outer, test)
+    running = narrow(outer, test)
     if isinstance(running, torch.Tensor):
         capture = capturing()
         if capture is None:
@@ -188,7 +191,7 @@ def loop_mask(active: Mask, test: Any) -> Mask:
     left the loop never comes back.  ``False`` when no example runs another
     iteration (while capturing: when the capture's step bound is reached).
     """
-    running = _loop_test(active, test)
+    running = narrow(active, test)
     if isinstance(running, torch.Tensor):
         capture = capturing()
         if capture is None:
@@ -204,18 +207,6 @@ def still_running(outer: Mask, test: Any) -> bool:
     if truth is True or truth is False:
         return truth
     return some(_and(outer, truth))
-
-
-def narrow(mask: Mask, test: Any) -> Mask:
-    """``mask`` restricted to the examples where ``test`` holds (may be all false)."""
-    if mask is False:
-        return False
-    truth = condition(test)
-    if truth is True:
-        return mask
-    if truth is False:
-        return False
-    return _and(mask, truth)
 
 
 def guard(mask: Mask, outer: Mask, value: Any) -> Any:

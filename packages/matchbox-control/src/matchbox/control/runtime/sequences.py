@@ -37,6 +37,7 @@ import torch
 from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select
+from matchbox.extending import combine_masks
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -71,12 +72,7 @@ def presence(item: Any) -> torch.Tensor | None:
     if kind in BATCH_VIEWS:
         return presence(item.batch)
     if kind is tuple or (isinstance(item, tuple) and hasattr(item, "_fields")):
-        found = None
-        for part in item:
-            own = presence(part)
-            if own is not None:
-                found = own if found is None else found & own
-        return found
+        return combine_masks([presence(part) for part in item])
     return None
 
 

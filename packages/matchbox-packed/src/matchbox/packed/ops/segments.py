@@ -29,6 +29,7 @@ import torch.nn.functional as F
 
 from matchbox.extending import (
     MaskedBatch,
+    check_mean_dtype,
     highest,
     implements,
     lowest,
@@ -157,11 +158,7 @@ def mean(func, input, dim=None, keepdim=False, *, dtype=None):
     op = op_name(func)
     reduced = reduced_dimensions(op, input, dim)
     x = _as_dtype(input, dtype)
-    if not (x.dtype.is_floating_point or x.dtype.is_complex):
-        raise RuntimeError(
-            f"{op}: could not infer output dtype. Input dtype must be either a floating "
-            f"point or complex dtype. Got: {x.dtype}"
-        )
+    check_mean_dtype(op, x.dtype)
 
     def segment_mean(data, layout):
         # The static dims were averaged first: every row counts once.
