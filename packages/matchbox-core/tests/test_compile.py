@@ -181,6 +181,21 @@ def test_code_that_reads_values_runs_eagerly_with_a_warning():
         strict(xb)
 
 
+def test_a_backend_that_fails_is_named_with_its_own_error():
+    # torch.compile wraps a backend's error in BackendCompilerFailed, whose first line
+    # says only "backend=... raised:"; the reason must say what the backend raised.
+    def failing_backend(graph, example_inputs):
+        raise ValueError("no kernel for this op")
+
+    compiled = matchbox.compile(lambda x: x * 2, backend=failing_backend)
+    examples, xb = batch_of([2, 3], requires_grad=False)
+    with pytest.warns(UserWarning, match=r"torch.compile failed on the captured graph: "
+                                         r"BackendCompilerFailed: .* raised: "
+                                         r"ValueError: no kernel for this op"):
+        out = compiled(xb)
+    assert_examples_close(out, [x * 2 for x in examples])
+
+
 def test_a_tensor_that_is_not_an_argument_is_refused():
     w = torch.randn(3, 3, requires_grad=True)
 

@@ -176,9 +176,19 @@ def _refuse_external_tensors(graph: torch.fx.GraphModule) -> None:
 
 def reason(error: BaseException) -> str:
     """Why a capture failed, with the line of user code it failed at (else Matchbox's)."""
-    text = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"
+    text = _first_line(error)
+    # torch.compile's BackendCompilerFailed says only "backend='inductor' raised:" on its
+    # first line; what failed is the exception it wraps.
+    inner = getattr(error, "inner_exception", None)
+    if isinstance(inner, BaseException):
+        text += f" {_first_line(inner)}"
     where = _innermost_frame(error)
     return text + (f" (at {where})" if where else "")
+
+
+def _first_line(error: BaseException) -> str:
+    message = str(error).strip()
+    return f"{type(error).__name__}: {message.splitlines()[0] if message else ''}"
 
 
 def _innermost_frame(error: BaseException) -> str | None:
