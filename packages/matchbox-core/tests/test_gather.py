@@ -427,6 +427,19 @@ def test_errors_of_index_select_and_take_along_dim():
         torch.gather(batch, 1, torch.zeros(2, 1, 1, dtype=torch.long))
 
 
+def test_an_index_of_another_rank_is_refused_naming_both_ranks():
+    _, batch = batch_of([(3, 2), (1, 2)], (True, False))
+    idx = index_batch([torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 1, dtype=torch.long)],
+                      (True,))
+    ranks = r"\(rank 2\) and the input \(rank 3\) must have the same number of dimensions"
+    with pytest.raises(RuntimeError, match=r"^torch\.gather: the index " + ranks):
+        torch.gather(batch, 1, idx)
+    with pytest.raises(RuntimeError, match=r"^Tensor\.take_along_dim: the indices " + ranks):
+        batch.take_along_dim(idx, 1)
+    with pytest.raises(RuntimeError, match=r"^Tensor\.scatter: the index " + ranks):
+        batch.scatter(1, idx, 0.0)
+
+
 def test_in_place_scatter_writes_into_the_batch_and_refuses_copies():
     examples, batch = batch_of([(3, 2), (1, 2)], (True, False))
     index = index_batch([torch.tensor([[[2, 0]]]), torch.tensor([[[0, 0]]])], (True, False))
