@@ -166,6 +166,17 @@ def test_a_check_that_fails_in_the_graph_raises_the_eager_error():
     assert_captured(run)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_while_compiles_with_inductor_on_cuda():
+    # The graph's flags once stacked a CPU constant with the CUDA flags of the loop:
+    # capture allowed it, inductor's CUDA compile did not, and every call ran eagerly.
+    compiled = matchbox.compile(doubling, fallback="raise")
+    examples = [torch.tensor([v], dtype=torch.float64, device="cuda") for v in (0.1, 3.0, -1.0)]
+    batch = MaskedBatch.fromlist(examples, ())
+    assert_batch_equals_loop(
+        lambda x: compiled(x) if isinstance(x, MaskedBatch) else doubling(x), (examples, batch))
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_torch_compile_of_a_while_gives_the_eager_result(backend):
     # torch.compile traced Matchbox's dispatch and reused one generated method's frame

@@ -196,6 +196,19 @@ def test_a_backend_that_fails_is_named_with_its_own_error():
     assert_examples_close(out, [x * 2 for x in examples])
 
 
+def test_a_graphs_flags_are_made_on_the_device_of_what_they_flag():
+    # A loop's overflow flag on one device and no failed check: the "no failure" constant
+    # must join it there (a CPU constant beside CUDA flags failed inductor's CUDA compile;
+    # the meta device stands for CUDA on a machine without one).
+    from matchbox._capture import Capture
+
+    capture = Capture(bound=1)
+    capture.overflows.append(torch.ones((), dtype=torch.bool, device="meta"))
+    flags = capture.flags()
+    assert flags.device.type == "meta"
+    assert flags.shape == (2,)
+
+
 def test_a_tensor_that_is_not_an_argument_is_refused():
     w = torch.randn(3, 3, requires_grad=True)
 

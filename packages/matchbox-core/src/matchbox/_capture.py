@@ -87,12 +87,15 @@ class Capture:
         """``[any check failed, any loop overflowed]`` as one bool tensor (None: no flags)."""
         if not self.failures and not self.overflows:
             return None
-        return torch.stack([_any_of(self.failures), _any_of(self.overflows)])
+        # The flags' own device: a CPU constant stacked with CUDA flags passes capture
+        # (fake tensors let a 0-d CPU tensor join a CUDA one) but not inductor's CUDA compile.
+        device = (self.failures or self.overflows)[0].device
+        return torch.stack([_any_of(self.failures, device), _any_of(self.overflows, device)])
 
 
-def _any_of(flags: list[torch.Tensor]) -> torch.Tensor:
+def _any_of(flags: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     if not flags:
-        return torch.zeros((), dtype=torch.bool)
+        return torch.zeros((), dtype=torch.bool, device=device)
     return torch.stack(flags).any()
 
 
