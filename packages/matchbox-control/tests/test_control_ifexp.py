@@ -32,6 +32,20 @@ def test_conditional_expression_dtypes(dtype):
     assert_batch_equals_loop(safe_sqrt, scalars([-4.0, 0.0, 9.0, 0.25], dtype))
 
 
+@matchbox.batch
+def sqrt_behind_and(x, gate):
+    # The else side's square root sits in a later operand of `and` (a thunk): its read
+    # of x must be guarded with the side's mask as the side's own reads are, or the
+    # examples that take the other side get NaN gradients from it.
+    return x.sqrt() if x > 0 else (gate and (-x).sqrt())
+
+
+def test_reads_inside_and_within_a_side_are_guarded(dtype):
+    values = [4.0, -9.0, 0.25, -1.0]
+    assert_batch_equals_loop(sqrt_behind_and, scalars(values, dtype),
+                             scalars([1.0, 1.0, 0.0, 2.0], dtype))
+
+
 def test_plain_condition_evaluates_one_side():
     calls = []
 

@@ -33,13 +33,11 @@ from typing import Any
 
 import gast
 
-from matchbox.control import anno, templates
+from matchbox.control import templates
 from matchbox.control.analysis import names
 from matchbox.control.context import Context
 from matchbox.control.converters.control_flow import _iterable
 from matchbox.control.converters.expressions import GuardedReads
-
-GUARD = "mb__g"  # each thunk's parameter: guards a read with the step's mask
 
 _HELPERS = {gast.ListComp: "list_comp", gast.GeneratorExp: "gen_exp",
             gast.SetComp: "set_comp", gast.DictComp: "dict_comp"}
@@ -112,7 +110,7 @@ class _Comprehensions(names.ScopeTransformer):
         return spec, parameters
 
     def _guarded(self, expression: Any, bound: set[str]) -> Any:
-        return _StepReads(self.locals - bound).visit(expression)
+        return GuardedReads(self.locals - bound).visit(expression)
 
     def _check(self, node: Any) -> None:
         for inner in names.walk_scope(node):
@@ -122,19 +120,6 @@ class _Comprehensions(names.ScopeTransformer):
                     "a comprehension runs per example, as a function of its own, so it "
                     "cannot bind the function's variables; write the loop as a for "
                     "statement")
-
-
-class _StepReads(GuardedReads):
-    """:class:`GuardedReads` that also enters a thunk without a guard of its own (a
-    later operand of ``and``/``or``); not one with its own (a conditional expression's
-    side, a comprehension's clause, each guarding with its own mask) or a user's lambda.
-    """
-
-    def visit_Lambda(self, node: Any) -> Any:
-        own_guard = any(isinstance(a, gast.Name) and a.id == GUARD for a in node.args.args)
-        if anno.get(node, templates.THUNK) and not own_guard:
-            return self.generic_visit(node)
-        return node
 
 
 def transform(function: Any, ctx: Context) -> None:

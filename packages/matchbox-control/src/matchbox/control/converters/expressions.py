@@ -116,11 +116,17 @@ def _is_plain_operand(node: Any) -> bool:
     return isinstance(node, (gast.Name, gast.Constant))
 
 
+GUARD = "mb__g"  # the parameter of a thunk that guards its reads with its own mask
+
+
 class GuardedReads(gast.NodeTransformer):
     """Reads of the function's variables ``x`` become ``mb__g(x)``.
 
-    Not inside a lambda, nor inside a comprehension, whose reads the
-    comprehensions pass guards with its steps' masks.
+    Also inside a thunk without a guard of its own (a later operand of
+    ``and``/``or``, a chained comparison's), which runs at once under the same
+    mask.  Not inside one with its own guard (a conditional expression's side),
+    a user's lambda (it runs when it is called), or a comprehension, whose reads
+    the comprehensions pass guards with its steps' masks.
     """
 
     def __init__(self, variables: set[str]):
@@ -129,13 +135,19 @@ class GuardedReads(gast.NodeTransformer):
     def visit_Name(self, node: Any) -> Any:
         if (isinstance(node.ctx, gast.Load) and node.id in self.variables
                 and not naming.is_reserved(node.id)):
-            return templates.replace_expr("mb__g(value)", origin=node, value=node)
+            return templates.replace_expr(f"{GUARD}(value)", origin=node, value=node)
         return node
 
     def visit_Lambda(self, node: Any) -> Any:
+        own_guard = any(isinstance(a, gast.Name) and a.id == GUARD for a in node.args.args)
+        if anno.get(node, templates.THUNK) and not own_guard:
+            return self.generic_visit(node)
         return node
 
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = visit_Lambda
+    def _leave(self, node: Any) -> Any:
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _leave
 
 
 def transform(function: Any, ctx: Context) -> None:
