@@ -209,6 +209,43 @@ def test_a_graphs_flags_are_made_on_the_device_of_what_they_flag():
     assert flags.shape == (2,)
 
 
+SCALE = 2.0  # read by the functions below: a graph freezes it, so it is part of the key
+
+
+def test_plain_globals_and_closed_over_values_the_code_reads_are_part_of_the_key():
+    global SCALE
+    offset = 1.0
+
+    def scaled(x):
+        return x * SCALE + offset
+
+    compiled = matchbox.compile(scaled, backend=BACKEND)
+    examples, xb = batch_of([2, 3], requires_grad=False)
+    try:
+        for SCALE, offset in ((2.0, 1.0), (3.0, 1.0), (3.0, -1.0), (2.0, 1.0)):
+            assert_examples_close(compiled(xb), [x * SCALE + offset for x in examples])
+    finally:
+        SCALE = 2.0
+    assert len(compiled.specializations) == 3
+
+
+class _ScaledByAGlobal(nn.Module):
+    def forward(self, x):
+        return [x * SCALE for _ in range(2)][0]  # read in nested code (a comprehension)
+
+
+def test_a_global_a_submodules_forward_reads_is_part_of_the_key():
+    global SCALE
+    compiled = matchbox.compile(nn.Sequential(_ScaledByAGlobal()), backend=BACKEND)
+    examples, xb = batch_of([2, 3], requires_grad=False)
+    try:
+        for SCALE in (2.0, 5.0):
+            assert_examples_close(compiled(xb), [x * SCALE for x in examples])
+    finally:
+        SCALE = 2.0
+    assert len(compiled.specializations) == 2
+
+
 def test_a_tensor_that_is_not_an_argument_is_refused():
     w = torch.randn(3, 3, requires_grad=True)
 

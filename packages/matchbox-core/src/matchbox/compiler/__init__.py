@@ -53,7 +53,7 @@ from torch import nn
 
 from matchbox.compiler import graph as _graph
 from matchbox.compiler.graph import CaptureError, Specialization
-from matchbox.compiler.state import module_key
+from matchbox.compiler.state import forwards, globals_key, module_key
 from matchbox.compiler.structure import (
     Unsupported,
     check_bucket,
@@ -339,7 +339,8 @@ class CompiledModule(nn.Module):
         module = self._orig_mod
         named = list(module.named_parameters()) + list(module.named_buffers())
         self._names[:] = [n for n, _ in named]
-        return self._graphs([t for _, t in named], module_key(module), args, kwargs)
+        key = (module_key(module), globals_key(forwards(module)))
+        return self._graphs([t for _, t in named], key, args, kwargs)
 
     @property
     def specializations(self) -> list[Specialization]:
@@ -371,7 +372,7 @@ class CompiledFunction:
                 f"matchbox.compile({self._graphs.name}): called with a module as its first "
                 "argument (a method of an nn.Module?); compile the module instead: "
                 "model = matchbox.compile(Model(...))")
-        return self._graphs([], None, args, kwargs)
+        return self._graphs([], globals_key([self._fn]), args, kwargs)
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:

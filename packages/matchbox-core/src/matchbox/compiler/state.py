@@ -4,8 +4,10 @@ A graph is made of tensor ops; the Python values a call reads while it is
 captured (a module's ``training`` flag, a dropout's ``p``, a temperature kept
 as an attribute) are baked into it.  :func:`module_key` makes them part of
 the specialisation's key, so that changing one captures a new graph, as
-``torch.compile``'s guards do.  Globals and closed-over Python values are not
-seen (see ``docs/compile.md``).
+``torch.compile``'s guards do; :func:`globals_key` does the same for the plain
+globals and closed-over values that the compiled function's own code reads (and a
+user-defined submodule's ``forward``).  Those read only by other functions it calls
+are not seen (see ``docs/compile.md``).
 
 A graph also cannot replay what a call does to Python objects: an attribute
 set in ``forward`` (attention weights kept for inspection), a counter, a hook
@@ -17,6 +19,9 @@ capture instead (the call then runs eagerly) and puts the attributes back.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +31,7 @@ from torch import nn
 from matchbox._capture import NotCapturable
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+_MISSING = object()
 
 
 def module_key(module: nn.Module) -> tuple[Any, ...]:
@@ -40,6 +46,53 @@ def module_key(module: nn.Module) -> tuple[Any, ...]:
     names = tuple(n for n, _ in module.named_parameters()) + tuple(
         n for n, _ in module.named_buffers())
     return tuple(parts), names
+
+
+def globals_key(functions: list[Any]) -> tuple[Any, ...]:
+    """The plain values (numbers, strings, flags) of the globals and closed-over variables
+    that ``functions``' own code reads (``SCALE = 0.5`` at the top of the file): frozen
+    into a graph when it is captured, so a change must capture a new one."""
+    parts: list[Any] = []
+    for fn in functions:
+        fn = inspect.unwrap(fn)  # @batch's rewritten function -> the user's
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            continue
+        module_globals = fn.__globals__
+        for name in _global_names(code):
+            value = module_globals.get(name, _MISSING)
+            if type(value) in _PLAIN:
+                parts.append((name, value))
+        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # a variable not yet assigned
+                continue
+            if type(value) in _PLAIN:
+                parts.append((name, value))
+    return tuple(parts)
+
+
+@functools.cache
+def _global_names(code: types.CodeType) -> tuple[str, ...]:
+    """Names ``code`` may read as globals, its nested code (comprehensions, lambdas) too;
+    attribute names are among them, which can only add to the key."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names.update(_global_names(const))
+    return tuple(sorted(names))
+
+
+def forwards(module: nn.Module) -> list[Any]:
+    """The ``forward`` of the module and of each submodule whose class is the user's own
+    (PyTorch's layers read no globals a user changes)."""
+    seen: dict[type, Any] = {}
+    for sub in module.modules():
+        kind = type(sub)
+        if kind not in seen and not kind.__module__.startswith("torch."):
+            seen[kind] = kind.forward
+    return list(seen.values())
 
 
 @contextlib.contextmanager
