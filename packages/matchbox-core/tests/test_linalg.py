@@ -11,6 +11,7 @@ import re
 
 import pytest
 import torch
+from family_cases import batch_of
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
@@ -19,14 +20,6 @@ import matchbox
 from matchbox import MaskedBatch
 from matchbox._registry import entries
 from matchbox.testing import mb_assert
-
-NAN = float("nan")
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    """Examples of the given shapes (without the leading 1) and their NaN-padded batch."""
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
 
 
 def weight(*shape, dtype=torch.float64):

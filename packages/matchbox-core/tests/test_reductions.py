@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+from family_cases import NAN, batch_of, check
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
@@ -20,20 +21,8 @@ from matchbox import MaskedBatch
 from matchbox._registry import entries
 from matchbox.testing import mb_assert, mb_rand
 
-NAN = float("nan")
-
 # The loop itself warns for var/std of one element (n - correction <= 0).
 pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0:UserWarning")
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    """Examples of the given shapes (without the leading 1) and their NaN-padded batch."""
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
-
-
-def check(f, examples, batch, **kwargs):
-    mb_assert(f, [examples], [batch], len(examples), **kwargs)
 
 
 # Layouts: (dims, example shapes).  Every length is at least one here; empty
