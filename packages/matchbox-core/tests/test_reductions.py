@@ -55,6 +55,12 @@ def _reduce(name, method):
     return f
 
 
+def check_function_and_method(name, dim, keepdim, examples, batch):
+    """``torch.name(x, dim, keepdim)`` and ``x.name(dim=dim, keepdim=keepdim)`` equal the loop."""
+    check(lambda x: getattr(torch, name)(x, dim, keepdim), examples, batch)
+    check(lambda x: getattr(x, name)(dim=dim, keepdim=keepdim), examples, batch)
+
+
 # op name -> which dim arguments torch accepts for it (multi = a tuple of dims).
 MULTI_DIM_OPS = ["sum", "nansum", "mean", "nanmean", "amax", "amin", "logsumexp", "var", "std"]
 SINGLE_DIM_OPS = ["prod", "argmax", "argmin"]
@@ -170,8 +176,7 @@ def test_var_rejects_unexpected_arguments():
 def test_max_min_with_dim_give_values_and_indices(name, dim, keepdim, layout, dtype):
     dims, shapes = LAYOUTS[layout]
     examples, batch = batch_of(shapes, dims, dtype)
-    check(lambda x: getattr(torch, name)(x, dim, keepdim), examples, batch)
-    check(lambda x: getattr(x, name)(dim=dim, keepdim=keepdim), examples, batch)
+    check_function_and_method(name, dim, keepdim, examples, batch)
     result = getattr(batch, name)(dim)
     values, indices = result
     assert result.values is values and result.indices is indices
@@ -238,8 +243,7 @@ def test_argmax_argmin_match_loop(name, dim, keepdim, layout, dtype):
     # dim=None indexes each example's own flattened shape, not the padded one.
     dims, shapes = LAYOUTS[layout]
     examples, batch = batch_of(shapes, dims, dtype)
-    check(lambda x: getattr(torch, name)(x, dim, keepdim), examples, batch)
-    check(lambda x: getattr(x, name)(dim=dim, keepdim=keepdim), examples, batch)
+    check_function_and_method(name, dim, keepdim, examples, batch)
 
 
 def test_argmax_over_everything_indexes_each_examples_flattened_shape():
