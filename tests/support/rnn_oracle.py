@@ -57,6 +57,14 @@ def make_module(kind, layers=1, bidirectional=False, batch_first=True, dtype=tor
     return module.to(dtype)
 
 
+def op_call(module, x, hx):
+    """The module's op (``torch.gru``, ``torch.rnn_tanh``, ...) called directly with its
+    weights and options, not training: past the checks of the module's ``forward``."""
+    op = getattr(torch, module.mode.lower())
+    return op(x, hx, module._flat_weights, module.bias, module.num_layers, module.dropout,
+              False, module.bidirectional, module.batch_first)
+
+
 def state_sizes(module):
     """(rows, size of h, size of c or None): rows = layers * directions."""
     rows = module.num_layers * (2 if module.bidirectional else 1)

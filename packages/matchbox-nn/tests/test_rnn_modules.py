@@ -32,6 +32,7 @@ from rnn_oracle import (
     check_random_module,
     examples_of_lengths,
     make_module,
+    op_call,
     registered_ops,
     run,
     source_and_target_lengths,
@@ -363,13 +364,13 @@ def test_initial_state_views_must_hold_static_masked_examples_of_the_batch():
         module(xb, three)  # torch's check reads size(1) of the view: the batch size
     with pytest.raises(ValueError, match=r"torch\.gru: the initial states hold 3 examples but "
                                          r"the input holds 2"):
-        torch.gru(xb, three, module._flat_weights, True, 1, 0.0, False, False, True)
+        op_call(module, xb, three)
     ragged = time_major(MaskedBatch.fromlist(
         [torch.randn(1, n, HIDDEN, dtype=torch.float64) for n in (1, 2)], (True, False)))
     with pytest.raises(TypeError, match=r"torch\.gru: initial states must be state views .* or "
                                         r"plain \(layers \* directions, batch, hidden\) "
                                         r"tensors; got TimeMajorBatch"):
-        torch.gru(xb, ragged, module._flat_weights, True, 1, 0.0, False, False, True)
+        op_call(module, xb, ragged)
 
 
 def test_plain_input_with_state_views_is_refused():
@@ -388,8 +389,7 @@ def test_dynamic_feature_dimension_is_refused():
         module.float()(xb)
     with pytest.raises(ValueError, match=r"torch\.gru: each example must be \(1, length, "
                                          r"features\) with a static feature dimension"):
-        torch.gru(xb, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
-                  False, True)
+        op_call(module, xb, torch.zeros(1, 2, HIDDEN))
 
 
 def test_other_ops_on_a_time_major_view_say_to_convert_back():

@@ -32,6 +32,7 @@ from rnn_oracle import (
     check_plain_start_state,
     check_random_module,
     make_module,
+    op_call,
     registered_ops,
     source_and_target_lengths,
     torchs_message,
@@ -196,8 +197,7 @@ def test_batch_first_false_module_on_a_batch_names_the_packed_dimension():
     with pytest.raises(ValueError, match=r"torch.gru: the module has batch_first=False, so it "
                                          r"reads dimension 1 of its input as the batch, but a "
                                          r"PackedBatch is batch-major"):
-        torch.gru(pb, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
-                  False, False)
+        op_call(module, pb, torch.zeros(1, 2, HIDDEN))
 
 
 def test_time_major_view_to_a_batch_first_module_is_refused():
@@ -217,8 +217,7 @@ def test_examples_without_static_features_are_refused():
     tokens = PackedBatch.fromlist([torch.randn(1, 2, dtype=torch.float64)] * 2)
     with pytest.raises(ValueError, match=r"torch.gru: each example must be \(1, length, "
                                          r"features\); got examples of rank 2"):
-        torch.gru(tokens, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
-                  False, True)
+        op_call(module, tokens, torch.zeros(1, 2, HIDDEN))
 
 
 def test_masked_batch_initial_state_is_refused():
@@ -230,7 +229,7 @@ def test_masked_batch_initial_state_is_refused():
     # whose recurrent handler says how per-example states are passed.
     with pytest.raises(TypeError, match=r"torch.rnn_tanh: an initial state is a MaskedBatch of "
                                         r"examples \(1, 1, 4\); .* pass h0.transpose\(0, 1\)"):
-        torch.rnn_tanh(pb, h0, module._flat_weights, True, 1, 0.0, False, False, True)
+        op_call(module, pb, h0)
 
 
 def test_torchs_own_checks_run_on_the_batch():
