@@ -1,10 +1,12 @@
 """What the tests of the registry's op families share (matrix, repeat, gather, selection,
-ordering, reductions, linalg): NaN-padded batches of given example shapes, the comparison
-of a one-argument function with the loop, the layouts they are drawn in, and the check
-that every op registered in a family has a case."""
+ordering, reductions, linalg, pointwise, shape): NaN-padded batches of given example
+shapes, the comparison of a one-argument function with the loop, the layouts they are
+drawn in, the check that every op registered in a family has a case, and the refusal of
+an example whose length disagrees with another argument's static size."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from matchbox import MaskedBatch, _registry
@@ -47,3 +49,13 @@ def assert_every_op_has_a_case(family, names, *cases):
     assert names, f"no op is registered in the {family} family"
     missing = [n for n in names if not any(n in c for c in cases)]
     assert not missing, f"registered in the {family} family without a test case: {missing}"
+
+
+def assert_refused_beside_static(f, xb, sb, example, size, dim=r"\d"):
+    """``f(xb, sb)``, ``xb`` dynamic and ``sb`` static (size 3) along dimension ``dim``, is
+    refused for ``example``, whose length there is ``size``: the loop raises for it too."""
+    with pytest.raises(ValueError, match=rf"example {example} has size {size} in one argument "
+                                         rf"and 3 in another along dimension {dim}, dynamic in "
+                                         rf"the first and static in the second; the examples "
+                                         rf"would not combine in a loop either"):
+        f(xb, sb)
