@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 from torch import nn
 
-from matchbox import MaskedBatch
+from matchbox import MaskedBatch, _registry
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
 from matchbox.testing import mb_assert
 
@@ -55,6 +55,14 @@ def make_module(kind, layers=1, bidirectional=False, batch_first=True, dtype=tor
     else:
         module = torch.nn.GRU(FEATURES, HIDDEN, **common)
     return module.to(dtype)
+
+
+def op_call(module, x, hx):
+    """The module's op (``torch.gru``, ``torch.rnn_tanh``, ...) called directly with its
+    weights and options, not training: past the checks of the module's ``forward``."""
+    op = getattr(torch, module.mode.lower())
+    return op(x, hx, module._flat_weights, module.bias, module.num_layers, module.dropout,
+              False, module.bidirectional, module.batch_first)
 
 
 def state_sizes(module):
@@ -154,6 +162,81 @@ def check(module: Any, lengths: list[int], dtype: torch.dtype, with_states: bool
               len(lengths), params=list(module.parameters()))
 
 
+# ---------------------------------------------------------------------------- every batch type
+# The cases each batch type's tests run on its own batches, built by ``make_batch``
+# (a list of examples -> the batch).
+
+# The ops of the recurrent_modules family that KINDS reaches (nn.RNN's two nonlinearities,
+# LSTM, GRU): an op newly registered in the family must be added to KINDS.
+RECURRENT_MODULE_OPS = {"torch.rnn_tanh", "torch.rnn_relu", "torch.lstm", "torch.gru"}
+
+
+def registered_ops(batch_type: str) -> set[str]:
+    return {e.name for e in _registry.entries(batch_type) if e.family == "recurrent_modules"}
+
+
+# Initial states: none, state views of per-example states, or PyTorch's plain tensor.
+STATES = ["zero", "views", "plain"]
+
+
+def check_states(module: Any, lengths: list[int], dtype: torch.dtype, states: str,
+                 make_batch: Callable[[list[torch.Tensor]], Any]) -> None:
+    """``check`` with the initial states ``states`` names (one of STATES)."""
+    check(module, lengths, dtype, states != "zero", make_batch, plain_states=states == "plain")
+
+
+# A random module (layers, directions, layout, dtype, seed of its weights) on random
+# lengths, with random initial states: the keyword arguments of ``check_random_module``.
+RANDOM_MODULES = st.fixed_dictionaries(dict(
+    lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5), layers=st.integers(1, 2),
+    bidirectional=st.booleans(), batch_first=st.booleans(), states=st.sampled_from(STATES),
+    double=st.booleans(), seed=st.integers(0, 2**16)))
+
+
+def check_random_module(make_batch, kind, lengths, layers, bidirectional, batch_first, states,
+                        double, seed):
+    torch.manual_seed(seed)
+    dtype = torch.float64 if double else torch.float32
+    module = make_module(kind, layers, bidirectional, batch_first, dtype)
+    check_states(module, lengths, dtype, states, make_batch)
+
+
+# Lengths at the edges, for a two-layer bidirectional module of each kind.
+EDGE_LENGTHS = pytest.mark.parametrize(
+    "lengths", [[0], [0, 0, 0], [1], [5], [3, 3, 3], [0, 4, 0, 1]],
+    ids=["one-empty", "all-empty", "one-step", "batch-of-one", "no-padding", "empties-between"])
+
+
+def check_edge_lengths(make_batch, kind, lengths, states, dtype):
+    module = make_module(kind, layers=2, bidirectional=True, dtype=dtype)
+    check_states(module, lengths, dtype, states, make_batch)
+
+
+def check_plain_start_state(make_batch, kind, lengths, layers, bidirectional, batch_first,
+                            dtype):
+    """A learned ``(layers * directions, 1, hidden)`` h0 (and c0) beside a batch: every
+    example starts from it, and its gradient is the sum of the examples', as in the loop.
+
+    ``kind`` is nn.RNN, nn.LSTM or nn.GRU.  PyTorch refuses an empty sequence, the batch
+    does not (see the edge lengths): the other examples are compared with the loop.
+    """
+    module = kind(FEATURES, HIDDEN, num_layers=layers, bidirectional=bidirectional,
+                  batch_first=batch_first).to(dtype)
+    n = layers * (2 if bidirectional else 1)
+    h0, c0 = torch.randn(n, 1, HIDDEN, dtype=dtype), torch.randn(n, 1, HIDDEN, dtype=dtype)
+    xs = [torch.randn(1, length, FEATURES, dtype=dtype) for length in lengths]
+    xs = [x for x in xs if x.size(1)]
+    if not xs:
+        return
+
+    def run(x, h, c):
+        x = x if batch_first else time_major(x)
+        out, state = module(x, (h, c) if kind is nn.LSTM else h)
+        return (out if batch_first else batch_major(out)), state
+
+    mb_assert(run, [xs, [h0] * len(xs), [c0] * len(xs)], [make_batch(xs), h0, c0], len(xs))
+
+
 # Lengths of a source and a target per example (0 and 1 included).
 LENGTHS = st.lists(st.integers(0, 5), min_size=1, max_size=5)
 
@@ -231,3 +314,11 @@ class BridgedSeq2Seq(nn.Module):
 def labels_for(n):
     ys = [torch.randint(0, 3, (1,)) for _ in range(n)]
     return ys, MaskedBatch.fromlist(ys, ())
+
+
+def check_classifier(make_batch, kind, bidirectional, lengths):
+    """``Classifier`` on a batch of examples of ``lengths`` equals the loop."""
+    xs = examples_of_lengths(lengths, torch.float64)
+    ys, yb = labels_for(len(lengths))
+    mb_assert(Classifier(kind, bidirectional=bidirectional), [xs, ys], [make_batch(xs), yb],
+              len(lengths))

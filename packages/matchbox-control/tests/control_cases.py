@@ -52,6 +52,14 @@ def sequences(lengths: Sequence[int], size: int = 3, dtype: torch.dtype = torch.
     return examples, MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
 
 
+def assert_shared_weight_model_equals_loop(f: Callable[..., Any], lengths: Sequence[int],
+                                           dtype: torch.dtype = torch.float64) -> None:
+    """``f(x, w)`` on ``sequences(lengths)``, with one random ``(3, 3)`` weight ``w`` that
+    every example shares, equals the loop (values and gradients)."""
+    w = torch.randn(3, 3, dtype=dtype)
+    assert_batch_equals_loop(f, sequences(lengths, dtype=dtype), ([w] * len(lengths), w))
+
+
 # JAX's batched while_loop test: `while x < 3: x += 2` over [0, 1, 2, 3] gives [4, 3, 4, 3].
 @matchbox.batch
 def jax_oracle(x):

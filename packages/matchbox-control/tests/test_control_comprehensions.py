@@ -8,7 +8,13 @@ import re
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, assert_oracle, scalars, sequences
+from control_cases import (
+    assert_batch_equals_loop,
+    assert_oracle,
+    assert_shared_weight_model_equals_loop,
+    scalars,
+    sequences,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -61,14 +67,12 @@ def dynamic_stacked_comprehension(x, w):
 @pytest.mark.parametrize("f", [stacked_comprehension, dynamic_stacked_comprehension])
 @pytest.mark.parametrize("lengths", [[3, 1, 2], [1], [2, 2], [4, 1, 1, 3]])
 def test_list_comprehension_stacks_each_examples_own_steps(f, lengths, dtype):
-    w = torch.randn(3, 3, dtype=dtype)
-    assert_batch_equals_loop(f, sequences(lengths, dtype=dtype), ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(f, lengths, dtype)
 
 
 @given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=5))
 def test_list_comprehension_stack_hypothesis(lengths):
-    w = torch.randn(3, 3, dtype=torch.float64)
-    assert_batch_equals_loop(stacked_comprehension, sequences(lengths), ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(stacked_comprehension, lengths)
 
 
 @matchbox.batch

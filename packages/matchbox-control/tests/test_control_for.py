@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, assert_oracle, scalars, sequences
+from control_cases import (
+    assert_batch_equals_loop,
+    assert_oracle,
+    assert_shared_weight_model_equals_loop,
+    scalars,
+    sequences,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,15 +43,12 @@ def running_sum(x, w):
 
 @given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
 def test_unbind_over_a_dynamic_dimension(lengths):
-    w = torch.randn(3, 3, dtype=torch.float64)
-    assert_batch_equals_loop(running_sum, sequences(lengths), ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(running_sum, lengths)
 
 
 @pytest.mark.parametrize("lengths", [[0, 0], [1], [0, 1, 2], [3, 1, 0, 2]])
 def test_unbind_zero_and_one_length_examples(lengths, dtype):
-    w = torch.randn(3, 3, dtype=dtype)
-    assert_batch_equals_loop(running_sum, sequences(lengths, dtype=dtype),
-                             ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(running_sum, lengths, dtype)
 
 
 @matchbox.batch
@@ -58,8 +61,7 @@ def backwards(x, w):
 
 @given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
 def test_reversed_unbind(lengths):
-    w = torch.randn(3, 3, dtype=torch.float64)
-    assert_batch_equals_loop(backwards, sequences(lengths), ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(backwards, lengths)
 
 
 @matchbox.batch
@@ -158,10 +160,8 @@ def stacked_outputs(x, w):
 
 
 def test_list_appended_in_a_loop_then_stacked(dtype):
-    w = torch.randn(3, 3, dtype=dtype)
     lengths = [3, 1, 2]
-    assert_batch_equals_loop(stacked_outputs, sequences(lengths, dtype=dtype),
-                             ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(stacked_outputs, lengths, dtype)
 
 
 @matchbox.batch
@@ -179,9 +179,7 @@ def test_items_appended_under_a_per_example_condition_are_each_examples_own(leng
     # Each example appends at its own steps, with gaps: the stacked items are the
     # ones it appended, in order (the first gather of the present steps), not
     # the first n steps of the list.
-    w = torch.randn(3, 3, dtype=torch.float64)
-    assert_batch_equals_loop(kept_where_positive, sequences(lengths),
-                             ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(kept_where_positive, lengths)
 
 
 def test_plain_python_loop_keeps_its_semantics():
@@ -240,8 +238,7 @@ def index_each_step(x, w):
 
 @given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
 def test_range_over_sizes_indexing_each_step(lengths):
-    w = torch.randn(3, 3, dtype=torch.float64)
-    assert_batch_equals_loop(index_each_step, sequences(lengths), ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(index_each_step, lengths)
 
 
 def test_range_over_sizes_indexing_each_step_dtypes(dtype):

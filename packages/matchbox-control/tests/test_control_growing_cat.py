@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, sequences
+from control_cases import (
+    assert_batch_equals_loop,
+    assert_shared_weight_model_equals_loop,
+    sequences,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -38,16 +42,13 @@ STARTS = ["slice of a dynamic dim", "plain empty tensor", "static batch"]
 @pytest.mark.parametrize("start", STARTS)
 @pytest.mark.parametrize("lengths", [[3, 1, 4, 2], [0, 2], [1], [3, 3]])
 def test_growing_cat_with_a_per_example_break(start, lengths, dtype):
-    w = torch.randn(3, 3, dtype=dtype)
-    assert_batch_equals_loop(_grow(start), sequences(lengths, dtype=dtype),
-                             ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(_grow(start), lengths, dtype)
 
 
 @pytest.mark.parametrize("start", STARTS)
 @given(lengths=st.lists(st.integers(0, 5), min_size=1, max_size=5))
 def test_growing_cat_hypothesis(start, lengths):
-    w = torch.randn(3, 3, dtype=torch.float64)
-    assert_batch_equals_loop(_grow(start), sequences(lengths), ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(_grow(start), lengths)
 
 
 @matchbox.batch

@@ -1,21 +1,14 @@
 """matchbox-control installs with matchbox-core, gast and astor, and imports as `matchbox.control`."""
 
-import importlib.metadata
-import sys
-from pathlib import Path
+from install_checks import check_distribution_version, check_imports_into_the_shared_namespace
 
 
 def test_imports_into_the_shared_namespace_with_its_py_typed():
-    import matchbox
-    import matchbox.control
-
-    assert matchbox.control is sys.modules["matchbox.control"]
-    assert matchbox.control.__name__ == "matchbox.control"
-    assert (Path(matchbox.control.__file__).parent / "py.typed").is_file()
+    check_imports_into_the_shared_namespace("matchbox.control")
 
 
 def test_distribution_version():
-    assert importlib.metadata.version("matchbox-control") == "0.1.0"
+    check_distribution_version("matchbox-control")
 
 
 def test_source_rewriting_dependencies_are_installed():

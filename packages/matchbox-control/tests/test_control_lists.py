@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, assert_oracle, per_example, scalars, sequences
+from control_cases import (
+    assert_batch_equals_loop,
+    assert_oracle,
+    assert_shared_weight_model_equals_loop,
+    per_example,
+    scalars,
+    sequences,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -112,9 +119,7 @@ def stacked_appends(x, w):
 def test_torch_stack_of_appended_steps_gives_each_example_its_own(lengths, dtype):
     # The first steps are real for every example: the stack must not take their
     # missing mask for "a state" and keep the later padding as real values.
-    w = torch.randn(3, 3, dtype=dtype)
-    assert_batch_equals_loop(stacked_appends, sequences(lengths, dtype=dtype),
-                             ([w] * len(lengths), w))
+    assert_shared_weight_model_equals_loop(stacked_appends, lengths, dtype)
 
 
 def test_concatenating_items_only_some_examples_have_is_refused():

@@ -50,6 +50,17 @@ def scores(x, w):
     return (centred * centred).sum(-1).mean(1) + h.amax(1).sum(-1)
 
 
+class Scores(nn.Module):
+    """``scores`` as a module: its weight a parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 3))
+
+    def forward(self, x):
+        return scores(x, self.w)
+
+
 def batch_of(lengths, size=3, dtype=torch.float32, requires_grad=True):
     examples = [torch.randn(1, n, size, dtype=dtype, requires_grad=requires_grad)
                 for n in lengths]
@@ -113,14 +124,6 @@ def test_a_failing_check_raises_the_eager_error():
 
 
 def test_a_module_trains_as_in_eager():
-    class Scores(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = nn.Parameter(torch.randn(3, 3))
-
-        def forward(self, x):
-            return scores(x, self.w)
-
     torch.manual_seed(0)
     model = Scores()
     compiled = matchbox.compile(model, backend=BACKEND)
@@ -142,14 +145,6 @@ def test_a_module_trains_as_in_eager():
 
 
 def test_grad_mode_and_training_flag_are_specialisations():
-    class Scores(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.w = nn.Parameter(torch.randn(3, 3))
-
-        def forward(self, x):
-            return scores(x, self.w)
-
     compiled = matchbox.compile(Scores(), backend=BACKEND)
     examples, xb = batch_of([2, 3], requires_grad=False)
     compiled(xb)

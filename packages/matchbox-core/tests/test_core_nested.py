@@ -6,17 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 from hypothesis import given
+from nested_checks import assert_examples, check_from_nested_refusals, check_from_nested_with_holes
 from strategies import example_lists
 
 import matchbox
 from matchbox import MaskedBatch
-
-
-def _assert_examples(batch, xs):
-    got = list(batch.examples())
-    assert len(got) == len(xs)
-    for g, x in zip(got, xs):
-        assert g.shape == x.shape and torch.equal(g, x)
 
 
 @given(example_lists(dims=(True, False)) | example_lists(dims=(True,))
@@ -29,7 +23,7 @@ def test_round_trip_holds_each_example_exactly(pair):
         assert torch.equal(component, x[0])
     back = MaskedBatch.from_nested(nested)
     assert back.dims == xb.dims
-    _assert_examples(back, xs)
+    assert_examples(back, xs)
 
 
 def test_a_batch_without_dynamic_dimensions_gives_components_of_one_length():
@@ -38,7 +32,7 @@ def test_a_batch_without_dynamic_dimensions_gives_components_of_one_length():
     assert [c.shape for c in nested.unbind()] == [(3, 2), (3, 2)]
     back = MaskedBatch.from_nested(nested)
     assert back.dims == (True, False) and back._mask is None  # no padding to mark
-    _assert_examples(back, xs)
+    assert_examples(back, xs)
 
 
 def test_to_nested_gradients_equal_the_loop(dtype):
@@ -69,28 +63,14 @@ def test_from_nested_gradients_equal_the_loop(dtype):
 
 
 def test_from_nested_with_holes_reads_only_each_examples_rows():
-    values = torch.randn(3, 6, 2)
-    nested = torch.nested.narrow(values, 1, torch.tensor([0, 2, 1]), torch.tensor([3, 0, 5]),
-                                 layout=torch.jagged)
-    batch = MaskedBatch.from_nested(nested)
-    _assert_examples(batch, [values[0:1, 0:3], values[1:2, 2:2], values[2:3, 1:6]])
+    batch = check_from_nested_with_holes(MaskedBatch.from_nested)
     assert torch.equal(batch.data[~batch.mask.expand_as(batch.data)],
                        torch.zeros(int((~batch.mask).sum()) * 2))  # zeros in the padding
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype")
 def test_conversion_errors_name_the_way_out():
-    with pytest.raises(TypeError, match=r"MaskedBatch.from_nested: expected a nested tensor with "
-                                        r"layout=torch.jagged, got a 2-D torch.float32 tensor"):
-        MaskedBatch.from_nested(torch.zeros(2, 3))
-    strided = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(1, 3)])
-    with pytest.raises(TypeError, match=r"layout=torch.jagged, got a nested 3-D"):
-        MaskedBatch.from_nested(strided)
-    nested = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(1, 3)],
-                                        layout=torch.jagged)
-    with pytest.raises(ValueError, match=r"MaskedBatch.from_nested: the nested tensor is ragged "
-                                         r"in dimension 2.*transpose it first"):
-        MaskedBatch.from_nested(nested.transpose(1, 2))
+    check_from_nested_refusals(MaskedBatch.from_nested)
     xb = MaskedBatch.fromlist([torch.zeros(1, 2, 3), torch.zeros(1, 2, 1)], (False, True))
     with pytest.raises(ValueError, match=r"MaskedBatch.to_nested: dimension 2 is dynamic; a jagged "
                                          r"nested tensor is ragged in one dimension, 1"):

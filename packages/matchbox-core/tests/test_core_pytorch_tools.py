@@ -8,11 +8,11 @@ tested with real processes in tests/ecosystem/test_ecosystem_ddp.py.
 from __future__ import annotations
 
 import dataclasses
-import io
 
 import pytest
 import torch
 import torch.utils._pytree as pytree
+from round_trips import export_reloaded, exports, saved
 from torch.nn.parallel.distributed import _find_tensors
 from torch_features import PYTREE_KEY_PATHS, SAFE_GLOBALS, needs
 
@@ -114,25 +114,18 @@ def test_dataclasses_replace_says_what_it_lacks():
 # ---------------------------------------------------------------------------- saving
 
 
-def _saved(obj):
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    buffer.seek(0)
-    return buffer
-
-
 @pytest.mark.parametrize("make", [_padded, _unpadded], ids=["padded", "unpadded"])
 def test_torch_load_round_trip(make):
     _, xb = make()
-    _same_batch(torch.load(_saved(xb), weights_only=False), xb)
+    _same_batch(torch.load(saved(xb), weights_only=False), xb)
 
 
 @needs(SAFE_GLOBALS, "has torch.serialization.add_safe_globals (2.4)")
 @pytest.mark.parametrize("make", [_padded, _unpadded], ids=["padded", "unpadded"])
 def test_torch_load_weights_only_round_trip(make):
     _, xb = make()
-    saved = {"batch": xb, "steps": [xb.detach().requires_grad_(), 3]}
-    loaded = torch.load(_saved(saved), weights_only=True)
+    checkpoint = {"batch": xb, "steps": [xb.detach().requires_grad_(), 3]}
+    loaded = torch.load(saved(checkpoint), weights_only=True)
     _same_batch(loaded["batch"], xb)
     _same_batch(loaded["steps"][0], xb)
     assert loaded["steps"][0].requires_grad
@@ -144,7 +137,7 @@ def test_a_loaded_batch_is_validated():
     data = torch.zeros(2, 3)
     bad = MaskedBatch._make(data, torch.tensor([[True, False, True], [True] * 3]), (True,))
     with pytest.raises(ValueError, match=r"real position after a padding position"):
-        torch.load(_saved(bad), weights_only=False)
+        torch.load(saved(bad), weights_only=False)
 
 
 # ---------------------------------------------------------------------------- torch.func
@@ -229,18 +222,7 @@ class _Scaled(torch.nn.Module):
         return (x * 2).tanh().sum(2)
 
 
-def _exports_batches() -> bool:
-    try:
-        buffer = io.BytesIO()
-        torch.export.save(torch.export.export(_Scaled(), (_padded()[1],)), buffer)
-        buffer.seek(0)
-        torch.export.load(buffer)
-    except Exception:  # noqa: BLE001 (any failure of the tracer means it cannot)
-        return False
-    return True
-
-
-EXPORTS_BATCHES = _exports_batches()
+EXPORTS_BATCHES = exports(_Scaled(), _padded()[1])
 exports = needs(EXPORTS_BATCHES, "exports (and saves) a function of a MaskedBatch: torch.export "
                 "traces Matchbox's ops and serialises the batch's tree spec")
 
@@ -256,10 +238,7 @@ def test_export_takes_and_returns_batches_and_equals_the_loop():
         assert type(out) is MaskedBatch and out.dims == (True,)
         for x, y in zip(examples, out.examples()):
             torch.testing.assert_close(y, _Scaled()(x))
-    buffer = io.BytesIO()
-    torch.export.save(exported, buffer)
-    buffer.seek(0)
-    out = torch.export.load(buffer).module()(xb)
+    out = export_reloaded(exported).module()(xb)
     for x, y in zip(xs, out.examples()):
         torch.testing.assert_close(y, _Scaled()(x))
 

@@ -15,36 +15,23 @@ import re
 
 import pytest
 import torch
+from family_cases import LAYOUTS, NAN, assert_every_op_has_a_case, batch_of, registered
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
 from torch_features import TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES, lacks
 
-from matchbox import MaskedBatch, _registry
+from matchbox import MaskedBatch
 from matchbox._masking import EXECUTION_MASK
 from matchbox.testing import mb_assert
 
-NAN = float("nan")
 GARBAGE = 10**6
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
 
 
 def index_batch(indices, dims):
     return MaskedBatch.fromlist(indices, dims, padding_value=GARBAGE)
 
 
-# Layouts of the input: (dims, example shapes), zero and one lengths included.
-LAYOUTS = {
-    "dynamic-static": ((True, False), [(3, 4), (1, 4), (0, 4), (5, 4)]),
-    "static-dynamic": ((False, True), [(2, 3), (2, 1), (2, 5), (2, 0)]),
-    "two-dynamic": ((True, True), [(2, 3), (1, 1), (4, 2)]),
-    "all-static": ((False, False), [(3, 2), (3, 2)]),
-    "batch-of-one": ((True, False), [(3, 2)]),
-}
 DIMS = [0, 1, 2, -1]
 
 
@@ -131,13 +118,11 @@ CASES = {
 # ops without a per-example index of the input's rank: their own tests below.
 OWN_TESTS = {"torch.index_select", "Tensor.index_select"}
 
-REGISTERED = sorted(e.name for e in _registry.entries() if e.family == "gather")
+REGISTERED = registered("gather")
 
 
 def test_every_registered_gather_op_has_a_case_here():
-    assert REGISTERED, "no op is registered in the gather family"
-    missing = [n for n in REGISTERED if n not in CASES and n not in OWN_TESTS]
-    assert not missing, f"registered in the gather family without a test case: {missing}"
+    assert_every_op_has_a_case("gather", REGISTERED, CASES, OWN_TESTS)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

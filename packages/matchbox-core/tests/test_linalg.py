@@ -11,6 +11,7 @@ import re
 
 import pytest
 import torch
+from family_cases import batch_of
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
@@ -19,14 +20,6 @@ import matchbox
 from matchbox import MaskedBatch
 from matchbox._registry import entries
 from matchbox.testing import mb_assert
-
-NAN = float("nan")
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    """Examples of the given shapes (without the leading 1) and their NaN-padded batch."""
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
 
 
 def weight(*shape, dtype=torch.float64):
@@ -349,20 +342,22 @@ def test_random_contractions_over_dynamic_dims_match_loop(lengths):
     check(lambda x, y: (x @ y).exp() @ w, [xs, ys], [w])
 
 
-def test_contraction_over_examples_of_different_lengths_is_refused():
-    a = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 2, 4)], (True, False))
-    b = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 3, 4)], (True, False))
+def assert_contraction_refused(lengths, other_lengths):
+    """``x.transpose(1, 2) @ y`` over dynamic dimension 1, where example 0 has length 3 in
+    ``x`` and 2 in ``y``, is refused as the loop would refuse it."""
+    x = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in lengths], (True, False))
+    y = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in other_lengths], (True, False))
     with pytest.raises(ValueError, match=r"Tensor.__matmul__: example 0 has size 3 in one "
                                          r"argument and 2 in another along dynamic dimension"):
-        a.transpose(1, 2) @ b
+        x.transpose(1, 2) @ y
+
+
+def test_contraction_over_examples_of_different_lengths_is_refused():
+    assert_contraction_refused([3, 2], [2, 3])
 
 
 def test_contraction_with_a_batch_without_padding_checks_its_lengths():
-    full = MaskedBatch.fromlist([torch.randn(1, 3, 4), torch.randn(1, 3, 4)], (True, False))
-    shorter = MaskedBatch.fromlist([torch.randn(1, 2, 4), torch.randn(1, 2, 4)], (True, False))
-    with pytest.raises(ValueError, match=r"Tensor.__matmul__: example 0 has size 3 in one "
-                                         r"argument and 2 in another along dynamic dimension"):
-        full.transpose(1, 2) @ shorter
+    assert_contraction_refused([3, 3], [2, 2])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -7,24 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from family_cases import NAN, assert_every_op_has_a_case, batch_of, check, registered
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
 
-from matchbox import MaskedBatch, _registry
+from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
-
-NAN = float("nan")
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
-
-
-def check(f, examples, batch):
-    mb_assert(f, [examples], [batch], len(examples))
-
 
 # Examples (1, A, B, C): matrices in the last two dimensions, with the first dynamic or
 # static, and rank-two examples (one-row matrices).
@@ -50,13 +39,11 @@ CASES = {
 }
 RANK_THREE_ONLY = {"torch.diagonal", "Tensor.diagonal"}
 
-REGISTERED = sorted(e.name for e in _registry.entries() if e.family == "matrix")
+REGISTERED = registered("matrix")
 
 
 def test_every_registered_matrix_op_has_a_case_here():
-    assert REGISTERED, "no op is registered in the matrix family"
-    missing = [n for n in REGISTERED if n not in CASES]
-    assert not missing, f"registered in the matrix family without a test case: {missing}"
+    assert_every_op_has_a_case("matrix", REGISTERED, CASES)
 
 
 @pytest.mark.parametrize("name", REGISTERED)

@@ -13,27 +13,16 @@ from __future__ import annotations
 import math
 import re
 
+import family_cases
 import pytest
 import torch
+from family_cases import NAN, assert_every_op_has_a_case, batch_of, check, registered
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
 
-from matchbox import MaskedBatch, _registry
+from matchbox import MaskedBatch
 from matchbox._masking import EXECUTION_MASK
-from matchbox.testing import mb_assert
-
-NAN = float("nan")
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    """Examples of the given shapes (without the leading 1) and their NaN-padded batch."""
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
-
-
-def check(f, examples, batch, **kwargs):
-    mb_assert(f, [examples], [batch], len(examples), **kwargs)
 
 
 def k_for(examples, dim):
@@ -41,15 +30,8 @@ def k_for(examples, dim):
     return min(2, *(x.size(dim) for x in examples))
 
 
-# Layouts: (dims, example shapes), zero and one lengths included.
-LAYOUTS = {
-    "dynamic-static": ((True, False), [(3, 4), (1, 4), (0, 4), (5, 4)]),
-    "static-dynamic": ((False, True), [(2, 3), (2, 1), (2, 5), (2, 0)]),
-    "two-dynamic": ((True, True), [(2, 3), (1, 1), (4, 2)]),
-    "all-static": ((False, False), [(3, 2), (3, 2)]),
-    "dynamic-without-padding": ((True, False), [(3, 2), (3, 2)]),
-    "batch-of-one": ((True, False), [(3, 2)]),
-}
+# Layouts: the families' two-dimensional ones, and a dynamic dimension without padding.
+LAYOUTS = {**family_cases.LAYOUTS, "dynamic-without-padding": ((True, False), [(3, 2), (3, 2)])}
 DIMS = [0, 1, 2, -1, -2]
 
 # op name -> f(x, dim, k): the ops that work along one dimension.
@@ -92,13 +74,11 @@ NO_DIM_CASES = {
     "Tensor.roll": lambda x: x.roll(-5),
 }
 
-REGISTERED = sorted(e.name for e in _registry.entries() if e.family == "ordering")
+REGISTERED = registered("ordering")
 
 
 def test_every_registered_ordering_op_has_a_case_here():
-    assert REGISTERED, "no op is registered in the ordering family"
-    missing = [name for name in REGISTERED if name not in CASES and name not in NO_DIM_CASES]
-    assert not missing, f"registered in the ordering family without a test case: {missing}"
+    assert_every_op_has_a_case("ordering", REGISTERED, CASES, NO_DIM_CASES)
 
 
 @pytest.mark.parametrize("name", [n for n in REGISTERED if n in CASES])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from family_cases import assert_refused_beside_static
 from hypothesis import given
 from pointwise_patterns import check_op_against_loop
 from strategies import example_lists
@@ -263,11 +264,7 @@ def test_a_static_batch_beside_a_dynamic_one_needs_each_examples_length(f, lengt
     # The loop raises for the example whose length is not the static size; the
     # batch used to return that example's own length silently.
     _, xb, _, sb = _lengths_beside_static(lengths)
-    with pytest.raises(ValueError, match=rf"example {example} has size {size} in one argument "
-                                         rf"and 3 in another along dimension 1, dynamic in the "
-                                         rf"first and static in the second; the examples would "
-                                         rf"not combine in a loop either"):
-        f(xb, sb)
+    assert_refused_beside_static(f, xb, sb, example, size, dim=1)
 
 
 @pytest.mark.parametrize("f", BINARY_BESIDE_STATIC)

@@ -11,6 +11,7 @@ import math
 
 import pytest
 import torch
+from family_cases import NAN, batch_of, check
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
@@ -20,20 +21,8 @@ from matchbox import MaskedBatch
 from matchbox._registry import entries
 from matchbox.testing import mb_assert, mb_rand
 
-NAN = float("nan")
-
 # The loop itself warns for var/std of one element (n - correction <= 0).
 pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0:UserWarning")
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    """Examples of the given shapes (without the leading 1) and their NaN-padded batch."""
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
-
-
-def check(f, examples, batch, **kwargs):
-    mb_assert(f, [examples], [batch], len(examples), **kwargs)
 
 
 # Layouts: (dims, example shapes).  Every length is at least one here; empty
@@ -64,6 +53,12 @@ def _reduce(name, method):
         return getattr(torch, name)(x, **kwargs)
 
     return f
+
+
+def check_function_and_method(name, dim, keepdim, examples, batch):
+    """``torch.name(x, dim, keepdim)`` and ``x.name(dim=dim, keepdim=keepdim)`` equal the loop."""
+    check(lambda x: getattr(torch, name)(x, dim, keepdim), examples, batch)
+    check(lambda x: getattr(x, name)(dim=dim, keepdim=keepdim), examples, batch)
 
 
 # op name -> which dim arguments torch accepts for it (multi = a tuple of dims).
@@ -181,8 +176,7 @@ def test_var_rejects_unexpected_arguments():
 def test_max_min_with_dim_give_values_and_indices(name, dim, keepdim, layout, dtype):
     dims, shapes = LAYOUTS[layout]
     examples, batch = batch_of(shapes, dims, dtype)
-    check(lambda x: getattr(torch, name)(x, dim, keepdim), examples, batch)
-    check(lambda x: getattr(x, name)(dim=dim, keepdim=keepdim), examples, batch)
+    check_function_and_method(name, dim, keepdim, examples, batch)
     result = getattr(batch, name)(dim)
     values, indices = result
     assert result.values is values and result.indices is indices
@@ -249,8 +243,7 @@ def test_argmax_argmin_match_loop(name, dim, keepdim, layout, dtype):
     # dim=None indexes each example's own flattened shape, not the padded one.
     dims, shapes = LAYOUTS[layout]
     examples, batch = batch_of(shapes, dims, dtype)
-    check(lambda x: getattr(torch, name)(x, dim, keepdim), examples, batch)
-    check(lambda x: getattr(x, name)(dim=dim, keepdim=keepdim), examples, batch)
+    check_function_and_method(name, dim, keepdim, examples, batch)
 
 
 def test_argmax_over_everything_indexes_each_examples_flattened_shape():

@@ -10,32 +10,20 @@ import re
 
 import pytest
 import torch
+from family_cases import (
+    LAYOUTS,
+    NAN,
+    assert_every_op_has_a_case,
+    batch_of,
+    check,
+    registered,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
 
-from matchbox import MaskedBatch, _registry
+from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
-
-NAN = float("nan")
-
-
-def batch_of(shapes, dims, dtype=torch.float64):
-    examples = [torch.randn(1, *shape, dtype=dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
-
-
-def check(f, examples, batch):
-    mb_assert(f, [examples], [batch], len(examples))
-
-
-LAYOUTS = {
-    "dynamic-static": ((True, False), [(3, 4), (1, 4), (0, 4), (5, 4)]),
-    "static-dynamic": ((False, True), [(2, 3), (2, 1), (2, 5), (2, 0)]),
-    "two-dynamic": ((True, True), [(2, 3), (1, 1), (4, 2)]),
-    "all-static": ((False, False), [(3, 2), (3, 2)]),
-    "batch-of-one": ((True, False), [(3, 2)]),
-}
 
 CASES = {
     "Tensor.repeat": [lambda x: x.repeat(1, 2, 3), lambda x: x.repeat((1, 1, 2)),
@@ -51,13 +39,11 @@ CASES = {
                                  lambda x: x.repeat_interleave(1, 2)],
 }
 
-REGISTERED = sorted(e.name for e in _registry.entries() if e.family == "repeat")
+REGISTERED = registered("repeat")
 
 
 def test_every_registered_repeat_op_has_a_case_here():
-    assert REGISTERED, "no op is registered in the repeat family"
-    missing = [n for n in REGISTERED if n not in CASES]
-    assert not missing, f"registered in the repeat family without a test case: {missing}"
+    assert_every_op_has_a_case("repeat", REGISTERED, CASES)
 
 
 @pytest.mark.parametrize("name", REGISTERED)

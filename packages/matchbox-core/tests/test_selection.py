@@ -11,26 +11,13 @@ import re
 
 import pytest
 import torch
+from family_cases import NAN, assert_every_op_has_a_case, batch_of, check, registered
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
 
-from matchbox import MaskedBatch, _registry
+from matchbox import MaskedBatch
 from matchbox._masking import EXECUTION_MASK
-from matchbox.testing import mb_assert
-
-NAN = float("nan")
-
-
-def batch_of(shapes, dims, dtype=torch.float64, values=None):
-    examples = [torch.randn(1, *shape, dtype=dtype) if values is None
-                else values(shape).to(dtype) for shape in shapes]
-    return examples, MaskedBatch.fromlist(examples, dims, padding_value=NAN)
-
-
-def check(f, examples, batch, **kwargs):
-    mb_assert(f, [examples], [batch], len(examples), **kwargs)
-
 
 # Every example has at least one value along every dimension here (the loop raises for
 # an empty one: tested below).
@@ -60,13 +47,11 @@ CASES = {
 # mode gives the last position of its value).
 TIES = {"torch.mode", "Tensor.mode"}
 
-REGISTERED = sorted(e.name for e in _registry.entries() if e.family == "selection")
+REGISTERED = registered("selection")
 
 
 def test_every_registered_selection_op_has_a_case_here():
-    assert REGISTERED, "no op is registered in the selection family"
-    missing = [n for n in REGISTERED if n not in CASES]
-    assert not missing, f"registered in the selection family without a test case: {missing}"
+    assert_every_op_has_a_case("selection", REGISTERED, CASES)
 
 
 def _values(name):

@@ -12,6 +12,7 @@ import itertools
 
 import pytest
 import torch
+from family_cases import assert_refused_beside_static
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
@@ -892,11 +893,7 @@ def test_joins_check_a_static_part_against_each_examples_length(join, lengths, e
     # the batch used to keep the example's own length silently.
     xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in lengths], (True, False))
     sb = MaskedBatch.fromlist([torch.randn(1, 3, 2) for _ in lengths], (False, False))
-    with pytest.raises(ValueError, match=rf"example {example} has size {size} in one argument "
-                                         rf"and 3 in another along dimension \d, dynamic in the "
-                                         rf"first and static in the second; the examples would "
-                                         rf"not combine in a loop either"):
-        join(xb, sb)
+    assert_refused_beside_static(join, xb, sb, example, size)
 
 
 @pytest.mark.parametrize("join", JOINS_BESIDE_STATIC)

@@ -1,21 +1,16 @@
 """matchbox-data installs with matchbox-core only and imports as `matchbox.data`."""
 
-import importlib.metadata
 import sys
-from pathlib import Path
+
+from install_checks import check_distribution_version, check_imports_into_the_shared_namespace
 
 
 def test_imports_into_the_shared_namespace_with_its_py_typed():
-    import matchbox
-    import matchbox.data
-
-    assert matchbox.data is sys.modules["matchbox.data"]
-    assert matchbox.data.__name__ == "matchbox.data"
-    assert (Path(matchbox.data.__file__).parent / "py.typed").is_file()
+    check_imports_into_the_shared_namespace("matchbox.data")
 
 
 def test_distribution_version():
-    assert importlib.metadata.version("matchbox-data") == "0.1.0"
+    check_distribution_version("matchbox-data")
 
 
 def test_importing_it_loads_neither_torchtext_nor_matchbox_packed():

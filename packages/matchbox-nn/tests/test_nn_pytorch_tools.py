@@ -4,10 +4,10 @@ packages/matchbox-core/tests/test_core_pytorch_tools.py for MaskedBatch)."""
 from __future__ import annotations
 
 import dataclasses
-import io
 
 import torch
 import torch.utils._pytree as pytree
+from round_trips import saved
 from torch.nn.parallel.distributed import _find_tensors
 from torch_features import SAFE_GLOBALS, needs
 
@@ -37,19 +37,13 @@ def test_pytree_and_dataclass_fields_reach_the_batch_it_holds():
 
 def test_torch_load_round_trip():
     view = _view()
-    buffer = io.BytesIO()
-    torch.save(view, buffer)
-    buffer.seek(0)
-    _same_view(torch.load(buffer, weights_only=False), view)
+    _same_view(torch.load(saved(view), weights_only=False), view)
 
 
 @needs(SAFE_GLOBALS, "has torch.serialization.add_safe_globals (2.4)")
 def test_torch_load_weights_only_round_trip():
     view = _view()
-    buffer = io.BytesIO()
-    torch.save(view, buffer)
-    buffer.seek(0)
-    _same_view(torch.load(buffer, weights_only=True), view)
+    _same_view(torch.load(saved(view), weights_only=True), view)
 
 
 def test_profiler_labels_name_the_view_and_the_family():

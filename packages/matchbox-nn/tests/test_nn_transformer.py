@@ -44,20 +44,21 @@ def batch(xs):
     return MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
 
 
-def encoder_layer(norm_first=False, activation="relu", train=False, dtype=torch.float64,
-                  dropout=0.0, batch_first=True):
-    layer = torch.nn.TransformerEncoderLayer(D, HEADS, FF, dropout=dropout,
-                                             activation=activation, norm_first=norm_first,
-                                             batch_first=batch_first)
+def layer_of(kind, norm_first=False, activation="relu", train=False, dtype=torch.float64,
+             dropout=0.0, batch_first=True):
+    """A ``kind`` (nn.TransformerEncoderLayer or nn.TransformerDecoderLayer) of the sizes
+    D, HEADS and FF."""
+    layer = kind(D, HEADS, FF, dropout=dropout, activation=activation, norm_first=norm_first,
+                 batch_first=batch_first)
     return layer.to(dtype).train(train)
 
 
-def decoder_layer(norm_first=False, activation="relu", train=False, dtype=torch.float64,
-                  dropout=0.0, batch_first=True):
-    layer = torch.nn.TransformerDecoderLayer(D, HEADS, FF, dropout=dropout,
-                                             activation=activation, norm_first=norm_first,
-                                             batch_first=batch_first)
-    return layer.to(dtype).train(train)
+def encoder_layer(*args, **kwargs):
+    return layer_of(torch.nn.TransformerEncoderLayer, *args, **kwargs)
+
+
+def decoder_layer(*args, **kwargs):
+    return layer_of(torch.nn.TransformerDecoderLayer, *args, **kwargs)
 
 
 def to_time_major(x):

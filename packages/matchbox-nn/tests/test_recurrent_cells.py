@@ -27,13 +27,23 @@ def run_cell(cell, x, hidden):
     return h
 
 
-@pytest.mark.parametrize("kind", [torch.nn.RNNCell, torch.nn.LSTMCell, torch.nn.GRUCell])
-@given(batch=st.integers(1, 5), max_len=st.integers(0, 6), seed=st.integers(0, 1000))
-def test_cell_loop_equals_per_example_loop(kind, batch, max_len, seed):
+CELLS = [torch.nn.RNNCell, torch.nn.LSTMCell, torch.nn.GRUCell]
+
+
+def cells_and_inputs(kind, batch, max_len, seed):
+    """For float32, then float64: a cell of ``kind`` (3 features to 4) and ``batch`` random
+    examples ``(1, T, 3)`` of up to ``max_len`` steps, with their batch."""
     torch.manual_seed(seed)
     for dtype in (torch.float32, torch.float64):
         cell = kind(3, 4).to(dtype)
         xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype, min_size=0)
+        yield dtype, cell, xs, xb
+
+
+@pytest.mark.parametrize("kind", CELLS)
+@given(batch=st.integers(1, 5), max_len=st.integers(0, 6), seed=st.integers(0, 1000))
+def test_cell_loop_equals_per_example_loop(kind, batch, max_len, seed):
+    for _, cell, xs, xb in cells_and_inputs(kind, batch, max_len, seed):
         mb_assert(lambda x, cell=cell: run_cell(cell, x, 4), [xs], [xb], batch,
                   params=list(cell.parameters()))
 
@@ -122,16 +132,13 @@ def test_lstm_cell_given_one_batch_for_its_state_says_so():
         cell(x, h)
 
 
-@pytest.mark.parametrize("kind", [torch.nn.RNNCell, torch.nn.LSTMCell, torch.nn.GRUCell])
+@pytest.mark.parametrize("kind", CELLS)
 @given(batch=st.integers(1, 5), max_len=st.integers(0, 5), seed=st.integers(0, 1000))
 def test_a_plain_start_state_is_every_examples_own(kind, batch, max_len, seed):
     # A learned (1, hidden) start state beside a batch: every example starts from it, and
     # its gradient is the sum of the examples' (mb_assert compares it, a shared argument).
-    torch.manual_seed(seed)
-    for dtype in (torch.float32, torch.float64):
-        cell = kind(3, 4).to(dtype)
+    for dtype, cell, xs, xb in cells_and_inputs(kind, batch, max_len, seed):
         h0, c0 = torch.randn(1, 4, dtype=dtype), torch.randn(1, 4, dtype=dtype)
-        xs, xb = mb_rand(batch, (True, max_len), (False, 3), dtype=dtype, min_size=0)
 
         def run(x, h, c, cell=cell):
             state = (h, c) if kind is torch.nn.LSTMCell else h
@@ -145,7 +152,7 @@ def test_a_plain_start_state_is_every_examples_own(kind, batch, max_len, seed):
             cell.parameters()))
 
 
-@pytest.mark.parametrize("kind", [torch.nn.RNNCell, torch.nn.LSTMCell, torch.nn.GRUCell])
+@pytest.mark.parametrize("kind", CELLS)
 def test_one_step_from_a_plain_zero_state(kind, dtype):
     cell = kind(3, 4).to(dtype)
     xs, xb = mb_rand(4, (False, 3), dtype=dtype)

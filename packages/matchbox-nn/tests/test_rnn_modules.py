@@ -14,18 +14,26 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from rnn_oracle import (
+    EDGE_LENGTHS,
     FEATURES,
     HIDDEN,
     KINDS,
     LENGTHS,
+    RANDOM_MODULES,
+    RECURRENT_MODULE_OPS,
+    STATES,
     BridgedSeq2Seq,
-    Classifier,
     Seq2Seq,
     call,
+    check_classifier,
+    check_edge_lengths,
     check_model,
+    check_plain_start_state,
+    check_random_module,
     examples_of_lengths,
-    labels_for,
     make_module,
+    op_call,
+    registered_ops,
     run,
     source_and_target_lengths,
     torchs_message,
@@ -33,7 +41,7 @@ from rnn_oracle import (
 from rnn_oracle import check as check_batch
 from torch import nn
 
-from matchbox import MaskedBatch, _registry
+from matchbox import MaskedBatch
 from matchbox.nn import TimeMajorBatch, batch_major, time_major
 from matchbox.testing import mb_assert
 
@@ -45,40 +53,22 @@ def masked(xs):
     return MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
 
 
-def check(module, lengths, dtype, with_states, plain_states=False):
-    check_batch(module, lengths, dtype, with_states, masked, plain_states)
-
-
 @pytest.mark.parametrize("batch_type", ["MaskedBatch", "TimeMajorBatch"])
 def test_every_registered_recurrent_module_op_is_tested_here(batch_type):
-    # KINDS reaches each of these ops (nn.RNN's two nonlinearities, LSTM, GRU);
-    # an op newly registered in the family must be added to KINDS.
-    registered = {e.name for e in _registry.entries(batch_type)
-                  if e.family == "recurrent_modules"}
-    assert registered == {"torch.rnn_tanh", "torch.rnn_relu", "torch.lstm", "torch.gru"}
+    assert registered_ops(batch_type) == RECURRENT_MODULE_OPS
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
-       layers=st.integers(1, 2), bidirectional=st.booleans(), batch_first=st.booleans(),
-       states=st.sampled_from(["zero", "views", "plain"]), double=st.booleans(),
-       seed=st.integers(0, 2**16))
-def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, states,
-                            double, seed):
-    torch.manual_seed(seed)
-    dtype = torch.float64 if double else torch.float32
-    module = make_module(kind, layers, bidirectional, batch_first, dtype)
-    check(module, lengths, dtype, states != "zero", plain_states=states == "plain")
+@given(case=RANDOM_MODULES)
+def test_module_equals_loop(kind, case):
+    check_random_module(masked, kind, **case)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("lengths", [[0], [0, 0, 0], [1], [5], [3, 3, 3], [0, 4, 0, 1]],
-                         ids=["one-empty", "all-empty", "one-step", "batch-of-one",
-                              "no-padding", "empties-between"])
-@pytest.mark.parametrize("states", ["zero", "views", "plain"])
+@EDGE_LENGTHS
+@pytest.mark.parametrize("states", STATES)
 def test_edge_lengths(kind, lengths, states, dtype):
-    module = make_module(kind, layers=2, bidirectional=True, dtype=dtype)
-    check(module, lengths, dtype, states != "zero", plain_states=states == "plain")
+    check_edge_lengths(masked, kind, lengths, states, dtype)
 
 
 def test_no_padding_batch_has_no_mask_and_stays_unmasked():
@@ -130,7 +120,7 @@ def test_output_keeps_the_input_mask_and_zero_padding():
 
 def test_dropout_in_eval_equals_loop(dtype):
     module = make_module("lstm", layers=2, dtype=dtype, dropout=0.5).eval()
-    check(module, [3, 0, 5, 1], dtype, with_states=True)
+    check_batch(module, [3, 0, 5, 1], dtype, with_states=True, make_batch=masked)
 
 
 def test_dropout_in_training_runs_on_real_rows_only():
@@ -196,10 +186,7 @@ def inputs(lengths, dtype=torch.float64):
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["h[-1]", "cat(h[-2], h[-1])"])
 @given(lengths=LENGTHS)
 def test_classifier_on_the_final_states_equals_loop(kind, bidirectional, lengths):
-    model = Classifier(kind, bidirectional=bidirectional)
-    xs, xb = inputs(lengths)
-    ys, yb = labels_for(len(lengths))
-    mb_assert(model, [xs, ys], [xb, yb], len(lengths))
+    check_classifier(masked, kind, bidirectional, lengths)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "lstm_proj", "gru", "rnn_tanh"])
@@ -377,13 +364,13 @@ def test_initial_state_views_must_hold_static_masked_examples_of_the_batch():
         module(xb, three)  # torch's check reads size(1) of the view: the batch size
     with pytest.raises(ValueError, match=r"torch\.gru: the initial states hold 3 examples but "
                                          r"the input holds 2"):
-        torch.gru(xb, three, module._flat_weights, True, 1, 0.0, False, False, True)
+        op_call(module, xb, three)
     ragged = time_major(MaskedBatch.fromlist(
         [torch.randn(1, n, HIDDEN, dtype=torch.float64) for n in (1, 2)], (True, False)))
     with pytest.raises(TypeError, match=r"torch\.gru: initial states must be state views .* or "
                                         r"plain \(layers \* directions, batch, hidden\) "
                                         r"tensors; got TimeMajorBatch"):
-        torch.gru(xb, ragged, module._flat_weights, True, 1, 0.0, False, False, True)
+        op_call(module, xb, ragged)
 
 
 def test_plain_input_with_state_views_is_refused():
@@ -402,8 +389,7 @@ def test_dynamic_feature_dimension_is_refused():
         module.float()(xb)
     with pytest.raises(ValueError, match=r"torch\.gru: each example must be \(1, length, "
                                          r"features\) with a static feature dimension"):
-        torch.gru(xb, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
-                  False, True)
+        op_call(module, xb, torch.zeros(1, 2, HIDDEN))
 
 
 def test_other_ops_on_a_time_major_view_say_to_convert_back():
@@ -453,30 +439,8 @@ def test_unbatched_examples_are_refused():
        double=st.booleans())
 def test_a_plain_start_state_is_every_examples_own(kind, lengths, layers, bidirectional,
                                                    batch_first, double):
-    # A learned (layers * directions, 1, hidden) h0 (and c0) beside a batch: every example
-    # starts from it, and its gradient is the sum of the examples', as in the loop.
     dtype = torch.float64 if double else torch.float32
-    module = kind(3, 4, num_layers=layers, bidirectional=bidirectional,
-                  batch_first=batch_first).to(dtype)
-    n = layers * (2 if bidirectional else 1)
-    h0, c0 = torch.randn(n, 1, 4, dtype=dtype), torch.randn(n, 1, 4, dtype=dtype)
-    xs = [torch.randn(1, length, 3, dtype=dtype) for length in lengths]
-    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
-
-    def run(x, h, c):
-        x = x if batch_first else time_major(x)
-        out, state = module(x, (h, c) if kind is nn.LSTM else h)
-        return (out if batch_first else batch_major(out)), state
-
-    if any(length == 0 for length in lengths):
-        # PyTorch refuses an empty sequence, the batch does not (see test_edge_lengths):
-        # compare the other examples with the loop.
-        keep = [j for j, length in enumerate(lengths) if length]
-        if not keep:
-            return
-        xs = [xs[j] for j in keep]
-        xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
-    mb_assert(run, [xs, [h0] * len(xs), [c0] * len(xs)], [xb, h0, c0], len(xs))
+    check_plain_start_state(masked, kind, lengths, layers, bidirectional, batch_first, dtype)
 
 
 def test_a_plain_zero_start_state_equals_none(dtype):

@@ -13,6 +13,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from nested_checks import assert_examples, check_from_nested_refusals, check_from_nested_with_holes
 from packed_strategies import examples_of_lengths, packed_examples
 from torch.nn.utils.rnn import pack_sequence, pad_packed_sequence
 from torch_features import pinned_or_torchs_error
@@ -21,15 +22,6 @@ import matchbox
 from matchbox import MaskedBatch
 from matchbox.packed import PackedBatch, as_masked, as_packed
 from matchbox.testing import mb_assert
-
-
-def assert_examples(batch, examples):
-    got = list(batch.examples())
-    assert len(got) == len(examples)
-    for g, x in zip(got, examples):
-        assert g.shape == x.shape and g.dtype == x.dtype
-        assert torch.equal(g, x)
-
 
 # ---------------------------------------------------------------------------- fromlist
 
@@ -298,27 +290,12 @@ def test_nested_conversions_carry_gradients():
 
 
 def test_from_nested_with_holes_reads_only_each_examples_rows():
-    values = torch.randn(3, 6, 2)
-    nested = torch.nested.narrow(values, 1, torch.tensor([0, 2, 1]), torch.tensor([3, 0, 5]),
-                                 layout=torch.jagged)
-    pb = PackedBatch.from_nested(nested)
-    expected = [values[0:1, 0:3], values[1:2, 2:2], values[2:3, 1:6]]
-    assert_examples(pb, expected)
+    check_from_nested_with_holes(PackedBatch.from_nested)
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype")
 def test_from_nested_errors():
-    with pytest.raises(TypeError, match=r"PackedBatch.from_nested: expected a nested tensor with "
-                                        r"layout=torch.jagged, got a 2-D torch.float32 tensor"):
-        PackedBatch.from_nested(torch.zeros(2, 3))
-    strided = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(1, 3)])
-    with pytest.raises(TypeError, match=r"layout=torch.jagged, got a nested 3-D"):
-        PackedBatch.from_nested(strided)
-    nested = torch.nested.nested_tensor([torch.zeros(2, 3), torch.zeros(1, 3)],
-                                        layout=torch.jagged)
-    with pytest.raises(ValueError, match=r"PackedBatch.from_nested: the nested tensor is ragged "
-                                         r"in dimension 2"):
-        PackedBatch.from_nested(nested.transpose(1, 2))
+    check_from_nested_refusals(PackedBatch.from_nested)
 
 
 # ---------------------------------------------------------------------------- inspection

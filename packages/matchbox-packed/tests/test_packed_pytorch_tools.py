@@ -4,12 +4,12 @@ torch.export (as packages/matchbox-core/tests/test_core_pytorch_tools.py for Mas
 from __future__ import annotations
 
 import dataclasses
-import io
 
 import pytest
 import torch
 import torch.utils._pytree as pytree
 from packed_strategies import examples_of_lengths
+from round_trips import export_reloaded, exports, saved
 from torch.nn.parallel.distributed import _find_tensors
 from torch.nn.utils.rnn import pack_sequence
 from torch_features import SAFE_GLOBALS, needs
@@ -55,13 +55,6 @@ def test_tools_that_walk_dataclasses_find_the_rows_and_the_number_of_examples_fi
     assert doubled.layout.same_as(pb.layout) and torch.equal(doubled.data, pb.data * 2)
 
 
-def _saved(obj):
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    buffer.seek(0)
-    return buffer
-
-
 def _batches():
     tied = examples_of_lengths([2, 3, 2, 3])
     # From a PackedSequence: ties in another order than fromlist's stable sort.
@@ -72,13 +65,13 @@ def _batches():
 
 def test_torch_load_round_trip():
     for pb in _batches():
-        _same_batch(torch.load(_saved(pb), weights_only=False), pb)
+        _same_batch(torch.load(saved(pb), weights_only=False), pb)
 
 
 @needs(SAFE_GLOBALS, "has torch.serialization.add_safe_globals (2.4)")
 def test_torch_load_weights_only_round_trip():
     for pb in _batches():
-        _same_batch(torch.load(_saved({"x": [pb]}), weights_only=True)["x"][0], pb)
+        _same_batch(torch.load(saved({"x": [pb]}), weights_only=True)["x"][0], pb)
 
 
 def test_func_grad_of_a_packed_batch_equals_the_loop():
@@ -101,27 +94,12 @@ class _Scaled(torch.nn.Module):
         return (x * 2).tanh().sum(1)
 
 
-def _exports_packed_batches() -> bool:
-    try:
-        buffer = io.BytesIO()
-        batch = PackedBatch.fromlist(examples_of_lengths([2, 1]))
-        torch.export.save(torch.export.export(_Scaled(), (batch,)), buffer)
-        buffer.seek(0)
-        torch.export.load(buffer)
-    except Exception:  # noqa: BLE001 (any failure of the tracer means it cannot)
-        return False
-    return True
-
-
-@needs(_exports_packed_batches(), "exports (and saves) a function of a PackedBatch: "
+@needs(exports(_Scaled(), PackedBatch.fromlist(examples_of_lengths([2, 1]))), "exports (and saves) a function of a PackedBatch: "
        "torch.export traces Matchbox's ops and serialises the batch's tree spec")
 def test_export_of_a_packed_batch_is_specialised_to_its_layout():
     xs, ys = examples_of_lengths([2, 0, 3]), examples_of_lengths([2, 0, 3])
     exported = torch.export.export(_Scaled(), (PackedBatch.fromlist(xs),))
-    buffer = io.BytesIO()
-    torch.export.save(exported, buffer)
-    buffer.seek(0)
-    for program in (exported, torch.export.load(buffer)):
+    for program in (exported, export_reloaded(exported)):
         out = program.module()(PackedBatch.fromlist(ys))  # same lengths, other values
         for y, got in zip(ys, out.examples()):
             torch.testing.assert_close(got, _Scaled()(y))

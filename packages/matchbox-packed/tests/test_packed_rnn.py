@@ -15,23 +15,31 @@ from hypothesis import given
 from hypothesis import strategies as st
 from packed_strategies import examples_of_lengths
 from rnn_oracle import (
+    EDGE_LENGTHS,
     FEATURES,
     HIDDEN,
     KINDS,
     LENGTHS,
+    RANDOM_MODULES,
+    RECURRENT_MODULE_OPS,
+    STATES,
     BridgedSeq2Seq,
-    Classifier,
     Seq2Seq,
     call,
+    check_classifier,
+    check_edge_lengths,
     check_model,
-    labels_for,
+    check_plain_start_state,
+    check_random_module,
     make_module,
+    op_call,
+    registered_ops,
     source_and_target_lengths,
     torchs_message,
 )
 from rnn_oracle import check as check_batch
 
-from matchbox import MaskedBatch, _registry
+from matchbox import MaskedBatch
 from matchbox.nn import TimeMajorBatch, time_major
 from matchbox.packed import PackedBatch
 from matchbox.testing import mb_assert
@@ -39,37 +47,21 @@ from matchbox.testing import mb_assert
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
 
 
-def check(module, lengths, dtype, with_states, plain_states=False):
-    check_batch(module, lengths, dtype, with_states, PackedBatch.fromlist, plain_states)
-
-
 def test_every_registered_recurrent_module_op_is_tested_here():
-    registered = {e.name for e in _registry.entries("PackedBatch")
-                  if e.family == "recurrent_modules"}
-    assert registered == {"torch.rnn_tanh", "torch.rnn_relu", "torch.lstm", "torch.gru"}
+    assert registered_ops("PackedBatch") == RECURRENT_MODULE_OPS
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@given(lengths=st.lists(st.integers(0, 6), min_size=1, max_size=5),
-       layers=st.integers(1, 2), bidirectional=st.booleans(), batch_first=st.booleans(),
-       states=st.sampled_from(["zero", "views", "plain"]), double=st.booleans(),
-       seed=st.integers(0, 2**16))
-def test_module_equals_loop(kind, lengths, layers, bidirectional, batch_first, states,
-                            double, seed):
-    torch.manual_seed(seed)
-    dtype = torch.float64 if double else torch.float32
-    check(make_module(kind, layers, bidirectional, batch_first, dtype), lengths, dtype,
-          states != "zero", plain_states=states == "plain")
+@given(case=RANDOM_MODULES)
+def test_module_equals_loop(kind, case):
+    check_random_module(PackedBatch.fromlist, kind, **case)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("lengths", [[0], [0, 0, 0], [1], [5], [3, 3, 3], [0, 4, 0, 1]],
-                         ids=["one-empty", "all-empty", "one-step", "batch-of-one",
-                              "no-padding", "empties-between"])
-@pytest.mark.parametrize("states", ["zero", "views", "plain"])
+@EDGE_LENGTHS
+@pytest.mark.parametrize("states", STATES)
 def test_edge_lengths(kind, lengths, states, dtype):
-    check(make_module(kind, layers=2, bidirectional=True, dtype=dtype), lengths, dtype,
-          states != "zero", plain_states=states == "plain")
+    check_edge_lengths(PackedBatch.fromlist, kind, lengths, states, dtype)
 
 
 @pytest.mark.parametrize("batch_first", [True, False])
@@ -87,7 +79,7 @@ def test_output_keeps_the_input_layout(batch_first):
 
 def test_dropout_in_eval_equals_loop(dtype):
     module = make_module("lstm", layers=2, dtype=dtype, dropout=0.5).eval()
-    check(module, [3, 0, 5, 1], dtype, with_states=True)
+    check_batch(module, [3, 0, 5, 1], dtype, with_states=True, make_batch=PackedBatch.fromlist)
 
 
 def test_the_packed_call_gets_the_batchs_rows_as_they_are():
@@ -157,9 +149,7 @@ def packed_inputs(lengths, dtype=torch.float64):
 @pytest.mark.parametrize("bidirectional", [False, True], ids=["h[-1]", "cat(h[-2], h[-1])"])
 @given(lengths=LENGTHS)
 def test_classifier_on_the_final_states_equals_loop(kind, bidirectional, lengths):
-    xs, xb = packed_inputs(lengths)
-    ys, yb = labels_for(len(lengths))
-    mb_assert(Classifier(kind, bidirectional=bidirectional), [xs, ys], [xb, yb], len(lengths))
+    check_classifier(PackedBatch.fromlist, kind, bidirectional, lengths)
 
 
 @pytest.mark.parametrize("kind", ["lstm", "lstm_proj", "gru"])
@@ -207,8 +197,7 @@ def test_batch_first_false_module_on_a_batch_names_the_packed_dimension():
     with pytest.raises(ValueError, match=r"torch.gru: the module has batch_first=False, so it "
                                          r"reads dimension 1 of its input as the batch, but a "
                                          r"PackedBatch is batch-major"):
-        torch.gru(pb, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
-                  False, False)
+        op_call(module, pb, torch.zeros(1, 2, HIDDEN))
 
 
 def test_time_major_view_to_a_batch_first_module_is_refused():
@@ -228,8 +217,7 @@ def test_examples_without_static_features_are_refused():
     tokens = PackedBatch.fromlist([torch.randn(1, 2, dtype=torch.float64)] * 2)
     with pytest.raises(ValueError, match=r"torch.gru: each example must be \(1, length, "
                                          r"features\); got examples of rank 2"):
-        torch.gru(tokens, torch.zeros(1, 2, HIDDEN), module._flat_weights, True, 1, 0.0, False,
-                  False, True)
+        op_call(module, tokens, torch.zeros(1, 2, HIDDEN))
 
 
 def test_masked_batch_initial_state_is_refused():
@@ -241,7 +229,7 @@ def test_masked_batch_initial_state_is_refused():
     # whose recurrent handler says how per-example states are passed.
     with pytest.raises(TypeError, match=r"torch.rnn_tanh: an initial state is a MaskedBatch of "
                                         r"examples \(1, 1, 4\); .* pass h0.transpose\(0, 1\)"):
-        torch.rnn_tanh(pb, h0, module._flat_weights, True, 1, 0.0, False, False, True)
+        op_call(module, pb, h0)
 
 
 def test_torchs_own_checks_run_on_the_batch():
@@ -258,14 +246,6 @@ def test_torchs_own_checks_run_on_the_batch():
 @given(lengths=st.lists(st.integers(1, 5), min_size=1, max_size=4), layers=st.integers(1, 2),
        bidirectional=st.booleans(), double=st.booleans())
 def test_a_plain_start_state_is_every_examples_own(kind, lengths, layers, bidirectional, double):
-    # A learned (layers * directions, 1, hidden) h0 (and c0) beside a PackedBatch: every
-    # example starts from it; its gradient is the sum of the examples', as in the loop.
     dtype = torch.float64 if double else torch.float32
-    module = kind(3, 4, num_layers=layers, bidirectional=bidirectional,
-                  batch_first=True).to(dtype)
-    n = layers * (2 if bidirectional else 1)
-    h0, c0 = torch.randn(n, 1, 4, dtype=dtype), torch.randn(n, 1, 4, dtype=dtype)
-    xs = [torch.randn(1, length, 3, dtype=dtype) for length in lengths]
-    mb_assert(lambda x, h, c: module(x, (h, c) if kind is torch.nn.LSTM else h),
-              [xs, [h0] * len(xs), [c0] * len(xs)],
-              [PackedBatch.fromlist(xs, (True, False)), h0, c0], len(xs))
+    check_plain_start_state(PackedBatch.fromlist, kind, lengths, layers, bidirectional,
+                            batch_first=True, dtype=dtype)
