@@ -2,7 +2,7 @@
 
 Each distribution is a part of the ``matchbox`` namespace package: its module must be
 the one Python imports under its own name, ship its ``py.typed`` marker and be installed
-at the version the repository builds.  The module is imported by name, so this file
+at the version its pyproject.toml gives.  The module is imported by name, so this file
 imports no distribution that an environment may lack.
 """
 
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import re
 import sys
 from pathlib import Path
 
-VERSION = "0.1.0"
+PACKAGES = Path(__file__).resolve().parents[2] / "packages"
 
 
 def check_imports_into_the_shared_namespace(module_name: str) -> None:
@@ -27,4 +28,9 @@ def check_imports_into_the_shared_namespace(module_name: str) -> None:
 
 
 def check_distribution_version(distribution: str) -> None:
-    assert importlib.metadata.version(distribution) == VERSION
+    """The installed version is the one ``packages/<distribution>/pyproject.toml`` declares
+    (an environment does not test a stale install)."""
+    # A pattern, not tomllib: the distributions support Python 3.10, which lacks it.
+    text = (PACKAGES / distribution / "pyproject.toml").read_text()
+    declared = re.search(r'^version = "([^"]+)"', text, re.M).group(1)
+    assert importlib.metadata.version(distribution) == declared
