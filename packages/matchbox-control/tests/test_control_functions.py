@@ -105,6 +105,25 @@ def test_closure_sees_later_changes_of_its_variables():
     assert_oracle(scale, [-1, 2], [-1, 10])
 
 
+def test_any_function_or_closed_over_name_is_accepted():
+    # The rewritten function is built from a template whose text holds these names; one
+    # named like the template's placeholder ("body") was taken for it and refused.
+    @matchbox.batch
+    def body(x):
+        return x * 2 if x > 0 else x
+
+    factor = 3
+
+    @matchbox.batch
+    def scaled(x):
+        if x > 0:
+            x = x * factor * body(x)
+        return x
+
+    assert_oracle(body, [-1, 2], [-1, 4])
+    assert_oracle(scaled, [-1, 2], [-1, 24])
+
+
 @matchbox.batch
 def parameters(x, y=2, *extra, z, w=3, **options):
     total = x * y

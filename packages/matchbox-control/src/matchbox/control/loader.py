@@ -34,9 +34,12 @@ def compile_function(node: Any, fn: Any, filename: str) -> types.CodeType:
     # would read the factory's variable instead of the global (or, for a
     # nested function, the enclosing function's cell, a factory parameter).
     own = "" if node.name in parameters else f"    global {node.name}\n"
+    # The placeholder is a reserved name: the template's text holds the user's names
+    # (the function's, its closure's), and one named like the placeholder would be taken
+    # for it.
     factory = templates.replace(
-        f"def {FACTORY}({', '.join(parameters)}):\n{own}    body\n    return {node.name}",
-        origin=node, body=[node])[0]
+        f"def {FACTORY}({', '.join(parameters)}):\n{own}    mb__body\n    return {node.name}",
+        origin=node, mb__body=[node])[0]
     module = ast.fix_missing_locations(gast.gast_to_ast(gast.Module(body=[factory],
                                                                     type_ignores=[])))
     code = compile(module, filename, "exec", dont_inherit=True)
