@@ -224,18 +224,37 @@ def test_plain_globals_and_closed_over_values_the_code_reads_are_part_of_the_key
     assert len(compiled.specializations) == 3
 
 
+def _scale_by_the_global(x):
+    return [x * SCALE for _ in range(2)][0]  # read in nested code (a comprehension)
+
+
 class _ScaledByAGlobal(nn.Module):
     def forward(self, x):
-        return [x * SCALE for _ in range(2)][0]  # read in nested code (a comprehension)
+        return self.scale(x)
+
+    def scale(self, x):  # a method forward calls, which calls a helper, which reads SCALE
+        return _scale_by_the_global(x)
 
 
-def test_a_global_a_submodules_forward_reads_is_part_of_the_key():
+def test_a_global_read_by_a_submodules_methods_or_their_helpers_is_part_of_the_key():
     global SCALE
     compiled = matchbox.compile(nn.Sequential(_ScaledByAGlobal()), backend=BACKEND)
     examples, xb = batch_of([2, 3], requires_grad=False)
     try:
         for SCALE in (2.0, 5.0):
             assert_examples_close(compiled(xb), [x * SCALE for x in examples])
+    finally:
+        SCALE = 2.0
+    assert len(compiled.specializations) == 2
+
+
+def test_a_global_read_by_a_helper_the_function_calls_is_part_of_the_key():
+    global SCALE
+    compiled = matchbox.compile(lambda x: _scale_by_the_global(x) + 1, backend=BACKEND)
+    examples, xb = batch_of([2, 3], requires_grad=False)
+    try:
+        for SCALE in (2.0, -1.0):
+            assert_examples_close(compiled(xb), [x * SCALE + 1 for x in examples])
     finally:
         SCALE = 2.0
     assert len(compiled.specializations) == 2

@@ -53,7 +53,7 @@ from torch import nn
 
 from matchbox.compiler import graph as _graph
 from matchbox.compiler.graph import CaptureError, Specialization
-from matchbox.compiler.state import forwards, globals_key, module_key
+from matchbox.compiler.state import globals_key, module_functions, module_key
 from matchbox.compiler.structure import (
     Unsupported,
     check_bucket,
@@ -339,7 +339,7 @@ class CompiledModule(nn.Module):
         module = self._orig_mod
         named = list(module.named_parameters()) + list(module.named_buffers())
         self._names[:] = [n for n, _ in named]
-        key = (module_key(module), globals_key(forwards(module)))
+        key = (module_key(module), globals_key(module_functions(module)))
         return self._graphs([t for _, t in named], key, args, kwargs)
 
     @property

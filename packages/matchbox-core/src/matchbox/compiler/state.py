@@ -5,9 +5,10 @@ captured (a module's ``training`` flag, a dropout's ``p``, a temperature kept
 as an attribute) are baked into it.  :func:`module_key` makes them part of
 the specialisation's key, so that changing one captures a new graph, as
 ``torch.compile``'s guards do; :func:`globals_key` does the same for the plain
-globals and closed-over values that the compiled function's own code reads (and a
-user-defined submodule's ``forward``).  Those read only by other functions it calls
-are not seen (see ``docs/compile.md``).
+globals and closed-over values that the compiled function (or the methods of the
+module's own classes) reads, and that the user's functions it names read in turn.
+A value reached through an attribute (``config.SCALE``) is not seen (see
+``docs/compile.md``).
 
 A graph also cannot replay what a call does to Python objects: an attribute
 set in ``forward`` (attention weights kept for inspection), a counter, a hook
@@ -50,27 +51,44 @@ def module_key(module: nn.Module) -> tuple[Any, ...]:
 
 def globals_key(functions: list[Any]) -> tuple[Any, ...]:
     """The plain values (numbers, strings, flags) of the globals and closed-over variables
-    that ``functions``' own code reads (``SCALE = 0.5`` at the top of the file): frozen
-    into a graph when it is captured, so a change must capture a new one."""
+    that ``functions`` read (``SCALE = 0.5`` at the top of the file), and that the user's
+    functions they name read in turn: frozen into a graph when it is captured, so a change
+    must capture a new one.  Not seen: a value reached through an attribute
+    (``config.SCALE``) or an object's method other than a module's own."""
     parts: list[Any] = []
-    for fn in functions:
-        fn = inspect.unwrap(fn)  # @batch's rewritten function -> the user's
+    seen: set[types.CodeType] = set()
+    todo = list(functions)
+    while todo:
+        fn = inspect.unwrap(todo.pop())  # @batch's rewritten function -> the user's
         code = getattr(fn, "__code__", None)
-        if code is None:
+        if code is None or code in seen:
             continue
-        module_globals = fn.__globals__
-        for name in _global_names(code):
-            value = module_globals.get(name, _MISSING)
+        seen.add(code)
+        for name, value in _reads(fn, code):
             if type(value) in _PLAIN:
                 parts.append((name, value))
-        for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-            try:
-                value = cell.cell_contents
-            except ValueError:  # a variable not yet assigned
-                continue
-            if type(value) in _PLAIN:
-                parts.append((name, value))
+            elif _is_users_function(value):
+                todo.append(value)
     return tuple(parts)
+
+
+def _reads(fn: types.FunctionType, code: types.CodeType) -> Iterator[tuple[str, Any]]:
+    """The globals ``fn`` may read and its closed-over variables, with their values now."""
+    module_globals = fn.__globals__
+    for name in _global_names(code):
+        value = module_globals.get(name, _MISSING)
+        if value is not _MISSING:
+            yield name, value
+    for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+        try:
+            yield name, cell.cell_contents
+        except ValueError:  # a variable not yet assigned
+            continue
+
+
+def _is_users_function(value: Any) -> bool:
+    return (isinstance(value, types.FunctionType)
+            and not (value.__module__ or "").startswith(("torch", "matchbox")))
 
 
 @functools.cache
@@ -84,15 +102,19 @@ def _global_names(code: types.CodeType) -> tuple[str, ...]:
     return tuple(sorted(names))
 
 
-def forwards(module: nn.Module) -> list[Any]:
-    """The ``forward`` of the module and of each submodule whose class is the user's own
-    (PyTorch's layers read no globals a user changes)."""
-    seen: dict[type, Any] = {}
+def module_functions(module: nn.Module) -> list[Any]:
+    """The functions of the module's and its submodules' classes that are the user's own
+    (``forward`` and the methods it calls on ``self``); PyTorch's layers read no globals a
+    user changes."""
+    functions: list[Any] = []
+    seen: set[type] = set()
     for sub in module.modules():
-        kind = type(sub)
-        if kind not in seen and not kind.__module__.startswith("torch."):
-            seen[kind] = kind.forward
-    return list(seen.values())
+        for kind in type(sub).__mro__:
+            if kind in seen or kind.__module__.startswith(("torch", "builtins")):
+                continue
+            seen.add(kind)
+            functions += [v for v in vars(kind).values() if isinstance(v, types.FunctionType)]
+    return functions
 
 
 @contextlib.contextmanager
