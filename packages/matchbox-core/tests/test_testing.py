@@ -21,6 +21,14 @@ def test_mb_rand_gives_examples_and_their_batch():
     assert torch.isnan(xb.data[~xb.mask.expand_as(xb.data)]).all()
 
 
+
+def test_mb_rand_names_a_dimension_that_is_not_a_pair():
+    with pytest.raises(TypeError, match=r"^mb_rand: each dimension is a \(dynamic, size\) "
+                                        r"pair, such as \(True, 5\) or \(False, 3\); "
+                                        r"dimension 0 is None"):
+        mb_rand(3, None, 3)
+
+
 def test_mb_test_passes_for_a_correct_batched_function():
     weight = torch.randn(3, 2, dtype=torch.float64, requires_grad=True)
     mb_test(lambda x, w: (x @ w).tanh().sum(1), ((True, 4), (False, 3)), weight,

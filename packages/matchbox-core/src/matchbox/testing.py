@@ -41,6 +41,10 @@ def mb_rand(
     """
     rng = generator or random
     dims = tuple(d for d in dims if d != ())
+    for i, dim in enumerate(dims):
+        if not (isinstance(dim, tuple) and len(dim) == 2 and isinstance(dim[1], int)):
+            raise TypeError(f"mb_rand: each dimension is a (dynamic, size) pair, such as "
+                            f"(True, 5) or (False, 3); dimension {i} is {dim!r}")
     examples = []
     for _ in range(batch_size):
         shape = [rng.randint(min_size, size) if dynamic else size for dynamic, size in dims]
