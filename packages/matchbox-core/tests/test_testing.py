@@ -21,7 +21,6 @@ def test_mb_rand_gives_examples_and_their_batch():
     assert torch.isnan(xb.data[~xb.mask.expand_as(xb.data)]).all()
 
 
-
 def test_mb_rand_names_a_dimension_that_is_not_a_pair():
     with pytest.raises(TypeError, match=r"^mb_rand: each dimension is a \(dynamic, size\) "
                                         r"pair, such as \(True, 5\) or \(False, 3\); "
