@@ -260,6 +260,25 @@ def test_a_global_read_by_a_helper_the_function_calls_is_part_of_the_key():
     assert len(compiled.specializations) == 2
 
 
+def test_a_users_module_named_like_a_library_is_still_followed():
+    # Only PyTorch's and Matchbox's own packages are skipped, by their top-level name:
+    # a helper in a user's `torch_models` module reads globals a user changes.
+    global SCALE
+
+    def helper(x):
+        return x * SCALE
+
+    helper.__module__ = "torch_models"
+    compiled = matchbox.compile(lambda x: helper(x), backend=BACKEND)
+    examples, xb = batch_of([2, 3], requires_grad=False)
+    try:
+        for SCALE in (2.0, 4.0):
+            assert_examples_close(compiled(xb), [x * SCALE for x in examples])
+    finally:
+        SCALE = 2.0
+    assert len(compiled.specializations) == 2
+
+
 def test_a_tensor_that_is_not_an_argument_is_refused():
     w = torch.randn(3, 3, requires_grad=True)
 

@@ -87,8 +87,13 @@ def _reads(fn: types.FunctionType, code: types.CodeType) -> Iterator[tuple[str, 
 
 
 def _is_users_function(value: Any) -> bool:
-    return (isinstance(value, types.FunctionType)
-            and not (value.__module__ or "").startswith(("torch", "matchbox")))
+    return isinstance(value, types.FunctionType) and not _from_library(value.__module__)
+
+
+def _from_library(module_name: str | None) -> bool:
+    """Whether code of the module ``module_name`` is PyTorch's or Matchbox's (which read no
+    global a user changes); by the top-level package, so a user's ``torch_models`` is not."""
+    return (module_name or "").partition(".")[0] in ("torch", "matchbox", "builtins")
 
 
 @functools.cache
@@ -110,7 +115,7 @@ def module_functions(module: nn.Module) -> list[Any]:
     seen: set[type] = set()
     for sub in module.modules():
         for kind in type(sub).__mro__:
-            if kind in seen or kind.__module__.startswith(("torch", "builtins")):
+            if kind in seen or _from_library(kind.__module__):
                 continue
             seen.add(kind)
             functions += [v for v in vars(kind).values() if isinstance(v, types.FunctionType)]
