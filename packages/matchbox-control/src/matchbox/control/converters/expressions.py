@@ -140,7 +140,7 @@ class GuardedReads(gast.NodeTransformer):
 
     def visit_Lambda(self, node: Any) -> Any:
         own_guard = any(isinstance(a, gast.Name) and a.id == GUARD for a in node.args.args)
-        if anno.get(node, templates.THUNK) and not own_guard:
+        if not names.is_scope(node) and not own_guard:  # a thunk of this scope's
             return self.generic_visit(node)
         return node
 
