@@ -13,7 +13,8 @@ builds them). For each distribution this checks that
 - installed alone into a fresh virtual environment (siblings found only in DIST_DIR through
   --find-links, torch pinned by constraints/torch-cpu.txt), it pulls exactly its declared
   sibling distributions, imports, and reports version 0.1.0, while the subpackages of the
-  distributions it does not depend on stay absent.
+  distributions it does not depend on stay absent; `from matchbox import *` works there
+  and `matchbox.__version__` is matchbox-core's installed version.
 
 Prints one block per distribution and exits non-zero when any check fails.
 """
@@ -57,6 +58,11 @@ version = importlib.metadata.version(dist)
 assert version == expected, f"{dist} reports version {version}, expected {expected}"
 present = [m for m in absent if importlib.util.find_spec(m) is not None]
 assert not present, f"importable although not declared: {present}"
+star = {}
+exec("from matchbox import *", star)  # raised ImportError when __all__ named an absent sibling
+import matchbox
+core = importlib.metadata.version("matchbox-core")
+assert matchbox.__version__ == core, f"matchbox.__version__ {matchbox.__version__} != {core}"
 print(f"{name} from {folder}")
 """
 

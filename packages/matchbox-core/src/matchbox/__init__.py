@@ -20,7 +20,10 @@ from matchbox.compiler import compile, hide_from_torch_compile  # noqa: E402
 from matchbox.convenience import install as _install_convenience  # noqa: E402
 from matchbox.masked_batch import MaskedBatch  # noqa: E402
 
-__version__ = "0.1.0"
+try:
+    __version__ = importlib.metadata.version("matchbox-core")
+except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
 
 _install_convenience()
 hide_from_torch_compile(__name__)
@@ -85,5 +88,9 @@ def _load_op_providers() -> None:
 
 _load_op_providers()
 
-__all__ = ["MaskedBatch", "batch_sum", "batch_mean", "batch", "compile", "PackedBatch",
-           "as_masked", "as_packed", "data", "extending"]
+# Core's own names, and those of the sibling distributions that are installed: a name
+# whose distribution is missing would make `from matchbox import *` raise ImportError.
+_CORE_NAMES = ["MaskedBatch", "batch_sum", "batch_mean", "compile", "extending"]
+_SIBLING_NAMES = ["batch", "PackedBatch", "as_masked", "as_packed", "data"]
+__all__ = _CORE_NAMES + [name for name in _SIBLING_NAMES
+                         if name in _entry_points(NAMES_GROUP)]

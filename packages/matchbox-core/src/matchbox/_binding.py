@@ -46,6 +46,8 @@ import torch
 KEYWORD_ALIASES = {"axis": "dim", "keepdims": "keepdim"}
 
 _EMPTY = inspect.Parameter.empty
+# A Binding's prefix when every positional argument passes to the handler as it is.
+EVERY_POSITION = 1 << 30
 _VAR_POSITIONAL = inspect.Parameter.VAR_POSITIONAL
 _VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD
 _KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
@@ -161,7 +163,7 @@ class Binding:
         self.known = callable_parameters is not None
         if callable_parameters is None:
             # Nothing known of the callable: calls go to the handler as they are.
-            self.prefix = 1 << 30
+            self.prefix = EVERY_POSITION
             self.targets: dict[str, tuple[str, Any]] = {}
             self.unmapped: list[str] = []
             self._positions: list[frozenset[str]] = []
@@ -205,14 +207,14 @@ class Binding:
         var_index = self._var_index
         for i, names in enumerate(parameters.positions):
             if var_index is not None and i >= var_index:
-                return 1 << 30  # the rest fills the handler's *args in order
+                return EVERY_POSITION  # the rest fills the handler's *args in order
             if i >= len(positional):
                 return i
             if not any(self.targets.get(n) == ("name", positional[i]) for n in names):
                 return i
         if var_index is None and not parameters.open_tail:
             return max(len(parameters.positions), len(positional))
-        return 1 << 30
+        return EVERY_POSITION
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]
              ) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -42,7 +42,7 @@ from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths
 from matchbox._autograd_function import grad_enabled, refuse_untracked
-from matchbox._binding import KEYWORD_ALIASES, binding_for
+from matchbox._binding import binding_for
 
 Handler = Callable[..., Any]
 _LIVE = _lengths.LIVE
@@ -556,14 +556,6 @@ def register_conversion(cls: type, batch_type: str, convert: Callable[[Any], Any
     source = _KIND_OF[cls]
     if source is not None and target not in source.joins:
         source.joins.append(target)
-
-
-def with_torch_names(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """``kwargs`` with NumPy's spellings that torch accepts (``x.sum(axis=1)``,
-    ``keepdims=True``) under torch's own names, which handlers take."""
-    if not any(name in kwargs for name in KEYWORD_ALIASES):
-        return kwargs
-    return {KEYWORD_ALIASES.get(name, name): value for name, value in kwargs.items()}
 
 
 def adopt(batch_type: str, args: tuple[Any, ...],
