@@ -282,7 +282,8 @@ def main(argv: list[str] | None = None) -> str:
                 cells = measure(model, batch, skew, args.device, args.repeats, args.compiled)
                 results[(model.name, skew, batch)] = cells
                 print(f"{model.name}, {skew}, batch {batch}: " + ", ".join(
-                    f"{name} {cell.seconds * 1e3:.1f} ms" for name, cell in cells.items()),
+                    f"{name} {cell.seconds * 1e3:.1f} ms {cell.bytes / 2**20:.1f} MiB"
+                    for name, cell in cells.items()),
                     flush=True)
     text = "\n".join([
         f"Training step (forward + backward), {args.device}; {machine()}.",

@@ -5,11 +5,13 @@
 #   tools/gpu_checks.sh prepare   # here: wheels of the five distributions, gast and astor,
 #                                 # into .gpu/whl (ignored by git)
 #   bash tools/gpu_checks.sh run  # there, with .gpu carried: install them, then the CUDA
-#                                 # tests and issue 14's compiled benchmark; logs in $OUT
+#                                 # tests, the eager report at batch 128 and the compiled
+#                                 # benchmark of every report model; logs in $OUT
 #
 # The device image has torch, pytest, pytest-xdist and hypothesis but not gast or astor.
-# TESTS/BENCH are the seconds each part may take (0 skips it); PYTEST_ARGS narrows the tests
-# (default: the tests that skip without a device, `-k cuda`).
+# Each part has its own time limit in seconds (0 skips it), so one slow part cannot eat the
+# session's device time: TESTS (the CUDA tests; PYTEST_ARGS narrows them, default `-k cuda`),
+# REPORT (benchmarks.report, eager, batch 128) and COMPILED (benchmarks.compiled, per model).
 set -u
 case "${1:-}" in
 prepare)
@@ -25,15 +27,24 @@ run)
         --target /tmp/site .gpu/whl/*.whl || exit 3
     { nvidia-smi -L; python3 -c "import sys, torch; print(sys.version); print(torch.__version__)"; } \
         | tee "$OUT/machine.txt"
-    if [ "${TESTS:-240}" != 0 ]; then
-        timeout "${TESTS:-240}" python3 -m pytest -q -p no:cacheprovider -n 4 -rfEs \
+    if [ "${TESTS:-150}" != 0 ]; then
+        timeout "${TESTS:-150}" python3 -m pytest -q -p no:cacheprovider -n 4 -rfEs \
             --junitxml="$OUT/tests.xml" ${PYTEST_ARGS:--k cuda} > "$OUT/tests.log" 2>&1
         echo "pytest rc=$?"; tail -5 "$OUT/tests.log"
     fi
-    if [ "${BENCH:-300}" != 0 ]; then
-        timeout "${BENCH:-300}" python3 -m benchmarks.compiled --device cuda --batches 64 \
-            --repeats 3 --models "README RNN" "adaptive computation" > "$OUT/compiled.log" 2>&1
-        echo "bench rc=$?"; tail -20 "$OUT/compiled.log"
+    if [ "${REPORT:-150}" != 0 ]; then
+        timeout "${REPORT:-150}" python3 -m benchmarks.report --device cuda --batches 128 \
+            --repeats 3 > "$OUT/report.log" 2>&1
+        echo "report rc=$?"; tail -30 "$OUT/report.log"
+    fi
+    if [ "${COMPILED:-60}" != 0 ]; then
+        for model in "README RNN" "adaptive computation" "TreeLSTM" \
+                     "transformer encoder layer" "nn.LSTM"; do
+            log="$OUT/compiled-${model// /_}.log"
+            timeout "${COMPILED:-60}" python3 -m benchmarks.compiled --device cuda \
+                --batches 64 --repeats 3 --models "$model" > "$log" 2>&1
+            echo "compiled $model rc=$?"; grep " | " "$log" | tail -6
+        done
     fi
     ;;
 *)
