@@ -28,8 +28,8 @@ from hypothesis import strategies as st
 from matchbox import MaskedBatch, _registry
 from matchbox.functional import maxsize
 from matchbox.nn import TimeMajorBatch, batch_major, run_decoder, run_encoder, time_major
-from matchbox.nn.time_major import pointwise_on_view, rowwise_on_view
-from matchbox.nn.time_major import transpose as time_major_transpose
+from matchbox.nn.ops.time_major_views import pointwise_on_view, rowwise_on_view
+from matchbox.nn.ops.time_major_views import transpose as time_major_transpose
 from matchbox.testing import mb_assert
 
 NAN = float("nan")

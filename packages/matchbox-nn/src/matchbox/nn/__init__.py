@@ -36,6 +36,7 @@ from matchbox.nn.ops import (  # noqa: F401
     recurrent_cells,
     recurrent_modules,
     softmax,
+    time_major_views,
 )
 from matchbox.nn.time_major import TimeMajorBatch, batch_major, time_major
 from matchbox.nn.transformer import run_decoder, run_encoder

@@ -40,12 +40,12 @@ the empty-output rule for examples shorter than the window).
 |                   |                      | query that sees no key gives 0 (value and gradient)      |
 | multihead_attention | multihead_attention.py | the same, on time-major views (TimeMajorBatch);     |
 |                   |                      | projections on real rows; weights: dynamic Lq and Lk     |
-| time_major        | ../time_major.py     | TimeMajorBatch: transpose(0, 1) back to the batch;       |
+| time_major        | time_major_views.py  | TimeMajorBatch: transpose(0, 1) back to the batch;       |
 |                   |                      | position-wise ops run on the view's batch                |
-| time_major_shape  | ../time_major.py     | the view's batch indexed/permuted/reshaped/joined with   |
+| time_major_shape  | time_major_views.py  | the view's batch indexed/permuted/reshaped/joined with   |
 |                   |                      | dims 0 and 1 swapped: a batch if the batch dim comes     |
 |                   |                      | first, a view if second, else an error                   |
-| time_major_reduction | ../time_major.py  | over dim 0 / all: the batch's (batch-major); keepdim:    |
+| time_major_reduction | time_major_views.py | over dim 0 / all: the batch's (batch-major); keepdim:    |
 |                   |                      | a view; over the batch dim 1: an error                   |
-| time_major_conversion | ../time_major.py | casts, device moves, detach, zeros_like: on the batch    |
+| time_major_conversion | time_major_views.py | casts, device moves, detach, zeros_like: on the batch    |
 """

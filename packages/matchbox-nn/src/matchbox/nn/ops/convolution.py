@@ -65,7 +65,7 @@ def conv(func, input, weight, bias=None, stride=1, padding=0, dilation=1, groups
 
 
 @implements(torch.conv_transpose1d, torch.conv_transpose2d, torch.conv_transpose3d,
-                      family="convolution")
+            family="convolution")
 def conv_transpose(func, input, weight, bias=None, stride=1, padding=0, output_padding=0,
                    groups=1, dilation=1):
     op = op_name(func)

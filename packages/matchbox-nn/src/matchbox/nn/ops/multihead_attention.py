@@ -344,7 +344,7 @@ def _weights_batch(op: str, weights: torch.Tensor, x: _Inputs, key_valid: Any,
 
 
 @implements(F.multi_head_attention_forward, family="multihead_attention",
-                      batch_type="TimeMajorBatch")
+            batch_type="TimeMajorBatch")
 def multi_head_attention_forward(
     func, query, key, value, embed_dim_to_check, num_heads, in_proj_weight, in_proj_bias,
     bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight, out_proj_bias, training=True,

@@ -89,7 +89,7 @@ def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, t
 
 
 @implements(*RECURRENT_MODULE_OPS, family="recurrent_modules",
-                      batch_type="TimeMajorBatch")
+            batch_type="TimeMajorBatch")
 def recurrent_module_time_major(func, input, hx, params, has_biases, num_layers, dropout,
                                 train, bidirectional, batch_first):
     op = op_name(func)
