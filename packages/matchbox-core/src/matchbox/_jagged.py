@@ -38,7 +38,7 @@ def read_jagged(op: str, nested: Any) -> tuple[torch.Tensor, torch.Tensor, torch
     if not isinstance(nested, torch.Tensor) or not nested.is_nested or (
             nested.layout != torch.jagged):
         raise TypeError(f"{op}: expected a nested tensor with layout=torch.jagged, got "
-                        f"{describe(nested)}")
+                        f"{describe_tensor(nested)}")
     ragged = getattr(nested, "_ragged_idx", 1)
     if ragged != 1:
         raise ValueError(f"{op}: the nested tensor is ragged in dimension {ragged}; a batch's "
@@ -74,7 +74,8 @@ def jagged_rows(lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return examples, torch.arange(examples.numel()) - starts[examples]
 
 
-def describe(x: Any) -> str:
+def describe_tensor(x: Any) -> str:
+    """What ``x`` is, for an error that expected a tensor of another kind."""
     if isinstance(x, torch.Tensor):
         kind = "nested " if x.is_nested else ""
         return f"a {kind}{x.dim()}-D {x.dtype} tensor (layout {x.layout})"

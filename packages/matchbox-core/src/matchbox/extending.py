@@ -63,6 +63,7 @@ from matchbox._arguments import (
 from matchbox._autograd_function import grad_enabled
 from matchbox._batch import Batch, is_batch, pytree_rank_error
 from matchbox._capture import capturing, fails, some
+from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._masking import (
     align,
     and_running,
@@ -147,6 +148,8 @@ __all__ = [
     "fails", "some", "capturing",
     # lengths that a mask cannot tell
     "mask_lengths", "lengths_aware",
+    # jagged torch.nested tensors (the layout of to_nested / from_nested)
+    "read_jagged", "make_jagged", "jagged_rows", "describe_tensor",
     # families other distributions build on
     "pointwise_ops", "check_inplace_derivative", "reduced_dimensions", "reduced_layout",
     "highest", "lowest", "check_mean_dtype",

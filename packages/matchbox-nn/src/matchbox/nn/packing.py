@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from matchbox._jagged import jagged_rows
+from matchbox.extending import jagged_rows
 
 __all__ = [
     "Layout",

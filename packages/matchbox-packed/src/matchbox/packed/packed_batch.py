@@ -30,19 +30,21 @@ from typing import Any
 import torch
 from torch.nn.utils.rnn import PackedSequence
 
-from matchbox._jagged import describe, make_jagged, read_jagged
 from matchbox.extending import (
     Batch,
     BatchShape,
     MaskedBatch,
     batch_size_as_asked,
     check_examples,
+    describe_tensor,
     lengths_along,
+    make_jagged,
     normalize_dim,
     pytree_rank_error,
+    read_jagged,
     why_size_was_asked,
 )
-from matchbox.nn.packing import (
+from matchbox.nn.extending import (
     Layout,
     gather_jagged,
     gather_padded,
@@ -75,7 +77,7 @@ class PackedBatch(Batch):
         op = "PackedBatch"
         if not isinstance(data, torch.Tensor) or data.dim() == 0:
             raise ValueError(f"{op}: data must be a tensor of packed rows (rows, *static), "
-                             f"got {describe(data)}")
+                             f"got {describe_tensor(data)}")
         layout = Layout.from_packed(op, batch_sizes, sorted_indices, unsorted_indices,
                                     batch_size, data.device)
         if data.size(0) != layout.n_rows:

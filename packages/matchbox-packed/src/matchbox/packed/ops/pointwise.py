@@ -37,7 +37,7 @@ from matchbox.extending import (
     refuse_out,
     writes_first_argument,
 )
-from matchbox.nn.packing import relayout
+from matchbox.nn.extending import relayout
 from matchbox.packed.packed_batch import PackedBatch
 
 # func -> whether it writes into its first argument; computed once per op (the hot path).

@@ -28,7 +28,7 @@ layers (training) draws its own numbers.
 from __future__ import annotations
 
 from matchbox.extending import implements, op_name
-from matchbox.nn.ops.recurrent_modules import (
+from matchbox.nn.extending import (
     RECURRENT_MODULE_OPS,
     check_batch_first,
     run_on_rows,

@@ -24,8 +24,7 @@ from __future__ import annotations
 import torch
 
 from matchbox.extending import implements, normalize_dim, op_name, refuse_out
-from matchbox.nn.packing import Layout
-from matchbox.nn.time_major import time_major_view
+from matchbox.nn.extending import Layout, time_major_view
 from matchbox.packed.ops.pointwise import check_same_lengths, rows
 from matchbox.packed.packed_batch import PackedBatch
 
