@@ -389,3 +389,31 @@ def test_many_graphs_are_warned_about():
     with pytest.warns(UserWarning, match="8 graphs so far; an argument that changes from call "
                                          "to call .a float"):
         compiled(xb, 99.0)
+
+
+# Per-example checks of ops become graph outputs (they broke capture with a data-dependent
+# guard, issue 24 §3): the call is captured, and a failing check reruns it eagerly to
+# raise its own error.
+CHECKED_OPS = {
+    "kthvalue": (lambda x: x.kthvalue(2, 1).values,
+                 RuntimeError, r"selected number k=2 is out of range for example 1"),
+    "quantile": (lambda x: torch.nanquantile(x, 0.5, dim=1),
+                 RuntimeError, r"input tensor must be non-empty: example 1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED_OPS))
+def test_an_ops_per_example_check_is_captured_and_raises_its_own_error(name):
+    fn, error, message = CHECKED_OPS[name]
+    torch.manual_seed(0)
+    good = MaskedBatch.fromlist([torch.randn(1, n, 2, dtype=torch.float64) for n in (3, 2, 4)],
+                                (True, False), padding_value=float("nan"))
+    compiled = matchbox.compile(fn, backend=BACKEND, fallback="raise")
+    for a, b in zip(compiled(good).examples(), fn(good).examples()):
+        torch.testing.assert_close(a, b, equal_nan=True)
+    assert compiled.specializations[0].eager_reason is None
+    short = {"kthvalue": 1, "quantile": 0}[name]
+    bad = MaskedBatch.fromlist([torch.randn(1, n, 2, dtype=torch.float64)
+                                for n in (3, short, 4)], (True, False))
+    with pytest.raises(error, match=message):
+        compiled(bad)
