@@ -11,7 +11,9 @@ with the original's idioms: heads split out of the features with
 positional encodings built from ``x.maxsize(...)``, ``torch.arange(..., out=x.new(T))``
 and expanded to ``x.maxsize()``; embeddings that share the output layer's weight,
 scaled (``F.embedding(x, out.weight * sqrt(d_model))``); a per-position loss with
-the legacy ``F.cross_entropy(..., reduce=False)``. ``Transformer.loss(...,
+the legacy ``F.cross_entropy(..., reduce=False)`` on ``(1, T, V)`` logits, classes
+last, as the original's ``cross_entropy`` read them (``matchbox.functional`` takes that
+layout where PyTorch's does not fit). ``Transformer.loss(...,
 unbatch=True)`` is the original's own loop over the examples.
 
 What differs from the original code, each forced by PyTorch 2 or by this project
@@ -19,10 +21,6 @@ keeping PyTorch's functions as PyTorch defines them:
 
 - ``softmax()`` takes ``-1``: ``Tensor.softmax`` needs a dimension (the original's
   batch ``softmax`` defaulted to the last one).
-- The loss hands ``cross_entropy`` the logits as ``(1, V, T)``: PyTorch's
-  ``cross_entropy`` reads the classes in dimension 1, and ``matchbox.functional`` is
-  ``torch.nn.functional``, where the original's replaced ``cross_entropy`` with one
-  that read them last.
 - The legacy ``torchtext`` import and its IWSLT download go: ``main`` trains on the
   standard library's docstrings and function names (``matchbox.data.corpus``).
 - ``Transformer.forward``'s decoding branch called ``greedy`` and ``beam_search``,
@@ -256,10 +254,10 @@ class Transformer(nn.Module):
             total = 0
             for src, trg in zip(batch.src.examples(), batch.trg.examples()):
                 logits = self(src, trg[:, :-1])
-                total += F.cross_entropy(logits.transpose(1, 2), trg[:, 1:], reduce=reduce)
+                total += F.cross_entropy(logits, trg[:, 1:], reduce=reduce)
             return total
         logits = self(batch.src, batch.trg[:, :-1])
-        return F.cross_entropy(logits.transpose(1, 2), batch.trg[:, 1:], reduce=reduce)
+        return F.cross_entropy(logits, batch.trg[:, 1:], reduce=reduce)
 
 
 # ---------------------------------------------------------------------------- the data

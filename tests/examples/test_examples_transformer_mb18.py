@@ -215,3 +215,43 @@ def test_loss_equals_the_loop_on_cuda():
     xb, yb = (MaskedBatch.fromlist(v, (True,), padding_value=PAD_ID) for v in (xs, ys))
     mb_assert(lambda x, y: model.loss(tr.Batch(x, y), reduce=False), (xs, ys), (xb, yb), 3,
               params=list(model.parameters()))
+
+
+# ---------------------------------------------------------------------------- classes last
+
+
+def test_the_originals_classes_last_loss_equals_the_loop_on_a_nan_padded_batch(dtype):
+    # The original's loss, unchanged: F.cross_entropy(logits, trg[:, 1:]) with logits
+    # (1, T, V), classes last.
+    model, vocab = transformer(dtype)
+    xs = [torch.randint(vocab, (1, n)) for n in (3, 1, 4)]
+    ys = [torch.randint(vocab + 2, (1, n)) for n in (2, 5, 3)]
+    xb, yb = (MaskedBatch.fromlist(v, (True,), padding_value=PAD_ID) for v in (xs, ys))
+    for reduce in (True, False):
+        def loss(x, y, reduce=reduce):
+            logits = model(x, y[:, :-1])
+            return matchbox.functional.cross_entropy(logits, y[:, 1:], reduce=reduce)
+
+        mb_assert(loss, (xs, ys), (xb, yb), len(xs), params=list(model.parameters()))
+    # NaN logits in the padding reach neither the loss nor a gradient.
+    logits = MaskedBatch.fromlist([torch.randn(1, n, 4, dtype=dtype) for n in (2, 3)],
+                                  (True, False), padding_value=float("nan"))
+    logits.data.requires_grad_(True)
+    target = MaskedBatch.fromlist([torch.randint(4, (1, n)) for n in (2, 3)], (True,))
+    total = matchbox.batch_sum(matchbox.functional.cross_entropy(logits, target))
+    assert torch.isfinite(total)
+    grad, = torch.autograd.grad(total, logits.data)
+    assert torch.isfinite(grad).all()
+
+
+def test_a_classes_last_batch_with_an_example_that_fits_pytorchs_layout_is_refused():
+    # (1, 4, 4) against (1, 4): the loop would read that example PyTorch's way.
+    logits = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (2, 4)], (True, False))
+    target = MaskedBatch.fromlist([torch.randint(4, (1, n)) for n in (2, 4)], (True,))
+    with pytest.raises(ValueError, match=r"cross_entropy: logits \(1, 4, 4\) against targets "
+                       r"\(1, 4\) \(example 1\) fit both PyTorch's layout .* "
+                       r"F.cross_entropy\(logits.movedim\(-1, 1\), target\)"):
+        matchbox.functional.cross_entropy(logits, target)
+    # Said the PyTorch way, it is the loop's.
+    mb_assert(lambda x, y: matchbox.functional.cross_entropy(x.movedim(-1, 1), y),
+              (list(logits.examples()), list(target.examples())), (logits, target), 2)

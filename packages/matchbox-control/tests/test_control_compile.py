@@ -233,3 +233,24 @@ def test_inductor_compiles_an_unrolled_pointwise_loop():
     compiled = matchbox.compile(squaring)  # inductor
     examples, batch = scalars([1.5, 3.0, 50.0])
     assert per_example(compiled(batch)) == [per_example(squaring(x))[0] for x in examples]
+
+
+@matchbox.batch
+def stepped_by_size(x, w):
+    h = x.new_zeros(1, x.size(-1))
+    for t in range(x.size_as_tensor(1)):
+        h = (x[:, t] @ w + h).tanh()
+    return h
+
+
+def test_a_range_over_a_dynamic_size_indexing_each_step_is_captured():
+    # for t in range(x.size_as_tensor(1)): ... x[:, t] fell back to eager: the loop is
+    # unrolled to the step bound (16) while x is padded to 8, and x[:, 8] raised
+    # "select(): index 8 out of range". Steps past the padding are padding.
+    run = compiled_for_batches(stepped_by_size)
+    w = torch.randn(3, 3, dtype=torch.float64)
+    assert_batch_equals_loop(run, sequences([3, 1, 5]), ([w] * 3, w))
+    assert_captured(run)
+    # An example longer than the bound: captured again with a larger one.
+    assert_batch_equals_loop(run, sequences([17, 2]), ([w] * 2, w))
+    assert_captured(run)

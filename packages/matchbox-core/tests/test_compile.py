@@ -389,3 +389,64 @@ def test_many_graphs_are_warned_about():
     with pytest.warns(UserWarning, match="8 graphs so far; an argument that changes from call "
                                          "to call .a float"):
         compiled(xb, 99.0)
+
+
+# Per-example checks of ops become graph outputs (they broke capture with a data-dependent
+# guard, issue 24 §3): the call is captured, and a failing check reruns it eagerly to
+# raise its own error.
+CHECKED_OPS = {
+    "kthvalue": (lambda x: x.kthvalue(2, 1).values,
+                 RuntimeError, r"selected number k=2 is out of range for example 1"),
+    "quantile": (lambda x: torch.nanquantile(x, 0.5, dim=1),
+                 RuntimeError, r"input tensor must be non-empty: example 1"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED_OPS))
+def test_an_ops_per_example_check_is_captured_and_raises_its_own_error(name):
+    fn, error, message = CHECKED_OPS[name]
+    torch.manual_seed(0)
+    good = MaskedBatch.fromlist([torch.randn(1, n, 2, dtype=torch.float64) for n in (3, 2, 4)],
+                                (True, False), padding_value=float("nan"))
+    compiled = matchbox.compile(fn, backend=BACKEND, fallback="raise")
+    for a, b in zip(compiled(good).examples(), fn(good).examples()):
+        torch.testing.assert_close(a, b, equal_nan=True)
+    assert compiled.specializations[0].eager_reason is None
+    short = {"kthvalue": 1, "quantile": 0}[name]
+    bad = MaskedBatch.fromlist([torch.randn(1, n, 2, dtype=torch.float64)
+                                for n in (3, short, 4)], (True, False))
+    with pytest.raises(error, match=message):
+        compiled(bad)
+
+
+def test_new_zeros_of_a_per_example_size_read_from_a_batch_is_captured():
+    # x.new_zeros(1, n, H) with n = x.size_as_tensor(1) fell back to eager with
+    # GuardOnDataDependentSymNode (its padded size was n's largest value).
+    def fn(x, w):
+        n = x.size_as_tensor(1)
+        z = x.new_zeros(1, n, x.size(2)) + torch.cat([x.new_ones(1, n, 2), x.new_zeros(1, 1, 2)],
+                                                    1)[:, :-1]
+        return ((z + x) @ w).tanh().sum(1)
+
+    torch.manual_seed(0)
+    xs, xb = batch_of([3, 1, 5], size=2, dtype=torch.float64)
+    w = torch.randn(2, 2, dtype=torch.float64, requires_grad=True)
+    compiled = matchbox.compile(fn, backend=BACKEND, fallback="raise")
+    out = compiled(xb, w)
+    assert compiled.specializations[0].eager_reason is None
+    assert_values_and_gradients_equal_the_loop(out, [fn(x, w) for x in xs], xs, xb, w)
+
+
+def test_new_zeros_of_a_per_example_size_computed_from_values_says_what_to_write():
+    def fn(x):
+        return x.new_zeros(1, x.size_as_tensor(1) + 1, 2).sum(1)
+
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(CaptureError, match=(
+            r"Tensor\.new_zeros: size 1 is a per-example size computed from values, so the "
+            r"padded size of the result depends on them and the call runs eagerly; to "
+            r"capture it, give sizes read from a batch directly, n = x\.size_as_tensor\(d\)")):
+        matchbox.compile(fn, backend=BACKEND, fallback="raise")(xb)
+    with pytest.warns(UserWarning, match=r"size 1 is a per-example size computed from values"):
+        out = matchbox.compile(fn, backend=BACKEND)(xb)
+    assert [e.tolist() for e in out.examples()] == [[[0.0, 0.0]]] * 2

@@ -300,3 +300,30 @@ def test_a_factory_writing_into_a_batch_is_refused_with_the_plain_spelling():
                                                   r"supported .* x\.new\(T\) with a single size "
                                                   r"is one"):
         torch.arange(0, 3, out=xb.new(xb.size(0), 3))
+
+
+@batch_needs(NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION,
+             "hands a batch given as torch.arange's end to Matchbox")
+def test_arange_of_a_per_example_size_points_to_a_spelling_that_works():
+    # It said only "torch.arange is not implemented for MaskedBatch".
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1, 2)], (True, False))
+    with pytest.raises(NotImplementedError, match=(
+            r"^torch\.arange is not implemented for MaskedBatch: with a per-example n .* "
+            r"each example's torch\.arange\(n\) is \(n,\), a shape no batch holds .* write "
+            r"x\.new_ones\(1, n, dtype=torch\.long\)\.cumsum\(1\) - 1, which equals "
+            r"torch\.arange\(n\)\.unsqueeze\(0\) in the loop")):
+        torch.arange(xb.size_as_tensor(1))
+
+
+def test_the_spelling_the_arange_refusal_gives_is_each_examples_positions():
+    xs = [torch.randn(1, n, 2) for n in (3, 1, 2)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+
+    def positions(x):
+        n = x.size_as_tensor(1)
+        return x.new_ones(1, n, dtype=torch.long).cumsum(1) - 1
+
+    got = positions(xb)
+    assert [e.tolist() for e in got.examples()] == [torch.arange(x.size(1)).unsqueeze(0).tolist()
+                                                    for x in xs]
+    mb_assert(lambda x: x * positions(x).unsqueeze(-1), (xs,), (xb,), 3)

@@ -498,7 +498,44 @@ def test_convenience_names_are_on_batches_tensors_and_matchbox_functional():
 
 
 def test_matchbox_functional_keeps_every_torch_functional_name_unchanged():
+    # cross_entropy also takes the original Matchbox's classes-last layout, where
+    # PyTorch's does not fit (tested below: PyTorch's call is otherwise unchanged).
     for name in dir(torch_F):
-        if not name.startswith("_") and name != "stack":
+        if not name.startswith("_") and name not in ("stack", "cross_entropy"):
             assert getattr(MF, name) is getattr(torch_F, name), name
     assert MF.batch_sum is not None and MF.batch_mean is not None
+
+
+# ---------------------------------------------------------------------------- cross_entropy
+
+
+def test_functional_cross_entropy_takes_the_originals_classes_last_layout():
+    # The original Matchbox's call: logits (1, T, C) against targets (1, T).
+    torch.manual_seed(0)
+    logits = torch.randn(1, 5, 3, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(3, (1, 5))
+    with pytest.raises(RuntimeError, match="Expected target size"):
+        torch_F.cross_entropy(logits, target)  # PyTorch's own function is unchanged
+    for reduction in ("mean", "sum", "none"):
+        got = MF.cross_entropy(logits, target, reduction=reduction)
+        want = torch_F.cross_entropy(logits.transpose(1, 2), target, reduction=reduction)
+        torch.testing.assert_close(got, want)
+    got_grad, = torch.autograd.grad(MF.cross_entropy(logits, target), logits)
+    want_grad, = torch.autograd.grad(torch_F.cross_entropy(logits.transpose(1, 2), target),
+                                     logits)
+    torch.testing.assert_close(got_grad, want_grad)
+
+
+def test_functional_cross_entropy_is_pytorchs_where_pytorchs_layout_fits():
+    torch.manual_seed(0)
+    for logits, target in [
+        (torch.randn(2, 4, 4), torch.randint(4, (2, 4))),   # fits both: PyTorch's reading
+        (torch.randn(2, 3, 5), torch.randint(3, (2, 5))),   # PyTorch's layout
+        (torch.randn(4, 3), torch.randint(3, (4,))),        # no position dimension
+        (torch.randn(2, 3, 5), torch.rand(2, 3, 5)),        # class probabilities
+    ]:
+        torch.testing.assert_close(MF.cross_entropy(logits, target),
+                                   torch_F.cross_entropy(logits, target))
+    # Neither layout fits: PyTorch's own error.
+    with pytest.raises(RuntimeError, match="Expected target size"):
+        MF.cross_entropy(torch.randn(1, 5, 3), torch.randint(3, (1, 4)))

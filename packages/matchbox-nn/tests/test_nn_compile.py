@@ -164,3 +164,40 @@ def test_softmax_attention_with_dropout_in_eval_equals_eager():
     compiled = matchbox.compile(model, backend=BACKEND, fallback="raise")
     xb = batch((4, 0, 2))
     assert same(compiled(xb), model(xb))
+
+
+def pointer_batches(lengths=(4, 2, 3), targets=(3, 1, 0)):
+    torch.manual_seed(2)
+    scores = MaskedBatch.fromlist([torch.randn(1, n, dtype=torch.float64) for n in lengths],
+                                  (True,), padding_value=float("nan"))
+    target = MaskedBatch.fromlist([torch.tensor([t]) for t in targets], ())
+    return scores, target
+
+
+def test_cross_entropy_over_a_dynamic_class_dimension_is_captured_with_its_target_check():
+    # A pointer network's loss: each example's own number of classes. Its per-example
+    # target check fell back to eager ("if bad.any()"); it is a graph output now.
+    def loss(scores, target):
+        return F.cross_entropy(scores, target)
+
+    compiled = matchbox.compile(loss, backend=BACKEND, fallback="raise")
+    scores, target = pointer_batches()
+    assert same(compiled(scores, target), loss(scores, target))
+    assert compiled.specializations[0].eager_reason is None
+    # A target past its own example's classes: the check fails in the graph, and the
+    # call runs again eagerly, raising the check's own error.
+    scores, target = pointer_batches(targets=(3, 2, 0))
+    with pytest.raises(IndexError, match=r"target 2 is out of bounds for example 1, which has "
+                                         r"2 classes \(dynamic dimension 1\)"):
+        compiled(scores, target)
+
+
+def test_adaptive_pooling_with_its_empty_example_check_is_captured():
+    def pooled(x):
+        return F.adaptive_avg_pool1d(x.transpose(1, 2), 2).sum(-1)
+
+    compiled = matchbox.compile(pooled, backend=BACKEND, fallback="raise")
+    x = batch()
+    assert same(compiled(x), pooled(x))
+    with pytest.raises(ValueError, match=r"example 1 has size 0 in dynamic dimension 2"):
+        compiled(batch((3, 0, 5)))

@@ -447,3 +447,46 @@ def test_a_plain_zero_start_state_equals_none(dtype):
     module = nn.GRU(3, 4, batch_first=True).to(dtype)
     xs = [torch.randn(1, n, 3, dtype=dtype) for n in (2, 5, 1)]
     mb_assert(lambda x: module(x, torch.zeros(1, 1, 4, dtype=dtype)), [xs], [masked(xs)], 3)
+
+
+# ---------------------------------------------------------------------------- torch.func
+
+
+@pytest.mark.parametrize("module", [nn.LSTM, nn.GRU, nn.RNN])
+def test_torch_func_grad_over_a_module_on_examples_of_different_lengths_is_refused(module):
+    # PyTorch's packed kernel has no torch.func support (it fails without Matchbox too).
+    rnn = module(4, 5, batch_first=True)
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1, 2)], (True, False),
+                              padding_value=float("nan"))
+    params = {k: v.detach() for k, v in rnn.named_parameters()}
+
+    def loss(p):
+        out, _ = torch.func.functional_call(rnn, p, (xb,))
+        return out.sum().data.sum()
+
+    name = module.__name__
+    with pytest.raises(NotImplementedError, match=(
+            rf"\(nn.{name}\) on a MaskedBatch of examples of different lengths under a "
+            r"torch.func transform .* PyTorch cannot run under torch.func .* Take gradients "
+            rf"with torch.autograd.grad or loss.backward\(\) instead, or step an nn.{name}Cell")):
+        torch.func.grad(loss)(params)
+    # What it says works: torch.autograd.grad equals the loop.
+    mb_assert(rnn, (list(xb.examples()),), (xb,), 3, params=list(rnn.parameters()))
+
+
+def test_torch_func_grad_over_a_module_on_examples_of_one_length_equals_autograd():
+    # No padding: the dense kernel runs, which torch.func supports.
+    torch.manual_seed(0)
+    rnn = nn.LSTM(4, 5, batch_first=True).double()
+    xb = MaskedBatch.fromlist([torch.randn(1, 3, 4, dtype=torch.float64) for _ in range(2)],
+                              (True, False))
+    params = {k: v.detach() for k, v in rnn.named_parameters()}
+
+    def loss(p):
+        out, _ = torch.func.functional_call(rnn, p, (xb,))
+        return out.sum().data.sum()
+
+    got = torch.func.grad(loss)(params)
+    want = torch.autograd.grad(loss(dict(rnn.named_parameters())), list(rnn.parameters()))
+    for name, w in zip(params, want):
+        torch.testing.assert_close(got[name], w)

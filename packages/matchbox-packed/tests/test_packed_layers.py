@@ -230,3 +230,29 @@ def test_ctc_loss_of_a_packed_batchs_time_major_view_equals_loop(dtype):
     mb_assert(f, [xs, ts, lengths, label_counts],
               [PackedBatch.fromlist(xs), targets, MaskedBatch.fromlist(lengths, ()),
                MaskedBatch.fromlist(label_counts, ())], 3)
+
+
+@pytest.mark.parametrize("layer", ["MultiheadAttention", "TransformerEncoderLayer",
+                                   "TransformerDecoderLayer"])
+def test_attention_layers_refuse_a_packed_batch_saying_to_convert(layer):
+    # They raised AttributeError: 'PackedBatch' object has no attribute '_mask'.
+    xs = examples_of_lengths([3, 1, 2], static=(4,))
+    pb = PackedBatch.fromlist(xs)
+    module = {"MultiheadAttention": lambda: nn.MultiheadAttention(4, 2, batch_first=True),
+              "TransformerEncoderLayer": lambda: nn.TransformerEncoderLayer(
+                  4, 2, 8, dropout=0.0, batch_first=True),
+              "TransformerDecoderLayer": lambda: nn.TransformerDecoderLayer(
+                  4, 2, 8, dropout=0.0, batch_first=True)}[layer]().to(xs[0].dtype)
+    args = {"MultiheadAttention": (pb, pb, pb), "TransformerEncoderLayer": (pb,),
+            "TransformerDecoderLayer": (pb, pb)}[layer]
+    with pytest.raises(NotImplementedError, match=(
+            r"^torch\.nn\.functional\.multi_head_attention_forward is not implemented for "
+            r"PackedBatch; convert the batch with matchbox\.packed\.as_masked\(x\)")):
+        module(*args)
+    # What it says to write runs, and equals the loop.
+    masked = pb.to_masked()
+    out = module(*[masked] * len(args))
+    out = out[0] if isinstance(out, tuple) else out
+    assert isinstance(out, MaskedBatch)
+    mb_assert(lambda *a: module(*a)[0] if layer == "MultiheadAttention" else module(*a),
+              tuple([xs] * len(args)), tuple([masked] * len(args)), 3)

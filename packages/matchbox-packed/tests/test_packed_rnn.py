@@ -249,3 +249,23 @@ def test_a_plain_start_state_is_every_examples_own(kind, lengths, layers, bidire
     dtype = torch.float64 if double else torch.float32
     check_plain_start_state(PackedBatch.fromlist, kind, lengths, layers, bidirectional,
                             batch_first=True, dtype=dtype)
+
+
+def test_torch_func_grad_over_a_module_on_a_packed_batch_is_refused_saying_why():
+    # It raised PyTorch's "Cannot access data pointer of Tensor that doesn't have storage".
+    from matchbox.packed import PackedBatch
+
+    lstm = torch.nn.LSTM(4, 5, batch_first=True).double()
+    pb = PackedBatch.fromlist(examples_of_lengths([3, 1, 2], static=(4,)))
+    params = {k: v.detach() for k, v in lstm.named_parameters()}
+
+    def loss(p):
+        out, _ = torch.func.functional_call(lstm, p, (pb,))
+        return out.data.sum()
+
+    with pytest.raises(NotImplementedError, match=(
+            r"torch\.lstm \(nn\.LSTM\) on a PackedBatch under a torch\.func transform .* "
+            r"PyTorch cannot run under torch\.func .* Take gradients with torch\.autograd\.grad "
+            r"or loss\.backward\(\) instead, or convert with matchbox\.packed\.as_masked\(x\) "
+            r"and step an nn\.LSTMCell")):
+        torch.func.grad(loss)(params)

@@ -37,8 +37,10 @@ import contextvars
 from typing import Any
 
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["Capture", "NotCapturable", "capturing", "fails", "refuse", "some"]
+__all__ = ["Capture", "NotCapturable", "capturing", "fails", "note_size_bound", "refuse",
+           "size_bound", "some"]
 
 
 class NotCapturable(RuntimeError):
@@ -119,6 +121,23 @@ def some(flags: torch.Tensor) -> bool:
     if _CAPTURE.get() is not None:
         return True
     return bool(flags.any())
+
+
+# Per-example sizes read from a batch while capturing (``x.size_as_tensor(d)``'s data)
+# -> the padded size that bounds them (``x``'s in ``d``), so that what is built from
+# them (``x.new_zeros(1, n, H)``) has a padded size that does not depend on values.
+_SIZE_BOUNDS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def note_size_bound(sizes: torch.Tensor, bound: int) -> None:
+    """While capturing, record that every value of ``sizes`` is at most ``bound``."""
+    if _CAPTURE.get() is not None:
+        _SIZE_BOUNDS[sizes] = bound
+
+
+def size_bound(sizes: torch.Tensor) -> int | None:
+    """The bound :func:`note_size_bound` recorded for ``sizes`` (None: none known)."""
+    return _SIZE_BOUNDS.get(sizes)
 
 
 def refuse(what: str) -> None:

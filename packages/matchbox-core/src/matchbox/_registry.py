@@ -637,4 +637,16 @@ def unsupported(func: Any, batch_type: str = "MaskedBatch",
             break
     kind = _KINDS.get(batch_type)
     hint = getattr(kind.cls, "_unsupported_hint", "") if kind is not None else ""
+    if func is torch.arange:
+        hint = _ARANGE_HINT
     return NotImplementedError(message + hint)
+
+
+# torch.arange(n) of a per-example n (x.size_as_tensor(1), the spelling the size(1)
+# refusal suggests): the loop's (n,) has no batch form, but (1, n) has one.
+_ARANGE_HINT = (
+    ": with a per-example n (a batch of per-example ints, such as x.size_as_tensor(1)) "
+    "each example's torch.arange(n) is (n,), a shape no batch holds (every example keeps "
+    "dimension 0 of size one); for positions 0..n-1 of each example as (1, n), write "
+    "x.new_ones(1, n, dtype=torch.long).cumsum(1) - 1, which equals "
+    "torch.arange(n).unsqueeze(0) in the loop")

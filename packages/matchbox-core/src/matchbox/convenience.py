@@ -57,6 +57,7 @@ def size_as_tensor(x: Any, dim: int) -> Any:
         sizes = lengths_along(x, d)
     else:
         sizes = torch.full((batch,), 1 if d == 0 else x.data.size(d), device=x.device)
+    _capture.note_size_bound(sizes, 1 if d == 0 else x.data.size(d))
     mask = torch.ones(batch, dtype=torch.bool, device=x.device)
     return MaskedBatch._make(sizes, mask, ())
 

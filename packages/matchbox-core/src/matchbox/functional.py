@@ -1,8 +1,10 @@
 """``import matchbox.functional as F``: ``torch.nn.functional`` plus Matchbox's extras.
 
 Every ``torch.nn.functional`` name is here unchanged (batches reach Matchbox
-through PyTorch's ``__torch_function__`` protocol, so nothing is replaced);
-the extras below work on batches and on plain tensors alike.
+through PyTorch's ``__torch_function__`` protocol, so nothing is replaced),
+except ``cross_entropy``, which also takes the original Matchbox's layout (see
+:func:`cross_entropy`) and otherwise is PyTorch's; the extras below work on
+batches and on plain tensors alike.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 import torch.nn.functional as _torch_functional
 from torch.nn.functional import *  # noqa: F403
 
-from matchbox import _lengths
+from matchbox import _capture, _lengths
 from matchbox._masking import fit_mask
 from matchbox.batch_reduce import batch_mean, batch_sum
 from matchbox.convenience import (
@@ -87,6 +89,84 @@ def update(old: Any, new: Any) -> Any:
     return MaskedBatch._make(data, mask, old.dims)
 
 
+def cross_entropy(input: Any, target: Any, *args: Any, **kwargs: Any) -> Any:
+    """``torch.nn.functional.cross_entropy``, also taking the original Matchbox's layout.
+
+    The original Matchbox's ``cross_entropy`` read the classes in the *last*
+    dimension: logits ``(1, T, C)`` against class-index targets ``(1, T)``, as its
+    transformer's ``F.cross_entropy(logits, batch.trg[:, 1:], reduce=reduce)``.
+    PyTorch reads them in dimension 1 (``(1, C, T)``).  When the targets fit the
+    classes-last layout and not PyTorch's, the logits' last dimension is moved to
+    dimension 1 (``input.movedim(-1, 1)``) and PyTorch's function runs; a call that
+    PyTorch's layout fits is PyTorch's call, unchanged (so a plain ``(1, C, C)``
+    against ``(1, C)`` reads the classes in dimension 1, as PyTorch does).
+
+    On a batch, the layout is told by the dims: logits ``(1, T, C)`` with ``T``
+    dynamic and ``C`` static against targets ``(1, T)``.  An example whose ``T``
+    equals ``C`` would be read PyTorch's way by the loop over the examples, so
+    such a batch is refused, saying to write ``logits.movedim(-1, 1)``.
+    """
+    if _classes_last(input, target):
+        input = input.movedim(-1, 1)
+    return _torch_functional.cross_entropy(input, target, *args, **kwargs)
+
+
+def _classes_last(input: Any, target: Any) -> bool:
+    """Whether ``cross_entropy(input, target)`` is the original Matchbox's classes-last
+    call that PyTorch's classes-in-dimension-1 layout does not fit."""
+    if not all(isinstance(a, (torch.Tensor, MaskedBatch)) for a in (input, target)):
+        return False
+    if input.dim() < 3 or target.dim() != input.dim() - 1 or target.is_floating_point():
+        return False
+    batched = isinstance(input, MaskedBatch), isinstance(target, MaskedBatch)
+    if not any(batched):
+        torch_layout = tuple(target.shape) == (input.shape[0], *input.shape[2:])
+        return not torch_layout and tuple(target.shape) == tuple(input.shape[:-1])
+    if not all(batched) or type(input) is not MaskedBatch or type(target) is not MaskedBatch:
+        return False
+    # Per example (dims leave out the batch dimension): PyTorch's layout pairs the
+    # target's dimension j with the input's j + 1, the original's with the input's j.
+    def static_sizes_agree(offset: int) -> bool:
+        return all(target.dims[j] or target.data.size(j + 1) == input.data.size(j + 1 + offset)
+                   for j in range(target.dim() - 1))
+
+    if target.dims != input.dims[:-1] or input.dims[-1] or not static_sizes_agree(0):
+        return False
+    if target.dims == input.dims[1:] and static_sizes_agree(1):
+        return False  # PyTorch's layout fits every example: PyTorch's call
+    # Classes last by the dims.  An example whose dynamic sizes would let PyTorch's
+    # layout fit too is read PyTorch's way by the loop: refuse the batch.
+    classes = input.data.size(-1)
+    ambiguous = None
+    for j in range(1, target.dim() - 1):  # input dim j + 1 against target dim j
+        pairs = [(input, j + 1), (target, j)]
+        sizes = [_lengths.along(b, d) if b.dims[d - 1] else
+                 torch.full((b.data.size(0),), b.data.size(d), device=b.data.device)
+                 for b, d in pairs]
+        same = sizes[0] == sizes[1]
+        ambiguous = same if ambiguous is None else ambiguous & same
+    last = target.dim() - 1  # the target's last dimension against the input's classes
+    sizes = (_lengths.along(target, last) if target.dims[last - 1] else
+             torch.full((target.data.size(0),), target.data.size(last), device=target.data.device))
+    same = sizes == classes
+    ambiguous = same if ambiguous is None else ambiguous & same
+    if _capture.fails(ambiguous):
+        example = int(ambiguous.nonzero()[0, 0])
+        raise ValueError(
+            f"cross_entropy: logits {_example_shape(input, example)} against targets "
+            f"{_example_shape(target, example)} (example {example}) fit both PyTorch's "
+            "layout (classes in dimension 1) and the original Matchbox's (classes last), "
+            "so the loop over the examples would read that example PyTorch's way and the "
+            "others the original's; say which: F.cross_entropy(logits.movedim(-1, 1), "
+            "target) for classes last")
+    return True
+
+
+def _example_shape(batch: MaskedBatch, example: int) -> tuple[int, ...]:
+    return (1, *(int(_lengths.along(batch, d)[example]) if batch.dims[d - 1]
+                 else batch.data.size(d) for d in range(1, batch.dim())))
+
+
 def _plain_state(old: Any, new: MaskedBatch) -> MaskedBatch:
     """A plain state (a learned start state, ``torch.zeros(1, hidden)``) beside a batch
     result: every example's own, as a plain tensor is in a pointwise op."""
@@ -104,4 +184,5 @@ def _plain_state(old: Any, new: MaskedBatch) -> MaskedBatch:
 __all__ = [name for name in dir(_torch_functional) if not name.startswith("_")] + [
     "stack", "batch_zeros", "batch_ones", "batch_empty", "size_as_tensor", "maxsize",
     "split_dim", "join_dims", "causal_mask", "batch_sum", "batch_mean", "update", "cat",
+    "cross_entropy",
 ]

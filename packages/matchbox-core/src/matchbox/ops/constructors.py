@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths, _registry
+from matchbox import _capture, _lengths, _registry
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
@@ -45,7 +45,7 @@ def new_batch(
                     f"batch has {batch}"
                 )
             per_example = size.data.to(device=x.device, dtype=torch.long)
-            padded.append(int(per_example.max()) if per_example.numel() else 0)
+            padded.append(_padded_size(op, i, size.data, per_example))
             dims.append(True)
             lengths.append(per_example)
         else:
@@ -61,6 +61,22 @@ def new_batch(
     else:
         mask = None  # no padding: every position is real
     return MaskedBatch._make(data, mask, tuple(dims))
+
+
+def _padded_size(op: str, i: int, given: torch.Tensor, per_example: torch.Tensor) -> int:
+    """The padded size of a dimension given per example: the largest size; while
+    capturing (no values), the padded size of the dimension the sizes were read from."""
+    if _capture.capturing() is not None:
+        bound = _capture.size_bound(given)
+        if bound is None:
+            raise _capture.NotCapturable(
+                f"{op}: size {i} is a per-example size computed from values, so the padded "
+                "size of the result depends on them and the call runs eagerly; to capture it, "
+                "give sizes read from a batch directly, n = x.size_as_tensor(d), whose padded "
+                "size in d bounds them (for n + 1 rows: torch.cat([x.new_zeros(1, n, H), "
+                "x.new_zeros(1, 1, H)], 1))")
+        return bound
+    return int(per_example.max()) if per_example.numel() else 0
 
 
 def _factory_kwargs(x: MaskedBatch, kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
+from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, constant_pad, normalize_dim
 
 FAMILY = "gather"
@@ -123,9 +123,9 @@ def check_not_larger(op: str, small: MaskedBatch, big: MaskedBatch, skip: int | 
                     f"has {b}; the {small_name} may not be larger than the {big_name} there")
             continue
         sizes, limits = _masking.sizes_along(small, j), _masking.sizes_along(big, j)
-        failing = _masking.running(sizes > limits).nonzero()
-        if failing.numel():
-            e = int(failing[0])
+        failing = _masking.running(sizes > limits)
+        if _capture.fails(failing):
+            e = int(failing.nonzero()[0])
             raise RuntimeError(
                 f"{op}: example {e} has size {int(sizes[e])} in dimension {j} of the "
                 f"{small_name} but {int(limits[e])} in the {big_name}; the {small_name} may "
@@ -150,9 +150,9 @@ def checked_positions(op: str, index: MaskedBatch, sizes: torch.Tensor, d: int, 
     outside = (values < 0) | (values >= n)
     real = index._mask
     bad = outside if real is None else outside & real
-    failing = _masking.running(bad.reshape(bad.size(0), -1).any(1)).nonzero()
-    if failing.numel():
-        e = int(failing[0])
+    failing = _masking.running(bad.reshape(bad.size(0), -1).any(1))
+    if _capture.fails(failing):
+        e = int(failing.nonzero()[0])
         where = tuple(int(i) for i in bad[e].nonzero()[0])
         value = int(index.data[e][where])
         raise IndexError(
@@ -438,9 +438,9 @@ def refuse_partly_empty(op: str, sizes: list[torch.Tensor]) -> None:
     if len(sizes) < 2:
         return
     table = torch.stack(sizes, 1)
-    partly = _masking.running((table == 0).any(1) & (table != 0).any(1)).nonzero()
-    if partly.numel():
-        e = int(partly[0])
+    partly = _masking.running((table == 0).any(1) & (table != 0).any(1))
+    if _capture.fails(partly):
+        e = int(partly.nonzero()[0])
         raise ValueError(
             f"{op}: example {e} would be empty in some but not all of the result's dynamic "
             f"dimensions (sizes {table[e].tolist()}), which a batch with several dynamic "

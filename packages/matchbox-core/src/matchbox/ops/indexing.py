@@ -146,6 +146,16 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     n = _masking.lengths_along(x, d)
     missing = (n <= item) if item >= 0 else (n < -item)
     _refuse_out_of_range(missing, item, n, f"dynamic dimension {d}")
+    if item >= x.data.size(d) and _capture.capturing() is not None:
+        # Past the padded size: only a capture gets here, in a step no example takes
+        # (a loop over range(x.size_as_tensor(d)) unrolled to the capture's step bound;
+        # eager stops at the longest example). No example has the position, and the
+        # check above is a graph output for any that runs there: the result is padding.
+        shape = x.data.shape[:d] + x.data.shape[d + 1:]
+        data = torch.zeros(shape, dtype=x.data.dtype, device=x.data.device)
+        mask = torch.zeros(shape, dtype=torch.bool, device=x.data.device)
+        mask = _selected_lengths(_masking.fit_mask(mask, data, dims), x, d, missing, dims)
+        return MaskedBatch._make(data, mask, dims)
     if item >= 0:
         # Past an example's end the mask is already false: padding.
         mask = _selected_lengths(x.mask.select(d, item), x, d, missing, dims)

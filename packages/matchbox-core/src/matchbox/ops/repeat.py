@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
+from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.gather import refuse_partly_empty
 
@@ -199,9 +199,9 @@ def _interleave_per_example(op: str, x: MaskedBatch, d: int, repeats: MaskedBatc
     r = repeats.data.long()
     real = torch.ones_like(r, dtype=torch.bool) if repeats._mask is None \
         else repeats._mask.reshape(-1)
-    negative = _masking.running((r < 0) & real).nonzero()
-    if negative.numel():
-        e = int(negative[0])
+    negative = _masking.running((r < 0) & real)
+    if _capture.fails(negative):
+        e = int(negative.nonzero()[0])
         raise RuntimeError(f"{op}: repeats can not be negative: example {e} has {int(r[e])}")
     r = torch.where(real, r.clamp(min=0), 0)
     n = _masking.sizes_along(x, d)

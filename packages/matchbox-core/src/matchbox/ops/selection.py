@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
+from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.ordering import _padded_along, _sort
 from matchbox.ops.reductions import (
@@ -157,9 +157,9 @@ def kthvalue(func, input, k, dim=-1, keepdim=False, *, out=None):
         raise RuntimeError(f"{op}: selected number k={k} out of range (k counts from 1)")
     refuse_empty(op, input, (d,))
     lengths = _masking.lengths_along(input, d)
-    short = _masking.running(lengths < k).nonzero()
-    if short.numel():
-        e = int(short[0])
+    short = _masking.running(lengths < k)
+    if _capture.fails(short):
+        e = int(short.nonzero()[0])
         raise RuntimeError(f"{op}: selected number k={k} is out of range for example {e}, "
                            f"which has size {int(lengths[e])} in dynamic dimension {d}")
     rank = torch.full([1] * input.data.dim(), k - 1, dtype=torch.long, device=input.device)
@@ -275,8 +275,9 @@ def _quantile(op: str, name: str, x: MaskedBatch, reduced: tuple[int, ...], q: f
                              (True,) if len(reduced) > 1 else x.dims)
     count = real.sum(d, keepdim=True)
     empty = _masking.running((count == 0).reshape(count.size(0), -1).all(1)
-                             if len(reduced) > 1 else _empty_example(x, d)).nonzero()
-    if empty.numel():
+                             if len(reduced) > 1 else _empty_example(x, d))
+    if _capture.fails(empty):
+        empty = empty.nonzero()
         raise RuntimeError(f"{op}: {name}() input tensor must be non-empty: example "
                            f"{int(empty[0])} has no value along dimension "
                            f"{reduced[0] if len(reduced) == 1 else 'any'}")

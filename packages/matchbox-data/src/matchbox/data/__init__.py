@@ -7,7 +7,9 @@
   a tuple or a dict of fields);
 - ``BucketBatchSampler``: length-bucketed batches by count or by padded tokens;
 - ``corpus``: the Python standard library's sources as an offline text corpus;
-- ``matchbox.data.torchtext``: the adapter for torchtext (extra ``torchtext``).
+- ``matchbox.data.torchtext``: the adapter for torchtext (extra ``torchtext``);
+- ``matchbox.data.huggingface``: a ``tokenizers`` tokenizer as a field's ``tokenize``
+  and vocabulary (extra ``hf``, with ``datasets``).
 
 ``PackedBatchField`` imports ``matchbox.packed`` when first used, so this
 distribution depends on ``matchbox-core`` only.

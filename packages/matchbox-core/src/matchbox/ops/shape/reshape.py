@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import (
     MaskedBatch,
     normalize_dim,
@@ -97,7 +97,7 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
         else:
             factor = group // run
             lengths = x.lengths()[:, i]
-            if bool((lengths % factor != 0).any()):
+            if _capture.fails(lengths % factor != 0):
                 raise ValueError(
                     f"{op}: cannot split dynamic dimension {k} into groups of {factor}: the "
                     f"examples have sizes {lengths.tolist()} there, not all divisible"

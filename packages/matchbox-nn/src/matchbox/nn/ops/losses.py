@@ -68,6 +68,7 @@ from matchbox.extending import (
     align,
     check_lengths_agree,
     combine_masks,
+    fails,
     fill_padding,
     fit_mask,
     guard_gradient,
@@ -339,7 +340,7 @@ def _check_targets_per_example(op: str, input: MaskedBatch, t: torch.Tensor,
     """Each real target below its own example's number of classes (one device sync)."""
     classes = lengths_along(input, 1).reshape(-1, *[1] * (t.dim() - 1))
     bad = (t != ignore_index) & (t >= classes)
-    if bad.any():
+    if fails(bad.reshape(bad.size(0), -1).any(1)):
         where = bad.nonzero()[0]
         example = int(where[0])
         raise IndexError(
@@ -385,14 +386,15 @@ def ctc_loss(func, log_probs, targets, input_lengths, target_lengths, blank=0,
     lengths = _per_example_ints(op, "input_lengths", input_lengths, batch, lp.device)
     wanted = _per_example_ints(op, "target_lengths", target_lengths, batch, lp.device)
     for what, have, need in (("time steps", steps, lengths), ("targets", available, wanted)):
-        bad = running((need > have) | (need < 0)).nonzero()
-        if bad.numel():
-            e = int(bad[0])
+        bad = running((need > have) | (need < 0))
+        if fails(bad):
+            e = int(bad.nonzero()[0])
             raise ValueError(f"{op}: example {e} has {int(have[e])} {what} but a length of "
                              f"{int(need[e])} (input_lengths / target_lengths count within "
                              "each example)")
-    empty = running(steps == 0).nonzero()
-    if empty.numel():
+    empty = running(steps == 0)
+    if fails(empty):
+        empty = empty.nonzero()
         raise ValueError(f"{op}: example {int(empty[0])} has no time steps; PyTorch refuses an "
                          "empty log_probs for it")
     # Examples that do not run this code: lengths that index their own data.

@@ -61,6 +61,7 @@ from matchbox.extending import (
     pack_rows,
     real_rows,
     unpack_rows,
+    unsupported,
     weight_input_data,
 )
 from matchbox.nn.ops.attention import allowed_and_visible, check_same_keys
@@ -361,6 +362,11 @@ def multi_head_attention_forward(
             "Transformer module method `generate_square_subsequent_mask` to create this mask.")
     if (bias_k is None) != (bias_v is None):
         raise AssertionError(f"{op}: bias_k and bias_v must be given together")
+    for view in (query, key, value):
+        if isinstance(view, TimeMajorBatch) and not isinstance(view.batch, MaskedBatch):
+            # A PackedBatch's view (nn.MultiheadAttention, nn.TransformerEncoderLayer):
+            # the standard refusal, saying how to convert.
+            raise unsupported(func, type(view.batch).__name__)
     x = _inputs(op, query, key, value)
     _check_embedding(op, x.embed_dim, embed_dim_to_check, num_heads)
     separate = (q_proj_weight, k_proj_weight, v_proj_weight) if use_separate_proj_weight else None

@@ -50,6 +50,7 @@ from matchbox.extending import (
     SHARED,
     MaskedBatch,
     and_running,
+    fails,
     fill_padding,
     guard_gradient,
     implements,
@@ -121,8 +122,9 @@ def _spatial_sizes(input: MaskedBatch) -> torch.Tensor:
 
 def _refuse_single_values(op: str, input: MaskedBatch, per_group: int, what: str) -> None:
     """Raise where PyTorch raises for one example alone: a single value to normalise over."""
-    single = running(_spatial_sizes(input) * per_group == 1).nonzero()
-    if single.numel():
+    single = running(_spatial_sizes(input) * per_group == 1)
+    if fails(single):
+        single = single.nonzero()
         raise ValueError(f"{op}: expected more than 1 {what}, but example {int(single[0])} "
                          "has 1 (PyTorch raises for it alone)")
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from matchbox.extending import (
     MaskedBatch,
+    fails,
     fill_padding,
     guard_gradient,
     implements,
@@ -279,8 +280,9 @@ def _refuse_empty(op: str, input: MaskedBatch, n: int) -> None:
     output size is fixed, so it cannot be empty either: raise, naming the example."""
     for dim in range(2, 2 + n):
         if input.dims[dim - 1]:
-            empty = (lengths_along(input, dim) == 0).nonzero()
-            if empty.numel():
+            empty = lengths_along(input, dim) == 0
+            if fails(empty):
+                empty = empty.nonzero()
                 raise ValueError(
                     f"{op}: example {int(empty[0])} has size 0 in dynamic dimension {dim}; "
                     "adaptive pooling of an empty input is undefined (PyTorch raises for it "

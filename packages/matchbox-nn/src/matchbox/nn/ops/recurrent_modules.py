@@ -139,6 +139,7 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
         result = func(data, _as_hx(hx, states), *settings, True)
         return (MaskedBatch._make(guard_gradient(result[0], None), None, input.dims),
                 *final_states(result[1:], real))
+    refuse_under_functorch(op)
     # A static length (dims (False, False)) may still carry a mask, of size one there
     # (from a reduction, or marking examples that are not real): expand it first.
     lengths = input.mask.expand(data.size(0), data.size(1), 1).reshape(
@@ -149,6 +150,22 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
     out = packing.scatter_padded(out_rows, layout, data.size(1))
     out = guard_gradient(out, None)  # under @batch: no gradient at examples not running
     return (MaskedBatch._make(out, input._mask, input.dims), *final)
+
+
+def refuse_under_functorch(op: str, batch: str = "a MaskedBatch of examples of different "
+                           "lengths", convert: str = "") -> None:
+    """PyTorch's packed-sequence kernel has no ``torch.func`` support: say so, and what works."""
+    if torch._C._functorch.peek_interpreter_stack() is None:
+        return
+    module = {"lstm": "LSTM", "gru": "GRU"}.get(op.rsplit(".", 1)[-1], "RNN")
+    raise NotImplementedError(
+        f"{op} (nn.{module}) on {batch} under a "
+        "torch.func transform (grad, vjp, vmap, ...): it runs PyTorch's packed-sequence "
+        "kernel (as pack_padded_sequence does), which PyTorch cannot run under torch.func "
+        "('Cannot access data pointer of Tensor that doesn't have storage', without "
+        "Matchbox too). Take gradients with torch.autograd.grad or loss.backward() "
+        f"instead, or {convert}step an nn.{module}Cell over the sequence in a loop under "
+        "@matchbox.batch, which works under torch.func.grad")
 
 
 def run_on_rows(op: str, func: Any, rows: torch.Tensor, layout: packing.Layout, hx: Any,

@@ -31,6 +31,7 @@ from matchbox.extending import implements, op_name
 from matchbox.nn.extending import (
     RECURRENT_MODULE_OPS,
     check_batch_first,
+    refuse_under_functorch,
     run_on_rows,
 )
 from matchbox.packed.packed_batch import PackedBatch
@@ -48,5 +49,6 @@ def recurrent_module(func, input, hx, params, has_biases, num_layers, dropout, t
         raise ValueError(f"{op}: each example must be (1, length, features); got examples of "
                          f"rank {input.dim()}")
     settings = (params, has_biases, num_layers, dropout, train, bidirectional)
+    refuse_under_functorch(op, "a PackedBatch", "convert with matchbox.packed.as_masked(x) and ")
     rows, final = run_on_rows(op, func, input.data, input.layout, hx, settings)
     return (PackedBatch._make(rows, input.layout), *final)
