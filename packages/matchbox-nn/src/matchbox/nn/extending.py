@@ -8,13 +8,18 @@ matchbox-packed's ``PackedBatch`` is written with these names only (besides core
   ``gather_*``/``scatter_*``);
 - :func:`time_major_view`, the view a batch type returns for ``x.transpose(0, 1)``;
 - the recurrent modules' rule (:data:`RECURRENT_MODULE_OPS`, :func:`check_batch_first`,
-  :func:`run_on_rows`), which runs ``nn.RNN``/``nn.LSTM``/``nn.GRU`` on a batch's rows
+  :func:`run_on_rows`, :func:`refuse_under_functorch`), which runs ``nn.RNN``/``nn.LSTM``/``nn.GRU`` on a batch's rows
   in PyTorch's packed path.
 """
 
 from __future__ import annotations
 
-from matchbox.nn.ops.recurrent_modules import RECURRENT_MODULE_OPS, check_batch_first, run_on_rows
+from matchbox.nn.ops.recurrent_modules import (
+    RECURRENT_MODULE_OPS,
+    check_batch_first,
+    refuse_under_functorch,
+    run_on_rows,
+)
 from matchbox.nn.packing import (
     Layout,
     gather_jagged,
@@ -28,5 +33,5 @@ from matchbox.nn.time_major import time_major_view
 __all__ = [
     "Layout", "relayout", "gather_jagged", "gather_padded", "scatter_jagged", "scatter_padded",
     "time_major_view",
-    "RECURRENT_MODULE_OPS", "check_batch_first", "run_on_rows",
+    "RECURRENT_MODULE_OPS", "check_batch_first", "run_on_rows", "refuse_under_functorch",
 ]
