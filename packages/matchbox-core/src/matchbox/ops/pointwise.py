@@ -27,10 +27,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
-from matchbox._autograd_function import grad_enabled
 from matchbox.masked_batch import MaskedBatch
 
 # Python operators and the ATen op each one is.
@@ -329,21 +327,14 @@ def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
     return None if dispatch is None else dispatch(func, None, (self, *args))
 
 
-def _method(func: Any, dispatch: Any) -> Any:
-    """A Tensor method of the family (see ``_registry._install_one``): calls without
-    keywords, with gradients and no profiler go to :func:`_plain` directly (one Python
-    frame instead of the dispatch's), every other through the dispatch."""
+def _fast(func: Any) -> Any:
+    """The fast path of a Tensor method of the family (see ``matchbox._methods``): the
+    registry's guard hands it the calls without keywords, with gradients and no profiler;
+    :func:`_plain` takes the commonest of them and gives ``None`` for the others."""
     if _kind(func) != _PLAIN:
         return None
-
-    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
-            return dispatch(func, None, (self, *args), kwargs)
-        return _plain(func, dispatch, self, args)
-
-    return method
+    return functools.partial(_plain, func, None)
 
 
-pointwise.method_factory = _method  # type: ignore[attr-defined]
 _lengths.aware(pointwise)  # masks combine in _masking.align / combine_layouts
-_registry.register(pointwise_ops(), pointwise, family="pointwise")
+_registry.register(pointwise_ops(), pointwise, family="pointwise", fast_path=_fast)
