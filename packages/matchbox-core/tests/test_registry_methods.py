@@ -112,7 +112,7 @@ class _Calls:
     def __init__(self):
         self.fast, self.dispatched = [], []
 
-    def fast_path(self, this, args):
+    def fast_path(self, func, this, args):
         self.fast.append(args)
         return "fast"
 
@@ -143,7 +143,7 @@ def test_the_guard_hands_every_call_the_dispatch_must_see_to_it():
 
 def test_a_call_the_fast_path_declines_goes_to_the_dispatch():
     calls = _Calls()
-    method = guarded(_Kind(calls, set()), torch.Tensor.mul, lambda this, args: None)
+    method = guarded(_Kind(calls, set()), torch.Tensor.mul, lambda func, this, args: None)
     assert method(object(), 2) == "dispatched"
     assert calls.dispatched == [((2,), {})]
 

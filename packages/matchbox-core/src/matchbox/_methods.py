@@ -11,8 +11,8 @@ which makes every check.  A handler may come with a fast path
 (``fast_path=`` of ``matchbox._op_table.register``): methods are the hot path
 of model code, and the plainest calls (``x.tanh()``, ``x * 2``, ``x + y`` of
 one layout, ``x @ W``) can skip the dispatch's frames.  ``fast_path(func)``
-gives ``fast(self, args)`` for one method, or ``None`` (no fast path for that
-callable).  The method is then :func:`guarded`, the registry's one guard:
+gives ``fast(func, self, args)`` for one method, or ``None`` (no fast path for
+that callable).  The method is then :func:`guarded`, the registry's one guard:
 
 - a call with keywords, without gradients (a batch inside an
   ``autograd.Function``'s forward is refused by the dispatch), while a
@@ -20,7 +20,7 @@ callable).  The method is then :func:`guarded`, the registry's one guard:
   class the dispatch converts or hands over to another batch type (the
   mixing rule: ``masked * packed``, a jagged nested tensor) goes to the
   dispatch, and ``fast`` never sees it;
-- ``fast(self, args)`` gets the others; it returns the result, or ``None`` for
+- ``fast(func, self, args)`` gets the others; it returns the result, or ``None`` for
   a call it does not take itself (any other argument type, a subclass, a list),
   which then goes to the dispatch.
 
@@ -93,7 +93,7 @@ def _install_one(kind: Kind, name: str, func: Any, entry: OpEntry) -> None:
 
 
 def guarded(kind: Kind, func: Any, fast: Any) -> Any:
-    """The method of ``func`` for ``kind`` that runs ``fast(self, args)`` behind the
+    """The method of ``func`` for ``kind`` that runs ``fast(func, self, args)`` behind the
     registry's guard (see the module docstring), and every other call through the
     dispatch."""
     dispatch = kind.dispatch
@@ -106,7 +106,7 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
                 if type(value) in foreign:
                     break
             else:
-                result = fast(self, args)
+                result = fast(func, self, args)
                 if result is not None:
                     return result
         return dispatch(func, None, (self, *args), kwargs)

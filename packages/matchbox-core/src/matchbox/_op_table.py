@@ -211,7 +211,7 @@ def register(
     callables missing from the installed torch).
 
     ``fast_path(func)`` may give, for a ``Tensor`` method, a function
-    ``fast(self, args)`` that takes the plainest calls of the method itself
+    ``fast(func, self, args)`` that takes the plainest calls of the method itself
     (``None`` when it has none for ``func``); ``matchbox._methods`` says what
     it may assume and what the registry checks before it runs.
     """

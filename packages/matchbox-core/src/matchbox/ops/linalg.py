@@ -288,7 +288,7 @@ def _matmul_fast(func: Any) -> Any:
     """The fast path of ``x @ W`` (see ``matchbox._methods``): the batch-times-weight
     product inlined (the hot path); ``None`` (the dispatch) for every other call."""
 
-    def fast(self: MaskedBatch, args: tuple[Any, ...]) -> Any:
+    def fast(func: Any, self: MaskedBatch, args: tuple[Any, ...]) -> Any:
         if len(args) == 1:
             other = args[0]
             if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2

@@ -165,7 +165,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
     elif not kwargs and args:
-        result = _plain(func, None, args[0], args[1:])
+        result = _plain(func, args[0], args[1:])
         if result is not None:
             return result
     if not kwargs and _same_layout(args):
@@ -297,11 +297,11 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return target
 
 
-def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
+def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
-    mask), ``x * w`` (a weight).  Any other call goes to ``dispatch`` (the batch type's:
-    arguments of another batch type, ``masked + packed``, join there), or, without one,
-    gives ``None`` (the general rule then runs)."""
+    mask), ``x * w`` (a weight).  Any other call gives ``None``: the general rule then
+    runs, or, for a method, the dispatch (arguments of another batch type,
+    ``masked + packed``, join there)."""
     if type(self) is MaskedBatch:
         make = MaskedBatch._make
         if not args:
@@ -324,16 +324,14 @@ def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
                 pair = (self, other)
                 if _same_layout(pair):
                     return _run_same_layout(func, pair)
-    return None if dispatch is None else dispatch(func, None, (self, *args))
+    return None
 
 
 def _fast(func: Any) -> Any:
     """The fast path of a Tensor method of the family (see ``matchbox._methods``): the
     registry's guard hands it the calls without keywords, with gradients and no profiler;
     :func:`_plain` takes the commonest of them and gives ``None`` for the others."""
-    if _kind(func) != _PLAIN:
-        return None
-    return functools.partial(_plain, func, None)
+    return _plain if _kind(func) == _PLAIN else None
 
 
 _lengths.aware(pointwise)  # masks combine in _masking.align / combine_layouts

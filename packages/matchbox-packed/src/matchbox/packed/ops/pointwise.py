@@ -163,7 +163,7 @@ def _fast(func: Any) -> Any:
         return None
     make = PackedBatch._make
 
-    def fast(self: PackedBatch, args: tuple[Any, ...]) -> Any:
+    def fast(func: Any, self: PackedBatch, args: tuple[Any, ...]) -> Any:
         if not args:
             return make(func(self.data), self.layout)
         if len(args) == 1:
