@@ -284,9 +284,9 @@ def test_moving_or_removing_dim_0_is_refused(f):
 def test_moving_dim_0_to_1_is_refused_without_a_view_provider(monkeypatch):
     # matchbox-nn, when installed, provides a time-major view for this swap
     # (packages/matchbox-nn/tests/test_nn_attention.py); core alone refuses it.
-    from matchbox import _registry
+    from matchbox import _batch_views
 
-    monkeypatch.setattr(_registry, "_BATCH_DIM_VIEWS", {})
+    monkeypatch.setattr(_batch_views, "_BATCH_DIM_VIEWS", {})
     xb = MaskedBatch.fromlist([torch.randn(1, n, 4) for n in (3, 1)], (True, False))
     for f in (lambda x: x.transpose(0, 1), lambda x: x.swapaxes(1, 0)):
         with pytest.raises(ValueError, match="dimension 0 is the batch dimension of each example"):

@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from matchbox._op_table import op_name
+
 #: ``torch.is_grad_enabled``, for the ops' hot paths.
 grad_enabled = torch.is_grad_enabled
 
@@ -48,8 +50,6 @@ def refuse_untracked(op: Any, values: Any) -> None:
     function = _enclosing_function(sys._getframe(1))
     if function is None:
         return
-    from matchbox._registry import op_name  # the registry imports the batch types
-
     name = op if isinstance(op, str) else op_name(op)
     if _is_reentrant_checkpoint(function):
         raise RuntimeError(

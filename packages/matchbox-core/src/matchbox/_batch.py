@@ -6,7 +6,7 @@ describes them with ``dims`` (one bool per dimension after the first, ``True``
 where the examples may differ in size).  Subclassing :class:`Batch` makes it one:
 
 - *Dispatch.*  ``__torch_function__`` is the batch type's one dispatch
-  (``matchbox._registry``), and every ``torch.Tensor`` method registered for it
+  (``matchbox._dispatch``), and every ``torch.Tensor`` method registered for it
   becomes a method of the class that calls the same dispatch; a Tensor method
   that is not registered raises ``NotImplementedError`` naming it (the
   ``__getattr__`` shim).  The class name is the batch type's name in the
@@ -70,7 +70,9 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from matchbox import _registry
+from matchbox._batch_views import register_batch_view
+from matchbox._methods import register_host
+from matchbox._op_table import batch_types, op_name
 
 
 class Batch:
@@ -86,7 +88,7 @@ class Batch:
         super().__init_subclass__(**kwargs)
         if Batch not in cls.__bases__:
             return  # a subclass of a batch type is of that type
-        kind = _registry.register_host(cls.__name__, cls, view=view)
+        kind = register_host(cls.__name__, cls, view=view)
         # The dispatch itself (not a method calling it): PyTorch calls it on every op.
         # PyTorch reads ``__torch_function__.__self__`` to warn about plain methods; a
         # function without one costs it an AttributeError per op, so it gets the class,
@@ -98,13 +100,13 @@ class Batch:
         kind.dispatch.__func__ = _with_class_first(kind.dispatch)  # type: ignore[attr-defined]
         cls.__torch_function__ = staticmethod(kind.dispatch)  # type: ignore[assignment]
         if view:
-            _registry.register_batch_view(cls)
+            register_batch_view(cls)
         if "_tree_flatten" in cls.__dict__:
             declare_to_pytorch_tools(cls)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):  # noqa: ANN001
-        raise NotImplementedError(f"{_registry.op_name(func)}: Batch is the base class of "
+        raise NotImplementedError(f"{op_name(func)}: Batch is the base class of "
                                   "batch types; make a batch of one of them")
 
     # ------------------------------------------------------------------ the protocol
@@ -303,7 +305,7 @@ class Batch:
 
 def is_batch(value: Any) -> bool:
     """Whether ``value`` is a batch (of any batch type; a view of a batch is not one)."""
-    return isinstance(value, _registry.batch_types())
+    return isinstance(value, batch_types())
 
 
 # ---------------------------------------------------------------------------- PyTorch's tools

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _registry
+from matchbox._dispatch import register_conversion
 from matchbox._masking import lengths_along
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding, mask_from_lengths
 
@@ -152,4 +152,4 @@ def _jagged_tensor_type() -> type | None:
 
 _NESTED = _jagged_tensor_type()
 if _NESTED is not None:
-    _registry.register_conversion(_NESTED, "MaskedBatch", _refuse_mixing)
+    register_conversion(_NESTED, "MaskedBatch", _refuse_mixing)

@@ -45,6 +45,7 @@ from typing import Any
 import torch
 
 from matchbox._capture import capturing
+from matchbox._op_table import op_name
 
 #: The attribute of a mask tensor that holds its lengths.
 ATTRIBUTE = "_matchbox_lengths"
@@ -245,8 +246,6 @@ def check_call(handler: Any, func: Any, args: Sequence[Any], kwargs: dict[str, A
     for mask in _masks(results):
         if any(mask is m for m in inputs) or carried(mask) is not None:
             continue  # an argument's mask, or one that was given lengths
-        from matchbox._registry import op_name
-
         lengths = carried(carrying[0])
         j = int(empty_in_part(lengths).nonzero()[0]) if empty_in_part(lengths).any() else 0
         raise NotImplementedError(

@@ -14,9 +14,10 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _registry
+from matchbox import _capture
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._masking import lengths_along
+from matchbox._op_table import declare_convenience
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.constructors import new_batch
 from matchbox.ops.shape import reshape_batch
@@ -227,4 +228,4 @@ def install() -> None:
             setattr(torch.Tensor, name, function)
     if not hasattr(torch.Tensor, "maxsize"):
         torch.Tensor.maxsize = maxsize  # type: ignore[attr-defined]
-    _registry.declare_convenience(sorted([*CONVENIENCE, "maxsize"]))
+    declare_convenience(sorted([*CONVENIENCE, "maxsize"]))

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _registry
+from matchbox._op_table import batch_types
 from matchbox.masked_batch import MaskedBatch
 
 DimSpec = tuple[bool, int]
@@ -243,7 +243,7 @@ def _leaf(x: Any, requires_grad: bool) -> Any:
 
 def _is_batch(x: Any) -> bool:
     """Whether ``x`` is a batch of any registered batch type (``MaskedBatch``, ``PackedBatch``)."""
-    return isinstance(x, _registry.batch_types())
+    return isinstance(x, batch_types())
 
 
 def _rebatch(xb: Any, inputs: list[Any]) -> Any:

@@ -21,10 +21,8 @@ import string
 from typing import Any
 
 import torch
-from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
-from matchbox._autograd_function import grad_enabled
 from matchbox.masked_batch import MaskedBatch, constant_pad, mask_from_lengths
 
 
@@ -282,30 +280,28 @@ def _check_contraction(op: str, a: Any, b: Any) -> tuple[Any, Any]:
 
 
 @_lengths.aware
-@_registry.implements(torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__,
-                      family="linalg")
 def matmul(func, input, other):
     return matmul_batches(_registry.op_name(func), input, other)
 
 
-def _matmul_method(func: Any, dispatch: Any) -> Any:
-    """``x @ W`` as a method (see ``_registry._install_one``), with the batch-times-weight
-    product inlined (the hot path); every other call through the dispatch."""
+def _matmul_fast(func: Any) -> Any:
+    """The fast path of ``x @ W`` (see ``matchbox._methods``): the batch-times-weight
+    product inlined (the hot path); ``None`` (the dispatch) for every other call."""
 
-    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
-            return dispatch(func, None, (self, *args), kwargs)
+    def fast(func: Any, self: MaskedBatch, args: tuple[Any, ...]) -> Any:
         if len(args) == 1:
             other = args[0]
             if (isinstance(other, torch.Tensor) and other.dim() == 2 and self.data.dim() >= 2
                     and not self.dims[-1]):
                 return _times_weight(self, other, func)
-        return dispatch(func, None, (self, *args))
+        return None
 
-    return method
+    return fast
 
 
-matmul.method_factory = _matmul_method  # type: ignore[attr-defined]
+# Registered here, with its fast path: a fast path given after registering is never used.
+_registry.register((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), matmul,
+                   family="linalg", fast_path=_matmul_fast)
 
 
 @_lengths.aware

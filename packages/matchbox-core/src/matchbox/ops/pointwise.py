@@ -27,10 +27,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.autograd import profiler as autograd_profiler
 
 from matchbox import _lengths, _masking, _registry
-from matchbox._autograd_function import grad_enabled
 from matchbox.masked_batch import MaskedBatch
 
 # Python operators and the ATen op each one is.
@@ -167,7 +165,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
     elif not kwargs and args:
-        result = _plain(func, None, args[0], args[1:])
+        result = _plain(func, args[0], args[1:])
         if result is not None:
             return result
     if not kwargs and _same_layout(args):
@@ -299,11 +297,11 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return target
 
 
-def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
+def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
-    mask), ``x * w`` (a weight).  Any other call goes to ``dispatch`` (the batch type's:
-    arguments of another batch type, ``masked + packed``, join there), or, without one,
-    gives ``None`` (the general rule then runs)."""
+    mask), ``x * w`` (a weight).  Any other call gives ``None``: the general rule then
+    runs, or, for a method, the dispatch (arguments of another batch type,
+    ``masked + packed``, join there)."""
     if type(self) is MaskedBatch:
         make = MaskedBatch._make
         if not args:
@@ -326,24 +324,15 @@ def _plain(func: Any, dispatch: Any, self: Any, args: tuple[Any, ...]) -> Any:
                 pair = (self, other)
                 if _same_layout(pair):
                     return _run_same_layout(func, pair)
-    return None if dispatch is None else dispatch(func, None, (self, *args))
+    return None
 
 
-def _method(func: Any, dispatch: Any) -> Any:
-    """A Tensor method of the family (see ``_registry._install_one``): calls without
-    keywords, with gradients and no profiler go to :func:`_plain` directly (one Python
-    frame instead of the dispatch's), every other through the dispatch."""
-    if _kind(func) != _PLAIN:
-        return None
-
-    def method(self: MaskedBatch, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
-            return dispatch(func, None, (self, *args), kwargs)
-        return _plain(func, dispatch, self, args)
-
-    return method
+def _fast(func: Any) -> Any:
+    """The fast path of a Tensor method of the family (see ``matchbox._methods``): the
+    registry's guard hands it the calls without keywords, with gradients and no profiler;
+    :func:`_plain` takes the commonest of them and gives ``None`` for the others."""
+    return _plain if _kind(func) == _PLAIN else None
 
 
-pointwise.method_factory = _method  # type: ignore[attr-defined]
 _lengths.aware(pointwise)  # masks combine in _masking.align / combine_layouts
-_registry.register(pointwise_ops(), pointwise, family="pointwise")
+_registry.register(pointwise_ops(), pointwise, family="pointwise", fast_path=_fast)

@@ -25,11 +25,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.autograd import profiler as autograd_profiler
 
 from matchbox.extending import (
     check_inplace_derivative,
-    grad_enabled,
     implements,
     lengths_aware,
     op_name,
@@ -156,17 +154,16 @@ def _wrap(result: Any, first: PackedBatch) -> Any:
     return result
 
 
-def _method(func: Any, dispatch: Any) -> Any:
-    """A Tensor method of the family (see matchbox-core's ``_registry._install_one``):
-    ``x.tanh()``, ``x * 2``, ``x + y`` of one layout inlined, every other call through
-    the dispatch (which applies the mixing rule)."""
+def _fast(func: Any) -> Any:
+    """The fast path of a Tensor method of the family (see matchbox-core's
+    ``matchbox._methods``): ``x.tanh()``, ``x * 2``, ``x + y`` of one layout inlined;
+    ``None`` for every other call, which goes through the dispatch (which applies the
+    mixing rule)."""
     if writes_first_argument(func):
         return None
     make = PackedBatch._make
 
-    def method(self: PackedBatch, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or not grad_enabled() or autograd_profiler._is_profiler_enabled:
-            return dispatch(func, None, (self, *args), kwargs)
+    def fast(func: Any, self: PackedBatch, args: tuple[Any, ...]) -> Any:
         if not args:
             return make(func(self.data), self.layout)
         if len(args) == 1:
@@ -175,12 +172,11 @@ def _method(func: Any, dispatch: Any) -> Any:
                 return make(func(self.data, other), self.layout)
             if type(other) is PackedBatch and other.layout is self.layout:
                 return make(func(self.data, other.data), self.layout)
-        return dispatch(func, None, (self, *args))
+        return None
 
-    return method
+    return fast
 
 
-pointwise.method_factory = _method  # type: ignore[attr-defined]
 # A PackedBatch has no mask, so no lengths to lose (and its methods skip that check).
-implements(*pointwise_ops(), family="pointwise", batch_type="PackedBatch")(
+implements(*pointwise_ops(), family="pointwise", batch_type="PackedBatch", fast_path=_fast)(
     lengths_aware(pointwise))
