@@ -313,6 +313,46 @@ def test_arguments_that_cannot_be_captured_run_eagerly():
     torch.testing.assert_close(out.data, xb.data.tanh(), equal_nan=True)
 
 
+def test_specializations_list_the_graphs_then_the_calls_not_captured():
+    # Calls whose arguments cannot be taken apart have no key and no graph: they come
+    # after the graphs, one entry per reason, however the calls interleave.
+    compiled = matchbox.compile(lambda x, f=None: x * 2 if f is None else f(x), backend=BACKEND)
+    _, xb = batch_of([2, 3], requires_grad=False)
+    with pytest.warns(UserWarning, match="runs eagerly: an argument of type"):
+        compiled(xb, torch.tanh)
+    compiled(xb)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # warned once per reason
+        compiled(xb, torch.tanh)
+    graph, uncaptured = compiled.specializations
+    assert (graph.eager_reason, graph.calls) == (None, 1)
+    assert uncaptured.summary == "(arguments not captured)"
+    assert uncaptured.eager_reason.startswith("an argument of type builtin_function_or_method")
+    assert uncaptured.calls == 2
+
+
+def test_a_batch_changed_in_place_runs_eagerly_when_the_graph_would_get_a_padded_copy():
+    def bump(x):
+        x.add_(1)
+        return x.sum(1)
+
+    for bucket, copied in ((8, True), (None, False)):
+        compiled = matchbox.compile(bump, backend=BACKEND, bucket=bucket)
+        examples, xb = batch_of([2, 3], requires_grad=False)
+        real = xb.mask.expand_as(xb.data)
+        before = xb.data[real]
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compiled(xb)
+            out = compiled(xb)
+        warned = [w for w in caught if "changes a batch argument in place" in str(w.message)]
+        assert len(warned) == int(copied)  # warned once
+        torch.testing.assert_close(xb.data[real], before + 2)  # both calls changed it
+        assert_examples_close(out, [(x + 2).sum(1) for x in examples])
+        # An eager call is not a call of the graph.
+        assert compiled.specializations[0].calls == (0 if copied else 2)
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="bucket must be a positive int"):
         matchbox.compile(scores, bucket=0)

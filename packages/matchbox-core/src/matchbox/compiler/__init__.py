@@ -46,6 +46,7 @@ import functools
 import logging
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -117,8 +118,42 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
                     f"{type(model).__name__}")
 
 
+@dataclass
+class _Call:
+    """One call of a compiled model, its arguments taken apart (what each step reads)."""
+
+    params: list[torch.Tensor]  # the module's parameters and buffers, in order
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    structure: Any  # the arguments' structure, their tensors replaced by positions
+    tensors: list[torch.Tensor]  # the arguments' tensors (batches padded to the bucket)
+    key: tuple[Any, ...]  # what a graph is specialised on
+
+    @property
+    def inputs(self) -> list[torch.Tensor]:
+        """A graph's inputs: the parameters, then the arguments' tensors."""
+        return self.params + self.tensors
+
+
 class _Specializations:
-    """The graphs of one compiled model, keyed by what they are specialised on."""
+    """The graphs of one compiled model, keyed by what they are specialised on.
+
+    A call ends in one of these outcomes, each a method:
+
+    - its arguments cannot be taken apart (a ``PackedBatch``, a function):
+      :meth:`_run_uncaptured`, eager, warned once per reason;
+    - its specialisation runs eagerly (the capture or ``torch.compile`` failed):
+      :meth:`_run_eagerly`;
+    - it changes in place a batch that the graph would get as a padded copy:
+      :meth:`_run_eagerly_for_the_copy`, warned once;
+    - the graph runs (:meth:`_run_graph`), and then either returns its result, or
+      a per-example check failed (:meth:`_rerun_for_the_error`), or a loop reached
+      its step bound (:meth:`_run_grown`: compiled again with twice the bound).
+
+    ``graphs`` holds every specialisation, keyed by what it is specialised on (one
+    that runs eagerly has its ``eager_reason``); ``uncaptured`` holds, by reason, the
+    calls whose arguments could not be taken apart: they have no key and no graph.
+    """
 
     def __init__(self, run: Callable[..., Any], name: str, *, bucket: Any, max_steps: int | None,
                  backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str,
@@ -132,7 +167,12 @@ class _Specializations:
         self.mode = mode
         self.options = options
         self.fallback = fallback
-        self.table: dict[Any, Specialization] = {}
+        self.graphs: dict[tuple[Any, ...], Specialization] = {}
+        self.uncaptured: dict[str, Specialization] = {}
+
+    def specializations(self) -> list[Specialization]:
+        """Every specialisation, in the order first captured, then the uncaptured calls."""
+        return list(self.graphs.values()) + list(self.uncaptured.values())
 
     def __call__(self, params: list[torch.Tensor], key_extra: Any, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
@@ -140,55 +180,69 @@ class _Specializations:
         try:
             structure = flatten((args, kwargs), tensors, bucket=self.bucket)
         except Unsupported as error:
-            return self._eager_for(str(error), params, args, kwargs)
+            return self._run_uncaptured(str(error), params, args, kwargs)
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
                _autocast_state(), key_extra)
-        spec = self.table.get(key)
+        call = _Call(params, args, kwargs, structure, tensors, key)
+        spec = self.graphs.get(key)
         if spec is None:
             bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
-            spec = self.table[key] = self._specialize(structure, params, tensors, bound,
-                                                      (args, kwargs))
-        while True:
-            if spec.eager_reason is not None:
-                spec.calls += 1
-                return self.run(params, args, kwargs)
-            if spec.mutated and _copied_and_changed(spec, len(params), tensors, (args, kwargs)):
-                # This call's batch was padded into a copy, which the graph would change.
-                _warn_once(spec, f"matchbox.compile({self.name}): runs a call eagerly: it "
-                                 "changes a batch argument in place, and the graph would get "
-                                 "it padded to the bucket (a copy the change would not leave); "
-                                 "compile with bucket=None, or make the change out of place")
-                return self.run(params, args, kwargs)
-            inputs = params + tensors
-            kept = _before_run(spec, inputs)
-            try:
-                outputs = _graph.timed_first_run(spec, inputs)
-            except Exception as error:  # noqa: BLE001
-                if not spec.first_run_failed(error):
-                    raise
-                _restore(kept)
-                self._eager_spec(spec, f"torch.compile failed on the captured graph: "
-                                       f"{_graph.reason(error)}")
-                continue
-            spec.calls += 1
-            self._check_updates(spec, inputs, kept)
-            if spec.has_flags:
-                *outputs, flags = outputs
-                failed, overflowed = flags.tolist()  # the one sync of a compiled call
-                if failed or overflowed:
-                    _restore(kept)  # the run is discarded: so are its in-place updates
-                if failed:
-                    # A per-example check failed: the eager call raises its error.
-                    return self.run(params, args, kwargs)
-                if overflowed:
-                    spec = self.table[key] = self._grow(spec, structure, params, tensors,
-                                                        (args, kwargs))
-                    continue
-            result, _ = unflatten(spec.out_structure, list(outputs))
-            return result
+            spec = self._specialize(call, bound)
+        return self._run(spec, call)
 
-    def _grow(self, spec: Specialization, structure: Any, params: list[torch.Tensor],
-              tensors: list[torch.Tensor], arguments: Any) -> Specialization:
+    def _run(self, spec: Specialization, call: _Call) -> Any:
+        if spec.eager_reason is not None:
+            return self._run_eagerly(spec, call)
+        if spec.mutated and _copied_and_changed(spec, len(call.params), call.tensors,
+                                                (call.args, call.kwargs)):
+            return self._run_eagerly_for_the_copy(spec, call)
+        return self._run_graph(spec, call)
+
+    def _run_eagerly(self, spec: Specialization, call: _Call) -> Any:
+        spec.calls += 1
+        return self.run(call.params, call.args, call.kwargs)
+
+    def _run_eagerly_for_the_copy(self, spec: Specialization, call: _Call) -> Any:
+        """This call's batch was padded into a copy, which the graph would change."""
+        _warn_once(spec, f"matchbox.compile({self.name}): runs a call eagerly: it changes a "
+                         "batch argument in place, and the graph would get it padded to the "
+                         "bucket (a copy the change would not leave); compile with "
+                         "bucket=None, or make the change out of place")
+        return self.run(call.params, call.args, call.kwargs)
+
+    def _run_graph(self, spec: Specialization, call: _Call) -> Any:
+        inputs = call.inputs
+        kept = _before_run(spec, inputs)
+        try:
+            outputs = _graph.timed_first_run(spec, inputs)
+        except Exception as error:  # noqa: BLE001
+            if not spec.first_run_failed(error):
+                raise
+            _restore(kept)
+            self._fall_back(spec, f"torch.compile failed on the captured graph: "
+                                  f"{_graph.reason(error)}")
+            return self._run_eagerly(spec, call)
+        spec.calls += 1
+        self._check_updates(spec, inputs, kept)
+        if spec.has_flags:
+            *outputs, flags = outputs
+            failed, overflowed = flags.tolist()  # the one sync of a compiled call
+            if failed or overflowed:
+                _restore(kept)  # the run is discarded: so are its in-place updates
+            if failed:
+                return self._rerun_for_the_error(call)
+            if overflowed:
+                return self._run_grown(spec, call)
+        result, _ = unflatten(spec.out_structure, list(outputs))
+        return result
+
+    def _rerun_for_the_error(self, call: _Call) -> Any:
+        """A per-example check failed in the graph: the eager call raises its own error."""
+        return self.run(call.params, call.args, call.kwargs)
+
+    def _run_grown(self, spec: Specialization, call: _Call) -> Any:
+        """A loop reached the graph's step bound: compiled again with twice the bound (the
+        new graph replaces the old one), and the call run again."""
         if self.max_steps is not None:
             raise RuntimeError(
                 f"matchbox.compile({self.name}): a loop needs more than max_steps="
@@ -196,15 +250,16 @@ class _Specializations:
                 "for a bound that grows as calls need it)")
         log.info("%s: a loop needs more than %d steps; compiling again with %d",
                  self.name, spec.bound, 2 * spec.bound)
-        return self._specialize(structure, params, tensors, 2 * spec.bound, arguments)
+        return self._run(self._specialize(call, 2 * spec.bound), call)
 
-    def _specialize(self, structure: Any, params: list[torch.Tensor],
-                    tensors: list[torch.Tensor], bound: int, arguments: Any) -> Specialization:
-        del arguments  # (the call's own tensors matter per call, see __call__)
+    def _specialize(self, call: _Call, bound: int) -> Specialization:
+        """Capture and compile ``call`` with loops bounded by ``bound`` (eager when it
+        cannot be captured), stored under the call's key."""
         import time
 
+        params, structure, tensors = call.params, call.structure, call.tensors
         spec = Specialization(summary=describe(structure, tensors), bound=bound)
-        if len(self.table) == MANY_GRAPHS:
+        if len(self.graphs) + len(self.uncaptured) == MANY_GRAPHS:
             _warn(f"matchbox.compile({self.name}): {MANY_GRAPHS} graphs so far; an argument "
                   "that changes from call to call (a float, a padded size that bucket= does "
                   "not round, a batch size) compiles a graph each time: pass it as a tensor, "
@@ -214,12 +269,14 @@ class _Specializations:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
                                    spec, self.module)
         except CaptureError as error:
-            return self._eager_spec(spec, str(error))
-        spec.nodes = len(graph.graph.nodes)
-        spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options)
-        spec.compile_seconds = time.perf_counter() - start
-        log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
-                 spec.summary, spec.nodes, bound)
+            self._fall_back(spec, str(error))
+        else:
+            spec.nodes = len(graph.graph.nodes)
+            spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options)
+            spec.compile_seconds = time.perf_counter() - start
+            log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
+                     spec.summary, spec.nodes, bound)
+        self.graphs[call.key] = spec
         return spec
 
     def _check_updates(self, spec: Specialization, inputs: list[torch.Tensor],
@@ -233,33 +290,34 @@ class _Specializations:
         lost = [i for i, (tensor, version, _) in zip(spec.mutated, kept)
                 if tensor._version == version]
         if lost:
-            self._eager_spec(spec, "torch.compile's graph dropped an in-place update of an "
-                                   f"input of shape {tuple(inputs[lost[0]].shape)}")
+            self._fall_back(spec, "torch.compile's graph dropped an in-place update of an "
+                                  f"input of shape {tuple(inputs[lost[0]].shape)}")
             raise RuntimeError(
                 f"matchbox.compile({self.name}): the compiled graph did not apply the call's "
                 f"in-place update of a tensor of shape {tuple(inputs[lost[0]].shape)} and "
                 f"dtype {inputs[lost[0]].dtype} (a torch.compile issue); this specialisation "
                 "runs eagerly from now on: call again")
 
-    def _eager_spec(self, spec: Specialization, reason: str) -> Specialization:
+    def _fall_back(self, spec: Specialization, reason: str) -> None:
+        """``spec`` runs eagerly from now on, with a warning saying why (``fallback="raise"``:
+        raises :class:`CaptureError` instead)."""
         if self.fallback == "raise":
             raise CaptureError(f"matchbox.compile({self.name}): cannot capture {spec.summary} "
                                f"as one graph: {reason}")
         _warn(f"matchbox.compile({self.name}): runs {spec.summary} eagerly, as it cannot be "
               f"captured as one graph: {reason}")
         spec.eager_reason = reason
-        return spec
 
-    def _eager_for(self, reason: str, params: list[torch.Tensor], args: tuple[Any, ...],
-                   kwargs: dict[str, Any]) -> Any:
-        """A call whose arguments cannot be taken apart: eager (warned once)."""
+    def _run_uncaptured(self, reason: str, params: list[torch.Tensor], args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> Any:
+        """A call whose arguments cannot be taken apart: eager (warned once per reason)."""
         if self.fallback == "raise":
             raise CaptureError(f"matchbox.compile({self.name}): cannot capture the call: {reason}")
-        spec = self.table.get(reason)
+        spec = self.uncaptured.get(reason)
         if spec is None:
             _warn(f"matchbox.compile({self.name}): runs eagerly: {reason}")
-            spec = self.table[reason] = Specialization(summary="(arguments not captured)",
-                                                       bound=0, eager_reason=reason)
+            spec = self.uncaptured[reason] = Specialization(
+                summary="(arguments not captured)", bound=0, eager_reason=reason)
         spec.calls += 1
         return self.run(params, args, kwargs)
 
@@ -344,8 +402,9 @@ class CompiledModule(nn.Module):
 
     @property
     def specializations(self) -> list[Specialization]:
-        """Every graph compiled so far (and every specialisation run eagerly, with why)."""
-        return list(self._graphs.table.values())
+        """Every graph compiled so far (and every specialisation run eagerly, with why),
+        then the calls whose arguments could not be captured, one entry per reason."""
+        return self._graphs.specializations()
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -381,8 +440,9 @@ class CompiledFunction:
 
     @property
     def specializations(self) -> list[Specialization]:
-        """Every graph compiled so far (and every specialisation run eagerly, with why)."""
-        return list(self._graphs.table.values())
+        """Every graph compiled so far (and every specialisation run eagerly, with why),
+        then the calls whose arguments could not be captured, one entry per reason."""
+        return self._graphs.specializations()
 
 
 def _same_tensors(params: list[torch.Tensor], module: nn.Module) -> bool:
