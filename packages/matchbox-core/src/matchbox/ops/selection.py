@@ -43,13 +43,9 @@ import torch
 from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.ordering import _padded_along, _sort
-from matchbox.ops.reductions import (
-    _ExtremeOfReal,
-    _keep,
-    reduced_dimensions,
-    reduced_layout,
-    refuse_empty,
-)
+from matchbox.ops.reductions import reduced_dimensions, reduced_layout, refuse_empty
+from matchbox.ops.reductions._reduce import _keep
+from matchbox.ops.reductions.extremes import _ExtremeOfReal
 
 FAMILY = "selection"
 
