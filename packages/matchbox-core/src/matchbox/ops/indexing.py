@@ -11,9 +11,9 @@ result's mask then carries the example's other sizes, see ``matchbox._lengths``)
 A batch of per-example ints (``dims == ()``, an integer dtype: a counter that
 examples advance at their own pace in a ``@batch`` loop) is each example's own
 int index.  A tensor index (a plain tensor or list of positions, the same for every
-example, or a batch of per-example index tensors; ``ops/gather.py``) replaces the
-dimension it indexes by the index's shape, each example reading its own positions;
-one tensor index per subscript, bool (mask) indices are refused.
+example, or a batch of per-example index tensors; ``ops/gather/tensor_indices.py``)
+replaces the dimension it indexes by the index's shape, each example reading its own
+positions; one tensor index per subscript, bool (mask) indices are refused.
 
 Only running examples (see ``_masking.EXECUTION_MASK``) must reach an int
 index; for the others the result is padding.
