@@ -1,9 +1,10 @@
-"""Op families of ``MaskedBatch``, one module each; importing them fills the registry.
+"""Op families of ``MaskedBatch``, one module each (a package for a family split by
+concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the registry.
 
 | family        | module          | what happens to the mask                              |
 |---------------|-----------------|-------------------------------------------------------|
 | pointwise     | pointwise.py    | broadcast like the examples; masks combined with and  |
-| reduction     | reductions.py   | static dim: kept; dynamic dim: padding filled with the |
+| reduction     | reductions/     | static dim: kept; dynamic dim: padding filled with the |
 |               |                 | op's identity first, the dimension leaves the mask     |
 | linalg        | linalg.py       | padding zeroed; result real where both rows and        |
 |               |                 | columns are real                                       |
@@ -11,7 +12,7 @@
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
 |               |                 | (a batch of per-example ints: each example's own index) |
-| gather        | gather.py       | gather/take_along_dim/x[:, idx]: the index's layout   |
+| gather        | gather/         | gather/take_along_dim/x[:, idx]: the index's layout   |
 |               |                 | (positions inside each example, checked); scatter:    |
 |               |                 | the input's (padding index positions write nowhere)   |
 | ordering      | ordering.py     | scans, sorts, topk, flips, roll: static: on the data, |
