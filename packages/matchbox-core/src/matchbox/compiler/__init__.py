@@ -191,6 +191,8 @@ class _Specializations:
         return self._run(spec, call)
 
     def _run(self, spec: Specialization, call: _Call) -> Any:
+        """``call`` under ``spec``: eagerly when the specialisation or this call needs it,
+        else by the graph."""
         if spec.eager_reason is not None:
             return self._run_eagerly(spec, call)
         if spec.mutated and _copied_and_changed(spec, len(call.params), call.tensors,
@@ -199,6 +201,7 @@ class _Specializations:
         return self._run_graph(spec, call)
 
     def _run_eagerly(self, spec: Specialization, call: _Call) -> Any:
+        """A specialisation that cannot be captured (or compiled) runs every call eagerly."""
         spec.calls += 1
         return self.run(call.params, call.args, call.kwargs)
 
@@ -211,6 +214,7 @@ class _Specializations:
         return self.run(call.params, call.args, call.kwargs)
 
     def _run_graph(self, spec: Specialization, call: _Call) -> Any:
+        """The graph's run (its first compiles it), then the outcome its flags say."""
         inputs = call.inputs
         kept = _before_run(spec, inputs)
         try:
