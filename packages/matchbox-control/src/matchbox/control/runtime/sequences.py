@@ -21,6 +21,17 @@ the record belong to every example.  From the records:
 The steps of ``x.unbind(d)`` along a dynamic dimension record their examples too
 (:func:`unbind`): ``len(x.unbind(1))`` and ``x.unbind(1)[-1]`` are each example's.
 
+A list variable merged after a region (assigned under a per-example ``if``, or
+carried by a loop that examples leave at different steps) keeps the records
+(:func:`select_items`): position by position, an item is the new list's for the
+examples that ran the region and the old list's for the others, and records
+which examples have it.  So the two lists may differ in length (``row = row +
+[v]``, ``window = window[-2:]``), and ``+`` (position by position, each
+example's items in order) and ``+=`` keep each example's items.  An item that
+only some examples have must be able to hold padding (a tensor, a number, a
+tuple of them): a list of lists whose rows differ between examples is refused,
+naming the list and the line.
+
 A list none of whose items has a record is an ordinary Python list: each helper
 is then the Python operation itself.  ``for`` loops, comprehensions and
 ``sum``/``max``/... read the same records (``iteration.example_real``).
@@ -30,13 +41,14 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 from typing import Any
 
 import torch
 
 from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import _MASK
-from matchbox.control.runtime.select import only_active, select
+from matchbox.control.runtime.select import only_active, select, user_line
 from matchbox.extending import combine_masks
 from matchbox.masked_batch import MaskedBatch
 
@@ -45,10 +57,14 @@ def per_example_item(mask: torch.Tensor, value: Any, name: str) -> Any:
     """``value`` as the item of a list that only the examples in ``mask`` have.
 
     ``None`` (what a comprehension run for its effects gives) stays ``None``: it
-    cannot record the examples, and counts for every example.
+    cannot record the examples, and counts for every example.  A list or dict
+    cannot record them either (a list of rows that only some examples have):
+    refused, saying what to write.
     """
     if value is None:
         return None
+    if isinstance(value, (list, dict)):
+        _refuse_nested(value, name)
     item = only_active(mask, value, name)
     _record(item, mask)
     return item
@@ -114,6 +130,77 @@ def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
     for step, row in zip(steps, present.unbind(0)):
         step._present = row
     return steps
+
+
+def select_items(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
+    """A list (or tuple) variable merged: ``new``'s items for the examples in ``mask``,
+    ``old``'s for the others, each example keeping exactly its own items.
+
+    The lists are merged position by position: each position's item records the
+    examples that have it (``new``'s record for the examples in ``mask``, ``old``'s
+    for the others, every example for an item without one).  An example's list is
+    the items it has, in order, so the two lists may have different lengths
+    (``row = row + [v]``, ``window = window[-2:]`` in a loop that examples leave at
+    different steps, a list assigned in one branch of a per-example ``if``).  An
+    item that only some examples have must be a tensor, a number or a tuple of
+    them: a list of lists whose rows differ between examples is refused.
+    """
+    items = []
+    for i in builtins.range(max(builtins.len(new), builtins.len(old))):
+        label = f"{name}[{i}]"
+        if i < builtins.len(new) and i < builtins.len(old):
+            n, o = new[i], old[i]
+            if n is o:
+                items.append(n)  # one object: its record holds for every example
+                continue
+            present_new, present_old = presence(n), presence(o)
+            item = select(mask, n, o, label)
+            if present_new is None and present_old is None:
+                items.append(item)  # every example has both
+                continue
+            present = torch.where(mask, _or_every(present_new, mask), _or_every(present_old, mask))
+        elif i < builtins.len(new):
+            item = new[i]
+            present_new = presence(item)
+            present = mask if present_new is None else mask & present_new
+        else:
+            item = old[i]
+            present_old = presence(item)
+            present = ~mask if present_old is None else ~mask & present_old
+        if not _recordable(item):
+            _refuse_nested(item, label, name)
+        items.append(per_example_item(present, item, label))
+    return type(new)(items)
+
+
+def _or_every(present: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    return torch.ones_like(like) if present is None else present
+
+
+def _recordable(value: Any) -> bool:
+    """Whether a value can be an item that only some examples have (it can hold
+    padding and record the examples: a batch, tensor, number or tuple of them)."""
+    kind = type(value)
+    if kind is MaskedBatch or kind in BATCH_VIEWS or isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, numbers.Number):
+        return True
+    if isinstance(value, tuple):
+        return all(_recordable(part) for part in value)
+    return False
+
+
+def _refuse_nested(value: Any, label: str, name: str | None = None) -> None:
+    what = f"the list '{name}'" if name is not None else "a list"
+    kind = type(value).__name__
+    raise TypeError(
+        f"@batch: {label} is a {kind}, an item of {what} that only some examples have "
+        f"({user_line()}): in the loop over examples each example's list holds its own "
+        "items (appended under a per-example condition, or by a loop whose steps differ "
+        f"between examples), and such an item must be a tensor, a number or a tuple of "
+        f"them, which can hold padding for the others; a {kind} cannot. Keep the row you "
+        "need in a variable of its own (prev = row), or stack each row into a tensor "
+        "first (torch.stack(row, 1)) and keep the tensors in the list")
 
 
 def _sequence(obj: Any) -> bool:
