@@ -46,6 +46,7 @@ from typing import Any
 
 import torch
 
+from matchbox._capture import capturing, fails, refuse
 from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
@@ -127,9 +128,24 @@ def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
     # dimension has no step (every example empty in it).
     rest_size = math.prod(steps_first.shape[2:])
     present = steps_first.reshape(*steps_first.shape[:2], rest_size).any(-1)
-    for step, row in zip(steps, present.unbind(0)):
+    for k, (step, row) in enumerate(zip(steps, present.unbind(0))):
         step._present = row
+        # Each example's steps come first (a dynamic dimension's extent is a prefix):
+        # ``enumerate`` counts them with plain ints, also while capturing.
+        row._unbind_step = (present, k)
     return steps
+
+
+def prefix_steps(items: Any) -> bool:
+    """Whether ``items`` are steps of one ``unbind`` along a dynamic dimension, in
+    order: each example has a prefix of them, so a step's count is the same for
+    every example that has it, known without reading values."""
+    origins = [getattr(getattr(item, "_present", None), "_unbind_step", None) for item in items]
+    if not origins or origins[0] is None:
+        return False
+    whole = origins[0][0]
+    return all(origin is not None and origin[0] is whole and origin[1] == k
+               for k, origin in enumerate(origins))
 
 
 def select_items(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
@@ -289,21 +305,55 @@ def _running(valid: torch.Tensor) -> torch.Tensor:
 
 
 def _own_item(obj: Any, present: torch.Tensor, index: Any) -> Any:
+    if not builtins.len(obj):
+        # No item to read (a per-example index into an empty list): every running
+        # example's read is out of range, as in the loop.
+        _empty_read(present, index)
     chosen, valid = _positions(present, index)
     short = _running(valid)
-    if short.any():
+    if fails(short):
         examples = short.nonzero().flatten().tolist()
         raise IndexError(
             f"list index out of range for examples {examples}: in the loop over examples "
             "each example indexes its own list (here: the items it appended), which is "
             "shorter for them")
     outer = _MASK.get()
-    # The positions the running examples read (one sync); one select for each.
-    positions = (chosen if outer is None else chosen[outer]).unique().tolist() or [0]
+    if capturing() is not None:
+        # No positions are read from values: a select for each position that the
+        # index can reach (an int ``i >= 0`` is at position ``i`` or later, ``-i`` at
+        # ``len - i`` or earlier).
+        count = builtins.len(obj)
+        if type(index) is int:
+            reach = builtins.range(index, count) if index >= 0 else builtins.range(
+                0, count + index + 1)
+        else:
+            reach = builtins.range(count)
+        positions = list(reach) or [0]
+    else:
+        # The positions the running examples read (one sync); one select for each.
+        positions = (chosen if outer is None else chosen[outer]).unique().tolist() or [0]
     result = obj[positions[0]]
     for position in positions[1:]:
         result = select(chosen == position, obj[position], result, "a list item")
     return result
+
+
+def _empty_read(present: torch.Tensor, index: Any) -> None:
+    """A per-example index into an empty list: ``IndexError`` for the running
+    examples; while ``matchbox.compile`` captures a graph (which runs every step's
+    code masked, also code no example runs there), the call runs eagerly."""
+    running = _MASK.get()
+    if running is None:
+        running = torch.ones(present.size(1), dtype=torch.bool, device=present.device)
+    refuse(f"a list read items[i] with a per-example index i where the list is empty "
+           f"({user_line()}): a graph runs the code of every step, also where no example "
+           "runs it, and an empty list has no item to read there. Read it where the list "
+           "has items, e.g. under `if len(items) > 0:`, or with an index that is a plain "
+           "int (enumerate over the steps of a dynamic dimension gives one)")
+    examples = running.nonzero().flatten().tolist()
+    raise IndexError(
+        f"list index out of range for examples {examples}: in the loop over examples "
+        "each example indexes its own list, which is empty")
 
 
 def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
