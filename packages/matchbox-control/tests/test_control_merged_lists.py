@@ -77,6 +77,22 @@ def test_a_sliding_window_holds_each_examples_last_two_steps(dtype):
 
 
 @matchbox.batch
+def the_window_itself(x):
+    window = []
+    for v in x.unbind(1):
+        window.append(v)
+        window = window[-2:]
+    return window
+
+
+def test_a_window_carried_by_a_loop_does_not_grow_with_the_loop():
+    # Positions that no example has are dropped (by the slice, and by the merge of a
+    # list of two lengths): the batched list holds two items, not one per step.
+    _, xb = sequences([5, 40, 3, 17])
+    assert len(the_window_itself(xb)) == 2
+
+
+@matchbox.batch
 def soft_dtw(x, y):
     """Soft dynamic time warping, its table kept as Python lists of rows."""
     gamma = 0.5

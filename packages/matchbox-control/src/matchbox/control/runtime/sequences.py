@@ -161,18 +161,18 @@ def select_items(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     item that only some examples have must be a tensor, a number or a tuple of
     them: a list of lists whose rows differ between examples is refused.
     """
-    items = []
+    positions: list[tuple[Any, torch.Tensor | None, str]] = []
     for i in builtins.range(max(builtins.len(new), builtins.len(old))):
         label = f"{name}[{i}]"
         if i < builtins.len(new) and i < builtins.len(old):
             n, o = new[i], old[i]
             if n is o:
-                items.append(n)  # one object: its record holds for every example
+                positions.append((n, None, label))  # one object: its record holds for all
                 continue
             present_new, present_old = presence(n), presence(o)
             item = select(mask, n, o, label)
             if present_new is None and present_old is None:
-                items.append(item)  # every example has both
+                positions.append((item, None, label))  # every example has both
                 continue
             present = torch.where(mask, _or_every(present_new, mask), _or_every(present_old, mask))
         elif i < builtins.len(new):
@@ -185,8 +185,17 @@ def select_items(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
             present = ~mask if present_old is None else ~mask & present_old
         if not _recordable(item):
             _refuse_nested(item, label, name)
-        items.append(per_example_item(present, item, label))
-    return type(new)(items)
+        positions.append((item, present, label))
+    if builtins.len(new) != builtins.len(old) and capturing() is None:
+        # Lists of two lengths: the positions no example has are dropped (one sync), or
+        # a list carried by a loop would grow by the longer one at every step.
+        recorded = [k for k, (_, present, _) in enumerate(positions) if present is not None]
+        if recorded:
+            had = torch.stack([positions[k][1] for k in recorded]).any(1).tolist()
+            empty = {k for k, kept in zip(recorded, had) if not kept}
+            positions = [p for k, p in enumerate(positions) if k not in empty]
+    return type(new)(item if present is None else per_example_item(present, item, label)
+                     for item, present, label in positions)
 
 
 def _or_every(present: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
@@ -385,4 +394,12 @@ def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
         stop = bound(index.stop, torch.full_like(counts, -1), -1, counts - 1)
         chosen = present & (rank <= start) & (rank > stop) & ((start - rank) % -step == 0)
         order = builtins.range(builtins.len(obj) - 1, -1, -1)
+    outer = _MASK.get()
+    if outer is not None:
+        chosen = chosen & outer  # what the others get is discarded (merged away)
+    if capturing() is None:
+        # Only the positions some running example takes (one sync): a list sliced
+        # in a loop (``window = window[-2:]``) keeps its length, not the whole list's.
+        taken = chosen.any(1).tolist()
+        order = [k for k in order if taken[k]]
     return type(obj)(per_example_item(chosen[k], obj[k], "a list item") for k in order)
