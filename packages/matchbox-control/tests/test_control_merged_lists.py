@@ -251,6 +251,46 @@ def test_items_that_cannot_hold_padding_are_refused_naming_the_list():
         f(xb)
 
 
+@matchbox.batch
+def unpacked(x):
+    items = []
+    for v in x.unbind(1):
+        if v.sum() > 0:
+            items.append(v)
+    a, b = items
+    first, *rest = items
+    *init, last = items
+    return a - 2 * b, first * len(rest), torch.stack(rest + init, 1), last
+
+
+def test_unpacking_gives_each_example_its_own_items(dtype):
+    # The positive steps are at positions 0 and 2, 1 and 2, 0 and 1: Python's own
+    # unpacking of the batched list would give padding to examples 0 and 1.
+    values = ([1.0, -1.0, 2.0], [-1.0, 3.0, 4.0], [5.0, 6.0])
+    xs = [torch.tensor(v, dtype=dtype).reshape(1, -1, 1) for v in values]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    assert per_example(unpacked(xb)[0]) == [-3.0, -5.0, -7.0]
+    assert_batch_equals_loop(unpacked, (xs, xb))
+
+
+def test_unpacking_a_list_of_the_wrong_length_raises_naming_the_examples():
+    @matchbox.batch
+    def f(x):
+        items = []
+        for v in x.unbind(1):
+            items.append(v)
+        a, b = items
+        return a + b
+
+    xs, xb = sequences([2, 1, 3, 2])
+    with pytest.raises(ValueError, match=r"cannot unpack a list whose items only some examples "
+                                         r"have: examples \[1, 2\] have \[1, 3\] items, 2 "
+                                         r"expected"):
+        f(xb)
+    with pytest.raises(ValueError):
+        f(xs[1])  # the loop raises there too
+
+
 # ---------------------------------------------------------------------- drawn programs
 
 _counter = itertools.count()
@@ -261,6 +301,8 @@ STATEMENTS = [
     ["lst = lst[-2:]"], ["lst = lst[1:]"], ["lst = lst[:3]"], ["lst = lst[::-1]"],
     ["lst = [u * 2 for u in lst]"], ["lst = lst + lst[:1]"],
     ["if len(lst) > 0:", "    v = v + lst[-1]"],
+    ["if len(lst) == 2:", "    a, b = lst", "    v = v + a - b"],
+    ["if len(lst) > 0:", "    *init, last = lst", "    v = sum(init, v) * 0.5 + last"],
 ]
 
 

@@ -11,6 +11,8 @@
 |                                          | dynamic dim record their examples         |
 | ``obj[i]``, ``obj[a:b]`` (one index,     | ``mb__.get_item(obj, i)``: a list's items |
 | read)                                    | per example (``runtime.sequences``)       |
+| ``a, b = items``, ``a, *rest = items``   | ``... = mb__.unpack(items, 2, None)``:    |
+|                                          | each example unpacks its own items        |
 | ``type(x) is T`` (``is not``, ``==``,    | ``mb__.compare_type(type, x, 'is', T)``:  |
 | ``!=``)                                  | warns where ``x`` is a batch, ``T`` a     |
 |                                          | tensor class                              |
@@ -86,6 +88,19 @@ class _BuiltinCalls(names.ScopeTransformer):
             new.args.extend(node.args)
             new.keywords.extend(node.keywords)
             return new
+        return node
+
+    def visit_Assign(self, node: Any) -> Any:
+        self.generic_visit(node)
+        (target, *more) = node.targets
+        if (more or not isinstance(target, (gast.Tuple, gast.List))
+                or isinstance(node.value, (gast.Tuple, gast.List))):
+            return node  # one target, not a swap of a literal tuple (``a, b = b, a``)
+        stars = [i for i, e in enumerate(target.elts) if isinstance(e, gast.Starred)]
+        node.value = templates.replace_expr(
+            "mb__.unpack(value, count, star)", origin=node, value=node.value,
+            count=templates.constant(len(target.elts)),
+            star=templates.constant(stars[0] if stars else None))
         return node
 
     def visit_Subscript(self, node: Any) -> Any:

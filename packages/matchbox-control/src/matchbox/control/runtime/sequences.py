@@ -14,6 +14,8 @@ the record belong to every example.  From the records:
 |                            | the examples whose list is too short; ``i`` may be a  |
 |                            | batch of per-example ints (a counter)                 |
 | ``items[a:b:c]``           | a list of its own items ``a`` to ``b`` (recorded)     |
+| ``a, b = items``,          | its own items; ``ValueError`` naming the examples     |
+| ``a, *rest = items``       | whose list has the wrong length                       |
 | ``items.pop()``, ``insert``,| ``NotImplementedError``: positions differ between    |
 | ``remove``, ``sort``,      | examples                                              |
 | ``reverse``, ``items[i] = v``|                                                     |
@@ -259,6 +261,40 @@ def get_item(obj: Any, index: Any) -> Any:
     if type(index) is slice:
         return _own_slice(obj, present, index)
     return _own_item(obj, present, index)
+
+
+def unpack(value: Any, count: int, star: int | None) -> Any:
+    """The value of ``a, b = value`` (``count`` targets, a starred one at ``star``).
+
+    A list whose items only some examples have is unpacked per example, as in the
+    loop over examples: each target gets each example's own item (a starred one its
+    own items, as a list); an example whose list has the wrong length raises the
+    ``ValueError`` the loop raises.  Anything else is unpacked by Python itself.
+    """
+    if not _sequence(value):
+        return value
+    present = per_example_presence(value)
+    if present is None:
+        return value
+    counts = present.sum(0)
+    need = count if star is None else count - 1
+    wrong = _running(counts == need if star is None else counts >= need)
+    if fails(wrong):
+        examples = wrong.nonzero().flatten().tolist()
+        have = counts[wrong].tolist()
+        expected = f"{need} or more" if star is not None else f"{need}"
+        raise ValueError(
+            f"@batch: cannot unpack a list whose items only some examples have: examples "
+            f"{examples} have {have} items, {expected} expected (in the loop over examples "
+            "each example unpacks its own list, and Python raises ValueError there)")
+    if star is None:
+        return tuple(_own_item(value, present, k) for k in builtins.range(count))
+    after = count - star - 1
+    head = [_own_item(value, present, k) for k in builtins.range(star)]
+    # Python gathers the starred target's items into a list itself.
+    rest = _own_slice(value, present, slice(star, -after if after else None))
+    tail = [_own_item(value, present, k - after) for k in builtins.range(after)]
+    return (*head, *rest, *tail)
 
 
 def has_records(obj: Any) -> bool:
