@@ -14,7 +14,7 @@ import textwrap
 import pytest
 import torch
 from control_cases import assert_batch_equals_loop, per_example, sequences
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import matchbox
@@ -360,9 +360,21 @@ def load(source, directory):
     return module.program
 
 
+# Every statement once, in a loop that examples leave at different steps, under a
+# per-example if: always tried, on zero- and one-length examples and a batch of one.
+_EVERY_STATEMENT = "import torch\n\n\ndef program(x):\n" + "\n".join(indent(
+    ["zero = x.sum(1) * 0", "v = x.sum(1)", "lst = [x.sum(1)]", "for v in x.unbind(1):"]
+    + indent(["if v.sum() > 0:"] + indent([line for lines in STATEMENTS for line in lines]))
+    + ["padded = lst + [zero]",
+       "return len(lst) + zero, sum(lst, zero), torch.stack(padded, 1), padded[-1]"])) + "\n"
+
+
 @settings(max_examples=30)
 @given(source=programs(), lengths=st.lists(st.integers(0, 4), min_size=1, max_size=4),
        dtype=st.sampled_from([torch.float32, torch.float64]))
+@example(source=_EVERY_STATEMENT, lengths=[0, 1, 3, 2], dtype=torch.float32)
+@example(source=_EVERY_STATEMENT, lengths=[1], dtype=torch.float64)
+@example(source=_EVERY_STATEMENT, lengths=[0], dtype=torch.float64)
 def test_drawn_list_programs_equal_the_loop(tmp_path_factory, source, lengths, dtype):
     program = matchbox.batch(load(source, tmp_path_factory.mktemp("lists")))
     torch.manual_seed(len(source))
