@@ -210,6 +210,30 @@ def test_plus_equals_and_concatenation_of_per_example_lists(dtype):
 
 
 @matchbox.batch
+def extended_under_a_condition(x):
+    items = []
+    for v in x.unbind(1):
+        items.append(v)
+    out = []
+    if x.sum() > 1.5:
+        out.extend(items)
+    else:
+        out += items[:1]
+    return len(out) + x.sum(1) * 0, sum(out, x.sum(1) * 0), torch.stack(out, 1)
+
+
+def test_extending_under_a_condition_by_a_list_only_some_examples_have(dtype):
+    # The items extended keep their own record (an example without an item does not
+    # get it from the extend): the loop gives lengths [3, 1, 2], not [3, 3, 3].
+    xs = [torch.ones(1, n, 1, dtype=dtype) * (k + 1) for k, n in enumerate((3, 1, 2))]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    count, total, _ = extended_under_a_condition(xb)
+    assert per_example(count) == [3, 1, 2]
+    assert per_example(total) == [3, 2, 6]
+    assert_batch_equals_loop(extended_under_a_condition, (xs, xb))
+
+
+@matchbox.batch
 def while_loop_list(x):
     items = [x.sum(1)]
     k = 0

@@ -68,8 +68,9 @@ def per_example_item(mask: torch.Tensor, value: Any, name: str) -> Any:
         return None
     if isinstance(value, (list, dict)):
         _refuse_nested(value, name)
+    own = presence(value)  # an item of another list only some examples have
     item = only_active(mask, value, name)
-    _record(item, mask)
+    _record(item, mask if own is None else mask & own)
     return item
 
 
