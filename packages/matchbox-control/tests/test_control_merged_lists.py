@@ -315,6 +315,48 @@ def test_unpacking_a_list_of_the_wrong_length_raises_naming_the_examples():
         f(xs[1])  # the loop raises there too
 
 
+@matchbox.batch
+def by_truth(x):
+    items = []
+    for v in x.unbind(1):
+        if v.sum() > 0:
+            items.append(v)
+    total = x.sum(1) * 0
+    if items:
+        total = total + items[-1]
+    if not items:
+        total = total - 1
+    while items:
+        items = items[1:]
+        total = total + 2
+    return total + (1 if items else 3)
+
+
+def test_the_truth_of_a_list_is_each_examples_own(dtype):
+    # `if items:` was Python's truth of the batched list: true for every example once
+    # some example had an item (an example with an empty list read items[-1]).
+    values = ([1.0, -1.0, 2.0], [-1.0], [3.0, 4.0], [])
+    xs = [torch.tensor(v, dtype=dtype).reshape(1, -1, 1) for v in values]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    assert per_example(by_truth(xb)) == [9.0, 2.0, 11.0, 2.0]
+    assert_batch_equals_loop(by_truth, (xs, xb))
+
+
+def test_a_per_example_list_as_an_operand_of_and_is_refused_saying_what_to_write():
+    @matchbox.batch
+    def f(x):
+        items = []
+        for v in x.unbind(1):
+            items.append(v)
+        return items and items[-1]
+
+    _, xb = sequences([2, 1, 3])
+    with pytest.raises(TypeError, match=r"a list whose items only some examples have as an "
+                                        r"operand of 'and' or 'or' \(.*, line \d+\).*"
+                                        r"len\(items\) > 0 and"):
+        f(xb)
+
+
 # ---------------------------------------------------------------------- drawn programs
 
 _counter = itertools.count()
@@ -327,6 +369,7 @@ STATEMENTS = [
     ["if len(lst) > 0:", "    v = v + lst[-1]"],
     ["if len(lst) == 2:", "    a, b = lst", "    v = v + a - b"],
     ["if len(lst) > 0:", "    *init, last = lst", "    v = sum(init, v) * 0.5 + last"],
+    ["if lst:", "    v = v * 0.5 + lst[0]"], ["v = v + (2 if not lst else 1)"],
 ]
 
 

@@ -58,7 +58,7 @@ from matchbox.control.runtime.masks import (
 )
 from matchbox.control.runtime.scalars import item
 from matchbox.control.runtime.select import Undefined, merge, merge_written, only_active, select
-from matchbox.control.runtime.sequences import get_item, unbind, unpack
+from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.masked_batch import MaskedBatch
 
@@ -96,5 +96,5 @@ __all__ = [
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "return_value", "select", "set_attr", "set_comp", "set_item", "slice_", "still_running",
-    "unbind", "unpack",
+    "truth", "operand", "unbind", "unpack",
 ]

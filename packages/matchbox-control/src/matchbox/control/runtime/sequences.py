@@ -16,6 +16,8 @@ the record belong to every example.  From the records:
 | ``items[a:b:c]``           | a list of its own items ``a`` to ``b`` (recorded)     |
 | ``a, b = items``,          | its own items; ``ValueError`` naming the examples     |
 | ``a, *rest = items``       | whose list has the wrong length                       |
+| ``if items:``, ``not items``| whether its own list is empty (``items and x``:     |
+|                            | ``TypeError``, write ``len(items) > 0 and x``)        |
 | ``items.pop()``, ``insert``,| ``NotImplementedError``: positions differ between    |
 | ``remove``, ``sort``,      | examples                                              |
 | ``reverse``, ``items[i] = v``|                                                     |
@@ -296,6 +298,31 @@ def unpack(value: Any, count: int, star: int | None) -> Any:
     rest = _own_slice(value, present, slice(star, -after if after else None))
     tail = [_own_item(value, present, k - after) for k in builtins.range(after)]
     return (*head, *rest, *tail)
+
+
+def truth(value: Any) -> Any:
+    """``value`` as a condition (``if items:``, ``not items``): a list whose items only
+    some examples have is true for the examples whose own list is not empty (a batch
+    of per-example truth values); anything else as it is."""
+    if _sequence(value) and value:
+        present = per_example_presence(value)
+        if present is not None:
+            return MaskedBatch._make(present.any(0), None, ())
+    return value
+
+
+def operand(value: Any) -> Any:
+    """The left operand of ``and``/``or``, whose value is the result where it decides:
+    a list whose items only some examples have is refused (each example's list may be
+    empty or not, and one result cannot be a list for some and the other operand for
+    the others)."""
+    if _sequence(value) and value and per_example_presence(value) is not None:
+        raise TypeError(
+            f"@batch: a list whose items only some examples have as an operand of 'and' "
+            f"or 'or' ({user_line()}): each example's own list may be empty or not, and "
+            "the result would be the list for some examples and the other operand for "
+            "the others. Test its length instead: len(items) > 0 and ...")
+    return value
 
 
 def has_records(obj: Any) -> bool:
