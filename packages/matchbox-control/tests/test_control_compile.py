@@ -254,3 +254,76 @@ def test_a_range_over_a_dynamic_size_indexing_each_step_is_captured():
     # An example longer than the bound: captured again with a larger one.
     assert_batch_equals_loop(run, sequences([17, 2]), ([w] * 2, w))
     assert_captured(run)
+
+
+@matchbox.batch
+def running_sums(x):
+    row = []
+    for j, v in enumerate(x.unbind(1)):
+        if j == 0:
+            r = v.sum(-1)
+        else:
+            r = v.sum(-1) + row[j - 1]  # once read on an empty list while capturing
+        row.append(r)
+    return torch.stack(row, 1), row[-1]
+
+
+def test_a_list_read_in_the_else_of_the_first_step_is_captured(dtype):
+    # Issue 24 §3: capture ran the else side at step 0 (a per-example count j) on an
+    # empty list: "argmax: Expected reduction dim 0 to have non-zero size".  The steps
+    # of a dynamic dimension are counted with plain ints, also while capturing.
+    run = compiled_for_batches(running_sums)
+    assert_batch_equals_loop(run, sequences([3, 1, 2, 4], dtype=dtype))
+    assert_captured(run)
+
+
+@matchbox.batch
+def by_per_example_counter(x):
+    row = []
+    n = 0
+    for v in x.unbind(1):
+        row.append(v * 2)
+        n = n + 1
+        if v.sum() > 0:
+            v = v + row[n - 1]  # a per-example index: each example's own last item
+    return row[n - 1], len(row) + x.sum(1) * 0
+
+
+def test_a_per_example_index_into_a_list_is_captured(dtype):
+    run = compiled_for_batches(by_per_example_counter)
+    assert_batch_equals_loop(run, sequences([3, 1, 2, 4], dtype=dtype))
+    assert_captured(run)
+
+
+@matchbox.batch
+def reads_an_empty_list(x):
+    k = (x.sum(1).sum(-1) > 1e6).long()  # 0 for every example
+    items = []
+    total = x.sum(1)
+    if k > 0:
+        total = total + items[k - 1]  # no example runs this
+    return total
+
+
+def test_a_per_example_read_of_an_empty_list_runs_eagerly_saying_why():
+    xs, xb = sequences([2, 1])
+    compiled = matchbox.compile(reads_an_empty_list, backend=BACKEND)
+    with pytest.warns(UserWarning, match=r"a list read items\[i\] with a per-example index i "
+                                         r"where the list is empty \(.*test_control_compile.py, "
+                                         r"line \d+\).*under `if len\(items\) > 0:`"):
+        out = compiled(xb)
+    assert_batch_equals_loop(reads_an_empty_list, (xs, xb))
+    assert [e.tolist() for e in out.examples()] == [x.sum(1).tolist() for x in xs]
+
+
+def test_a_per_example_read_of_an_empty_list_raises_index_error():
+    @matchbox.batch
+    def f(x):
+        k = (x.sum(1).sum(-1) > 1e6).long()
+        items = []
+        return items[k]
+
+    _, xb = sequences([2, 1])
+    with pytest.raises(IndexError, match=r"list index out of range for examples \[0, 1\].*"
+                                         r"which is empty"):
+        f(xb)

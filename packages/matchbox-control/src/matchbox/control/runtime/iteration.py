@@ -32,6 +32,7 @@ from matchbox import _lengths
 from matchbox._capture import capturing, fails
 from matchbox._masking import fit_mask, remember_rows
 from matchbox.control.runtime.masks import Mask
+from matchbox.control.runtime.sequences import prefix_steps
 from matchbox.extending import combine_masks
 from matchbox.functional import stack
 from matchbox.masked_batch import MaskedBatch
@@ -297,8 +298,10 @@ def iter_enumerate(enumerate_fn: Any, *args: Any, **kwargs: Any) -> Any:
     if present is None:
         return enumerate_fn(items, start)
     # Prefix-shaped (no example has a step after one it lacks): plain counts.  (While
-    # capturing, the layout is not known: per-example counts serve both.)
-    if capturing() is None and not bool((present[1:] & ~present[:-1]).any()):
+    # capturing, the layout is not known, unless the items are the steps of a dynamic
+    # dimension: per-example counts serve both.)
+    if prefix_steps(items) or (capturing() is None
+                               and not bool((present[1:] & ~present[:-1]).any())):
         return _Stepped(list(enumerate_fn(items, start)), present, "enumerate")
     counts = present.long().cumsum(0) - 1 + start
     indexed = [(MaskedBatch._make(counts[k], None, ()), item) for k, item in enumerate(items)]
