@@ -40,7 +40,6 @@ from typing import Any
 import torch
 
 from matchbox._capture import capturing
-
 from matchbox.control.runtime.iteration import for_steps
 from matchbox.control.runtime.masks import _MASK, _and, _Masked, condition, guard, nobody
 from matchbox.control.runtime.sequences import per_example_item
