@@ -54,7 +54,10 @@ def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = Tru
     :class:`RowMask` (the number of real rows depends on the mask's values):
     right for ops that compute each row alone (a linear layer); an op whose
     rows combine (``each_row_alone=False``: batch statistics) cannot be
-    captured, as zeroed padding rows would count.
+    captured, as zeroed padding rows would count.  Eagerly, a :class:`RowMask` too
+    where the mask is not read on the host (``host_reads``: on an accelerator,
+    where ``nonzero`` is a device sync), for ops on rows of static dimensions
+    (``static >= 1``) that compute each row alone.
     """
     global _LAST
     mask = batch._mask
