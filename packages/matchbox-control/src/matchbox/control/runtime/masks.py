@@ -190,13 +190,14 @@ def _recursing(limit: int = 200) -> bool:
 
     A recursive function ends where its base case holds; run masked for no
     example, its recursive branch would never end.  Recursion reads the masks.
-    (Rewritten code, and only it, names the runtime ``mb__``.)
+    (Rewritten code, and only it, names the runtime ``mb__``: a variable of the
+    factory that made it, ``loader.py``.)
     """
     seen = set()
     frame = sys._getframe(1)
     while frame is not None and limit:
         code = frame.f_code
-        if "mb__" in code.co_names:
+        if "mb__" in code.co_freevars or "mb__" in code.co_names:
             if code in seen:
                 return True
             seen.add(code)
