@@ -30,7 +30,7 @@ import torch
 
 from matchbox import _lengths
 from matchbox._capture import capturing, fails
-from matchbox._masking import fit_mask, remember_rows
+from matchbox._masking import fit_mask, reads_values, remember_rows
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.sequences import prefix_steps
 from matchbox.extending import combine_masks
@@ -145,14 +145,17 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
     """Steps of a sequence whose per-step masks are known in advance (``(steps, batch)``)."""
     if outer is not None:
         present = present & outer
-    if capturing() is not None:
+    if capturing() is not None or not reads_values(present):
+        # While capturing, and eagerly where reading the counts is a device sync:
+        # every step runs under its mask, as a hand-written padded loop does.
         return _every_step_masked(present, items, outer)
     return _counted_steps(present, items, outer)
 
 
 def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask
                        ) -> Iterator[tuple[Mask, Any]]:
-    """While capturing a graph: every step runs under its mask (no count is read)."""
+    """Every step runs under its mask (no count is read): while capturing a graph, and
+    eagerly where a host read is a device sync (``_masking.HOST_READS``)."""
     for mask, item in zip(present.unbind(0), items):
         if type(item) is tuple:
             item = _restrict(item, mask)

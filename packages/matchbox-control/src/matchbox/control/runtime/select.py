@@ -232,7 +232,7 @@ def _select_rows(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> Mask
     view = rows(mask, new.data.dim())
     real = new._mask
     chosen = view if real is None or real is view or _masking.same_mask(view, real) else (
-        view & real)
+        _masking.mask_and(view, real))
     data = torch.where(chosen, new.data, old.data)
     return MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
 
