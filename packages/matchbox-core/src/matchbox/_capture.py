@@ -49,7 +49,7 @@ class NotCapturable(RuntimeError):
 class Capture:
     """The state of one capture: the step bound of its loops and the flags it records."""
 
-    __slots__ = ("bound", "failures", "overflows", "_steps")
+    __slots__ = ("bound", "failures", "overflows", "_steps", "scans", "unrolled")
 
     def __init__(self, bound: int):
         self.bound = bound
@@ -58,6 +58,10 @@ class Capture:
         # id(loop token) -> (token, steps taken); the token is kept alive so its id
         # is not reused by another object while the capture lasts.
         self._steps: dict[int, tuple[Any, int]] = {}
+        # Loops captured as one ``scan`` node, and why others were unrolled
+        # (``matchbox.compiler.loops``).
+        self.scans = 0
+        self.unrolled: list[str] = []
 
     def start_loop(self, token: Any) -> None:
         """A loop whose first step ``token`` (its mask) stands for has started."""

@@ -53,6 +53,10 @@ class Specialization:
     #: (a buffer's running statistics, an argument).
     mutated: tuple[int, ...] = ()
     warned: bool = False
+    #: How many loops the graph holds as one ``scan`` node each (``matchbox.compiler.loops``),
+    #: and why the loops unrolled instead were (a loop that may not be a scan says nothing).
+    scans: int = 0
+    unrolled: list[str] = field(default_factory=list)
     _first_run: bool = field(default=True, repr=False)
 
     def first_run_failed(self, error: BaseException) -> bool:
@@ -95,6 +99,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
                 "the call changes a batch argument's mask in place (an in-place op with an "
                 "argument that is padding where the batch is real): a graph returns tensors, "
                 "not the argument's new mask")
+        spec.scans, spec.unrolled = state.scans, list(state.unrolled)
         spec.mutated = tuple(i for i, (t, v) in enumerate(zip(tensors, versions))
                              if t._version != v)
         outputs: list[torch.Tensor] = []
@@ -108,6 +113,11 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
     except Exception as error:  # noqa: BLE001 -- every failure to capture falls back to eager
         raise CaptureError(reason(error)) from error
     _refuse_external_tensors(graph)
+    if spec.scans:
+        # Dead nodes (autograd's detaches of the values a scan reads) made torch.compile
+        # see the scan's inputs as aliased; in-place updates are impure and stay.
+        graph.graph.eliminate_dead_code()
+        graph.recompile()
     return graph
 
 

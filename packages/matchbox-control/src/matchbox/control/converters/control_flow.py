@@ -37,6 +37,7 @@ import gast
 from matchbox.control import anno, naming, templates
 from matchbox.control.analysis import definitely, liveness, names
 from matchbox.control.context import Context
+from matchbox.control.converters import structured
 from matchbox.control.converters.expressions import PLAIN
 
 UNDEFINED = "undefined"  # on the function: names to bind to Undefined at its start
@@ -89,6 +90,8 @@ class _ControlFlow:
                         if not naming.is_reserved(v))
         kept = sorted(set(outputs) | set(inputs))
         self.undefined |= set(kept) - defined - self.parameters
+        # What a `for` captured as a scan (`for_statement`) takes and gives back.
+        self.last_region = (outputs, [v for v in kept if v not in outputs], bool(written))
         number = self.namer.number()
         new_body = self.block(statements, mask)
 
@@ -155,10 +158,16 @@ class _ControlFlow:
         subs = dict(origin=node, step=step, item=item, outer=outer, body=body,
                     items=_iterable(node.iter), extra=extra)
         if extra is None:
-            result = templates.replace("""
+            outputs, constants, written = self.last_region
+            plain = templates.replace("""
                 for step, item in mb__.for_steps(items, outer):
                     body
             """, **subs)
+            if written or not outputs or not structured.may_scan(node):
+                result = plain
+            else:
+                result = structured.for_as_scan(self.namer.new("loop"), subs, outputs,
+                                                constants, plain)
         else:
             # Examples that broke out (or returned) leave the loop; it ends when
             # none of the running examples is left.
