@@ -49,7 +49,8 @@ class NotCapturable(RuntimeError):
 class Capture:
     """The state of one capture: the step bound of its loops and the flags it records."""
 
-    __slots__ = ("bound", "failures", "overflows", "_steps", "scans", "unrolled")
+    __slots__ = ("bound", "failures", "overflows", "_steps", "scans", "unrolled",
+                 "scan_loops")
 
     def __init__(self, bound: int):
         self.bound = bound
@@ -62,6 +63,9 @@ class Capture:
         # (``matchbox.compiler.loops``).
         self.scans = 0
         self.unrolled: list[str] = []
+        # Whether this capture may hold loops as scans (``matchbox.compiler.loops.allowed``):
+        # True, False, or why not (a str).
+        self.scan_loops: bool | str = False
 
     def start_loop(self, token: Any) -> None:
         """A loop whose first step ``token`` (its mask) stands for has started."""

@@ -49,11 +49,44 @@ class NotStructured(Exception):
     """A loop that cannot be captured as a ``scan`` (it is unrolled instead)."""
 
 
+#: Backends on which a graph holding a ``scan`` was checked against the loop, values and
+#: gradients.  Inductor is not among them: on torch 2.13's CPU its backward of a scan
+#: gave a weight read by the body a wrong gradient (``aot_eager`` and
+#: ``aot_eager_decomp_partition``, the same joint graph and partitioner on PyTorch's
+#: kernels, were right), and a forward-only graph with a branch in the body failed to
+#: compile ("getitem is not an OpOverload"); its graphs unroll loops, as before.
+SCAN_BACKENDS = ("aot_eager", "aot_eager_decomp_partition", "eager", "fx")
+
+
 def available() -> bool:
-    """Whether loops may be captured as ``scan`` (torch has it, and it is not turned off)."""
+    """Whether torch has ``scan`` and ``MATCHBOX_COMPILE_LOOPS=unroll`` does not turn it off."""
     if os.environ.get("MATCHBOX_COMPILE_LOOPS", "scan") == "unroll":
         return False
     return _scan_op() is not None
+
+
+def allowed(backend: Any) -> tuple[bool, str | None]:
+    """Whether a graph for ``backend`` may hold loops as scans, and if not, why (``None``
+    when torch lacks ``scan`` or it is turned off: loops unroll, as before)."""
+    if not available():
+        return False, None
+    if backend not in SCAN_BACKENDS:
+        return False, (f"loops are unrolled for backend {backend!r}: a scan was checked "
+                       f"only on {', '.join(SCAN_BACKENDS)} (inductor's backward of a scan "
+                       "gave wrong gradients on torch 2.13)")
+    return True, None
+
+
+def enabled() -> bool:
+    """Whether the capture in progress may hold loops as scans."""
+    capture = _capture.capturing()
+    if capture is None:
+        return False
+    if isinstance(capture.scan_loops, str):  # why not: said once per graph
+        if capture.scan_loops not in capture.unrolled:
+            capture.unrolled.append(capture.scan_loops)
+        return False
+    return capture.scan_loops
 
 
 def _scan_op() -> Any:
@@ -205,7 +238,7 @@ def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any
     rest = steps[done:]
     if not rest:
         return state
-    if settled and capture is not None and available():
+    if settled and capture is not None and capture.scan_loops is True:
         try:
             return _scan(step, state, rest, constants, record, capture)
         except NotStructured as error:
@@ -245,15 +278,17 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
     n_init, n_items = len(init), len(item_leaves[0])
     n_failures, n_overflows = len(capture.failures), len(capture.overflows)
     flags_seen = [False, False]
+    nf = [2]  # the flags' carries: none when the body raises no flag (traced again)
 
     def body(*leaves: torch.Tensor) -> list[torch.Tensor]:
         # scan's order: the carry, the step's slices, the rest
-        item_args = list(leaves[n_init + 2:n_init + 2 + n_items])
-        outside = leaves[n_init + 2 + n_items:]
+        n = n_init + nf[0]
+        item_args = list(leaves[n:n + n_items])
+        outside = leaves[n + n_items:]
         mapping = {id(t): inner for t, inner in zip(free, outside)}
         with _Substitute(mapping, list(leaves)) as swap:
             carry = [_decode(t, like) for t, like in zip(leaves[:n_init], init)]
-            flags = [t > 0 for t in leaves[n_init:n_init + 2]]
+            flags = [t > 0 for t in leaves[n_init:n]]
             values = unflatten(structure, iter(carry))
             item = unflatten(item_structure, iter(item_args))
             new = tuple(step(item, *values, *constants))
@@ -266,21 +301,36 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
             del capture.failures[n_failures:], capture.overflows[n_overflows:]
             flags_seen[0] |= bool(failures)
             flags_seen[1] |= bool(overflows)
-            flags = [_or(flags[0], failures, swap), _or(flags[1], overflows, swap)]
+            if nf[0]:
+                flags = [_or(flags[0], failures, swap), _or(flags[1], overflows, swap)]
+            elif failures or overflows:
+                raise NotStructured("the loop's step raises flags it did not raise before")
             return [_encode(t) for t in out + flags]
 
-    with disable_proxy_modes_tracing():
-        samples = [_sample(_encode(t)) for t in init] + [
-            torch.zeros((), device=d) for d in (_device(init),) * 2] + [
-            _sample(t) for t in item_leaves[0]] + [_sample(t) for t in free]
-    try:
-        graph = reenter_make_fx(body)(*samples)
-    finally:
-        del capture.failures[n_failures:], capture.overflows[n_overflows:]
+    def trace() -> torch.fx.GraphModule:
+        with disable_proxy_modes_tracing():
+            samples = [_sample(_encode(t)) for t in init] + [
+                torch.zeros((), device=_device(init)) for _ in range(nf[0])] + [
+                _sample(t) for t in item_leaves[0]] + [_sample(t) for t in free]
+        try:
+            return reenter_make_fx(body)(*samples)
+        finally:
+            del capture.failures[n_failures:], capture.overflows[n_overflows:]
+
+    graph = trace()
+    if not any(flags_seen):
+        # Carries that need no gradient next to ones that do gave inductor's scan
+        # backward (torch 2.13, CPU) wrong weight gradients: no flags unless needed.
+        nf[0] = 0
+        graph = trace()
     graph.graph.eliminate_dead_code()
+    free = _drop_unread(graph, free)
     graph.recompile()
-    xs = [torch.stack([leaves[i] for leaves in item_leaves]) for i in range(n_items)]
-    flag_init = [torch.zeros((), device=_device(init)) for _ in range(2)]
+    # A fresh tensor per slice: inductor's scan backward (torch 2.13, CPU) read a view of
+    # the steps (a narrow of x.data) at the wrong place, giving wrong weight gradients.
+    xs = [stacked([leaves[i] for leaves in item_leaves]).clone(
+        memory_format=torch.contiguous_format) for i in range(n_items)]
+    flag_init = [torch.zeros((), device=_device(init)) for _ in range(nf[0])]
     with torch.no_grad():
         result = scan_op(graph, [_encode(t) for t in init] + flag_init, xs,
                          tuple(free))
@@ -295,6 +345,51 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
         capture.overflows.append(result[n_init + 1] > 0)
     capture.scans += 1
     return unflatten(structure, iter(final))
+
+
+def _drop_unread(graph: torch.fx.GraphModule, free: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors from outside that the body reads; the others' placeholders removed.
+
+    The last peeled step's own inputs are among those it read from outside, and an extra
+    input the body does not read got a wrong gradient from inductor's scan backward
+    (torch 2.13, CPU)."""
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    outside = placeholders[len(placeholders) - len(free):] if free else []
+    kept = []
+    for node, tensor in zip(outside, free):
+        if node.users:
+            kept.append(tensor)
+        else:
+            graph.graph.erase_node(node)
+    return kept
+
+
+def stacked(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(parts)``; as one view of their base when they are its consecutive
+    slices along one dimension (the steps of ``x.unbind(1)``, rows of a mask), so that the
+    graph does not grow with the steps.  Plain views (``movedim``, ``narrow``), whose
+    backward passes are those of every other view."""
+    first, base = parts[0], parts[0]._base
+    if len(parts) > 1 and base is not None and not _has_symbols([base, *parts[:2]]):
+        step = parts[1].storage_offset() - first.storage_offset()
+        for j in range(base.dim()):
+            if (base.stride(j) != step or step <= 0
+                    or base.shape[:j] + base.shape[j + 1:] != first.shape
+                    or base.stride()[:j] + base.stride()[j + 1:] != first.stride()):
+                continue
+            start, rest = divmod(first.storage_offset() - base.storage_offset(), step)
+            if rest or start + len(parts) > base.size(j) or not all(
+                    p._base is base and p.shape == first.shape and p.stride() == first.stride()
+                    and p.storage_offset() == first.storage_offset() + k * step
+                    for k, p in enumerate(parts)):
+                break
+            return base.movedim(j, 0).narrow(0, start, len(parts))
+    return torch.stack(parts)
+
+
+def _has_symbols(parts: list[torch.Tensor]) -> bool:
+    return any(not isinstance(v, int) for p in parts
+               for v in (*p.shape, *p.stride(), p.storage_offset()))
 
 
 def _metas(structure: Any) -> Iterator[tuple[Any, ...]]:

@@ -90,10 +90,11 @@ class _ControlFlow:
                         if not naming.is_reserved(v))
         kept = sorted(set(outputs) | set(inputs))
         self.undefined |= set(kept) - defined - self.parameters
-        # What a `for` captured as a scan (`for_statement`) takes and gives back.
-        self.last_region = (outputs, [v for v in kept if v not in outputs], bool(written))
         number = self.namer.number()
         new_body = self.block(statements, mask)
+        # What a `for` captured as a scan (`for_statement`) takes and gives back (set after
+        # the nested regions, which set their own).
+        self.last_region = (outputs, [v for v in kept if v not in outputs], bool(written))
 
         def each(template: str, variables: list[str]) -> list[Any]:
             return [s for v in variables for s in templates.replace(

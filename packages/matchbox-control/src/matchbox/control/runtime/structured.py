@@ -29,7 +29,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from matchbox._capture import capturing
 from matchbox.compiler import loops
 from matchbox.control.runtime.iteration import _rows_are_the_items, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask
@@ -41,7 +40,7 @@ _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.
 
 def scan_capturing() -> bool:
     """Whether a ``for`` may be captured as a ``scan`` (capturing, and torch has it)."""
-    return capturing() is not None and loops.available()
+    return loops.enabled()
 
 
 def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_state: int
@@ -62,8 +61,20 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
             _rows_are_the_items(mask, item)  # as for_steps does for each step
         return body(mask, item, *args)
 
-    steps = list(for_steps(items, outer))
-    return loops.scan_steps(step, state, steps, constants)
+    return loops.scan_steps(step, state, _steps(items, outer), constants)
+
+
+def _steps(items: Any, outer: Mask) -> list[tuple[Any, Any]]:
+    """``list(for_steps(items, outer))``.  For the steps of a dynamic dimension (each
+    records its examples, see ``runtime.sequences.unbind``) the masks are the rows of one
+    tensor, not a stack of every step's: the graph then does not grow with the steps."""
+    if (isinstance(items, (tuple, list)) and items
+            and all(type(i) is MaskedBatch and i._present is not None for i in items)):
+        present = loops.stacked([i._present for i in items])
+        if outer is not None:
+            present = present & outer
+        return list(zip(present.unbind(0), items))
+    return list(for_steps(items, outer))
 
 
 def _unchanging(value: Any) -> bool:
