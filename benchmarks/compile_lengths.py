@@ -8,6 +8,9 @@ sequence length.  One process per measurement, with cold inductor caches::
     MATCHBOX_COMPILE_LOOPS=unroll TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
         python -m benchmarks.compile_lengths --length 16          # the unrolled loop
 
+``--backend aot_eager`` holds the loop as a ``scan`` (inductor unrolls it: see
+docs/compile.md, "Loops as loops").
+
 Prints the first training step's compile time (capture, compile, first run), the
 graph's node count and scans, and the time of a training step compiled and eager.
 """
@@ -50,10 +53,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--backend", default="inductor",
+                        help="inductor unrolls loops; aot_eager holds them as scans")
     args = parser.parse_args()
     torch.manual_seed(0)
     model = RNN(args.hidden)
-    compiled = matchbox.compile(model)
+    compiled = matchbox.compile(model, backend=args.backend)
     lengths = torch.randint(1, args.length + 1, (args.batch,)).tolist()
     lengths[0] = args.length
     batch = MaskedBatch.fromlist([torch.rand(1, n, args.hidden) for n in lengths], (True, False))
@@ -69,7 +74,7 @@ def main() -> None:
             step(m, batch)
         timings[name] = (time.perf_counter() - start) / args.repeats
     print(f"length {args.length} batch {args.batch} hidden {args.hidden} "
-          f"loops={os.environ.get('MATCHBOX_COMPILE_LOOPS', 'scan')} "
+          f"backend {args.backend} loops={os.environ.get('MATCHBOX_COMPILE_LOOPS', 'scan')} "
           f"torch {torch.__version__}: first step {first:.1f} s "
           f"(compile_seconds {spec.compile_seconds:.1f}), {spec.nodes} nodes, "
           f"scans {spec.scans}, eager_reason {spec.eager_reason}; training step "
