@@ -51,7 +51,8 @@ class NotCapturable(RuntimeError):
 class Capture:
     """The state of one capture: the step bound of its loops and the flags it records."""
 
-    __slots__ = ("bound", "failures", "overflows", "_steps")
+    __slots__ = ("bound", "failures", "overflows", "_steps", "scans", "unrolled",
+                 "scan_loops")
 
     def __init__(self, bound: int):
         self.bound = bound
@@ -60,6 +61,13 @@ class Capture:
         # id(loop token) -> (token, steps taken); the token is kept alive so its id
         # is not reused by another object while the capture lasts.
         self._steps: dict[int, tuple[Any, int]] = {}
+        # Loops captured as one ``scan`` node, and why others were unrolled
+        # (``matchbox.compiler.loops``).
+        self.scans = 0
+        self.unrolled: list[str] = []
+        # Whether this capture may hold loops as scans (``matchbox.compiler.loops.allowed``):
+        # True, False, or why not (a str).
+        self.scan_loops: bool | str = False
 
     def start_loop(self, token: Any) -> None:
         """A loop whose first step ``token`` (its mask) stands for has started."""

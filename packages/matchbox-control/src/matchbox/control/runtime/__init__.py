@@ -60,6 +60,7 @@ from matchbox.control.runtime.masks import (
 from matchbox.control.runtime.scalars import item
 from matchbox.control.runtime.select import Undefined, merge, merge_written, only_active, select
 from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
+from matchbox.control.runtime.structured import scan_capturing, scan_for
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.masked_batch import MaskedBatch
 
@@ -96,6 +97,6 @@ __all__ = [
     "current_mask", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
-    "return_value", "select", "set_attr", "set_comp", "set_item", "slice_", "still_running",
-    "truth", "operand", "unbind", "unpack",
+    "return_value", "scan_capturing", "scan_for", "select", "set_attr", "set_comp", "set_item",
+    "slice_", "still_running", "truth", "operand", "unbind", "unpack",
 ]
