@@ -437,3 +437,22 @@ def test_inductor_graphs_unroll_loops(scan_loops):
     assert loops.allowed("aot_eager")[0] == loops.available()
     allowed, why = loops.allowed("inductor")
     assert not allowed and (why is None) == (not loops.available())
+
+
+def test_a_range_over_sizes_read_from_a_batch_takes_its_padded_size_in_steps():
+    # The range of x.size_as_tensor(1) ran to the capture's step bound (16) whatever x's
+    # padding (8): twice the steps, each past the padding reading nothing. Its sizes are
+    # bounded by that padding, so the loop takes that many steps and cannot overflow.
+    from matchbox import _capture
+
+    x = MaskedBatch.fromlist([torch.rand(1, n, 3) for n in (3, 8, 5)], (True, False))
+    state = _capture.Capture(16)
+    token = _capture.begin(state)
+    try:
+        sizes = x.size_as_tensor(1)
+        assert state.steps_for(sizes.data, sizes.data) == 8
+        assert state.overflows == []
+        assert state.steps_for(sizes.data) == 16  # counts computed some other way
+        assert len(state.overflows) == 1
+    finally:
+        _capture.end(token)

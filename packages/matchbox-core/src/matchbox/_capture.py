@@ -87,9 +87,16 @@ class Capture:
         self._steps[id(token)] = (token, taken + 1)
         return True
 
-    def steps_for(self, count: torch.Tensor) -> int:
+    def steps_for(self, count: torch.Tensor, sizes: torch.Tensor | None = None) -> int:
         """The number of steps of a loop over per-example counts (``range(n)`` with ``n``
-        a batch): the bound; whether some example needs more is recorded."""
+        a batch): the bound; whether some example needs more is recorded.
+
+        ``sizes``: per-example sizes read from a batch (``x.size_as_tensor(d)``'s data)
+        that ``count`` equals: their padded size bounds them, so the loop takes that many
+        steps (``x[:, t]`` reads no step past the padding) and cannot overflow."""
+        padded = size_bound(sizes) if sizes is not None else None
+        if padded is not None and padded <= self.bound:
+            return padded
         self.overflows.append((count > self.bound).any())
         return self.bound
 

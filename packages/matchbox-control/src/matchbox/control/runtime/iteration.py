@@ -249,7 +249,9 @@ def iter_range(range_fn: Any, *args: Any) -> Any:
     count = count.clamp(min=0) * (real_start & real_stop & real_step)
     capture = capturing()
     if capture is not None:
-        steps = capture.steps_for(count)
+        # range(n) of sizes read from a batch: as many steps as that batch's padding.
+        sizes = stop.data if len(args) == 1 and type(stop) is MaskedBatch else None
+        steps = capture.steps_for(count, sizes)
     else:
         steps = int(count.max()) if size else 0
     present = torch.arange(steps, device=device).unsqueeze(1) < count.unsqueeze(0)
