@@ -49,8 +49,12 @@ from matchbox._masking.alignment import (  # noqa: F401
 )
 from matchbox._masking.execution import (  # noqa: F401
     EXECUTION_MASK,
+    HOST_READS,
     and_running,
+    host_reads,
+    mask_and,
     mask_rows,
+    reads_values,
     remember_rows,
     rows_for,
     running,

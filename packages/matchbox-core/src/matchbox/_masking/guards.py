@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from matchbox._masking.execution import EXECUTION_MASK, and_running, same_mask
+from matchbox._masking.execution import EXECUTION_MASK, and_running, mask_and, same_mask
 from matchbox.masked_batch import MaskedBatch, has_zero_padding
 
 # A zero for ``where`` to put at padding: a 0-d CPU tensor takes the dtype and
@@ -166,7 +166,7 @@ def combine_masks(masks: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
         if mask is None:
             mask = other
         elif not same_mask(mask, other):
-            mask = mask & other
+            mask = mask_and(mask, other)
     return mask
 
 

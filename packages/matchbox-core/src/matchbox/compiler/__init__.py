@@ -271,7 +271,7 @@ class _Specializations:
         start = time.perf_counter()
         try:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
-                                   spec, self.module)
+                                   spec, self.module, self.backend)
         except CaptureError as error:
             self._fall_back(spec, str(error))
         else:
