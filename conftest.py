@@ -42,3 +42,19 @@ def _seeded() -> None:
     # test sees the same examples whatever ran before it.
     random.seed(0)
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _host_reads():
+    """``MATCHBOX_HOST_READS=0`` runs the tests as eager code runs on an accelerator, where no
+    mask is read on the host to skip work (``matchbox._masking.host_reads``): tox's
+    ``control`` environment runs so, ``all`` the CPU's way (the default, by device).
+    ``=1`` reads on every device."""
+    value = os.environ.get("MATCHBOX_HOST_READS")
+    if value is None:
+        yield
+        return
+    from matchbox._masking import host_reads
+
+    with host_reads(value == "1"):
+        yield

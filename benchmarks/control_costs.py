@@ -1,64 +1,142 @@
-"""Where ``@batch``'s time goes: ATen ops per loop iteration and the cost of one op.
+"""Where ``@batch``'s time goes: ATen ops, host syncs and saved memory per forward.
 
-For the two control-flow models of ``control_rnn`` and ``control_while``, counts
-the ATen ops one iteration runs (``TorchDispatchMode``), for ``@batch`` and for
-the hand-written masked code, with the ``where``s and ``.any()`` syncs apart:
-the ops ``@batch`` adds are its guards (the region guard of each state read
-from outside a region, the guard of each product with a weight) and its
-merges.  Then times single ops on a ``(batch, hidden)`` tensor, with and
-without autograd, so the counts can be read as microseconds.  Counts do not
-depend on the machine; times do.
+For the control-flow models (the README RNN, the halting ``while``, the
+shift-reduce TreeLSTM), counts what one forward runs (``TorchDispatchMode``),
+for ``@batch`` and for the hand-written padded code: every ATen op, the
+``where``s and ``.any()``s apart, and the host syncs (``.item()``/``bool()``
+of a tensor, ``.tolist()``, ``nonzero``: each a device-to-host sync on an
+accelerator, which stalls the launch queue).  Also the bytes autograd saves
+for the backward pass (the memory a training step holds), counted with
+``saved_tensors_hooks``.  Counts do not depend on the machine.
+
+``@batch`` is counted as it runs on an accelerator
+(``matchbox._masking.host_reads(False)``: no mask is read on the host to skip
+work) and as it runs on the CPU (masks read where that spares ops).  Then times
+single ops on a ``(batch, hidden)`` tensor, with and without autograd, so the
+counts can be read as microseconds; times depend on the machine.
+
+    python -m benchmarks.control_costs [--batch 32] [--size 64]
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import dataclasses
 import random
+import traceback
+from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from benchmarks._harness import machine, median_seconds, table, write
-from benchmarks.control_rnn import hand_padded
-from benchmarks.control_while import Halting, hand_written, step_counts
-from examples.readme_rnn import RNN
-from matchbox import MaskedBatch
 
-SPLIT_OUT = ("where", "any")  # the ops a masked loop adds, counted apart
+#: The ops that read a value on the host: a device-to-host sync on an accelerator.
+#: (``bool(t)``/``int(t)``/``t.item()`` reach ATen as ``_local_scalar_dense``;
+#: ``tolist`` does not reach ATen and is counted apart.)
+SYNC_OPS = ("_local_scalar_dense", "nonzero", "masked_select", "tolist")
+
+
+@dataclasses.dataclass
+class Counts:
+    """What one call ran: ATen ops by name (``tolist`` included), and where each sync
+    came from (the innermost Matchbox frame that is not ``_capture``)."""
+
+    ops: collections.Counter
+    sync_sites: collections.Counter
+
+    @property
+    def total(self) -> int:
+        return sum(n for op, n in self.ops.items() if op != "tolist")
+
+    @property
+    def syncs(self) -> int:
+        return sum(self.ops[op] for op in SYNC_OPS)
+
+    def syncs_from(self, *parts: str) -> int:
+        """Syncs whose site's path contains one of ``parts`` (``"control/runtime"``)."""
+        return sum(n for site, n in self.sync_sites.items() if any(p in site for p in parts))
+
+
+def _site() -> str:
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        name = frame.filename.replace("\\", "/")
+        if "/matchbox/" in name and not name.endswith("_capture.py"):
+            return f"{name.split('/matchbox/', 1)[1]}:{frame.lineno}"
+    return "model"
 
 
 class _OpCounter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
-        self.counts: collections.Counter[str] = collections.Counter()
+        self.counts = Counts(collections.Counter(), collections.Counter())
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        self.counts[func.overloadpacket.__name__] += 1
+        name = func.overloadpacket.__name__
+        self.counts.ops[name] += 1
+        if name in SYNC_OPS:
+            self.counts.sync_sites[_site()] += 1
         return func(*args, **(kwargs or {}))
 
 
-def count_ops(fn) -> collections.Counter[str]:  # noqa: ANN001
+def count(fn: Callable[[], object]) -> Counts:
+    """The ATen ops and host syncs of ``fn()``."""
+    tolist = torch.Tensor.tolist
     with _OpCounter() as counter:
-        fn()
+        def counted_tolist(self):  # noqa: ANN001, ANN202
+            counter.counts.ops["tolist"] += 1
+            counter.counts.sync_sites[_site()] += 1
+            return tolist(self)
+        torch.Tensor.tolist = counted_tolist
+        try:
+            fn()
+        finally:
+            torch.Tensor.tolist = tolist
     return counter.counts
 
 
-def op_rows(setting: str, variants: dict, iterations: int) -> list[list[str]]:
-    rows = []
-    for name, fn in variants.items():
-        counts = count_ops(fn)
-        total = sum(counts.values()) / iterations
-        split = [counts[op] / iterations for op in SPLIT_OUT]
-        rows.append([setting, name, f"{total:.1f}", *(f"{n:.1f}" for n in split),
-                     f"{total - sum(split):.1f}"])
-    return rows
+def count_ops(fn) -> collections.Counter[str]:  # noqa: ANN001
+    return count(fn).ops
 
 
-def models(batch: int, size: int) -> list[tuple[str, dict, int]]:
-    """(setting, {variant: forward}, iterations) for the README RNN and the halting while."""
+def saved_bytes(fn: Callable[[], object]) -> int:
+    """Bytes of the tensors autograd saves for the backward of ``fn()`` (each storage once)."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(storages.values())
+
+
+@dataclasses.dataclass
+class Model:
+    """A model's forwards: ``@batch`` and hand-written, and its loop iterations."""
+
+    name: str
+    batched: Callable[[], object]
+    hand: Callable[[], object]
+    iterations: int
+
+
+def models(batch: int = 32, size: int = 64, longest: int = 60) -> list[Model]:
+    """The README RNN (lengths 5 to ``longest``), the halting while, the TreeLSTM (5 to
+    ``longest`` leaves)."""
+    from benchmarks.control_rnn import hand_padded
+    from benchmarks.control_while import Halting, hand_written, step_counts
+    from benchmarks.treelstm import LIMIT, build
+    from examples.readme_rnn import RNN
+    from matchbox import MaskedBatch
+
     rng = random.Random(0)
-    lengths = [rng.randint(5, 60) for _ in range(batch)]
+    lengths = [rng.randint(5, longest) for _ in range(batch)]
+    torch.manual_seed(0)
     rnn = RNN(size)
     xb = MaskedBatch.fromlist([torch.randn(1, n, size) for n in lengths], (True, False))
     lengths_t = torch.tensor(lengths)
@@ -66,14 +144,48 @@ def models(batch: int, size: int) -> list[tuple[str, dict, int]]:
     halting = Halting(size)
     hb = MaskedBatch.fromlist([torch.randn(1, size) * 2 for _ in range(batch)], (False,))
     steps = int(step_counts(halting, hb.data).max())
+    rng = random.Random(0)
+    leaves = [rng.randint(5, longest) for _ in range(batch)]
+    trees = build(leaves, size, "cpu")
     return [
-        (f"README RNN, hidden {size}", {
-            "@batch": lambda: rnn(xb),
-            "hand-padded": lambda: hand_padded(rnn, xb.data, lengths_t)}, max(lengths)),
-        (f"halting while, hidden {size}", {
-            "@batch": lambda: halting(hb),
-            "hand-written masked": lambda: hand_written(halting, hb.data)}, steps),
+        Model(f"README RNN, hidden {size}", lambda: rnn(xb),
+              lambda: hand_padded(rnn, xb.data, lengths_t), max(lengths)),
+        Model(f"halting while, hidden {size}", lambda: halting(hb),
+              lambda: hand_written(halting, hb.data), steps),
+        Model(f"TreeLSTM, hidden {size}", trees["Matchbox"], trees[LIMIT],
+              2 * max(leaves) - 1),
     ]
+
+
+def host_reads(allowed: bool):  # noqa: ANN201
+    """``matchbox._masking.host_reads`` (a no-op on code from before it existed, so that
+    this file counts an older checkout too)."""
+    try:
+        from matchbox._masking import host_reads as reads
+    except ImportError:
+        return contextlib.nullcontext()
+    return reads(allowed)
+
+
+def model_rows(model: Model) -> list[list[str]]:
+    hand = count(model.hand)
+    hand_bytes = saved_bytes(model.hand)
+    rows = []
+    for variant, reads in (("@batch (accelerator)", False), ("@batch (CPU)", True)):
+        with host_reads(reads):
+            counts = count(model.batched)
+            kept = saved_bytes(model.batched)
+        rows.append(_row(model, variant, counts, kept, hand, hand_bytes))
+    rows.append(_row(model, "hand-written", hand, hand_bytes, hand, hand_bytes))
+    return rows
+
+
+def _row(model: Model, variant: str, counts: Counts, kept: int, hand: Counts,
+         hand_bytes: int) -> list[str]:
+    return [model.name, variant, str(model.iterations), str(counts.total),
+            f"{counts.total / hand.total:.2f}", str(counts.ops["where"]),
+            str(counts.ops["any"]), str(counts.syncs),
+            f"{kept / 2 ** 20:.1f}", f"{kept / max(hand_bytes, 1):.2f}"]
 
 
 def single_op_rows(batch: int, size: int, repeats: int) -> list[list[str]]:
@@ -86,7 +198,7 @@ def single_op_rows(batch: int, size: int, repeats: int) -> list[list[str]]:
         "x + y": lambda: x + y,
         "where(rows, x, y) (a merge)": lambda: torch.where(rows_mask, x, y),
         "where(rows, x, 0) (a guard)": lambda: torch.where(rows_mask, x, zero),
-        "rows.any() (a sync on the GPU)": lambda: rows_mask.any(),
+        "bool(rows.any()) (a sync on the GPU)": lambda: bool(rows_mask.any()),
     }
     calls = 200
     result = []
@@ -101,21 +213,25 @@ def single_op_rows(batch: int, size: int, repeats: int) -> list[list[str]]:
     return result
 
 
+HEADERS = ["model", "variant", "iterations", "ATen ops", "× hand", "where", "any",
+           "host syncs", "saved MiB", "× hand"]
+
+
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--size", type=int, nargs="+", default=[256, 32])
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args(argv)
-    counted = []
-    for size in args.size:
-        for setting, variants, iterations in models(args.batch, size):
-            counted += op_rows(setting, variants, iterations)
-    timed = single_op_rows(args.batch, min(args.size), max(args.repeats, 3))
-    text = (f"### What an iteration of @batch runs: batch {args.batch}\n\n{machine()}\n\n"
-            "ATen ops per loop iteration (forward):\n\n"
-            + table(["model", "variant", "ops", "where", "any", "other"], counted)
-            + f"\n\nOne op on ({args.batch}, {min(args.size)}) floats, µs:\n\n"
+    rows = []
+    for model in models(args.batch, args.size):
+        rows += model_rows(model)
+    timed = single_op_rows(args.batch, args.size, max(args.repeats, 3))
+    text = (f"### What a forward of @batch runs: batch {args.batch}\n\n{machine()}\n\n"
+            "Per forward (counts do not depend on the machine; saved MiB: what autograd "
+            "keeps for the backward):\n\n"
+            + table(HEADERS, rows)
+            + f"\n\nOne op on ({args.batch}, {args.size}) floats, µs:\n\n"
             + table(["op", "with autograd", "no grad"], timed))
     print(text)
     print(f"\nwritten to {write('control_costs', text)}")

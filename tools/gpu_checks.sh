@@ -11,6 +11,7 @@
 # The device image has torch, pytest, pytest-xdist and hypothesis but not gast or astor.
 # Each part has its own time limit in seconds (0 skips it), so one slow part cannot eat the
 # session's device time: TESTS (the CUDA tests; PYTEST_ARGS narrows them, default `-k cuda`),
+# CONTROL (benchmarks.control_gpu: eager @batch with and without host reads of masks),
 # REPORT (benchmarks.report, eager, batch 128) and COMPILED (benchmarks.compiled, per model).
 set -u
 case "${1:-}" in
@@ -31,6 +32,11 @@ run)
         timeout "${TESTS:-150}" python3 -m pytest -q -p no:cacheprovider -n 4 -rfEs \
             --junitxml="$OUT/tests.xml" ${PYTEST_ARGS:--k cuda} > "$OUT/tests.log" 2>&1
         echo "pytest rc=$?"; tail -5 "$OUT/tests.log"
+    fi
+    if [ "${CONTROL:-120}" != 0 ]; then
+        timeout "${CONTROL:-120}" python3 -m benchmarks.control_gpu --device cuda \
+            --batch 128 > "$OUT/control_gpu.log" 2>&1
+        echo "control_gpu rc=$?"; tail -20 "$OUT/control_gpu.log"
     fi
     if [ "${REPORT:-150}" != 0 ]; then
         timeout "${REPORT:-150}" python3 -m benchmarks.report --device cuda --batches 128 \

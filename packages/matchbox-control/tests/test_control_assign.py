@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, assert_oracle, scalars, sequences
+from control_cases import assert_batch_equals_loop, assert_oracle, per_example, scalars, sequences
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -196,18 +196,21 @@ def test_a_value_that_cannot_be_batched_is_refused():
         f(xb)
 
 
-def test_lists_of_different_lengths_name_their_lengths():
+def test_lists_of_different_lengths_hold_each_examples_own_items():
+    # Once refused ("'items' is a list of 3 items for the examples that ran this code
+    # and a list of 1 item for the others"): each example's list has its own length.
     @matchbox.batch
     def f(x):
         items = [x]
         if x > 1:
-            items = [x, x, x]
-        return items
+            items = [x, x * 2, x * 3]
+        return len(items), items[-1], sum(items)
 
     _, xb = scalars([0.0, 2.0])
-    with pytest.raises(TypeError, match=r"'items' is a list of 3 items for the examples that ran "
-                                        r"this code and a list of 1 item for the others"):
-        f(xb)
+    count, last, total = f(xb)
+    assert per_example(count) == [1, 3]
+    assert per_example(last) == [0.0, 6.0]
+    assert per_example(total) == [0.0, 12.0]
 
 
 @matchbox.batch

@@ -254,3 +254,205 @@ def test_a_range_over_a_dynamic_size_indexing_each_step_is_captured():
     # An example longer than the bound: captured again with a larger one.
     assert_batch_equals_loop(run, sequences([17, 2]), ([w] * 2, w))
     assert_captured(run)
+
+
+@matchbox.batch
+def running_sums(x):
+    row = []
+    for j, v in enumerate(x.unbind(1)):
+        if j == 0:
+            r = v.sum(-1)
+        else:
+            r = v.sum(-1) + row[j - 1]  # once read on an empty list while capturing
+        row.append(r)
+    return torch.stack(row, 1), row[-1]
+
+
+def test_a_list_read_in_the_else_of_the_first_step_is_captured(dtype):
+    # Issue 24 §3: capture ran the else side at step 0 (a per-example count j) on an
+    # empty list: "argmax: Expected reduction dim 0 to have non-zero size".  The steps
+    # of a dynamic dimension are counted with plain ints, also while capturing.
+    run = compiled_for_batches(running_sums)
+    assert_batch_equals_loop(run, sequences([3, 1, 2, 4], dtype=dtype))
+    assert_captured(run)
+
+
+@matchbox.batch
+def by_per_example_counter(x):
+    row = []
+    n = 0
+    for v in x.unbind(1):
+        row.append(v * 2)
+        n = n + 1
+        if v.sum() > 0:
+            v = v + row[n - 1]  # a per-example index: each example's own last item
+    return row[n - 1], len(row) + x.sum(1) * 0
+
+
+def test_a_per_example_index_into_a_list_is_captured(dtype):
+    run = compiled_for_batches(by_per_example_counter)
+    assert_batch_equals_loop(run, sequences([3, 1, 2, 4], dtype=dtype))
+    assert_captured(run)
+
+
+@matchbox.batch
+def reads_an_empty_list(x):
+    k = (x.sum(1).sum(-1) > 1e6).long()  # 0 for every example
+    items = []
+    total = x.sum(1)
+    if k > 0:
+        total = total + items[k - 1]  # no example runs this
+    return total
+
+
+def test_a_per_example_read_of_an_empty_list_runs_eagerly_saying_why():
+    xs, xb = sequences([2, 1])
+    compiled = matchbox.compile(reads_an_empty_list, backend=BACKEND)
+    with pytest.warns(UserWarning, match=r"a list read items\[i\] with a per-example index i "
+                                         r"where the list is empty \(.*test_control_compile.py, "
+                                         r"line \d+\).*under `if len\(items\) > 0:`"):
+        out = compiled(xb)
+    assert_batch_equals_loop(reads_an_empty_list, (xs, xb))
+    assert [e.tolist() for e in out.examples()] == [x.sum(1).tolist() for x in xs]
+
+
+def test_a_per_example_read_of_an_empty_list_raises_index_error():
+    @matchbox.batch
+    def f(x):
+        k = (x.sum(1).sum(-1) > 1e6).long()
+        items = []
+        return items[k]
+
+    _, xb = sequences([2, 1])
+    with pytest.raises(IndexError, match=r"list index out of range for examples \[0, 1\].*"
+                                         r"which is empty"):
+        f(xb)
+
+
+# ---------------------------------------------------------------- loops captured as scan
+# (matchbox.compiler.loops, opt-in with MATCHBOX_COMPILE_LOOPS=scan: torch's scan where it
+# has it; torch 2.3 unrolls the loop, and the same tests check the values there with no
+# scan in the graph.)
+
+@pytest.fixture
+def scan_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MATCHBOX_COMPILE_LOOPS", "scan")
+
+
+def scans_expected() -> int:
+    from matchbox.compiler import loops
+
+    return 1 if loops.available() else 0
+
+
+def test_loops_unroll_unless_scans_are_asked_for(monkeypatch: pytest.MonkeyPatch):
+    from matchbox.compiler import loops
+
+    monkeypatch.delenv("MATCHBOX_COMPILE_LOOPS", raising=False)
+    assert not loops.available()
+    assert loops.allowed("aot_eager") == (False, None)
+
+
+@matchbox.batch
+def gated_rnn(x, w, u):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    for xt in x.unbind(1):
+        z = (xt @ w + h @ u).tanh()
+        if z.sum() > 0:  # a per-example branch inside the scan's body
+            z = z * 0.5
+        h = h + z
+    return h
+
+
+def test_a_for_over_a_dynamic_dimension_is_one_scan_equal_to_the_loop_and_eager(dtype,
+                                                                               scan_loops):
+    # Lengths past the steps run before the scan (peeled) and past one bucket; padding is
+    # NaN, which must reach no value or gradient.
+    w = torch.randn(3, 3, dtype=dtype)
+    u = torch.randn(3, 3, dtype=dtype)
+    run = compiled_for_batches(gated_rnn)
+    lengths = [9, 3, 1, 12, 0, 5]
+    examples, batch = sequences(lengths, dtype=dtype)
+    assert_batch_equals_loop(run, (examples, batch), ([w] * len(lengths), w),
+                             ([u] * len(lengths), u))
+    (spec,) = run.compiled.specializations
+    assert spec.eager_reason is None
+    assert spec.scans == scans_expected(), spec.unrolled
+    # ... and eager Matchbox's values and gradients, on the same NaN-padded batch.
+    grads = []
+    for f in (gated_rnn, run):
+        wb, ub = w.clone().requires_grad_(), u.clone().requires_grad_()
+        xb = MaskedBatch(batch.data.clone().requires_grad_(), batch.mask, batch.dims)
+        h = f(xb, wb, ub)
+        matchbox.batch_mean(h.sum(-1)).backward()
+        grads.append((h.data[:, :3] if h.data.dim() > 1 else h.data, wb.grad, ub.grad,
+                      xb.data.grad.nan_to_num(nan=1e9)))
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+    assert not grads[1][3].isnan().any()
+
+
+@matchbox.batch
+def collecting(x, w):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    states = []
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+        states.append(h)  # a write to a list: the loop stays unrolled
+    return h, len(states)
+
+
+def test_a_loop_that_writes_to_a_list_stays_unrolled(dtype, scan_loops):
+    w = torch.randn(3, 3, dtype=dtype)
+    run = compiled_for_batches(collecting)
+    lengths = [4, 1, 6]
+    assert_batch_equals_loop(run, sequences(lengths, dtype=dtype), ([w] * len(lengths), w))
+    assert [s.scans for s in run.compiled.specializations] == [0]
+
+
+def test_graphs_over_a_sequence_of_lengths(scan_loops):
+    # One graph per padded size rounded up to the bucket (8): lengths whose longest is
+    # 5, 7, 8 share one; 13 and 16 another; 17 a third.  With the loop a scan, each graph
+    # holds one body, whatever its length.
+    w = torch.randn(3, 3, dtype=torch.float64)
+    u = torch.randn(3, 3, dtype=torch.float64)
+    run = compiled_for_batches(gated_rnn)
+    for longest in (5, 7, 8, 13, 16, 17, 3):
+        lengths = [longest, 2, 1]
+        examples, batch = sequences(lengths)
+        assert_batch_equals_loop(run, (examples, batch), ([w] * 3, w), ([u] * 3, u))
+    specs = run.compiled.specializations
+    assert len(specs) == 3
+    assert [s.calls for s in specs] == [4, 2, 1]
+    assert [s.scans for s in specs] == [scans_expected()] * 3
+    if scans_expected():
+        assert len({s.nodes for s in specs}) == 1  # the graph does not grow with the length
+
+
+def test_inductor_graphs_unroll_loops(scan_loops):
+    # Inductor's backward of a scan gave wrong weight gradients on torch 2.13
+    # (matchbox.compiler.loops.SCAN_BACKENDS): its graphs unroll, as before.
+    from matchbox.compiler import loops
+
+    assert loops.allowed("aot_eager")[0] == loops.available()
+    allowed, why = loops.allowed("inductor")
+    assert not allowed and (why is None) == (not loops.available())
+
+
+def test_a_range_over_sizes_read_from_a_batch_takes_its_padded_size_in_steps():
+    # The range of x.size_as_tensor(1) ran to the capture's step bound (16) whatever x's
+    # padding (8): twice the steps, each past the padding reading nothing. Its sizes are
+    # bounded by that padding, so the loop takes that many steps and cannot overflow.
+    from matchbox import _capture
+
+    x = MaskedBatch.fromlist([torch.rand(1, n, 3) for n in (3, 8, 5)], (True, False))
+    state = _capture.Capture(16)
+    token = _capture.begin(state)
+    try:
+        sizes = x.size_as_tensor(1)
+        assert state.steps_for(sizes.data, sizes.data) == 8
+        assert state.overflows == []
+        assert state.steps_for(sizes.data) == 16  # counts computed some other way
+        assert len(state.overflows) == 1
+    finally:
+        _capture.end(token)

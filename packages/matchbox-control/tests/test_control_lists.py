@@ -158,6 +158,44 @@ def test_writes_by_position_are_refused(write, message):
         f(xb)
 
 
+def test_del_of_an_item_by_position_is_refused():
+    # `del items[-1]` deleted the last position: each example's own last item is
+    # elsewhere (the loop gives lengths [2, 0, 1], the batch gave [2, 1, 2]).
+    @matchbox.batch
+    def f(x):
+        items = []
+        for xt in x.unbind(1):
+            items.append(xt)
+        del items[-1]
+        return len(items)
+
+    _, xb = sequences([3, 1, 2])
+    with pytest.raises(NotImplementedError, match=r"del items\[i\] on a list whose items "
+                                                  r"only some examples have.*dynamic=True"):
+        f(xb)
+
+
+def test_del_under_a_per_example_condition_is_refused_and_plain_del_works():
+    @matchbox.batch
+    def f(x, parts):
+        if x.sum() > 0:
+            del parts[0]
+        return x
+
+    @matchbox.batch
+    def g(x):
+        parts = [x, x * 2, x * 3]
+        del parts[0], parts[-1]
+        return parts
+
+    _, xb = sequences([2, 1])
+    with pytest.raises(NotImplementedError, match=r"del list\[\.\.\.\] under a per-example "
+                                                  r"condition.*items = items\[:-1\]"):
+        f(scalars([1.0, -1.0])[1], [1, 2])
+    (only,) = g(xb)
+    assert all(torch.equal(a, b) for a, b in zip(only.examples(), (xb * 2).examples()))
+
+
 def test_an_ordinary_list_is_a_python_list():
     @matchbox.batch
     def f(x):

@@ -51,7 +51,8 @@ class NotCapturable(RuntimeError):
 class Capture:
     """The state of one capture: the step bound of its loops and the flags it records."""
 
-    __slots__ = ("bound", "failures", "overflows", "_steps")
+    __slots__ = ("bound", "failures", "overflows", "_steps", "scans", "unrolled",
+                 "scan_loops")
 
     def __init__(self, bound: int):
         self.bound = bound
@@ -60,6 +61,13 @@ class Capture:
         # id(loop token) -> (token, steps taken); the token is kept alive so its id
         # is not reused by another object while the capture lasts.
         self._steps: dict[int, tuple[Any, int]] = {}
+        # Loops captured as one ``scan`` node, and why others were unrolled
+        # (``matchbox.compiler.loops``).
+        self.scans = 0
+        self.unrolled: list[str] = []
+        # Whether this capture may hold loops as scans (``matchbox.compiler.loops.allowed``):
+        # True, False, or why not (a str).
+        self.scan_loops: bool | str = False
 
     def start_loop(self, token: Any) -> None:
         """A loop whose first step ``token`` (its mask) stands for has started."""
@@ -79,9 +87,16 @@ class Capture:
         self._steps[id(token)] = (token, taken + 1)
         return True
 
-    def steps_for(self, count: torch.Tensor) -> int:
+    def steps_for(self, count: torch.Tensor, sizes: torch.Tensor | None = None) -> int:
         """The number of steps of a loop over per-example counts (``range(n)`` with ``n``
-        a batch): the bound; whether some example needs more is recorded."""
+        a batch): the bound; whether some example needs more is recorded.
+
+        ``sizes``: per-example sizes read from a batch (``x.size_as_tensor(d)``'s data)
+        that ``count`` equals: their padded size bounds them, so the loop takes that many
+        steps (``x[:, t]`` reads no step past the padding) and cannot overflow."""
+        padded = size_bound(sizes) if sizes is not None else None
+        if padded is not None and padded <= self.bound:
+            return padded
         self.overflows.append((count > self.bound).any())
         return self.bound
 

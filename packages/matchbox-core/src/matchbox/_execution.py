@@ -11,7 +11,11 @@ reading values (:func:`same_mask`).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -28,6 +32,41 @@ EXECUTION_MASK: contextvars.ContextVar[torch.Tensor | None] = contextvars.Contex
     "matchbox_execution_mask", default=None)
 
 
+#: Whether eager code may read a mask's values on the host to spare work: skip a
+#: branch that no example takes, run a loop step that every example has without
+#: masks, run a linear layer on the real rows only.  ``None`` (the default) decides
+#: by the mask's device: yes on the CPU, where such a read costs one small op; no
+#: on an accelerator, where it is a device-to-host sync that stalls the launch
+#: queue, so the work runs masked instead, as hand-written padded code does.
+#: Set with :func:`host_reads`.
+HOST_READS: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
+    "matchbox_host_reads", default=None)
+
+
+def reads_values(mask: torch.Tensor) -> bool:
+    """Whether eager code reads ``mask``'s values on the host to spare work
+    (see :data:`HOST_READS`)."""
+    allowed = HOST_READS.get()
+    if allowed is None:
+        return mask.device.type == "cpu"
+    return allowed
+
+
+@contextlib.contextmanager
+def host_reads(allowed: bool | None) -> Iterator[None]:
+    """``with host_reads(False):`` runs masked what a mask's values would let eager code
+    skip, on every device (``True``: reads them on every device; ``None``: by device).
+
+    Values and gradients are the same either way; only the ops run, and the
+    device syncs, differ.
+    """
+    token = HOST_READS.set(allowed)
+    try:
+        yield
+    finally:
+        HOST_READS.reset(token)
+
+
 def running(failing: torch.Tensor) -> torch.Tensor:
     """Per-example ``failing`` (``(batch,)`` bool) restricted to the running examples."""
     mask = EXECUTION_MASK.get()
@@ -40,25 +79,37 @@ def running(failing: torch.Tensor) -> torch.Tensor:
     return failing & mask
 
 
-# The last ``(batch,)`` mask viewed as rows: ``(mask, rank, view)``.  Under
-# ``@batch`` the guards and merges of a region and the ops inside it view the
-# same execution mask again and again; one entry, replaced as a whole (a thread
-# reading it sees a consistent entry), spares a view op each time and lets
-# ``and_running`` recognise a step's own mask by identity.
-_LAST_ROWS: tuple[Any, int, Any] = (None, 0, None)
+# ``(batch,)`` masks viewed as rows: (id of the mask, rank) -> (weak reference to the
+# mask, view).  Under ``@batch`` the guards and merges of a region and the ops inside
+# it view the same few execution masks (a step's, a branch's two) again and again; a
+# few entries, oldest dropped first, spare a view op each time and let ``and_running``
+# recognise a step's own mask by identity.  The weak reference tells a live entry from
+# a recycled id.
+_ROWS_VIEWS: OrderedDict[tuple[int, int], tuple[Any, Any]] = OrderedDict()
+_ROWS_VIEWS_KEPT = 16
 
 
 def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
     """A ``(batch,)`` mask viewed as ``(batch, 1, ..., 1)`` of ``rank`` dimensions."""
-    global _LAST_ROWS
-    last = _LAST_ROWS
-    if last[0] is mask and last[1] == rank:
-        return last[2]
     if rank == 1:
         return mask
+    key = (id(mask), rank)
+    entry = _ROWS_VIEWS.get(key)
+    if entry is not None and entry[0]() is mask:
+        return entry[1]
     view = mask.view(mask.size(0), *(1,) * (rank - 1))
-    _LAST_ROWS = (mask, rank, view)
+    _remember(key, mask, view)
     return view
+
+
+def _remember(key: tuple[int, int], mask: torch.Tensor, view: torch.Tensor) -> None:
+    _ROWS_VIEWS.pop(key, None)
+    _ROWS_VIEWS[key] = (weakref.ref(mask), view)  # newest last
+    while len(_ROWS_VIEWS) > _ROWS_VIEWS_KEPT:
+        try:
+            _ROWS_VIEWS.popitem(last=False)
+        except KeyError:  # another thread emptied it
+            break
 
 
 def rows_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
@@ -84,8 +135,7 @@ def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
     that very tensor back lets an op or a merge see by identity that a step's
     result is real exactly where the step runs.
     """
-    global _LAST_ROWS
-    _LAST_ROWS = (mask, view.dim(), view)
+    _remember((id(mask), view.dim()), mask, view)
 
 
 def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tensor | None:
@@ -108,7 +158,79 @@ def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tenso
         return rows
     if same_mask(mask, rows):
         return mask
-    return mask & rows
+    return mask_and(mask, rows)
+
+
+# The *and* of two masks, remembered: (id a, id b) -> (ref a, ref b, ref a & b), and
+# id(a & b) -> (ref a & b, refs of a and b).  Under ``@batch`` a region's ops combine the
+# same masks again and again (a step's mask with the region's, two stack reads' masks):
+# the *and* is computed once, and handed back as the same tensor, so that later ops see
+# by identity that their arguments share a mask (no merge of masks, no gradient guard).
+# Weak references tell a live entry from a recycled id; entries are few and replaced
+# oldest first.
+_ANDS: OrderedDict[tuple[int, int], tuple[Any, Any, Any]] = OrderedDict()
+_PARTS: OrderedDict[int, tuple[Any, tuple[Any, Any]]] = OrderedDict()
+_ANDS_KEPT = 64
+
+
+def mask_and(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a & b`` for two masks, without an op where the answer is known.
+
+    One is the other, or is known to be the *and* of the other with something
+    (so within it, and of its shape): that one.  The same pair met before: the
+    same tensor as then.  Masks that carry lengths (``matchbox._lengths``) are
+    combined as they are, with ``&``.
+    """
+    if a is b:
+        return a
+    if _lengths.carried(a) is not None or _lengths.carried(b) is not None:
+        return a & b
+    if _within(b, a) and b.dim() >= a.dim() and _covers(b, a):
+        return b
+    if _within(a, b) and a.dim() >= b.dim() and _covers(a, b):
+        return a
+    key = (id(a), id(b))
+    entry = _ANDS.get(key)
+    if entry is not None and entry[0]() is a and entry[1]() is b:
+        result = entry[2]()
+        if result is not None:
+            return result
+    result = a & b
+    _ANDS.pop(key, None)
+    _ANDS[key] = (weakref.ref(a), weakref.ref(b), weakref.ref(result))
+    _PARTS[id(result)] = (weakref.ref(result), (weakref.ref(a), weakref.ref(b)))
+    for table in (_ANDS, _PARTS):
+        while len(table) > _ANDS_KEPT:
+            try:
+                table.popitem(last=False)
+            except KeyError:  # another thread emptied it
+                break
+    return result
+
+
+def _covers(inner: torch.Tensor, outer: torch.Tensor) -> bool:
+    """Whether ``inner`` has the shape ``inner & outer`` would have."""
+    try:
+        return torch.broadcast_shapes(inner.shape, outer.shape) == inner.shape
+    except RuntimeError:
+        return False
+
+
+def _within(inner: torch.Tensor, outer: torch.Tensor, depth: int = 4) -> bool:
+    """Whether ``inner`` was made (by :func:`mask_and`) as the *and* of ``outer`` (or of
+    a view of its memory, ``same_mask``) with something, a few levels deep."""
+    entry = _PARTS.get(id(inner))
+    if entry is None or entry[0]() is not inner:
+        return False
+    for ref in entry[1]:
+        part = ref()
+        if part is None:
+            continue
+        if part is outer or (part.shape == outer.shape and same_mask(part, outer)):
+            return True
+        if depth > 1 and _within(part, outer, depth - 1):
+            return True
+    return False
 
 
 def same_mask(a: torch.Tensor, b: torch.Tensor) -> bool:

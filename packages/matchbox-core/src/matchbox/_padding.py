@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from matchbox._execution import EXECUTION_MASK, and_running, same_mask
+from matchbox._execution import EXECUTION_MASK, and_running, mask_and, same_mask
 from matchbox._layout import has_zero_padding
 
 if TYPE_CHECKING:
@@ -109,5 +109,5 @@ def combine_masks(masks: Sequence[torch.Tensor | None]) -> torch.Tensor | None:
         if mask is None:
             mask = other
         elif not same_mask(mask, other):
-            mask = mask & other
+            mask = mask_and(mask, other)
     return mask

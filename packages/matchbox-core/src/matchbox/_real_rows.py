@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from matchbox._capture import capturing, refuse
+from matchbox._execution import reads_values
 from matchbox._padding import _ZERO
 
 if TYPE_CHECKING:
@@ -54,7 +55,10 @@ def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = Tru
     :class:`RowMask` (the number of real rows depends on the mask's values):
     right for ops that compute each row alone (a linear layer); an op whose
     rows combine (``each_row_alone=False``: batch statistics) cannot be
-    captured, as zeroed padding rows would count.
+    captured, as zeroed padding rows would count.  Eagerly, a :class:`RowMask` too
+    where the mask is not read on the host (``host_reads``: on an accelerator,
+    where ``nonzero`` is a device sync), for ops on rows of static dimensions
+    (``static >= 1``) that compute each row alone.
     """
     global _LAST
     mask = batch._mask
@@ -69,6 +73,12 @@ def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = Tru
         if not each_row_alone:
             refuse("statistics over the real rows of the whole batch (batch_norm in "
                    "training): how many rows are real depends on the mask's values")
+        return RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
+    if each_row_alone and static and not reads_values(mask):
+        # Eager on an accelerator: the indices of the real rows would cost a device
+        # sync (nonzero) per new mask, once per step of a loop; every row runs with
+        # padding zeroed instead, as while capturing.  (Not for lookups, static 0:
+        # an embedding with max_norm renormalises the rows its ids reference.)
         return RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
     key = (id(mask), tuple(lead))
     entry = _ROWS.get(key)

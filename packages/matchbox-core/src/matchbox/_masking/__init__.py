@@ -37,8 +37,12 @@ they are modules of ``matchbox`` beside ``masked_batch``, not of this package (w
 
 from matchbox._execution import (  # noqa: F401
     EXECUTION_MASK,
+    HOST_READS,
     and_running,
+    host_reads,
+    mask_and,
     mask_rows,
+    reads_values,
     remember_rows,
     rows_for,
     running,

@@ -212,7 +212,7 @@ class _Specializations:
         start = time.perf_counter()
         try:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
-                                   spec, self.module)
+                                   spec, self.module, self.backend)
         except CaptureError as error:
             return self._eager_spec(spec, str(error))
         spec.nodes = len(graph.graph.nodes)

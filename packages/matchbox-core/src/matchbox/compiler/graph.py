@@ -53,6 +53,10 @@ class Specialization:
     #: (a buffer's running statistics, an argument).
     mutated: tuple[int, ...] = ()
     warned: bool = False
+    #: How many loops the graph holds as one ``scan`` node each (``matchbox.compiler.loops``),
+    #: and why the loops unrolled instead were (a loop that may not be a scan says nothing).
+    scans: int = 0
+    unrolled: list[str] = field(default_factory=list)
     _first_run: bool = field(default=True, repr=False)
 
     def first_run_failed(self, error: BaseException) -> bool:
@@ -67,7 +71,8 @@ _KNOWN_CONSTANTS = (_masking._ZERO,)
 
 def capture(call: Callable[..., Any], n_params: int, structure: Structure,
             inputs: list[torch.Tensor], bound: int, spec: Specialization,
-            module: torch.nn.Module | None = None) -> torch.fx.GraphModule:
+            module: torch.nn.Module | None = None, backend: Any = "inductor"
+            ) -> torch.fx.GraphModule:
     """The graph of ``call(params, args, kwargs)`` on ``inputs`` (the parameters first).
 
     ``module``: the module whose attributes the call must leave alone
@@ -78,12 +83,17 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
+    from matchbox.compiler import loops
+
+    scan_loops, why_not = loops.allowed(backend)
+
     def flat(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         params = list(tensors[:n_params])
         (args, kwargs), _ = unflatten(structure, list(tensors), n_params)
         versions = [t._version for t in tensors]
         batches = [(b, b._mask) for b in _batches_in((args, kwargs))]
         state = _capture.Capture(bound)
+        state.scan_loops = scan_loops or why_not or False
         token = _capture.begin(state)
         try:
             with watch_effects(module):
@@ -95,6 +105,8 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
                 "the call changes a batch argument's mask in place (an in-place op with an "
                 "argument that is padding where the batch is real): a graph returns tensors, "
                 "not the argument's new mask")
+        spec.scans = state.scans
+        spec.unrolled = list(state.unrolled)
         spec.mutated = tuple(i for i, (t, v) in enumerate(zip(tensors, versions))
                              if t._version != v)
         outputs: list[torch.Tensor] = []
@@ -108,6 +120,11 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
     except Exception as error:  # noqa: BLE001 -- every failure to capture falls back to eager
         raise CaptureError(reason(error)) from error
     _refuse_external_tensors(graph)
+    if spec.scans:
+        # Dead nodes (autograd's detaches of the values a scan reads) made torch.compile
+        # see the scan's inputs as aliased; in-place updates are impure and stay.
+        graph.graph.eliminate_dead_code()
+        graph.recompile()
     return graph
 
 

@@ -14,24 +14,18 @@ matchbox-packed's ``PackedBatch`` is written with these names only (besides core
 
 from __future__ import annotations
 
+from matchbox.nn import packing
 from matchbox.nn.ops.recurrent_modules import (
     RECURRENT_MODULE_OPS,
     check_batch_first,
     refuse_under_functorch,
     run_on_rows,
 )
-from matchbox.nn.packing import (
-    Layout,
-    gather_jagged,
-    gather_padded,
-    relayout,
-    scatter_jagged,
-    scatter_padded,
-)
+from matchbox.nn.packing import *  # noqa: F403 (the layout and its moves: packing.__all__)
 from matchbox.nn.time_major import time_major_view
 
 __all__ = [
-    "Layout", "relayout", "gather_jagged", "gather_padded", "scatter_jagged", "scatter_padded",
+    *packing.__all__,
     "time_major_view",
     "RECURRENT_MODULE_OPS", "check_batch_first", "run_on_rows", "refuse_under_functorch",
 ]

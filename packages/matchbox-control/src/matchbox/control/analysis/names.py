@@ -33,7 +33,8 @@ class ScopeTransformer(gast.NodeTransformer):
     """
 
     def visit_FunctionDef(self, node: Any) -> Any:
-        return node
+        # A function the rewriting made (a `for` body captured as a scan) is a thunk.
+        return node if is_scope(node) else self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
 

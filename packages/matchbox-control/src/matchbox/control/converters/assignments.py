@@ -15,6 +15,7 @@ left; the function's entry mask outside them):
 | ``x += v``                 | ``x = mb__.aug_assign(mask, '+=', x, v, 'x')``       |
 | ``obj.attr += v``          | ``mb__.aug_attr(mask, '+=', obj, 'attr', v)``        |
 | ``obj[i] += v``            | ``mb__.aug_item(mask, '+=', obj, i, v)``             |
+| ``del obj[i]``             | ``mb__.delete_item(mask, obj, i)``                   |
 | ``obj.append(v)``,         | ``mb__.call_method(mask, obj, 'append', v)``         |
 | ``obj.add_(v)``, ``obj.pop()``| (statements and expressions; every in-place tensor |
 |                            | method, every list/dict method that writes)          |
@@ -171,6 +172,19 @@ class _Assignments(names.ScopeTransformer):
                                  mask=self.mask, obj=target.value,
                                  index=index_expression(target.slice),
                                  value=value)
+
+    def visit_Delete(self, node: Any) -> Any:
+        if not any(isinstance(t, gast.Subscript) for t in node.targets):
+            return node
+        result: list[Any] = []
+        for target in node.targets:
+            if isinstance(target, gast.Subscript):
+                result += templates.replace("mb__.delete_item(mask, obj, index)", origin=node,
+                                            mask=self.mask, obj=target.value,
+                                            index=index_expression(target.slice))
+            else:
+                result.append(gast.copy_location(gast.Delete(targets=[target]), node))
+        return result
 
     def visit_AugAssign(self, node: Any) -> Any:
         node.value = self.visit(node.value)

@@ -11,6 +11,11 @@
 |                                          | dynamic dim record their examples         |
 | ``obj[i]``, ``obj[a:b]`` (one index,     | ``mb__.get_item(obj, i)``: a list's items |
 | read)                                    | per example (``runtime.sequences``)       |
+| ``a, b = items``, ``a, *rest = items``   | ``... = mb__.unpack(items, 2, None)``:    |
+|                                          | each example unpacks its own items        |
+| ``if items:``, ``while items:``, ``not`` | ``mb__.truth(items)``: each example's own |
+| ``items``, ``a if items else b``         | list's emptiness; ``items and x``, ``or``: |
+|                                          | ``mb__.operand(items)`` refuses such a list|
 | ``type(x) is T`` (``is not``, ``==``,    | ``mb__.compare_type(type, x, 'is', T)``:  |
 | ``!=``)                                  | warns where ``x`` is a batch, ``T`` a     |
 |                                          | tensor class                              |
@@ -28,7 +33,7 @@ from typing import Any
 
 import gast
 
-from matchbox.control import templates
+from matchbox.control import naming, templates
 from matchbox.control.analysis import names
 from matchbox.control.context import Context
 from matchbox.control.converters.assignments import index_expression
@@ -65,6 +70,13 @@ class _BuiltinCalls(names.ScopeTransformer):
 
     def visit_Call(self, node: Any) -> Any:
         self.generic_visit(node)
+        runtime = _runtime_call(node)
+        if runtime in ("not_", "if_exp") and node.args:
+            node.args[0] = _truth(node.args[0], "truth")
+            return node
+        if runtime in ("and_", "or_") and node.args:
+            node.args[0] = _truth(node.args[0], "operand")
+            return node
         if _lowered_callable(node.func) and not any(
                 isinstance(a, gast.Starred) for a in node.args):
             new = templates.replace_expr("mb__.call(function)", origin=node, function=node.func)
@@ -88,6 +100,26 @@ class _BuiltinCalls(names.ScopeTransformer):
             return new
         return node
 
+    def visit_If(self, node: Any) -> Any:
+        self.generic_visit(node)
+        node.test = _truth(node.test, "truth")
+        return node
+
+    visit_While = visit_If
+
+    def visit_Assign(self, node: Any) -> Any:
+        self.generic_visit(node)
+        (target, *more) = node.targets
+        if (more or not isinstance(target, (gast.Tuple, gast.List))
+                or isinstance(node.value, (gast.Tuple, gast.List))):
+            return node  # one target, not a swap of a literal tuple (``a, b = b, a``)
+        stars = [i for i, e in enumerate(target.elts) if isinstance(e, gast.Starred)]
+        node.value = templates.replace_expr(
+            "mb__.unpack(value, count, star)", origin=node, value=node.value,
+            count=templates.constant(len(target.elts)),
+            star=templates.constant(stars[0] if stars else None))
+        return node
+
     def visit_Subscript(self, node: Any) -> Any:
         self.generic_visit(node)
         if not isinstance(node.ctx, gast.Load) or isinstance(node.slice, gast.Tuple):
@@ -107,6 +139,27 @@ class _BuiltinCalls(names.ScopeTransformer):
         op = templates.constant(_TYPE_COMPARISONS[type(node.ops[0])])
         return templates.replace_expr("mb__.compare_type(kind, obj, op, other)", origin=node,
                                       kind=left.func, obj=left.args[0], op=op, other=right)
+
+
+def _runtime_call(node: Any) -> str | None:
+    """The name of the runtime helper a call ``mb__.name(...)`` calls, else None."""
+    func = node.func
+    if (isinstance(func, gast.Attribute) and isinstance(func.value, gast.Name)
+            and func.value.id == naming.RUNTIME):
+        return func.attr
+    return None
+
+
+def _truth(test: Any, helper: str) -> Any:
+    """A condition that may be a list (a name, an attribute, an item): through
+    ``mb__.truth`` (each example's own list's emptiness) or ``mb__.operand`` (an
+    ``and``/``or`` operand: refused for a list only some examples' items)."""
+    if isinstance(test, gast.Name) and naming.is_reserved(test.id):
+        return test  # a flag the rewriting made (break, continue, return)
+    if isinstance(test, (gast.Name, gast.Attribute)) or (
+            isinstance(test, gast.Call) and _runtime_call(test) == "get_item"):
+        return templates.replace_expr(f"mb__.{helper}(test)", origin=test, test=test)
+    return test
 
 
 def transform(function: Any, ctx: Context) -> None:

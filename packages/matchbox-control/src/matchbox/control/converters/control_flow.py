@@ -37,6 +37,7 @@ import gast
 from matchbox.control import anno, naming, templates
 from matchbox.control.analysis import definitely, liveness, names
 from matchbox.control.context import Context
+from matchbox.control.converters import structured
 from matchbox.control.converters.expressions import PLAIN
 
 UNDEFINED = "undefined"  # on the function: names to bind to Undefined at its start
@@ -91,6 +92,9 @@ class _ControlFlow:
         self.undefined |= set(kept) - defined - self.parameters
         number = self.namer.number()
         new_body = self.block(statements, mask)
+        # What a `for` captured as a scan (`for_statement`) takes and gives back (set after
+        # the nested regions, which set their own).
+        self.last_region = (outputs, [v for v in kept if v not in outputs], bool(written))
 
         def each(template: str, variables: list[str]) -> list[Any]:
             return [s for v in variables for s in templates.replace(
@@ -155,10 +159,16 @@ class _ControlFlow:
         subs = dict(origin=node, step=step, item=item, outer=outer, body=body,
                     items=_iterable(node.iter), extra=extra)
         if extra is None:
-            result = templates.replace("""
+            outputs, constants, written = self.last_region
+            plain = templates.replace("""
                 for step, item in mb__.for_steps(items, outer):
                     body
             """, **subs)
+            if written or not outputs or not structured.may_scan(node):
+                result = plain
+            else:
+                result = structured.for_as_scan(self.namer.new("loop"), subs, outputs,
+                                                constants, plain)
         else:
             # Examples that broke out (or returned) leave the loop; it ends when
             # none of the running examples is left.

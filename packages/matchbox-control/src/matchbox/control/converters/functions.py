@@ -33,7 +33,7 @@ def add_prologue(function: Any) -> None:
 def nested_functions(function: Any) -> list[Any]:
     """The functions defined directly in ``function``'s scope (not in nested ones)."""
     return [n for n in names.walk_body(function)
-            if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))]
+            if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef)) and names.is_scope(n)]
 
 
 def nested_context(ctx: Context, function: Any) -> Context:

@@ -37,8 +37,11 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import torch
+
+from matchbox._capture import capturing
 from matchbox.control.runtime.iteration import for_steps
-from matchbox.control.runtime.masks import _MASK, _and, _Masked, condition, guard
+from matchbox.control.runtime.masks import _MASK, _and, _Masked, condition, guard, nobody
 from matchbox.control.runtime.sequences import per_example_item
 
 _END = object()
@@ -78,6 +81,8 @@ def comp_for(iterable: Any, target: Any, body: Callable[..., Any]) -> Stream:
 def _steps(steps: Iterator[Any], outer: Any, target: Any,
            body: Callable[..., Any]) -> Iterator[tuple[Any, Any]]:
     while True:
+        # A step that raised for no example (``masks.ran_for_nobody``) has no item.
+        step = result = _END
         with _Masked(outer):  # the iterable's own code runs under the clause's mask
             step = next(steps, _END)
         if step is _END:
@@ -86,6 +91,8 @@ def _steps(steps: Iterator[Any], outer: Any, target: Any,
         values = (item,) if target is None else tuple(_unpack(item, target))
         with _Masked(mask):
             result = body(_guard_for(mask, outer), *values)
+        if result is _END:
+            continue
         if type(result) is Stream:
             yield from result.pairs
         else:
@@ -102,10 +109,13 @@ def comp_if(test: Any, body: Callable[[Any], Any]) -> Stream:
         mask = outer
     else:
         mask = _and(outer, truth)
-        if not mask.any():
+        if nobody(mask):
             return _EMPTY
+    result = _END  # unless it raised for no example (``masks.ran_for_nobody``)
     with _Masked(mask):
         result = body(_guard_for(mask, outer))
+    if result is _END:
+        return _EMPTY
     return result if type(result) is Stream else Stream(((mask, result),))
 
 
@@ -139,13 +149,23 @@ def dict_comp(stream: Stream) -> dict[Any, Any]:
 
 
 def _for_every_example(mask: Any, outer: Any, value: Any, kind: str) -> Any:
-    if mask is not outer:
+    if mask is not outer and not _every_running(mask, outer):
         raise NotImplementedError(
             f"@batch: a {kind} comprehension whose items only some examples have (its steps "
             f"or its filter differ between examples): a Python {kind} cannot hold an item "
             "for only some examples. Use a list comprehension, whose items are each "
             "example's own, or a for loop")
     return value
+
+
+def _every_running(mask: Any, outer: Any) -> bool:
+    """Whether a step's mask holds for every running example, read on the host: where
+    reads are a device sync, steps run masked even when every example has them, and a
+    Python set or dict needs to know (one read per item)."""
+    if not isinstance(mask, torch.Tensor) or capturing() is not None:
+        return False
+    every = mask if outer is None else mask | ~outer
+    return bool(every.all())
 
 
 def _unpack(item: Any, target: Any) -> Iterator[Any]:

@@ -13,6 +13,7 @@ place) is written at once, and under a mask only for the examples that run:
 | ``items.append(v)``,         | ``v`` is appended, padding for the other examples,   |
 | ``items.extend(vs)``         | recording which examples have it (``sequences``)     |
 | ``d.update(...)``            | each key as ``d[k] = v``                             |
+| ``del items[i]``, ``d[k]``   | ``NotImplementedError``, as ``items.pop()``          |
 | ``items.pop()`` and the      | ``NotImplementedError``: a Python list or dict is    |
 | other list/dict writes       | shared by every example                              |
 | ``x.add_(v)``                | the in-place op on a copy, written back where running |
@@ -87,6 +88,22 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
         old = Undefined(f"[{index!r}]")
     obj[index] = select(mask, value, old, f"item [{index!r}]")
     return obj
+
+
+def delete_item(mask: Any, obj: Any, index: Any) -> None:
+    """``del obj[index]``: refused on a list whose items only some examples have
+    (positions differ between examples), and on a list or dict under a per-example
+    condition (shared by every example, the others would lose the item too)."""
+    if type(obj) is list:
+        refuse_positional_write(obj, "del items[i]")
+    if mask is not None and type(obj) in (list, dict):
+        kind = type(obj).__name__
+        raise NotImplementedError(
+            f"@batch: del {kind}[...] under a per-example condition: a Python {kind} is "
+            "shared by every example, so the item would go for the examples that do not "
+            "run this code too. Build a new one (items = items[:-1]), whose value is "
+            "merged per example, or delete where every example runs it")
+    del obj[index]
 
 
 def _per_example_copy(mask: torch.Tensor, tensor: torch.Tensor, what: str,

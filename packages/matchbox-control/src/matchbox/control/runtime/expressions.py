@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from matchbox._capture import fails, some
-from matchbox.control.runtime.masks import _MASK, guard, masked, per_example_truth
+from matchbox._capture import fails
+from matchbox.control.runtime.masks import _MASK, guard, masked, nobody, per_example_truth
 from matchbox.control.runtime.select import select
 from matchbox.masked_batch import MaskedBatch
 
@@ -43,10 +43,11 @@ def _for_examples_where(left: MaskedBatch, holds: torch.Tensor, right: Thunk) ->
     """
     outer = _MASK.get()
     needed = holds if outer is None else outer & holds
-    if not some(needed):
+    if nobody(needed):
         return _SKIPPED
     with masked(needed, outer):
         return right()
+    return _SKIPPED  # it raised, for no example (``masks.ran_for_nobody``)
 
 
 _SKIPPED = object()
@@ -149,14 +150,17 @@ def if_exp(test: Any, then: Callable[[Any], Any], orelse: Callable[[Any], Any]) 
     holds = per_example_truth(test)
     taken = holds if outer is None else outer & holds
     other = ~holds if outer is None else outer & ~holds
-    if not some(taken):
+    if nobody(taken):
         return orelse(_unguarded)
-    if not some(other):
+    if nobody(other):
         return then(_unguarded)
+    a = b = _SKIPPED  # a side that raised for no example (``masks.ran_for_nobody``)
     with masked(taken):
         a = then(lambda value: guard(taken, outer, value))
     with masked(other):
         b = orelse(lambda value: guard(other, outer, value))
+    if a is _SKIPPED or b is _SKIPPED:
+        return a if b is _SKIPPED else b
     return select(holds, a, b, "a conditional expression")
 
 

@@ -30,8 +30,9 @@ import torch
 
 from matchbox import _lengths
 from matchbox._capture import capturing, fails
-from matchbox._masking import fit_mask, remember_rows
+from matchbox._masking import fit_mask, reads_values, remember_rows
 from matchbox.control.runtime.masks import Mask
+from matchbox.control.runtime.sequences import prefix_steps
 from matchbox.extending import combine_masks
 from matchbox.functional import stack
 from matchbox.masked_batch import MaskedBatch
@@ -144,14 +145,17 @@ def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tu
     """Steps of a sequence whose per-step masks are known in advance (``(steps, batch)``)."""
     if outer is not None:
         present = present & outer
-    if capturing() is not None:
+    if capturing() is not None or not reads_values(present):
+        # While capturing, and eagerly where reading the counts is a device sync:
+        # every step runs under its mask, as a hand-written padded loop does.
         return _every_step_masked(present, items, outer)
     return _counted_steps(present, items, outer)
 
 
 def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask
                        ) -> Iterator[tuple[Mask, Any]]:
-    """While capturing a graph: every step runs under its mask (no count is read)."""
+    """Every step runs under its mask (no count is read): while capturing a graph, and
+    eagerly where a host read is a device sync (``_masking.HOST_READS``)."""
     for mask, item in zip(present.unbind(0), items):
         if type(item) is tuple:
             item = _restrict(item, mask)
@@ -245,7 +249,9 @@ def iter_range(range_fn: Any, *args: Any) -> Any:
     count = count.clamp(min=0) * (real_start & real_stop & real_step)
     capture = capturing()
     if capture is not None:
-        steps = capture.steps_for(count)
+        # range(n) of sizes read from a batch: as many steps as that batch's padding.
+        sizes = stop.data if len(args) == 1 and type(stop) is MaskedBatch else None
+        steps = capture.steps_for(count, sizes)
     else:
         steps = int(count.max()) if size else 0
     present = torch.arange(steps, device=device).unsqueeze(1) < count.unsqueeze(0)
@@ -297,8 +303,10 @@ def iter_enumerate(enumerate_fn: Any, *args: Any, **kwargs: Any) -> Any:
     if present is None:
         return enumerate_fn(items, start)
     # Prefix-shaped (no example has a step after one it lacks): plain counts.  (While
-    # capturing, the layout is not known: per-example counts serve both.)
-    if capturing() is None and not bool((present[1:] & ~present[:-1]).any()):
+    # capturing, the layout is not known, unless the items are the steps of a dynamic
+    # dimension: per-example counts serve both.)
+    if prefix_steps(items) or (capturing() is None
+                               and not bool((present[1:] & ~present[:-1]).any())):
         return _Stepped(list(enumerate_fn(items, start)), present, "enumerate")
     counts = present.long().cumsum(0) - 1 + start
     indexed = [(MaskedBatch._make(counts[k], None, ()), item) for k, item in enumerate(items)]

@@ -21,13 +21,14 @@ Python's own ``if`` would call it.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox._capture import capturing, some
-from matchbox._masking import _ZERO, EXECUTION_MASK, rows_for
+from matchbox._masking import _ZERO, EXECUTION_MASK, reads_values, rows_for
 from matchbox._masking import mask_rows as rows
 from matchbox._registry import BATCH_VIEWS
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
@@ -56,9 +57,24 @@ class _Masked:
     def __enter__(self) -> None:
         self._token = _MASK.set(self._mask)
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
         _MASK.reset(self._token)
+        return exc_type is not None and ran_for_nobody(self._mask, exc_type)
+
+
+def ran_for_nobody(mask: Mask, exc_type: Any) -> bool:
+    """Whether an exception raised in a region run under ``mask`` is to be dropped: no
+    example runs the region, so the loop over examples would never have raised it.
+
+    Where reading a mask is a device sync (``nobody``), a region runs without
+    asking whether some example takes it; code there may then fail on values
+    that no example has (``x.amax(1)`` with every example empty).  Only then is
+    the mask read, once, on the way out of the error.
+    """
+    if (not isinstance(mask, torch.Tensor) or not issubclass(exc_type, Exception)
+            or capturing() is not None):
         return False
+    return not bool(mask.any())
 
 
 class _LabelledMasked(_Masked):
@@ -72,9 +88,9 @@ class _LabelledMasked(_Masked):
         super().__enter__()
 
     def __exit__(self, *exc: Any) -> bool:
-        super().__exit__(*exc)
+        dropped = super().__exit__(*exc)
         self._range.__exit__(*exc)
-        return False
+        return dropped
 
 
 class _Unchanged:
@@ -153,7 +169,41 @@ def branch(outer: Mask, test: Any) -> tuple[Mask, Mask]:
         return False, outer
     then = _and(outer, truth)
     orelse = _and(outer, ~truth)
-    return (then if some(then) else False), (orelse if some(orelse) else False)
+    return (False if nobody(then) else then), (False if nobody(orelse) else orelse)
+
+
+def nobody(mask: torch.Tensor) -> bool:
+    """Whether no example runs under ``mask``, where reading that is worth a host read.
+
+    Skipping code that no example runs spares its ops, but reading ``mask.any()``
+    is a device-to-host sync on an accelerator: there (and while capturing a
+    graph) the code runs masked instead, as hand-written padded code would, and
+    this answers ``False``; on the CPU it reads (``matchbox._masking.HOST_READS``).
+    """
+    if capturing() is not None or not (reads_values(mask) or _recursing()):
+        return False
+    return not bool(mask.any())
+
+
+def _recursing(limit: int = 200) -> bool:
+    """Whether a function rewritten by ``@batch`` is on the call stack twice (recursion).
+
+    A recursive function ends where its base case holds; run masked for no
+    example, its recursive branch would never end.  Recursion reads the masks.
+    (Rewritten code, and only it, names the runtime ``mb__``: a variable of the
+    factory that made it, ``loader.py``.)
+    """
+    seen = set()
+    frame = sys._getframe(1)
+    while frame is not None and limit:
+        code = frame.f_code
+        if "mb__" in code.co_freevars or "mb__" in code.co_names:
+            if code in seen:
+                return True
+            seen.add(code)
+        frame = frame.f_back
+        limit -= 1
+    return False
 
 
 def narrow(mask: Mask, test: Any) -> Mask:

@@ -16,6 +16,9 @@ examples that ran the region take the new value, the others keep the old one.
 | two plain tensors / numbers    | a new batch (one value per example)               |
 | two equal plain values         | the new one                                       |
 | tuples, lists, dicts           | element by element                                |
+| lists (tuples) whose items     | position by position, each item recording the     |
+| only some examples have, or of | examples that have it (``sequences.select_items``):|
+| two lengths                    | each example keeps exactly its own items          |
 | two views of batches (a        | the batches they hold, as two batches, viewed     |
 | ``TimeMajorBatch``)            | again                                             |
 | ``Undefined`` old              | the new value, padding for the other examples     |
@@ -25,6 +28,8 @@ examples that ran the region take the new value, the others keep the old one.
 from __future__ import annotations
 
 import numbers
+import os
+import sys
 from typing import Any
 
 import torch
@@ -111,6 +116,10 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     if type(new) is MaskedBatch and type(old) is MaskedBatch:
         return _select_batches(mask, new, old, name)
     if isinstance(old, Undefined):
+        if type(new) is list or type(new) is tuple:
+            from matchbox.control.runtime import sequences  # it imports this module
+            if sequences.has_records(new):
+                return sequences.select_items(mask, new, type(new)(), name)
         return only_active(mask, new, name, strict=False)
     if isinstance(new, Undefined):
         return only_active(~mask, old, name, strict=False)
@@ -131,6 +140,13 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
                                _broadcast(_scalar(old, mask), mask, name), name)
     if type(new) is type(old) and type(new) in BATCH_VIEWS:
         return type(new)(select(mask, new.batch, old.batch, name))
+    if (type(new) is list or type(new) is tuple) and type(new) is type(old):
+        from matchbox.control.runtime import sequences  # it imports this module
+        if (len(new) != len(old) and type(new) is list) or sequences.has_records(new) or (
+                sequences.has_records(old)):
+            # Each example keeps its own items (a list's length may differ between
+            # examples, and an item records the examples that have it).
+            return sequences.select_items(mask, new, old, name)
     if isinstance(new, tuple) and type(new) is type(old) and len(new) == len(old):
         items = [select(mask, n, o, f"{name}[{i}]") for i, (n, o) in enumerate(zip(new, old))]
         return type(new)(*items) if hasattr(new, "_fields") else type(new)(items)
@@ -145,6 +161,20 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
         f"{_describe(old)} for the others; a value that differs between examples must "
         "be a tensor, a number, or a tuple/list/dict of them (of the same length)"
     )
+
+
+def user_line() -> str:
+    """Where the user's code runs now (``file, line N``): the innermost frame outside
+    this package's runtime (rewritten code keeps the user's file and lines)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == _RUNTIME:
+        frame = frame.f_back
+    if frame is None:
+        return "line unknown"
+    return f"{frame.f_code.co_filename}, line {frame.f_lineno}"
+
+
+_RUNTIME = os.path.dirname(os.path.abspath(__file__))
 
 
 def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) -> Any:
@@ -202,7 +232,7 @@ def _select_rows(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> Mask
     view = rows(mask, new.data.dim())
     real = new._mask
     chosen = view if real is None or real is view or _masking.same_mask(view, real) else (
-        view & real)
+        _masking.mask_and(view, real))
     data = torch.where(chosen, new.data, old.data)
     return MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
 

@@ -14,12 +14,27 @@ the record belong to every example.  From the records:
 |                            | the examples whose list is too short; ``i`` may be a  |
 |                            | batch of per-example ints (a counter)                 |
 | ``items[a:b:c]``           | a list of its own items ``a`` to ``b`` (recorded)     |
+| ``a, b = items``,          | its own items; ``ValueError`` naming the examples     |
+| ``a, *rest = items``       | whose list has the wrong length                       |
+| ``if items:``, ``not items``| whether its own list is empty (``items and x``:     |
+|                            | ``TypeError``, write ``len(items) > 0 and x``)        |
 | ``items.pop()``, ``insert``,| ``NotImplementedError``: positions differ between    |
 | ``remove``, ``sort``,      | examples                                              |
 | ``reverse``, ``items[i] = v``|                                                     |
 
 The steps of ``x.unbind(d)`` along a dynamic dimension record their examples too
 (:func:`unbind`): ``len(x.unbind(1))`` and ``x.unbind(1)[-1]`` are each example's.
+
+A list variable merged after a region (assigned under a per-example ``if``, or
+carried by a loop that examples leave at different steps) keeps the records
+(:func:`select_items`): position by position, an item is the new list's for the
+examples that ran the region and the old list's for the others, and records
+which examples have it.  So the two lists may differ in length (``row = row +
+[v]``, ``window = window[-2:]``), and ``+`` (position by position, each
+example's items in order) and ``+=`` keep each example's items.  An item that
+only some examples have must be able to hold padding (a tensor, a number, a
+tuple of them): a list of lists whose rows differ between examples is refused,
+naming the list and the line.
 
 A list none of whose items has a record is an ordinary Python list: each helper
 is then the Python operation itself.  ``for`` loops, comprehensions and
@@ -30,13 +45,15 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 from typing import Any
 
 import torch
 
+from matchbox._capture import capturing, fails, refuse
 from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import _MASK
-from matchbox.control.runtime.select import only_active, select
+from matchbox.control.runtime.select import only_active, select, user_line
 from matchbox.extending import combine_masks
 from matchbox.masked_batch import MaskedBatch
 
@@ -45,12 +62,17 @@ def per_example_item(mask: torch.Tensor, value: Any, name: str) -> Any:
     """``value`` as the item of a list that only the examples in ``mask`` have.
 
     ``None`` (what a comprehension run for its effects gives) stays ``None``: it
-    cannot record the examples, and counts for every example.
+    cannot record the examples, and counts for every example.  A list or dict
+    cannot record them either (a list of rows that only some examples have):
+    refused, saying what to write.
     """
     if value is None:
         return None
+    if isinstance(value, (list, dict)):
+        _refuse_nested(value, name)
+    own = presence(value)  # an item of another list only some examples have
     item = only_active(mask, value, name)
-    _record(item, mask)
+    _record(item, mask if own is None else mask & own)
     return item
 
 
@@ -111,9 +133,104 @@ def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
     # dimension has no step (every example empty in it).
     rest_size = math.prod(steps_first.shape[2:])
     present = steps_first.reshape(*steps_first.shape[:2], rest_size).any(-1)
-    for step, row in zip(steps, present.unbind(0)):
+    for k, (step, row) in enumerate(zip(steps, present.unbind(0))):
         step._present = row
+        # Each example's steps come first (a dynamic dimension's extent is a prefix):
+        # ``enumerate`` counts them with plain ints, also while capturing.
+        row._unbind_step = (present, k)
     return steps
+
+
+def prefix_steps(items: Any) -> bool:
+    """Whether ``items`` are steps of one ``unbind`` along a dynamic dimension, in
+    order: each example has a prefix of them, so a step's count is the same for
+    every example that has it, known without reading values."""
+    origins = [getattr(getattr(item, "_present", None), "_unbind_step", None) for item in items]
+    if not origins or origins[0] is None:
+        return False
+    whole = origins[0][0]
+    return all(origin is not None and origin[0] is whole and origin[1] == k
+               for k, origin in enumerate(origins))
+
+
+def select_items(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
+    """A list (or tuple) variable merged: ``new``'s items for the examples in ``mask``,
+    ``old``'s for the others, each example keeping exactly its own items.
+
+    The lists are merged position by position: each position's item records the
+    examples that have it (``new``'s record for the examples in ``mask``, ``old``'s
+    for the others, every example for an item without one).  An example's list is
+    the items it has, in order, so the two lists may have different lengths
+    (``row = row + [v]``, ``window = window[-2:]`` in a loop that examples leave at
+    different steps, a list assigned in one branch of a per-example ``if``).  An
+    item that only some examples have must be a tensor, a number or a tuple of
+    them: a list of lists whose rows differ between examples is refused.
+    """
+    positions: list[tuple[Any, torch.Tensor | None, str]] = []
+    for i in builtins.range(max(builtins.len(new), builtins.len(old))):
+        label = f"{name}[{i}]"
+        if i < builtins.len(new) and i < builtins.len(old):
+            n, o = new[i], old[i]
+            if n is o:
+                positions.append((n, None, label))  # one object: its record holds for all
+                continue
+            present_new, present_old = presence(n), presence(o)
+            item = select(mask, n, o, label)
+            if present_new is None and present_old is None:
+                positions.append((item, None, label))  # every example has both
+                continue
+            present = torch.where(mask, _or_every(present_new, mask), _or_every(present_old, mask))
+        elif i < builtins.len(new):
+            item = new[i]
+            present_new = presence(item)
+            present = mask if present_new is None else mask & present_new
+        else:
+            item = old[i]
+            present_old = presence(item)
+            present = ~mask if present_old is None else ~mask & present_old
+        if not _recordable(item):
+            _refuse_nested(item, label, name)
+        positions.append((item, present, label))
+    if builtins.len(new) != builtins.len(old) and capturing() is None:
+        # Lists of two lengths: the positions no example has are dropped (one sync), or
+        # a list carried by a loop would grow by the longer one at every step.
+        recorded = [k for k, (_, present, _) in enumerate(positions) if present is not None]
+        if recorded:
+            had = torch.stack([positions[k][1] for k in recorded]).any(1).tolist()
+            empty = {k for k, kept in zip(recorded, had) if not kept}
+            positions = [p for k, p in enumerate(positions) if k not in empty]
+    return type(new)(item if present is None else per_example_item(present, item, label)
+                     for item, present, label in positions)
+
+
+def _or_every(present: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
+    return torch.ones_like(like) if present is None else present
+
+
+def _recordable(value: Any) -> bool:
+    """Whether a value can be an item that only some examples have (it can hold
+    padding and record the examples: a batch, tensor, number or tuple of them)."""
+    kind = type(value)
+    if kind is MaskedBatch or kind in BATCH_VIEWS or isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, numbers.Number):
+        return True
+    if isinstance(value, tuple):
+        return all(_recordable(part) for part in value)
+    return False
+
+
+def _refuse_nested(value: Any, label: str, name: str | None = None) -> None:
+    what = f"the list '{name}'" if name is not None else "a list"
+    kind = type(value).__name__
+    raise TypeError(
+        f"@batch: {label} is a {kind}, an item of {what} that only some examples have "
+        f"({user_line()}): in the loop over examples each example's list holds its own "
+        "items (appended under a per-example condition, or by a loop whose steps differ "
+        f"between examples), and such an item must be a tensor, a number or a tuple of "
+        f"them, which can hold padding for the others; a {kind} cannot. Keep the row you "
+        "need in a variable of its own (prev = row), or stack each row into a tensor "
+        "first (torch.stack(row, 1)) and keep the tensors in the list")
 
 
 def _sequence(obj: Any) -> bool:
@@ -147,6 +264,65 @@ def get_item(obj: Any, index: Any) -> Any:
     if type(index) is slice:
         return _own_slice(obj, present, index)
     return _own_item(obj, present, index)
+
+
+def unpack(value: Any, count: int, star: int | None) -> Any:
+    """The value of ``a, b = value`` (``count`` targets, a starred one at ``star``).
+
+    A list whose items only some examples have is unpacked per example, as in the
+    loop over examples: each target gets each example's own item (a starred one its
+    own items, as a list); an example whose list has the wrong length raises the
+    ``ValueError`` the loop raises.  Anything else is unpacked by Python itself.
+    """
+    if not _sequence(value):
+        return value
+    present = per_example_presence(value)
+    if present is None:
+        return value
+    counts = present.sum(0)
+    need = count if star is None else count - 1
+    wrong = _running(counts == need if star is None else counts >= need)
+    if fails(wrong):
+        examples = wrong.nonzero().flatten().tolist()
+        have = counts[wrong].tolist()
+        expected = f"{need} or more" if star is not None else f"{need}"
+        raise ValueError(
+            f"@batch: cannot unpack a list whose items only some examples have: examples "
+            f"{examples} have {have} items, {expected} expected (in the loop over examples "
+            "each example unpacks its own list, and Python raises ValueError there)")
+    if star is None:
+        return tuple(_own_item(value, present, k) for k in builtins.range(count))
+    after = count - star - 1
+    head = [_own_item(value, present, k) for k in builtins.range(star)]
+    # Python gathers the starred target's items into a list itself.
+    rest = _own_slice(value, present, slice(star, -after if after else None))
+    tail = [_own_item(value, present, k - after) for k in builtins.range(after)]
+    return (*head, *rest, *tail)
+
+
+def truth(value: Any) -> Any:
+    """``value`` as a condition (``if items:``, ``not items``): a list whose items only
+    some examples have is true for the examples whose own list is not empty (a batch
+    of per-example truth values); anything else as it is."""
+    if _sequence(value) and value:
+        present = per_example_presence(value)
+        if present is not None:
+            return MaskedBatch._make(present.any(0), None, ())
+    return value
+
+
+def operand(value: Any) -> Any:
+    """The left operand of ``and``/``or``, whose value is the result where it decides:
+    a list whose items only some examples have is refused (each example's list may be
+    empty or not, and one result cannot be a list for some and the other operand for
+    the others)."""
+    if _sequence(value) and value and per_example_presence(value) is not None:
+        raise TypeError(
+            f"@batch: a list whose items only some examples have as an operand of 'and' "
+            f"or 'or' ({user_line()}): each example's own list may be empty or not, and "
+            "the result would be the list for some examples and the other operand for "
+            "the others. Test its length instead: len(items) > 0 and ...")
+    return value
 
 
 def has_records(obj: Any) -> bool:
@@ -202,21 +378,55 @@ def _running(valid: torch.Tensor) -> torch.Tensor:
 
 
 def _own_item(obj: Any, present: torch.Tensor, index: Any) -> Any:
+    if not builtins.len(obj):
+        # No item to read (a per-example index into an empty list): every running
+        # example's read is out of range, as in the loop.
+        _empty_read(present, index)
     chosen, valid = _positions(present, index)
     short = _running(valid)
-    if short.any():
+    if fails(short):
         examples = short.nonzero().flatten().tolist()
         raise IndexError(
             f"list index out of range for examples {examples}: in the loop over examples "
             "each example indexes its own list (here: the items it appended), which is "
             "shorter for them")
     outer = _MASK.get()
-    # The positions the running examples read (one sync); one select for each.
-    positions = (chosen if outer is None else chosen[outer]).unique().tolist() or [0]
+    if capturing() is not None:
+        # No positions are read from values: a select for each position that the
+        # index can reach (an int ``i >= 0`` is at position ``i`` or later, ``-i`` at
+        # ``len - i`` or earlier).
+        count = builtins.len(obj)
+        if type(index) is int:
+            reach = builtins.range(index, count) if index >= 0 else builtins.range(
+                0, count + index + 1)
+        else:
+            reach = builtins.range(count)
+        positions = list(reach) or [0]
+    else:
+        # The positions the running examples read (one sync); one select for each.
+        positions = (chosen if outer is None else chosen[outer]).unique().tolist() or [0]
     result = obj[positions[0]]
     for position in positions[1:]:
         result = select(chosen == position, obj[position], result, "a list item")
     return result
+
+
+def _empty_read(present: torch.Tensor, index: Any) -> None:
+    """A per-example index into an empty list: ``IndexError`` for the running
+    examples; while ``matchbox.compile`` captures a graph (which runs every step's
+    code masked, also code no example runs there), the call runs eagerly."""
+    running = _MASK.get()
+    if running is None:
+        running = torch.ones(present.size(1), dtype=torch.bool, device=present.device)
+    refuse(f"a list read items[i] with a per-example index i where the list is empty "
+           f"({user_line()}): a graph runs the code of every step, also where no example "
+           "runs it, and an empty list has no item to read there. Read it where the list "
+           "has items, e.g. under `if len(items) > 0:`, or with an index that is a plain "
+           "int (enumerate over the steps of a dynamic dimension gives one)")
+    examples = running.nonzero().flatten().tolist()
+    raise IndexError(
+        f"list index out of range for examples {examples}: in the loop over examples "
+        "each example indexes its own list, which is empty")
 
 
 def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
@@ -248,4 +458,12 @@ def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
         stop = bound(index.stop, torch.full_like(counts, -1), -1, counts - 1)
         chosen = present & (rank <= start) & (rank > stop) & ((start - rank) % -step == 0)
         order = builtins.range(builtins.len(obj) - 1, -1, -1)
+    outer = _MASK.get()
+    if outer is not None:
+        chosen = chosen & outer  # what the others get is discarded (merged away)
+    if capturing() is None:
+        # Only the positions some running example takes (one sync): a list sliced
+        # in a loop (``window = window[-2:]``) keeps its length, not the whole list's.
+        taken = chosen.any(1).tolist()
+        order = [k for k in order if taken[k]]
     return type(obj)(per_example_item(chosen[k], obj[k], "a list item") for k in order)

@@ -70,6 +70,9 @@ def unsqueeze(func, input, dim):
         return view(op, unsqueeze(func, input, 1))
     d = _nonbatch_dim(op, dim, input.dim() + 1, scalars=input.dims == ())
     dims = input.dims[: d - 1] + (False,) + input.dims[d - 1:]
+    if input._mask is None and input.data.numel():
+        # No padding: none after it either (building the all-true mask would cost two ops).
+        return MaskedBatch._make(input.data.unsqueeze(d), None, dims)
     mask = _lengths.kept(input.mask.unsqueeze(d), input.mask)
     return MaskedBatch._make(input.data.unsqueeze(d), mask, dims)
 

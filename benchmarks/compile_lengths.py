@@ -1,0 +1,88 @@
+"""Compile time of the README RNN under ``matchbox.compile`` at one longest length.
+
+Issue 21: with loops captured as ``scan``, compile time should not grow with the
+sequence length.  One process per measurement, with cold inductor caches::
+
+    MATCHBOX_COMPILE_LOOPS=scan TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
+        python -m benchmarks.compile_lengths --length 16 --backend aot_eager
+    MATCHBOX_COMPILE_LOOPS=scan TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
+        python -m benchmarks.compile_lengths --length 128 --backend aot_eager
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
+        python -m benchmarks.compile_lengths --length 16 --backend aot_eager  # unrolled
+
+``--backend aot_eager`` holds the loop as a ``scan`` (inductor unrolls it: see
+docs/compile.md, "Loops as loops").
+
+Prints the first training step's compile time (capture, compile, first run), the
+graph's node count and scans, and the time of a training step compiled and eager.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import torch
+from torch import nn
+
+import matchbox
+from matchbox import MaskedBatch
+
+
+class RNN(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.cell = nn.RNNCell(size, size)
+
+    @matchbox.batch
+    def forward(self, x):
+        h = x.new_zeros(x.size(0), x.size(-1))
+        for xt in x.unbind(1):
+            h = self.cell(xt, h)
+        return h
+
+
+def step(model, batch):
+    h = model(batch)
+    loss = matchbox.batch_mean(h.sum(-1))
+    loss.backward()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--length", type=int, default=16)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--backend", default="inductor",
+                        help="inductor unrolls loops; aot_eager holds them as scans")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model = RNN(args.hidden)
+    compiled = matchbox.compile(model, backend=args.backend)
+    lengths = torch.randint(1, args.length + 1, (args.batch,)).tolist()
+    lengths[0] = args.length
+    batch = MaskedBatch.fromlist([torch.rand(1, n, args.hidden) for n in lengths], (True, False))
+    start = time.perf_counter()
+    step(compiled, batch)
+    first = time.perf_counter() - start
+    spec = compiled.specializations[0]
+    timings = {}
+    for name, m in (("compiled", compiled), ("eager", model)):
+        step(m, batch)
+        start = time.perf_counter()
+        for _ in range(args.repeats):
+            step(m, batch)
+        timings[name] = (time.perf_counter() - start) / args.repeats
+    print(f"length {args.length} batch {args.batch} hidden {args.hidden} "
+          f"backend {args.backend} loops={os.environ.get('MATCHBOX_COMPILE_LOOPS', 'unroll')} "
+          f"torch {torch.__version__}: first step {first:.1f} s "
+          f"(compile_seconds {spec.compile_seconds:.1f}), {spec.nodes} nodes, "
+          f"scans {spec.scans}, eager_reason {spec.eager_reason}; training step "
+          f"compiled {timings['compiled'] * 1e3:.1f} ms, eager {timings['eager'] * 1e3:.1f} ms "
+          f"({timings['compiled'] / timings['eager']:.2f}x eager)")
+
+
+if __name__ == "__main__":
+    main()

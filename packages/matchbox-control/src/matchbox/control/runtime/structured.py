@@ -1,0 +1,90 @@
+"""``for`` loops that ``matchbox.compile`` captures as loops (``scan``), not unrolled.
+
+For a ``for`` whose body only rebinds local variables (no ``break``, ``return``,
+writes to objects, ``global``/``nonlocal``), pass 5 (``converters.control_flow``)
+also emits the body as a function of the loop's state, used only while a graph is
+captured and torch has ``scan``::
+
+    if mb__.scan_capturing():
+        def mb__loop_7(mb__step_3, mb__item_4, h, self):
+            ...                                   # the region, as in the loop
+            return (h,)
+        (h,) = mb__.scan_for(items, mb__mask, mb__loop_7, (h, self), 1)
+    else:
+        for mb__step_3, mb__item_4 in mb__.for_steps(items, mb__mask):
+            ...
+
+:func:`scan_for` hands the steps to ``matchbox.compiler.loops.scan_steps``, which runs
+the first steps unrolled and the rest as one ``scan`` node when it can, else unrolled:
+the same steps, the same ops per step as the ``for``.  The loop stays unrolled when the
+variables it only reads include a list, dict or other object a step may change, and
+when the sequence is not materialised (a generator).
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+from torch import nn
+
+from matchbox.compiler import loops
+from matchbox.control.runtime.iteration import _rows_are_the_items, _Stepped, for_steps
+from matchbox.control.runtime.masks import Mask
+from matchbox.control.runtime.select import Undefined
+from matchbox.masked_batch import MaskedBatch
+
+_PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+
+
+def scan_capturing() -> bool:
+    """Whether a ``for`` may be captured as a ``scan`` (capturing, and torch has it)."""
+    return loops.enabled()
+
+
+def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_state: int
+             ) -> tuple[Any, ...]:
+    """The loop's state (``values[:n_state]``) after running ``body`` for every step of
+    ``items``; ``values[n_state:]`` are the variables the body reads and does not keep."""
+    constants = tuple(values[n_state:])
+    state = tuple(values[:n_state])
+    if not isinstance(items, (tuple, list, _Stepped)) or not all(map(_unchanging, constants)):
+        for mask, item in for_steps(items, outer):
+            state = body(mask, item, *state, *constants)
+        return state
+    rows = outer is None
+
+    def step(mask_item: tuple[Any, Any], *args: Any) -> tuple[Any, ...]:
+        mask, item = mask_item
+        if rows and isinstance(mask, torch.Tensor):
+            _rows_are_the_items(mask, item)  # as for_steps does for each step
+        return body(mask, item, *args)
+
+    return loops.scan_steps(step, state, _steps(items, outer), constants)
+
+
+def _steps(items: Any, outer: Mask) -> list[tuple[Any, Any]]:
+    """``list(for_steps(items, outer))``.  For the steps of a dynamic dimension (each
+    records its examples, see ``runtime.sequences.unbind``) the masks are the rows of one
+    tensor, not a stack of every step's: the graph then does not grow with the steps."""
+    if (isinstance(items, (tuple, list)) and items
+            and all(type(i) is MaskedBatch and i._present is not None for i in items)):
+        present = loops.stacked([i._present for i in items])
+        if outer is not None:
+            present = present & outer
+        return list(zip(present.unbind(0), items))
+    return list(for_steps(items, outer))
+
+
+def _unchanging(value: Any) -> bool:
+    """Whether a step cannot change ``value`` in a way the graph would miss."""
+    if type(value) in _PLAIN or isinstance(value, (torch.Tensor, MaskedBatch, Undefined)):
+        return True
+    if isinstance(value, nn.Module):  # its attributes are watched by the capture
+        return True
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return True
+    if type(value) is tuple:
+        return all(map(_unchanging, value))
+    return False

@@ -1,0 +1,447 @@
+"""Loops that stay loops in a captured graph: one step traced once, run by ``scan``.
+
+While :func:`matchbox.compiler.graph.capture` records a call, a loop written in
+Python would be unrolled, step after step, into the graph: its size, and the time
+``torch.compile`` takes over it, grow with the loop's length.  Where torch has the
+``scan`` higher-order op (``torch._higher_order_ops.scan``), a loop whose state is
+made of tensors and batches is recorded instead as one ``scan`` node whose body is
+the graph of one step (``matchbox-control``'s ``for`` uses :func:`scan_steps`).
+
+How a step becomes a body:
+
+- the first steps run unrolled (*peeled*) until the loop's state keeps its
+  structure from one step to the next (which state is a batch, which has a mask,
+  shapes, dtypes, ``requires_grad``): the state of a fresh ``h = zeros(...)`` gains
+  a mask and a gradient in its first step;
+- the tensors the last peeled step read that it did not make (parameters, values
+  computed before the loop) become the scan's extra inputs: a dispatch mode hands the
+  body the scan's own inputs in their place, and refuses a tensor from outside the loop
+  that the peeled step did not read (a value cached by an earlier step);
+- the step is traced once with ``requires_grad`` as it is in the loop (so that
+  Matchbox's gradient guards are in the body, as in every unrolled step), then run by
+  ``scan`` without autograd (``torch.compile`` derives the scan's backward pass from
+  the body's ops);
+- Matchbox's per-example checks and step-bound flags raised inside the body are
+  or-ed over the steps and become flags of the graph, as in an unrolled loop.
+
+Anything this cannot hold raises :class:`NotStructured` before the graph is
+changed, and the caller goes on unrolling: a loop is never captured differently
+from the unrolled loop's values.
+
+Scans are opt-in, with ``MATCHBOX_COMPILE_LOOPS=scan``: on the backends where they give
+the loop's gradients (not inductor, the default) a scan's step ran slower than the
+unrolled loop's (654 against 151 ms for the README RNN at length 16 on ``aot_eager``),
+so they pay only where compile time dominates.  Without it every loop unrolls, as before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves, tree_map_only
+
+from matchbox import _capture, _lengths
+
+#: How many steps may run unrolled before the loop's state settles.
+MAX_PEELED = 3
+
+
+class NotStructured(Exception):
+    """A loop that cannot be captured as a ``scan`` (it is unrolled instead)."""
+
+
+#: Backends on which a graph holding a ``scan`` was checked against the loop, values and
+#: gradients.  Inductor is not among them: on torch 2.13's CPU its backward of a scan
+#: gave a weight read by the body a wrong gradient (``aot_eager`` and
+#: ``aot_eager_decomp_partition``, the same joint graph and partitioner on PyTorch's
+#: kernels, were right), and a forward-only graph with a branch in the body failed to
+#: compile ("getitem is not an OpOverload"); its graphs unroll loops, as before.
+SCAN_BACKENDS = ("aot_eager", "aot_eager_decomp_partition", "eager", "fx")
+
+
+def available() -> bool:
+    """Whether torch has ``scan`` and ``MATCHBOX_COMPILE_LOOPS=scan`` turns it on."""
+    if os.environ.get("MATCHBOX_COMPILE_LOOPS", "unroll") != "scan":
+        return False
+    return _scan_op() is not None
+
+
+def allowed(backend: Any) -> tuple[bool, str | None]:
+    """Whether a graph for ``backend`` may hold loops as scans, and if not, why (``None``
+    when torch lacks ``scan`` or it is turned off: loops unroll, as before)."""
+    if not available():
+        return False, None
+    if backend not in SCAN_BACKENDS:
+        return False, (f"loops are unrolled for backend {backend!r}: a scan was checked "
+                       f"only on {', '.join(SCAN_BACKENDS)} (inductor's backward of a scan "
+                       "gave wrong gradients on torch 2.13)")
+    return True, None
+
+
+def enabled() -> bool:
+    """Whether the capture in progress may hold loops as scans."""
+    capture = _capture.capturing()
+    if capture is None:
+        return False
+    if isinstance(capture.scan_loops, str):  # why not: said once per graph
+        if capture.scan_loops not in capture.unrolled:
+            capture.unrolled.append(capture.scan_loops)
+        return False
+    return capture.scan_loops
+
+
+def _scan_op() -> Any:
+    try:
+        from torch._higher_order_ops.scan import scan_op
+        from torch._higher_order_ops.utils import reenter_make_fx  # noqa: F401
+    except ImportError:  # torch 2.3 (the `oldest` environment): loops are unrolled
+        return None
+    return scan_op
+
+
+# ---------------------------------------------------------------------- loop state
+
+def _batch_type() -> type:
+    from matchbox.masked_batch import MaskedBatch
+
+    return MaskedBatch
+
+
+def flatten(value: Any, leaves: list[torch.Tensor]) -> Any:
+    """The structure of ``value`` (tensors, batches and tuples of them); its tensors are
+    appended to ``leaves``.  Raises :class:`NotStructured` for anything else."""
+    mb = _batch_type()
+    if type(value) is mb:
+        if getattr(value, "_guards", None) is not None:
+            raise NotStructured("a batch that stands for another (a region's guard)")
+        parts = [value.data, value._mask, _lengths.carried(value._mask), value._present]
+        present = tuple(p is not None for p in parts)
+        leaves.extend(p for p in parts if p is not None)
+        return ("batch", value.dims, present, bool(getattr(value, "_not_a_view", False)),
+                tuple(_meta(p) for p in parts if p is not None))
+    if isinstance(value, torch.Tensor):
+        if type(value) is not torch.Tensor and not _is_fake(value):
+            raise NotStructured(f"a tensor subclass {type(value).__name__}")
+        leaves.append(value)
+        return ("tensor", _meta(value))
+    if type(value) is tuple:
+        return ("tuple", tuple(flatten(v, leaves) for v in value))
+    raise NotStructured(f"loop state of type {type(value).__name__}")
+
+
+def unflatten(structure: Any, leaves: Iterator[torch.Tensor]) -> Any:
+    kind = structure[0]
+    if kind == "tensor":
+        return next(leaves)
+    if kind == "tuple":
+        return tuple(unflatten(s, leaves) for s in structure[1])
+    _, dims, present, not_a_view, _ = structure
+    data, mask, lengths, real = (next(leaves) if p else None for p in present)
+    if lengths is not None:
+        mask = _lengths.carry(mask, lengths)
+    batch = _batch_type()._make(data, mask, dims)
+    batch._present = real
+    if not_a_view:
+        batch._not_a_view = True
+    return batch
+
+
+def _meta(t: torch.Tensor) -> tuple[Any, ...]:
+    return (tuple(t.shape), t.dtype, t.device, t.requires_grad)
+
+
+def _is_fake(t: Any) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+# ---------------------------------------------------------------------- free tensors
+
+class _Record(TorchDispatchMode):
+    """Which tensors the ops of a step read that the step did not make."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: set[int] = set()
+        self.read: dict[int, torch.Tensor] = {}
+        self._keep: list[Any] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        for t in tree_leaves((args, kwargs)):
+            if isinstance(t, torch.Tensor) and id(t) not in self.made and _is_fake(t):
+                self.read.setdefault(id(t), t)
+        out = func(*args, **(kwargs or {}))
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.made.add(id(t))
+                self._keep.append(t)  # ids stay unique while the step is recorded
+        return out
+
+
+class _Substitute(TorchDispatchMode):
+    """Inside the body: the scan's own inputs in place of the tensors read from outside."""
+
+    def __init__(self, mapping: dict[int, torch.Tensor], own: list[torch.Tensor]):
+        super().__init__()
+        self.mapping = mapping
+        self.made = {id(t) for t in own}
+        self._keep = list(own)
+
+    def swap(self, t: torch.Tensor) -> torch.Tensor:
+        i = id(t)
+        if i in self.made:
+            return t
+        if i in self.mapping:
+            return self.mapping[i]
+        if _is_fake(t):
+            raise NotStructured("the loop's step reads a tensor made outside the loop that "
+                                "its first steps did not read (a value cached by a step)")
+        if t.numel() == 1:
+            # A real constant (Matchbox's own zero) is made in the body: scan's autograd
+            # runs the body on fake tensors, which refuse a real one.
+            return torch.full(t.shape, t.item(), dtype=t.dtype, device=t.device)
+        raise NotStructured(f"the loop's step reads a constant tensor of shape {tuple(t.shape)}")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        args, kwargs = tree_map_only(torch.Tensor, self.swap, (args, kwargs or {}))
+        out = func(*args, **kwargs)
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.made.add(id(t))
+                self._keep.append(t)
+        return out
+
+
+# ---------------------------------------------------------------------- the loop
+
+def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any],
+               constants: tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """``state`` after ``for s in steps: state = step(s, *state, *constants)``.
+
+    ``steps``: each step's input (a tuple of tensors and batches, one structure for every
+    step).  The first steps run unrolled (peeled) until the state keeps its structure;
+    the rest run as one ``scan`` when torch has it, else unrolled.
+    """
+    state = tuple(state)
+    capture = _capture.capturing()
+    done = 0
+    settled = False
+    while done < len(steps) and done < MAX_PEELED:
+        before = _structure_of(state)
+        with _Record() as record:
+            state = tuple(step(steps[done], *state, *constants))
+        done += 1
+        if before is not None and _structure_of(state) == before:
+            settled = True
+            break
+    rest = steps[done:]
+    if not rest:
+        return state
+    if settled and capture is not None and capture.scan_loops is True:
+        try:
+            return _scan(step, state, rest, constants, record, capture)
+        except NotStructured as error:
+            capture.unrolled.append(str(error))
+    for item in rest:
+        state = tuple(step(item, *state, *constants))
+    return state
+
+
+def _structure_of(state: tuple[Any, ...]) -> Any:
+    try:
+        return flatten(state, [])
+    except NotStructured:
+        return None
+
+
+def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
+          constants: tuple[Any, ...], record: _Record, capture: Any) -> tuple[Any, ...]:
+    from torch._higher_order_ops.utils import reenter_make_fx
+    from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+    scan_op = _scan_op()
+    init: list[torch.Tensor] = []
+    structure = flatten(state, init)
+    item_leaves: list[list[torch.Tensor]] = []
+    item_structure = None
+    for item in rest:
+        leaves: list[torch.Tensor] = []
+        s = flatten(item, leaves)
+        if item_structure is None:
+            item_structure = s
+        elif s != item_structure:
+            raise NotStructured("the loop's steps differ in structure")
+        item_leaves.append(leaves)
+    seen = {id(t) for t in init}
+    free = [t for i, t in record.read.items() if i not in seen]
+    n_init, n_items = len(init), len(item_leaves[0])
+    n_failures, n_overflows = len(capture.failures), len(capture.overflows)
+    flags_seen = [False, False]
+    nf = [2]  # the flags' carries: none when the body raises no flag (traced again)
+
+    def body(*leaves: torch.Tensor) -> list[torch.Tensor]:
+        # scan's order: the carry, the step's slices, the rest
+        n = n_init + nf[0]
+        item_args = list(leaves[n:n + n_items])
+        outside = leaves[n + n_items:]
+        mapping = {id(t): inner for t, inner in zip(free, outside)}
+        with _Substitute(mapping, list(leaves)) as swap:
+            carry = [_decode(t, like) for t, like in zip(leaves[:n_init], init)]
+            flags = [t > 0 for t in leaves[n_init:n]]
+            values = unflatten(structure, iter(carry))
+            item = unflatten(item_structure, iter(item_args))
+            new = tuple(step(item, *values, *constants))
+            out: list[torch.Tensor] = []
+            if flatten(new, out) != structure:
+                raise NotStructured("the loop's state changes structure from step to step")
+            out = [_own(t, swap, leaves) for t in out]
+            failures = capture.failures[n_failures:]
+            overflows = capture.overflows[n_overflows:]
+            del capture.failures[n_failures:], capture.overflows[n_overflows:]
+            flags_seen[0] |= bool(failures)
+            flags_seen[1] |= bool(overflows)
+            if nf[0]:
+                flags = [_or(flags[0], failures, swap), _or(flags[1], overflows, swap)]
+            elif failures or overflows:
+                raise NotStructured("the loop's step raises flags it did not raise before")
+            return [_encode(t) for t in out + flags]
+
+    def trace() -> torch.fx.GraphModule:
+        with disable_proxy_modes_tracing():
+            samples = [_sample(_encode(t)) for t in init] + [
+                torch.zeros((), device=_device(init)) for _ in range(nf[0])] + [
+                _sample(t) for t in item_leaves[0]] + [_sample(t) for t in free]
+        try:
+            return reenter_make_fx(body)(*samples)
+        finally:
+            del capture.failures[n_failures:], capture.overflows[n_overflows:]
+
+    graph = trace()
+    if not any(flags_seen):
+        # Carries that need no gradient next to ones that do gave inductor's scan
+        # backward (torch 2.13, CPU) wrong weight gradients: no flags unless needed.
+        nf[0] = 0
+        graph = trace()
+    graph.graph.eliminate_dead_code()
+    free = _drop_unread(graph, free)
+    graph.recompile()
+    # A fresh tensor per slice: inductor's scan backward (torch 2.13, CPU) read a view of
+    # the steps (a narrow of x.data) at the wrong place, giving wrong weight gradients.
+    xs = [stacked([leaves[i] for leaves in item_leaves]).clone(
+        memory_format=torch.contiguous_format) for i in range(n_items)]
+    flag_init = [torch.zeros((), device=_device(init)) for _ in range(nf[0])]
+    with torch.no_grad():
+        result = scan_op(graph, [_encode(t) for t in init] + flag_init, xs,
+                         tuple(free))
+    result = list(result)
+    final = [_decode(t, like) for t, like in zip(result[:n_init], init)]
+    for t, meta in zip(final, _metas(structure)):
+        if meta[3]:
+            t.requires_grad_(True)  # what Matchbox's ops decide by: as in the loop
+    if flags_seen[0]:
+        capture.failures.append(result[n_init] > 0)
+    if flags_seen[1]:
+        capture.overflows.append(result[n_init + 1] > 0)
+    capture.scans += 1
+    return unflatten(structure, iter(final))
+
+
+def _drop_unread(graph: torch.fx.GraphModule, free: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The tensors from outside that the body reads; the others' placeholders removed.
+
+    The last peeled step's own inputs are among those it read from outside, and an extra
+    input the body does not read got a wrong gradient from inductor's scan backward
+    (torch 2.13, CPU)."""
+    placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    outside = placeholders[len(placeholders) - len(free):] if free else []
+    kept = []
+    for node, tensor in zip(outside, free):
+        if node.users:
+            kept.append(tensor)
+        else:
+            graph.graph.erase_node(node)
+    return kept
+
+
+def stacked(parts: list[torch.Tensor]) -> torch.Tensor:
+    """``torch.stack(parts)``; as one view of their base when they are its consecutive
+    slices along one dimension (the steps of ``x.unbind(1)``, rows of a mask), so that the
+    graph does not grow with the steps.  Plain views (``movedim``, ``narrow``), whose
+    backward passes are those of every other view."""
+    first, base = parts[0], parts[0]._base
+    if len(parts) > 1 and base is not None and not _has_symbols([base, *parts[:2]]):
+        step = parts[1].storage_offset() - first.storage_offset()
+        for j in range(base.dim()):
+            if (base.stride(j) != step or step <= 0
+                    or base.shape[:j] + base.shape[j + 1:] != first.shape
+                    or base.stride()[:j] + base.stride()[j + 1:] != first.stride()):
+                continue
+            start, rest = divmod(first.storage_offset() - base.storage_offset(), step)
+            if rest or start + len(parts) > base.size(j) or not all(
+                    p._base is base and p.shape == first.shape and p.stride() == first.stride()
+                    and p.storage_offset() == first.storage_offset() + k * step
+                    for k, p in enumerate(parts)):
+                break
+            return base.movedim(j, 0).narrow(0, start, len(parts))
+    return torch.stack(parts)
+
+
+def _has_symbols(parts: list[torch.Tensor]) -> bool:
+    return any(not isinstance(v, int) for p in parts
+               for v in (*p.shape, *p.stride(), p.storage_offset()))
+
+
+def _metas(structure: Any) -> Iterator[tuple[Any, ...]]:
+    kind = structure[0]
+    if kind == "tensor":
+        yield structure[1]
+    elif kind == "tuple":
+        for s in structure[1]:
+            yield from _metas(s)
+    else:
+        yield from structure[4]
+
+
+def _own(t: torch.Tensor, swap: _Substitute, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """A body's output that is none of its inputs (``scan`` refuses aliases)."""
+    t = swap.swap(t)
+    if any(t is i for i in inputs) or t._is_view():
+        return t.clone()
+    return t
+
+
+def _or(flag: torch.Tensor, new: list[torch.Tensor], swap: _Substitute) -> torch.Tensor:
+    if not new:
+        return flag.clone()
+    return flag | torch.stack([swap.swap(f).to(flag.device) for f in new]).any()
+
+
+def _encode(t: torch.Tensor) -> torch.Tensor:
+    """A carry of scan as a floating-point tensor: torch 2.13's backward of ``scan``
+    fails on a carry of bools or ints (AOTAutograd's tangents miscounted), so masks,
+    flags and lengths travel as floats (exact: 0/1, and lengths far below 2**53)."""
+    if t.is_floating_point() or t.is_complex():
+        return t
+    return t.to(torch.float64 if t.dtype in (torch.int64, torch.int32) else torch.float32)
+
+
+def _decode(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    if t.dtype == like.dtype:
+        return t
+    return t > 0 if like.dtype == torch.bool else t.to(like.dtype)
+
+
+def _sample(t: torch.Tensor) -> torch.Tensor:
+    copy = t.detach().clone()
+    if t.requires_grad:
+        copy.requires_grad_(True)
+    return copy
+
+
+def _device(leaves: list[torch.Tensor]) -> torch.device:
+    return leaves[0].device if leaves else torch.device("cpu")
