@@ -178,7 +178,7 @@ def check_padding_value(value: float, dtype: torch.dtype) -> None:
         )
 
 
-def empty_in_part(shapes: list[torch.Size], dims: tuple[bool, ...]) -> bool:
+def some_example_empty_in_part(shapes: list[torch.Size], dims: tuple[bool, ...]) -> bool:
     """Whether an example is empty in one dynamic dimension and not in another (its mask
     would be all false and lose its other sizes)."""
     for shape in shapes:

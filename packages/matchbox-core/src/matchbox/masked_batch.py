@@ -48,11 +48,11 @@ from matchbox._layout import (
     check_padding_value,
     constant_pad,
     dims_argument,
-    empty_in_part,
     full_mask,
     has_zero_padding,
     mark_zero_padding,
     mask_from_lengths,
+    some_example_empty_in_part,
     validate_layout,
     validate_lengths,
 )
@@ -199,7 +199,7 @@ class MaskedBatch(Batch):
             [[s[i + 1] for i, d in enumerate(dims) if d] for s in shapes], device=data.device
         )
         mask = mask_from_lengths(lengths, data.shape, dims)
-        if empty_in_part(shapes, dims):
+        if some_example_empty_in_part(shapes, dims):
             # The mask of such an example is all false: it carries the lengths.
             mask = _lengths.carry(mask, lengths)
         batch = cls._make(data, mask, dims)
