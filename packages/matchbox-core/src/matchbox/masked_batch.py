@@ -49,7 +49,7 @@ from matchbox._layout import (
     constant_pad,
     dims_argument,
     full_mask,
-    has_zero_padding,
+    has_zero_padding,  # noqa: F401  (this module is the helpers' public address)
     mark_zero_padding,
     mask_from_lengths,
     some_example_empty_in_part,
@@ -60,19 +60,13 @@ from matchbox._padding import fill_padding, guard_gradient, mixing_mask, weight_
 from matchbox._real_rows import RowMask, real_rows, unpack_rows, zero_rows
 from matchbox._sizes import (
     BatchShape,
-    SharedStateBatchSize,
+    SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
     batch_size_as_asked,
     why_size_was_asked,
 )
 
-# The layout helpers and size helpers other modules and distributions import from here.
-__all__ = [
-    "BatchShape", "MaskedBatch", "SharedStateBatchSize", "batch_size_as_asked",
-    "check_examples", "constant_pad", "has_zero_padding", "mark_zero_padding",
-    "mask_from_lengths", "normalize_dim", "why_size_was_asked",
-]
-
 _new = object.__new__
+_MT = torch.Tensor.mT.__get__  # Tensor.mT, as __torch_function__ names it (ops/ordering.py)
 
 
 class MaskedBatch(Batch):
@@ -320,6 +314,11 @@ class MaskedBatch(Batch):
                 f"for each example's size{why_size_was_asked(i)}"
             )
         return self.data.size(i)
+
+    @property
+    def mT(self) -> MaskedBatch:
+        """Batched ``Tensor.mT``: each example's last two dimensions transposed."""
+        return self.__torch_function__(_MT, (MaskedBatch,), (self,))
 
     def maxsize(self, dim: int | None = None) -> Any:
         """The padded size of a dimension (the largest example's size, or more).
