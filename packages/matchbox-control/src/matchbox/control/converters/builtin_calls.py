@@ -19,6 +19,14 @@
 | ``type(x) is T`` (``is not``, ``==``,    | ``mb__.compare_type(type, x, 'is', T)``:  |
 | ``!=``)                                  | warns where ``x`` is a batch, ``T`` a     |
 |                                          | tensor class                              |
+| any other call ``f(...)``                | ``mb__.call(f, ...)``: a list's writes    |
+|                                          | reached as values (``add = items.append``)|
+|                                          | per example; a list refused to a function |
+|                                          | ``@batch`` did not rewrite                |
+
+Left as written: calls without arguments, the iterables a ``for`` statement recognises (``range``, ``enumerate``,
+``zip``, ``reversed``), what needs its caller's frame (``super``, ``locals``, ...), and
+in-place writes, which pass 8 (``assignments``) masks.
 
 Which callable a name means is known only when the call runs, so the
 runtime checks it: a user's own ``sum`` or ``max`` is called as it is.  An
@@ -36,7 +44,7 @@ import gast
 from matchbox.control import naming, templates
 from matchbox.control.analysis import names
 from matchbox.control.context import Context
-from matchbox.control.converters.assignments import index_expression
+from matchbox.control.converters.assignments import _changes_in_place, index_expression
 from matchbox.control.converters.control_flow import _iterable
 from matchbox.control.runtime.calls import ATTRIBUTES, NAMES
 
@@ -49,6 +57,22 @@ def _lowered_callable(func: Any) -> bool:
 
 
 _FOLDS = frozenset({"sum", "max", "min", "any", "all", "reduce"})
+
+#: Calls left as written: iterables that ``for`` recognises by name, and builtins that
+#: read their caller's frame or cannot take a list to write.
+_UNROUTED = frozenset({"range", "enumerate", "zip", "reversed", "iter", "next", "super",
+                       "locals", "vars", "globals", "eval", "exec", "breakpoint", "dir",
+                       "print", "type", "getattr", "hasattr", "setattr", "id", "callable"})
+
+
+def _routed(node: Any) -> bool:
+    """Whether a call goes through ``mb__.call`` for the lists it may hand over."""
+    func = node.func
+    if not node.args and not node.keywords:
+        return False  # hands nothing over
+    if _runtime_call(node) is not None or _changes_in_place(node):
+        return False
+    return not (isinstance(func, gast.Name) and func.id in _UNROUTED)
 
 
 def _name(func: Any) -> str:
@@ -95,6 +119,11 @@ class _BuiltinCalls(names.ScopeTransformer):
         if isinstance(node.func, gast.Attribute) and node.func.attr == "unbind":
             new = templates.replace_expr("mb__.unbind(owner)", origin=node,
                                          owner=node.func.value)
+            new.args.extend(node.args)
+            new.keywords.extend(node.keywords)
+            return new
+        if _routed(node):
+            new = templates.replace_expr("mb__.call(function)", origin=node, function=node.func)
             new.args.extend(node.args)
             new.keywords.extend(node.keywords)
             return new

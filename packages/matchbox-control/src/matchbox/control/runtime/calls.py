@@ -11,18 +11,32 @@ callable is called as it is.
 | ``len``                               | ``sequences.length``               |
 | ``int``, ``float``, ``bool``          | ``scalars``                        |
 | ``isinstance``, ``torch.is_tensor``   | ``type_tests`` (warns for a batch) |
+
+Every other call of the rewritten code reaches :func:`call` too (``converters.builtin_calls``),
+for the Python lists it hands over.  A list's ``append``/``extend``/``+=`` reached some other
+way than ``items.append(v)`` (``add = items.append; add(v)``, ``list.append(items, v)``,
+``items.__iadd__([v])``, ``operator.iadd(items, [v])``, ``getattr(items, "append")(v)``, a
+lambda) appends for the running examples only, as ``items.append(v)`` does.  A function that
+``@batch`` did not rewrite (a helper without the decorator) cannot keep a list per example:
+it is refused a list whose items only some examples have, and, under a per-example
+condition, any list (it may append to it for every example), saying to decorate it.
 """
 
 from __future__ import annotations
 
 import builtins
 import functools
+import inspect
+import operator
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from matchbox.control.runtime import folds, scalars, sequences, type_tests
+from matchbox.control.runtime.effects import CONTAINER_WRITES, call_method
+from matchbox.control.runtime.masks import current_mask
+from matchbox.control.runtime.select import user_line
 
 _LOWERED: dict[Any, Callable[..., Any]] = {
     builtins.sum: folds.sum_, builtins.max: folds.max_, builtins.min: folds.min_,
@@ -40,11 +54,96 @@ ATTRIBUTES = frozenset({"reduce", "is_tensor"})
 
 
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, per example where ``fn`` is one of the builtins above."""
+    """``fn(*args, **kwargs)``, per example where ``fn`` is one of the builtins above, and
+    with the Python lists it is given kept per example (see the module docstring)."""
     try:
         lowered = _LOWERED.get(fn)
     except TypeError:  # an unhashable callable
         lowered = None
-    if lowered is None:
-        return fn(*args, **kwargs)
-    return lowered(*args, **kwargs)
+    if lowered is not None:
+        return lowered(*args, **kwargs)
+    owner = getattr(fn, "__self__", None)
+    if type(owner) in (list, dict):
+        return _container_method(owner, getattr(fn, "__name__", ""), args, kwargs)
+    try:
+        unbound = _UNBOUND_WRITES.get(fn)
+    except TypeError:
+        unbound = None
+    if unbound is not None and args and type(args[0]) in (list, dict):
+        return _container_method(args[0], unbound, args[1:], kwargs)
+    if args or kwargs:
+        _refuse_lists_to_unconverted(fn, args, kwargs)
+    return fn(*args, **kwargs)
+
+
+# Unbound spellings of a container's writes: ``list.append(items, v)``, ``operator.iadd``.
+_UNBOUND_WRITES: dict[Any, str] = {
+    **{getattr(list, name): name for name in CONTAINER_WRITES if hasattr(list, name)},
+    **{getattr(dict, name): name for name in CONTAINER_WRITES if hasattr(dict, name)},
+    list.__iadd__: "__iadd__", operator.iadd: "__iadd__",
+}
+
+
+def _container_method(obj: Any, name: str, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
+    """A method of a list or dict called as a value: its writes as ``obj.name(...)``'s."""
+    if name == "__iadd__" and type(obj) is list and len(args) == 1 and not kwargs:
+        call_method(current_mask(), obj, "extend", *args)
+        return obj
+    if name in CONTAINER_WRITES:
+        return call_method(current_mask(), obj, name, *args, **kwargs)
+    return getattr(obj, name)(*args, **kwargs)
+
+
+def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
+                                 kwargs: dict[str, Any]) -> None:
+    """Refuse a list that a function ``@batch`` did not rewrite would get wrong."""
+    function = getattr(fn, "__func__", fn)
+    if not inspect.isfunction(function):
+        _refuse_container_writes_as_values(fn, args, kwargs)
+        return
+    if getattr(function, "__matchbox_batch__", False):
+        return
+    module = (getattr(function, "__module__", None) or "").partition(".")[0]
+    if module in ("torch", "matchbox"):
+        return
+    values = [*args, *kwargs.values()]
+    name = getattr(function, "__qualname__", "the function")
+    for value in values:
+        if type(value) is list and sequences.has_records(value):
+            raise NotImplementedError(
+                f"@batch: {name}() is given a list whose items only some examples have "
+                f"({user_line()}), but @batch did not rewrite {name}: its len(), [i] and "
+                "loops would see every example's items, padding included. Decorate "
+                f"{name} with @matchbox.batch, which keeps each example's own items")
+    if current_mask() is None:
+        return
+    for value in values:
+        if type(value) in (list, dict) or _container_write(value):
+            raise NotImplementedError(
+                f"@batch: {name}() is given a Python {type(value).__name__} under a "
+                f"per-example condition ({user_line()}), but @batch did not rewrite {name}: "
+                "the container is shared by every example, so what it writes there (an "
+                "append) would happen for the examples that do not run this code too. "
+                f"Decorate {name} with @matchbox.batch, or write to the container here")
+
+
+def _container_write(value: Any) -> bool:
+    """Whether ``value`` is a list's or dict's write method (``items.append``)."""
+    return (type(getattr(value, "__self__", None)) in (list, dict)
+            and getattr(value, "__name__", "") in CONTAINER_WRITES)
+
+
+def _refuse_container_writes_as_values(fn: Any, args: tuple[Any, ...],
+                                       kwargs: dict[str, Any]) -> None:
+    """``map(items.append, values)`` under a per-example condition: the builtin calls the
+    write for every example."""
+    if current_mask() is None:
+        return
+    if any(_container_write(v) for v in (*args, *kwargs.values())):
+        name = getattr(fn, "__qualname__", getattr(fn, "__name__", "the callable"))
+        raise NotImplementedError(
+            f"@batch: a list's or dict's write method is given to {name}() under a "
+            f"per-example condition ({user_line()}): {name} would call it for every "
+            "example, also those that do not run this code. Write the loop out here "
+            "(for v in values: items.append(v)), which appends for the running examples")
