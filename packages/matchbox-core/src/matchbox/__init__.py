@@ -13,8 +13,8 @@ from typing import Any
 
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-# Importing ops fills the registry; _jagged refuses ops mixing a batch and a nested tensor.
-from matchbox import _jagged, _registry, extending, ops  # noqa: E402,F401
+# Importing ops fills the registry (ops.conversion refuses a batch beside a nested tensor).
+from matchbox import _registry, extending, ops  # noqa: E402,F401
 from matchbox.batch_reduce import batch_mean, batch_sum  # noqa: E402
 from matchbox.compiler import compile, hide_from_torch_compile  # noqa: E402
 from matchbox.convenience import install as _install_convenience  # noqa: E402

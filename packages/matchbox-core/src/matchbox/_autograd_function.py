@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from matchbox._op_table import op_name
+from matchbox._op_table import kind_of_class, op_name
 
 #: ``torch.is_grad_enabled``, for the ops' hot paths.
 grad_enabled = torch.is_grad_enabled
@@ -68,25 +68,13 @@ def refuse_untracked(op: Any, values: Any) -> None:
 
 
 def _requires_grad(value: Any) -> bool:
-    batch = _batch_class()
-    if isinstance(value, batch):
+    # A batch is an instance of a registered batch type (or of a view of one): the
+    # table below the base class says so, without importing it (it imports this module).
+    if kind_of_class(type(value)) is not None:
         return bool(value.requires_grad)
     if type(value) is list or type(value) is tuple:
-        return any(isinstance(v, batch) and v.requires_grad for v in value)
+        return any(kind_of_class(type(v)) is not None and v.requires_grad for v in value)
     return False
-
-
-_BATCH: list[type] = []
-
-
-def _batch_class() -> type:
-    """``matchbox._batch.Batch``, the base class of batch types (and of their views),
-    found once: the registry imports this module, and the base class the registry."""
-    if not _BATCH:
-        from matchbox._batch import Batch
-
-        _BATCH.append(Batch)
-    return _BATCH[0]
 
 
 def _enclosing_function(frame: Any) -> type | None:

@@ -6,7 +6,7 @@ dimension of size one) is ``values[starts[e] : starts[e] + lengths[e]]``.  Its
 ``offsets()`` give the starts; a nested tensor with holes between components
 (``torch.nested.narrow``) has ``lengths()`` too.
 
-``MaskedBatch`` converts here (``from_nested`` / ``to_nested``: one
+``MaskedBatch`` converts with them (``from_nested`` / ``to_nested``: one
 ``index_select`` or ``index_copy`` between the padded and the jagged rows), and
 matchbox-packed's ``PackedBatch`` reads and makes its nested tensors with
 :func:`read_jagged` and :func:`make_jagged`, moving the rows between the
@@ -24,10 +24,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-
-from matchbox._dispatch import register_conversion
-from matchbox._masking import lengths_along
-from matchbox.masked_batch import MaskedBatch, mark_zero_padding, mask_from_lengths
 
 
 def read_jagged(op: str, nested: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -82,57 +78,10 @@ def describe_tensor(x: Any) -> str:
     return type(x).__name__
 
 
-# ---------------------------------------------------------------------------- MaskedBatch
-
-
-def masked_from_nested(nested: Any) -> MaskedBatch:
-    """See :meth:`MaskedBatch.from_nested`."""
-    values, starts, lengths = read_jagged("MaskedBatch.from_nested", nested)
-    size, longest = lengths.numel(), int(lengths.max())
-    examples, steps = jagged_rows(lengths)
-    device = values.device
-    rows = values
-    if nested.lengths() is not None:  # holes between the components: take their rows
-        rows = values.index_select(0, starts.index_select(0, examples.to(device))
-                                   + steps.to(device))
-    padded = values.new_zeros(size * longest, *values.shape[1:]).index_copy(
-        0, (examples * longest + steps).to(device), rows)
-    data = padded.view(size, longest, *values.shape[1:])
-    dims = (True,) + (False,) * (values.dim() - 1)
-    if bool((lengths == longest).all()):
-        return MaskedBatch._make(data, None, dims)
-    batch = MaskedBatch._make(data, mask_from_lengths(lengths.unsqueeze(1).to(device),
-                                                       data.shape, dims), dims)
-    mark_zero_padding(batch)
-    return batch
-
-
-def masked_to_nested(batch: MaskedBatch) -> torch.Tensor:
-    """See :meth:`MaskedBatch.to_nested`."""
-    op = "MaskedBatch.to_nested"
-    if batch.dim() < 2:
-        raise ValueError(f"{op}: examples of rank {batch.dim()} have no dimension 1 for the "
-                         "nested tensor to be ragged in")
-    dynamic = [i for i, d in enumerate(batch.dims[1:], start=2) if d]
-    if dynamic:
-        raise ValueError(f"{op}: dimension {dynamic[0]} is dynamic; a jagged nested tensor is "
-                         "ragged in one dimension, 1: make the other dimensions static "
-                         "(or move the dynamic one to dimension 1)")
-    data = batch.data
-    size, padded = data.shape[:2]
-    if batch._mask is None or not batch.dims[0]:
-        lengths = torch.full((size,), padded, dtype=torch.int64)
-    else:
-        lengths = lengths_along(batch, 1).cpu()
-    examples, steps = jagged_rows(lengths)
-    values = data.flatten(0, 1).index_select(0, (examples * padded + steps).to(data.device))
-    return make_jagged(values, lengths)
-
-
 # ---------------------------------------------------------------------------- mixing
 
 
-def _refuse_mixing(nested: Any) -> Any:
+def refuse_mixing(nested: Any) -> Any:
     raise TypeError(
         "an op between a MaskedBatch and a jagged torch.nested tensor: the two hold examples "
         "in different layouts (and a plain tensor beside a batch is the same for every "
@@ -150,6 +99,6 @@ def _jagged_tensor_type() -> type | None:
     return NestedTensor
 
 
-_NESTED = _jagged_tensor_type()
-if _NESTED is not None:
-    register_conversion(_NESTED, "MaskedBatch", _refuse_mixing)
+#: The class of jagged nested tensors (None where torch has none); ``matchbox.ops.conversion``
+#: registers :func:`refuse_mixing` for it beside a ``MaskedBatch``.
+NESTED = _jagged_tensor_type()

@@ -33,7 +33,6 @@ mean the same thing.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -42,8 +41,32 @@ import torch
 from matchbox import _lengths
 from matchbox._arguments import normalize_dim
 from matchbox._batch import Batch, pytree_rank_error
+from matchbox._execution import EXECUTION_MASK
+from matchbox._jagged import jagged_rows, make_jagged, read_jagged
+from matchbox._layout import (
+    check_examples,
+    check_padding_value,
+    constant_pad,
+    dims_argument,
+    full_mask,
+    has_zero_padding,  # noqa: F401  (this module is the helpers' public address)
+    mark_zero_padding,
+    mask_from_lengths,
+    some_example_empty_in_part,
+    validate_layout,
+    validate_lengths,
+)
+from matchbox._padding import fill_padding, guard_gradient, mixing_mask, weight_input_data
+from matchbox._real_rows import RowMask, real_rows, unpack_rows, zero_rows
+from matchbox._sizes import (
+    BatchShape,
+    SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
+    batch_size_as_asked,
+    why_size_was_asked,
+)
 
 _new = object.__new__
+_MT = torch.Tensor.mT.__get__  # Tensor.mT, as __torch_function__ names it (ops/ordering.py)
 
 
 class MaskedBatch(Batch):
@@ -87,8 +110,8 @@ class MaskedBatch(Batch):
         ``lengths`` builds the mask from them."""
         dims = tuple(dims)
         if lengths is not None:
-            _validate(data, _full_mask(data, dims) if mask is None else mask, dims)
-            lengths = _validate_lengths(data, lengths, dims)
+            validate_layout(data, full_mask(data, dims) if mask is None else mask, dims)
+            lengths = validate_lengths(data, lengths, dims)
             described = mask_from_lengths(lengths, data.shape, dims)
             if mask is None:
                 mask = described
@@ -101,10 +124,10 @@ class MaskedBatch(Batch):
                         "dimension)")
             mask = _lengths.rebuilt(mask, lengths, dims)
         elif mask is not None:
-            _validate(data, mask, dims)
+            validate_layout(data, mask, dims)
             mask = mask if mask.dtype == torch.bool else mask != 0
         else:
-            _validate(data, _full_mask(data, dims), dims)
+            validate_layout(data, full_mask(data, dims), dims)
         self.data = data
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
@@ -129,7 +152,7 @@ class MaskedBatch(Batch):
     def mask(self) -> torch.Tensor:
         """True where ``data`` holds real values (see the module docstring)."""
         if self._mask is None:
-            return _full_mask(self.data, self.dims)
+            return full_mask(self.data, self.dims)
         return self._mask
 
     @mask.setter
@@ -152,13 +175,13 @@ class MaskedBatch(Batch):
         dynamic (may differ between examples).  Gradients flow back to every
         example.
         """
-        dims = _dims_argument("MaskedBatch.fromlist", dims)
+        dims = dims_argument("MaskedBatch.fromlist", dims)
         shapes = check_examples(examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
             return cls._make(torch.cat(list(examples), 0), None, dims)
         max_sizes = [max(s[i] for s in shapes) for i in range(1, len(dims) + 1)]
-        _check_padding_value(padding_value, examples[0].dtype)
+        check_padding_value(padding_value, examples[0].dtype)
         rows = []
         for example in examples:
             pads: list[int] = []
@@ -170,7 +193,7 @@ class MaskedBatch(Batch):
             [[s[i + 1] for i, d in enumerate(dims) if d] for s in shapes], device=data.device
         )
         mask = mask_from_lengths(lengths, data.shape, dims)
-        if _empty_in_part(shapes, dims):
+        if some_example_empty_in_part(shapes, dims):
             # The mask of such an example is all false: it carries the lengths.
             mask = _lengths.carry(mask, lengths)
         batch = cls._make(data, mask, dims)
@@ -185,9 +208,24 @@ class MaskedBatch(Batch):
 
         The padding holds zeros; gradients flow back to the nested tensor.
         """
-        from matchbox._jagged import masked_from_nested  # it imports this module
-
-        return masked_from_nested(nested)
+        values, starts, lengths = read_jagged("MaskedBatch.from_nested", nested)
+        size, longest = lengths.numel(), int(lengths.max())
+        examples, steps = jagged_rows(lengths)
+        device = values.device
+        rows = values
+        if nested.lengths() is not None:  # holes between the components: take their rows
+            rows = values.index_select(0, starts.index_select(0, examples.to(device))
+                                       + steps.to(device))
+        padded = values.new_zeros(size * longest, *values.shape[1:]).index_copy(
+            0, (examples * longest + steps).to(device), rows)
+        data = padded.view(size, longest, *values.shape[1:])
+        dims = (True,) + (False,) * (values.dim() - 1)
+        if bool((lengths == longest).all()):
+            return MaskedBatch._make(data, None, dims)
+        batch = MaskedBatch._make(data, mask_from_lengths(lengths.unsqueeze(1).to(device),
+                                                           data.shape, dims), dims)
+        mark_zero_padding(batch)
+        return batch
 
     def to_nested(self) -> torch.Tensor:
         """The examples as a jagged ``torch.nested`` tensor ``(B, j, *S)``: component ``e``
@@ -196,9 +234,24 @@ class MaskedBatch(Batch):
         Dimension 1 must be the one dynamic dimension (or none is).  The real rows
         are copied (the padding never); gradients flow back to the batch.
         """
-        from matchbox._jagged import masked_to_nested  # it imports this module
-
-        return masked_to_nested(self)
+        op = "MaskedBatch.to_nested"
+        if self.dim() < 2:
+            raise ValueError(f"{op}: examples of rank {self.dim()} have no dimension 1 for "
+                             "the nested tensor to be ragged in")
+        dynamic = [i for i, d in enumerate(self.dims[1:], start=2) if d]
+        if dynamic:
+            raise ValueError(f"{op}: dimension {dynamic[0]} is dynamic; a jagged nested tensor "
+                             "is ragged in one dimension, 1: make the other dimensions static "
+                             "(or move the dynamic one to dimension 1)")
+        data = self.data
+        size, padded = data.shape[:2]
+        if self._mask is None or not self.dims[0]:
+            lengths = torch.full((size,), padded, dtype=torch.int64)
+        else:
+            lengths = _lengths.along(self, 1).cpu()
+        examples, steps = jagged_rows(lengths)
+        values = data.flatten(0, 1).index_select(0, (examples * padded + steps).to(data.device))
+        return make_jagged(values, lengths)
 
     # ------------------------------------------------------------------ inspection
 
@@ -262,6 +315,11 @@ class MaskedBatch(Batch):
             )
         return self.data.size(i)
 
+    @property
+    def mT(self) -> MaskedBatch:
+        """Batched ``Tensor.mT``: each example's last two dimensions transposed."""
+        return self.__torch_function__(_MT, (MaskedBatch,), (self,))
+
     def maxsize(self, dim: int | None = None) -> Any:
         """The padded size of a dimension (the largest example's size, or more).
 
@@ -306,25 +364,70 @@ class MaskedBatch(Batch):
     # ------------------------------------------------------------------ the rows protocol
     # (matchbox._batch: row-wise ops such as F.linear are written once, over it)
 
-    # rows(static), from_rows(values, static) and row_examples(static) are implemented
-    # in matchbox._masking.rows (they gather and scatter the real rows), which installs
-    # them here: it imports this module.  positions()/from_positions() follow.
+    # The real rows are gathered and scattered by matchbox._real_rows.
+
+    def rows(self, static: int = 1) -> torch.Tensor:
+        """The real rows, ``(n_real, *last static dims)``.
+
+        Under ``@batch`` (while gradients are recorded) the rows of examples that do not
+        run the code at hand are zeroed (``weight_input_data``): an op with a shared
+        weight must not send what was computed for them into the weight's gradient.
+        (The hot path of every linear layer: ``pack_rows`` inlined.)
+        """
+        rows = real_rows(self, static)
+        data = self.data if EXECUTION_MASK.get() is None else weight_input_data(self)
+        flat = data.reshape(-1, *data.shape[data.dim() - static:])
+        if rows is None:
+            return flat
+        return flat.index_select(0, rows) if type(rows) is not RowMask else zero_rows(flat, rows)
+
+    def from_rows(self, values: torch.Tensor, static: int = 1) -> MaskedBatch:
+        """``values`` ``(n_real, *tail)``, rows of ``self.rows(static)`` transformed, in this
+        layout with the last ``static`` dims replaced by ``tail`` (static), zeros at
+        padding."""
+        data = self.data
+        out = unpack_rows(values, real_rows(self, static), data.shape[:data.dim() - static])
+        # Padding is zero and gets no gradient already; under @batch, the rows of examples
+        # that do not run the region get none either (their gradient would reach a weight).
+        if out.requires_grad and EXECUTION_MASK.get() is not None:
+            out = guard_gradient(out, None)
+        mask, dims = self._mask, self.dims
+        new = values.dim() - 1
+        if new != static:
+            dims = dims[:len(dims) - static] + (False,) * new
+            if mask is not None:
+                mask = _lengths.kept(
+                    mask.reshape(*mask.shape[:mask.dim() - static], *(1,) * new), mask)
+        return MaskedBatch._make(out, mask, dims)
+
+    def row_examples(self, static: int = 1) -> torch.Tensor:
+        """The example of each row of ``self.rows(static)``, ``(n_real,)``; -1 for a padding
+        row (only while capturing a graph, where rows are every row)."""
+        data = self.data
+        lead = data.shape[:data.dim() - static]
+        per_example = 1
+        for size in lead[1:]:
+            per_example *= size
+        rows = real_rows(self, static)
+        if rows is None or type(rows) is RowMask:
+            every = torch.arange(data.size(0) * per_example, device=data.device) // per_example
+            return every if rows is None else torch.where(rows.mask, every, -1)
+        return torch.div(rows, per_example, rounding_mode="floor")
 
     def positions(self, shared: bool = False) -> torch.Tensor:
         """The padded data; with ``shared``, padding (and, under ``@batch``, the rows of
-        examples not running the code at hand) zeroed: the mixing rule."""
-        if not shared:
-            return self.data
-        from matchbox._masking.guards import masked_positions
-
-        return masked_positions(self, shared)
+        examples not running the code at hand) zeroed: the op's parameter gradient sums
+        over positions (the mixing rule)."""
+        if shared and mixing_mask(self._mask, self.data) is not None:
+            return fill_padding(self, 0, running=True)
+        return self.data
 
     def from_positions(self, values: torch.Tensor, shared: bool = False) -> MaskedBatch:
-        if not shared:
-            return MaskedBatch._make(values, self._mask, self.dims)
-        from matchbox._masking.guards import masked_from_positions
-
-        return masked_from_positions(self, values, shared)
+        """``values`` in this layout; when ``shared``, with the gradient at padding (and
+        non-running rows) dropped."""
+        if shared and mixing_mask(self._mask, self.data) is not None:
+            values = guard_gradient(values, self._mask)
+        return MaskedBatch._make(values, self._mask, self.dims)
 
     def pin_memory(self) -> MaskedBatch:
         """The batch in page-locked memory, for faster, asynchronous copies to an accelerator
@@ -337,8 +440,6 @@ class MaskedBatch(Batch):
 
         Equals calling ``backward()`` on every example's scalar in a loop.
         """
-        from matchbox.batch_reduce import batch_sum  # it imports this module
-
         if gradient is not None:
             gradient = gradient.data if isinstance(gradient, MaskedBatch) else gradient
             masked = torch.where(self.mask, self.data, torch.zeros_like(self.data))
@@ -350,7 +451,7 @@ class MaskedBatch(Batch):
                 f"per-example scalars (dims == ()), but this batch has dims {self.dims}; "
                 "reduce each example first (for example .sum()) or pass gradient="
             )
-        batch_sum(self).backward(**kwargs)
+        fill_padding(self, 0).sum().backward(**kwargs)  # matchbox.batch_sum(self)
 
     # ------------------------------------------------------------------ PyTorch's tools
 
@@ -386,337 +487,8 @@ class MaskedBatch(Batch):
         return (tuple(bool(d) for d in dumped[0]), bool(dumped[1]))
 
 
-class BatchShape:
-    """``MaskedBatch.shape``: indexable like ``torch.Size``; dynamic sizes raise."""
-
-    __slots__ = ("_batch",)
-
-    def __init__(self, batch: MaskedBatch):
-        self._batch = batch
-
-    def _no_single_value(self, *args: Any) -> Any:
-        raise TypeError(
-            "a MaskedBatch holds one value per example, not a single value; use "
-            "matchbox.batch_sum / batch_mean for a plain tensor, or examples()"
-        )
-
-    __float__ = __int__ = __index__ = __complex__ = item = tolist = _no_single_value
-
-    def __len__(self) -> int:
-        return self._batch.dim()
-
-    def __getitem__(self, index: int) -> int:
-        if isinstance(index, slice):
-            return tuple(self[i] for i in range(len(self))[index])  # type: ignore[return-value]
-        return self._batch.size(index)
-
-    def __iter__(self) -> Iterator[int]:
-        return (self[i] for i in range(len(self)))
-
-    def __repr__(self) -> str:
-        sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.size(i))
-                 for i in range(len(self))]
-        return f"BatchShape({', '.join(sizes)})  # * = dynamic"
-
-
-def _dims_argument(op: str, dims: Any) -> tuple[bool, ...]:
-    """``dims`` as a tuple of bools; anything but booleans (or 0 and 1) is refused.
-
-    ``bool()`` of each entry would read ``None`` as static and a string as all
-    dynamic, silently describing other examples than the user's.
-    """
-    entries = list(dims) if isinstance(dims, (tuple, list)) else None
-    if entries is None or not all(not isinstance(d, str) and d in (0, 1) for d in entries):
-        raise TypeError(
-            f"{op}: dims must be a tuple of bools, one per dimension after the first (True "
-            f"where the examples may differ in size); got {dims!r}"
-        )
-    return tuple(bool(d) for d in entries)
-
-
-def why_size_was_asked(dim: int, kind: str = "MaskedBatch") -> str:
-    """A hint when PyTorch's own code asked a batch of type ``kind`` for a size that
-    differs between examples, not the user's code (call it from ``size``).
-
-    ``nn.RNN``/``nn.LSTM``/``nn.GRU`` ask for their batch size before the op
-    that would explain it runs: ``size(1)`` when built with
-    ``batch_first=False``, ``size(0)`` when built with ``batch_first=True``.
-    """
-    if sys._getframe(2).f_globals.get("__name__") != "torch.nn.modules.rnn":
-        return ""
-    if dim == 1:
-        return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=False, which reads "
-                f"dimension 1 of its input as the batch; a {kind} is batch-major: build "
-                "the module with batch_first=True, or call it on matchbox.nn.time_major(x))")
-    if dim == 0:
-        return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=True, which reads "
-                f"dimension 0 of its input as the batch; a {kind} is time-major: build the "
-                "module with batch_first=False, or call it on the batch itself)")
-    return ""
-
-
-class SharedStateBatchSize(int):
-    """The batch size as ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read it to check their initial
-    states: equal to the batch size, and to 1.
-
-    In the loop over examples an initial state ``(layers, 1, hidden)`` has each
-    example's batch size, 1.  On a batch the module compares the state's size
-    with ``(layers, batch size, hidden)`` before Matchbox sees the call; this
-    size lets a plain ``(layers, 1, hidden)`` state (one state for every
-    example, a learned start state) pass that check too, and the recurrent
-    ops then broadcast it to every example, as pointwise ops broadcast a plain
-    tensor.  It is an ``int`` equal to the batch size everywhere else.
-    """
-
-    __slots__ = ()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, int):
-            return int(other) in (int(self), 1)
-        return NotImplemented
-
-    def __ne__(self, other: object) -> bool:
-        equal = self.__eq__(other)
-        return equal if equal is NotImplemented else not equal
-
-    __hash__ = int.__hash__
-
-
-def batch_size_as_asked(size: int) -> int:
-    """``size`` (a batch size that ``size(0)`` of a batch type returns), as a
-    :class:`SharedStateBatchSize` when PyTorch's recurrent modules ask for it."""
-    if sys._getframe(2).f_globals.get("__name__") == "torch.nn.modules.rnn":
-        return SharedStateBatchSize(size)
-    return size
-
-
-def _full_mask(data: torch.Tensor, dims: tuple[bool, ...]) -> torch.Tensor:
-    """The mask of a batch without padding (every example has the padded size, which
-    the mask carries as lengths if it is 0 in one dynamic dimension and not another)."""
-    shape = [data.size(0)] + [data.size(i) if d else 1 for i, d in enumerate(dims, start=1)]
-    mask = torch.ones(shape, dtype=torch.bool, device=data.device)
-    sizes = [n for n, d in zip(shape[1:], dims) if d]
-    if 0 in sizes and any(sizes):
-        mask = _lengths.carry(mask, torch.tensor([sizes] * shape[0], device=data.device))
-    return mask
-
-
-def mark_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> None:
-    """Record that every padding position of ``batch.data`` holds zero, as of now.
-
-    ``fill_padding(batch, 0)`` then returns the data as it is (a product with a
-    weight needs no ``where`` for a batch built with ``padding_value=0``).  The
-    record holds only while the batch keeps this data tensor and this mask and
-    nothing has written into the data (its version counter, which views share,
-    has not moved).  Writes that bypass the version counter (through
-    ``Tensor.data`` or a NumPy view) are not seen: write into ``batch.data``
-    itself, or build a new batch.
-
-    ``mask`` (default: the batch's own) names the positions that are not
-    zero: ``@batch``'s region guard records that the rows of the examples not
-    running the region hold zeros.
-    """
-    data = batch.data
-    mask = batch._mask if mask is None else mask
-    if mask is not None and not data.is_inference():
-        batch._zero_padding = (data, mask, data._version)
-
-
-def has_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> bool:
-    """Whether ``batch`` is known to hold zeros outside ``mask`` (default: its padding).
-
-    See :func:`mark_zero_padding`.
-    """
-    record = getattr(batch, "_zero_padding", None)
-    return (record is not None and record[0] is batch.data
-            and record[1] is (batch._mask if mask is None else mask)
-            and record[2] == batch.data._version)
-
-
-def mask_from_lengths(
-    lengths: torch.Tensor, shape: Sequence[int], dims: tuple[bool, ...]
-) -> torch.Tensor:
-    """The mask of a batch of the given padded shape and per-example ``lengths``.
-
-    ``lengths`` is ``(batch, n_dynamic)``: one column per dynamic dimension.
-    """
-    rank = len(shape)
-    mask = torch.ones([shape[0]] + [1] * (rank - 1), dtype=torch.bool, device=lengths.device)
-    column = 0
-    for i, dynamic in enumerate(dims, start=1):
-        if dynamic:
-            view = [shape[0]] + [1] * (rank - 1)
-            view[i] = shape[i]
-            positions = torch.arange(shape[i], device=lengths.device)
-            along = positions.unsqueeze(0) < lengths[:, column].unsqueeze(1)
-            mask = mask & along.reshape(view)
-            column += 1
-    return mask
-
-
-def constant_pad(tensor: torch.Tensor, pads: Sequence[int], value: Any = 0) -> torch.Tensor:
-    """``F.pad(tensor, pads, value=value)`` (constant mode, pads >= 0), also where the
-    result is empty in a padded dimension.
-
-    Examples empty in part give such results (``fromlist`` of a ``(1, 0, 0)`` example
-    beside a ``(1, 0, 1)`` one), and torch 2.3 refuses to pad into them ("resulted in a
-    negative output size"); a result with no elements is the tensor itself reshaped,
-    which keeps it in the autograd graph.
-    """
-    if tensor.numel() == 0:
-        shape = list(tensor.shape)
-        for i in range(len(pads) // 2):
-            shape[-1 - i] += pads[2 * i] + pads[2 * i + 1]
-        if 0 in shape:
-            return tensor.reshape(shape)
-    return torch.nn.functional.pad(tensor, list(pads), value=value)
-
-
 def _example_shape(batch: MaskedBatch, sizes: Sequence[int]) -> str:
     it = iter(sizes)
     parts = ["1"] + [str(next(it)) if d else str(batch.data.size(i + 1))
                      for i, d in enumerate(batch.dims)]
     return "(" + ", ".join(parts) + ")"
-
-
-def _validate(data: Any, mask: Any, dims: tuple[bool, ...]) -> None:
-    if not isinstance(data, torch.Tensor):
-        raise ValueError(f"MaskedBatch: data must be a torch.Tensor, got {type(data).__name__}")
-    if not isinstance(mask, torch.Tensor):
-        raise ValueError(f"MaskedBatch: mask must be a torch.Tensor, got {type(mask).__name__}")
-    if not all(isinstance(d, bool) for d in dims):
-        raise ValueError(f"MaskedBatch: dims must be a tuple of bools, got {dims!r}")
-    if data.dim() == 0:
-        raise ValueError("MaskedBatch: data must have a batch dimension (dimension 0)")
-    if data.dim() != len(dims) + 1:
-        raise ValueError(
-            f"MaskedBatch: dims has {len(dims)} entries but data has {data.dim() - 1} "
-            f"non-batch dimensions (data shape {tuple(data.shape)})"
-        )
-    if mask.dim() != data.dim():
-        raise ValueError(
-            f"MaskedBatch: mask has rank {mask.dim()} but data has rank {data.dim()}"
-        )
-    if mask.requires_grad:
-        raise ValueError("MaskedBatch: mask must not require grad")
-    if mask.device != data.device:
-        raise ValueError(
-            f"MaskedBatch: mask is on {mask.device} but data is on {data.device}"
-        )
-    if mask.size(0) != data.size(0):
-        raise ValueError(
-            f"MaskedBatch: mask has batch size {mask.size(0)} but data has {data.size(0)}"
-        )
-    for i, dynamic in enumerate(dims, start=1):
-        expected = data.size(i) if dynamic else 1
-        if mask.size(i) != expected:
-            kind = "dynamic" if dynamic else "static"
-            raise ValueError(
-                f"MaskedBatch: mask has size {mask.size(i)} in dimension {i}, which is "
-                f"{kind}, but must have size {expected} there"
-            )
-    if not mask.dtype == torch.bool and not (mask == 0).logical_or(mask == 1).all():
-        raise ValueError("MaskedBatch: a non-bool mask must hold only zeros and ones")
-    bool_mask = mask if mask.dtype == torch.bool else mask != 0
-    for i, dynamic in enumerate(dims, start=1):
-        if dynamic and bool_mask.size(i) > 1:
-            rising = bool_mask.narrow(i, 1, bool_mask.size(i) - 1) & ~bool_mask.narrow(
-                i, 0, bool_mask.size(i) - 1
-            )
-            if rising.any():
-                raise ValueError(
-                    f"MaskedBatch: the mask of dynamic dimension {i} has a real position "
-                    "after a padding position; real values must come first"
-                )
-
-
-def _check_padding_value(value: float, dtype: torch.dtype) -> None:
-    if dtype.is_floating_point or dtype.is_complex:
-        return
-    if value != value or value in (float("inf"), float("-inf")) or (
-        dtype != torch.bool and value != int(value)
-    ):
-        raise ValueError(
-            f"MaskedBatch.fromlist: padding_value {value} is not representable in the "
-            f"examples' dtype {dtype}"
-        )
-
-
-def _empty_in_part(shapes: list[torch.Size], dims: tuple[bool, ...]) -> bool:
-    """Whether an example is empty in one dynamic dimension and not in another (its mask
-    would be all false and lose its other sizes)."""
-    for shape in shapes:
-        sizes = [shape[i] for i, d in enumerate(dims, start=1) if d]
-        if 0 in sizes and any(sizes):
-            return True
-    return False
-
-
-def _validate_lengths(data: torch.Tensor, lengths: Any, dims: tuple[bool, ...]) -> torch.Tensor:
-    if not isinstance(lengths, torch.Tensor) or lengths.dtype.is_floating_point or \
-            lengths.dtype.is_complex or lengths.dtype == torch.bool:
-        raise ValueError("MaskedBatch: lengths must be an integer tensor")
-    expected = (data.size(0), sum(dims))
-    if tuple(lengths.shape) != expected:
-        raise ValueError(
-            f"MaskedBatch: lengths must have shape (batch, number of dynamic dimensions) "
-            f"= {expected}, got {tuple(lengths.shape)}")
-    if lengths.device != data.device:
-        raise ValueError(f"MaskedBatch: lengths are on {lengths.device} but data is on "
-                         f"{data.device}")
-    padded = torch.tensor([data.size(i) for i, d in enumerate(dims, start=1) if d],
-                          device=data.device, dtype=torch.long)
-    if bool(((lengths < 0) | (lengths > padded)).any()):
-        raise ValueError("MaskedBatch: lengths must lie between 0 and the padded size of "
-                         "their dimension")
-    return lengths.long()
-
-
-def check_examples(
-    examples: Sequence[Any], dims: tuple[bool, ...], op: str = "MaskedBatch.fromlist",
-    static_hint: str = "mark it dynamic in dims",
-) -> list[torch.Size]:
-    """Each example's shape, after checking the list (``static_hint``: what to do
-    when examples differ along a static dimension)."""
-    if isinstance(examples, torch.Tensor) or not isinstance(examples, Sequence):
-        raise TypeError(
-            f"{op}: examples must be a list of tensors, got "
-            f"{type(examples).__name__}"
-        )
-    if len(examples) == 0:
-        raise ValueError(f"{op}: the list of examples is empty")
-    first = examples[0]
-    for b, example in enumerate(examples):
-        if not isinstance(example, torch.Tensor):
-            raise TypeError(
-                f"{op}: example {b} is a {type(example).__name__}, not a tensor"
-            )
-        if example.dim() != len(dims) + 1:
-            raise ValueError(
-                f"{op}: example {b} has rank {example.dim()} but dims "
-                f"{dims} describes examples of rank {len(dims) + 1}"
-            )
-        if example.size(0) != 1:
-            raise ValueError(
-                f"{op}: example {b} has size {example.size(0)} in "
-                "dimension 0; every example needs a leading dimension of size one"
-            )
-        if example.dtype != first.dtype:
-            raise ValueError(
-                f"{op}: example {b} has dtype {example.dtype} but example 0 "
-                f"has {first.dtype}"
-            )
-        if example.device != first.device:
-            raise ValueError(
-                f"{op}: example {b} is on {example.device} but example 0 "
-                f"is on {first.device}"
-            )
-        for i, dynamic in enumerate(dims, start=1):
-            if not dynamic and example.size(i) != first.size(i):
-                raise ValueError(
-                    f"{op}: dimension {i} is static but the examples differ "
-                    f"in size there: example 0 has {first.size(i)}, example {b} has "
-                    f"{example.size(i)} ({static_hint})"
-                )
-    return [e.shape for e in examples]
-

@@ -22,32 +22,20 @@ can instead run on the real rows only (:func:`real_rows`, :func:`pack_rows`,
 :func:`unpack_rows`): padding is never read, the result's padding is zero and
 no gradient reaches it, and no work is spent on padding.
 
-The module is in four parts, and this package re-exports them:
+The rules are in four modules, and this package re-exports them.  Three lie below
+``MaskedBatch``, whose methods (the rows and positions protocol) are made of them, so
+they are modules of ``matchbox`` beside ``masked_batch``, not of this package (whose
+``__init__`` imports ``alignment``, which builds batches):
 
 | module | what it holds |
 |--------|---------------|
-| ``execution.py`` | the execution mask of ``@batch`` (which examples run the code at hand) |
-| ``guards.py`` | padding fills and gradient guards (the mixing and boundary rules) |
-| ``alignment.py`` | batch arguments broadcast like their examples; the checks that they suit an op |
-| ``rows.py`` | ops on the real rows only (linear layers, norms, lookups) |
+| ``matchbox._execution`` | the execution mask of ``@batch`` (which examples run the code at hand) |
+| ``matchbox._padding`` | padding fills and gradient guards (the mixing rule) |
+| ``matchbox._real_rows`` | ops on the real rows only (linear layers, norms, lookups) |
+| ``matchbox._masking.alignment`` | batch arguments broadcast like their examples; the checks that they suit an op; the boundary rule (``guard_wider``) |
 """
 
-from matchbox._masking.alignment import (  # noqa: F401
-    align,
-    check_lengths_agree,
-    check_plain_batch_dim,
-    check_static_extents,
-    check_static_join,
-    combine_layouts,
-    combined_lengths,
-    example_rank,
-    fit_mask,
-    lengths_along,
-    pad_to,
-    raise_rank,
-    sizes_along,
-)
-from matchbox._masking.execution import (  # noqa: F401
+from matchbox._execution import (  # noqa: F401
     EXECUTION_MASK,
     HOST_READS,
     and_running,
@@ -60,13 +48,28 @@ from matchbox._masking.execution import (  # noqa: F401
     running,
     same_mask,
 )
-from matchbox._masking.guards import (  # noqa: F401
+from matchbox._masking.alignment import (  # noqa: F401
+    align,
+    check_lengths_agree,
+    check_plain_batch_dim,
+    check_static_extents,
+    check_static_join,
+    combine_layouts,
+    combined_lengths,
+    example_rank,
+    fit_mask,
+    guard_wider,
+    lengths_along,
+    pad_to,
+    raise_rank,
+    sizes_along,
+)
+from matchbox._padding import (  # noqa: F401
     _ZERO,
     combine_masks,
     fill_padding,
     guard_gradient,
-    guard_wider,
     mixing_mask,
     weight_input_data,
 )
-from matchbox._masking.rows import RowMask, pack_rows, real_rows, unpack_rows  # noqa: F401
+from matchbox._real_rows import RowMask, pack_rows, real_rows, unpack_rows  # noqa: F401

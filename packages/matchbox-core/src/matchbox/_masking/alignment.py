@@ -4,7 +4,12 @@ that the examples suit an op, as the loop over examples would check them.
 :func:`align` is the general rule of n-ary ops (pointwise ops, joins): batches
 raised to one rank, dimensions padded to one size, the examples' sizes compared
 where they must agree (:func:`check_lengths_agree`, :func:`check_static_extents`),
-and the masks combined, with their lengths (:func:`combined_lengths`).
+and the masks combined, with their lengths (:func:`combined_lengths`); and
+:func:`guard_wider`, the *boundary* rule on such an op's arguments.
+
+Above ``MaskedBatch`` (it builds batches), unlike the rest of ``matchbox._masking``,
+whose modules (``matchbox._execution``, ``matchbox._padding``, ``matchbox._real_rows``)
+lie below it.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import torch
 
 from matchbox import _lengths
 from matchbox._capture import fails
-from matchbox._masking.execution import running, same_mask
-from matchbox._masking.guards import combine_masks
-from matchbox.masked_batch import MaskedBatch, constant_pad
+from matchbox._execution import EXECUTION_MASK, and_running, running, same_mask
+from matchbox._layout import constant_pad
+from matchbox._op_table import op_name
+from matchbox._padding import _ZERO, combine_masks
+from matchbox.masked_batch import MaskedBatch
 
 
 def example_rank(*args: Any) -> int:
@@ -234,7 +241,7 @@ def check_lengths_agree(
         if fails(differ):
             j = int(differ.nonzero()[0])
             a, b = int(expected[j]), int(sizes[j])
-            name = op if isinstance(op, str) else _op_name(op)
+            name = op if isinstance(op, str) else op_name(op)
             why = ("broadcasting one example's size-one extent against another's longer "
                    "one along a dynamic dimension is not supported" if 1 in (a, b) else
                    "the examples would not combine in a loop either")
@@ -303,7 +310,7 @@ def check_static_extents(
     first = real.index(True)
     second = next(k for k in range(first + 1, len(values)) if real[k] and values[k] != values[first])
     a, b = values[first], values[second]
-    name = op if isinstance(op, str) else _op_name(op)
+    name = op if isinstance(op, str) else op_name(op)
     where = label or f"dimension {(dynamic or static)[0][1]}"
     if kinds[first] == "dynamic":
         how = "dynamic in the first and static in the second"
@@ -334,12 +341,6 @@ def check_static_join(op: str, parts: Sequence[MaskedBatch], dim: int) -> None:
 def _example_sizes(batch: MaskedBatch, dim: int) -> torch.Tensor:
     """Each example's size along ``dim``; without a mask, the padded size for all."""
     return _lengths.along(batch, dim)
-
-
-def _op_name(func: Any) -> str:
-    from matchbox._registry import op_name
-
-    return op_name(func)
 
 
 def combine_layouts(batches: Sequence[MaskedBatch]) -> torch.Tensor | None:
@@ -428,3 +429,71 @@ def _against_scalars(op: str, size: int) -> str:
         f"leading dimension of size one, e.g. torch.arange({size}).unsqueeze(0) < n: each "
         f"example's result is then (1, {size}), in the loop and in the batch"
     )
+
+
+# ---------------------------------------------------------------------------- the boundary rule
+
+
+def guard_wider(
+    batches: Sequence[Any], values: list[Any], mask: torch.Tensor | None,
+    dims: tuple[bool, ...],
+) -> list[Any]:
+    """Guard the arguments of an op that combines masks with *and*.
+
+    Such an op's result is padding wherever one batch argument is: there an
+    argument that is real (a state next to the step of a sequence that has
+    ended for an example, a plain tensor shared by every example, a batch of
+    size one along a dynamic dimension broadcast over padding) sits next to
+    padding, whose values are arbitrary.  The result is discarded there, but
+    the backward pass would multiply the zero gradient arriving there by a
+    derivative computed from padding (``0 * nan``) and send it to the real
+    argument.  Seen through :func:`guard_gradient` with the result's mask, such
+    an argument gets gradient only from positions the result calls real, as in
+    the loop over examples.
+
+    ``batches[i]`` is the argument that became ``values[i]`` (the data of a
+    batch, a plain tensor, or anything else); an argument needs no guard when
+    its own mask is the result's (``same_mask``) and it is not broadcast along
+    a dynamic dimension.  Under ``@batch``, a plain tensor (a weight) is also
+    guarded at the rows of examples that do not run the region
+    (:func:`and_running`); a batch read from outside a region is guarded by the
+    region itself.
+    """
+    if not torch.is_grad_enabled():
+        return values
+    shared_mask = mask  # for plain tensors: padding, and the examples not running
+    if EXECUTION_MASK.get() is not None:
+        batch = next((b.data.size(0) for b in batches if isinstance(b, MaskedBatch)), None)
+        if batch is not None:
+            shared_mask = and_running(mask, len(dims) + 1, batch)
+    if shared_mask is None:
+        return values
+    out = values
+    for i, value in enumerate(values):
+        if not isinstance(value, torch.Tensor) or not value.requires_grad:
+            continue
+        arg = batches[i]
+        if isinstance(arg, MaskedBatch):
+            if mask is None or _padding_wherever(arg._mask, mask, value, dims):
+                continue
+            guard = mask
+        else:
+            guard = shared_mask
+        if out is values:
+            out = list(values)
+        out[i] = torch.where(guard, value, _ZERO if value.is_floating_point()
+                             else value.new_zeros(()))
+    return out
+
+
+def _padding_wherever(own: torch.Tensor | None, mask: torch.Tensor, value: torch.Tensor,
+                      dims: tuple[bool, ...]) -> bool:
+    """Whether a batch argument (mask ``own``, data ``value``) is padding wherever the
+    result (``mask``) is, so that no gradient from the result's padding reaches it."""
+    return own is not None and (own is mask or same_mask(own, mask)) and not (
+        any(dims) and _broadcast_dynamic(value, mask, dims))
+
+
+def _broadcast_dynamic(value: torch.Tensor, mask: torch.Tensor, dims: tuple[bool, ...]) -> bool:
+    """Whether ``value`` has size one along a dynamic dimension where ``mask`` does not."""
+    return any(d and value.size(j) == 1 and mask.size(j) != 1 for j, d in enumerate(dims, 1))

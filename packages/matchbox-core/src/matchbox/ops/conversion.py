@@ -4,15 +4,17 @@ One rule for every batch type (registered for ``"Batch"``): the op runs on
 ``data`` and the batch type rebuilds itself around the result
 (``_with_data``: a ``MaskedBatch``'s mask, a ``PackedBatch``'s layout tensors
 follow the data to its device).  Dtype queries (``torch.is_floating_point``)
-answer for the data, as the methods do.
+answer for the data, as the methods do.  A jagged ``torch.nested`` tensor beside a
+``MaskedBatch`` is refused, naming the conversions (``from_nested``/``to_nested``).
 """
 
 from __future__ import annotations
 
 import torch
 
-from matchbox import _lengths, _registry
+from matchbox import _jagged, _lengths, _registry
 from matchbox._batch import Batch
+from matchbox.masked_batch import MaskedBatch
 
 CASTS = ["float", "double", "half", "bfloat16", "long", "int", "short", "char", "byte",
          "bool", "type_as", "type"]
@@ -60,3 +62,7 @@ def dtype_query(func, input):
     # Modules ask this of their mask arguments (nn.MultiheadAttention's
     # key_padding_mask): the answer is the data's, the same for every example.
     return func(input.data)
+
+
+if _jagged.NESTED is not None:
+    _registry.register_conversion(_jagged.NESTED, MaskedBatch.__name__, _jagged.refuse_mixing)

@@ -48,6 +48,7 @@ import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox.ops.shape import transpose
 
 FAMILY = "ordering"
 
@@ -420,13 +421,4 @@ def matrix_transpose(func, input):
     if input.dim() < 2:
         raise RuntimeError(f"{op}: examples must have at least 2 dimensions (mT transposes "
                            f"the last two), got {input.dim()}")
-    from matchbox.ops.shape import transpose
-
     return transpose(func, input, -2, -1)
-
-
-if "mT" not in MaskedBatch.__dict__:
-    # Properties are not methods the registry installs: the batch's own, as Tensor's.
-    MaskedBatch.mT = property(  # type: ignore[attr-defined]
-        lambda self: matrix_transpose(MT, self),
-        doc="Batched ``Tensor.mT``: each example's last two dimensions transposed.")

@@ -5,8 +5,8 @@ a norm, an embedding lookup) run on the real rows only.
 :func:`pack_rows` gathers them and :func:`unpack_rows` scatters an op's result back
 into the padded layout, with zeros at padding: padding is never read, gets no
 gradient, and costs no work.  ``MaskedBatch.rows()`` / ``from_rows()`` (the
-batch types' protocol, see ``matchbox._batch``) are made of them
-(:func:`masked_rows`, :func:`masked_from_rows`).
+batch types' protocol, see ``matchbox._batch``) are made of them: this module lies
+below ``MaskedBatch`` (a batch here is anything with ``data`` and ``_mask``).
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from matchbox import _lengths
 from matchbox._capture import capturing, refuse
-from matchbox._masking.execution import EXECUTION_MASK, reads_values
-from matchbox._masking.guards import _ZERO, guard_gradient, weight_input_data
-from matchbox.masked_batch import MaskedBatch
+from matchbox._execution import reads_values
+from matchbox._padding import _ZERO
+
+if TYPE_CHECKING:
+    from matchbox.masked_batch import MaskedBatch
 
 # (id of a mask, leading shape) -> (weak reference to the mask, flat indices of its
 # real rows).  The ops of a layer share their input's mask object, so the index
@@ -105,11 +106,11 @@ def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: i
     is None)."""
     flat = data.reshape(-1, *data.shape[data.dim() - static:])
     if type(rows) is RowMask:
-        return _zero_rows(flat, rows)
+        return zero_rows(flat, rows)
     return flat if rows is None else flat.index_select(0, rows)
 
 
-def _zero_rows(flat: torch.Tensor, rows: RowMask) -> torch.Tensor:
+def zero_rows(flat: torch.Tensor, rows: RowMask) -> torch.Tensor:
     mask = rows.mask.view(-1, *(1,) * (flat.dim() - 1))
     return torch.where(mask, flat, _ZERO if flat.is_floating_point() else flat.new_zeros(()))
 
@@ -123,7 +124,7 @@ def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
     """
     tail = values.shape[1:]
     if type(rows) is RowMask:
-        values = _zero_rows(values, rows)
+        values = zero_rows(values, rows)
     elif rows is not None:
         total = 1
         for size in lead:
@@ -131,65 +132,3 @@ def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
         # In place into fresh zeros: the out-of-place form would copy them once more.
         values = values.new_zeros(total, *tail).index_copy_(0, rows, values)
     return values.reshape(*lead, *tail)
-
-
-# ---------------------------------------------------------------------------- the protocol
-
-
-def masked_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
-    """``MaskedBatch.rows(static)``: the real rows, ``(n_real, *last static dims)``.
-
-    Under ``@batch`` (while gradients are recorded) the rows of examples that do not
-    run the code at hand are zeroed (``weight_input_data``): an op with a shared
-    weight must not send what was computed for them into the weight's gradient.
-    (The hot path of every linear layer: ``pack_rows`` inlined.)
-    """
-    rows = real_rows(batch, static)
-    data = batch.data if EXECUTION_MASK.get() is None else weight_input_data(batch)
-    flat = data.reshape(-1, *data.shape[data.dim() - static:])
-    if rows is None:
-        return flat
-    return flat.index_select(0, rows) if type(rows) is not RowMask else _zero_rows(flat, rows)
-
-
-def masked_from_rows(batch: MaskedBatch, values: torch.Tensor, static: int = 1
-                     ) -> MaskedBatch:
-    """``MaskedBatch.from_rows``: ``values`` ``(n_real, *tail)``, rows of ``batch.rows(static)``
-    transformed, in ``batch``'s layout with the last ``static`` dims replaced by ``tail``
-    (static), zeros at padding."""
-    data = batch.data
-    out = unpack_rows(values, real_rows(batch, static), data.shape[:data.dim() - static])
-    # Padding is zero and gets no gradient already; under @batch, the rows of examples
-    # that do not run the region get none either (their gradient would reach a weight).
-    if out.requires_grad and EXECUTION_MASK.get() is not None:
-        out = guard_gradient(out, None)
-    mask, dims = batch._mask, batch.dims
-    new = values.dim() - 1
-    if new != static:
-        dims = dims[:len(dims) - static] + (False,) * new
-        if mask is not None:
-            mask = _lengths.kept(mask.reshape(*mask.shape[:mask.dim() - static], *(1,) * new),
-                                 mask)
-    return MaskedBatch._make(out, mask, dims)
-
-
-def masked_row_examples(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
-    """``MaskedBatch.row_examples``: the example of each row of ``batch.rows(static)``,
-    ``(n_real,)``; -1 for a padding row (only while capturing a graph, where rows are
-    every row)."""
-    data = batch.data
-    lead = data.shape[:data.dim() - static]
-    per_example = 1
-    for size in lead[1:]:
-        per_example *= size
-    rows = real_rows(batch, static)
-    if rows is None or type(rows) is RowMask:
-        every = torch.arange(data.size(0) * per_example, device=data.device) // per_example
-        return every if rows is None else torch.where(rows.mask, every, -1)
-    return torch.div(rows, per_example, rounding_mode="floor")
-
-
-# The rows protocol of matchbox._batch, MaskedBatch's (this module imports masked_batch).
-MaskedBatch.rows = masked_rows  # type: ignore[method-assign]
-MaskedBatch.from_rows = masked_from_rows  # type: ignore[method-assign]
-MaskedBatch.row_examples = masked_row_examples  # type: ignore[method-assign]
