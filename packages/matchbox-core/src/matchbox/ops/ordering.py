@@ -221,12 +221,7 @@ def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
         dims = input.dims[:d - 1] + (False,) + input.dims[d:]
         return torch.return_types.topk((MaskedBatch._make(values, input._mask, dims),
                                         MaskedBatch._make(indices, input._mask, dims)))
-    lengths = _masking.lengths_along(input, d)
-    short = _masking.running(lengths < k)
-    if _capture.fails(short):
-        j = int(short.nonzero()[0])
-        raise RuntimeError(f"{op}: k={k} is out of range for example {j}, which has size "
-                           f"{int(lengths[j])} in dynamic dimension {d}")
+    refuse_k_past_examples(op, input, d, k, "k")
     if input.dtype == torch.bool:
         # torch's topk refuses bool (on CPU), which a sort would not: let it say so
         # on an empty slice, as the loop's topk would.
@@ -422,3 +417,15 @@ def matrix_transpose(func, input):
         raise RuntimeError(f"{op}: examples must have at least 2 dimensions (mT transposes "
                            f"the last two), got {input.dim()}")
     return transpose(func, input, -2, -1)
+
+
+def refuse_k_past_examples(op: str, input: MaskedBatch, d: int, k: int, what: str) -> None:
+    """Raise, naming the first example, where a running example is shorter than ``k`` in
+    dynamic dimension ``d`` (``topk``'s ``k``, ``kthvalue``'s selected number); a graph
+    output under ``matchbox.compile``."""
+    lengths = _masking.lengths_along(input, d)
+    short = _masking.running(lengths < k)
+    if _capture.fails(short):
+        e = int(short.nonzero()[0])
+        raise RuntimeError(f"{op}: {what}={k} is out of range for example {e}, which has size "
+                           f"{int(lengths[e])} in dynamic dimension {d}")

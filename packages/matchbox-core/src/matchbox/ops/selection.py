@@ -42,7 +42,7 @@ import torch
 
 from matchbox import _capture, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
-from matchbox.ops.ordering import _padded_along, _sort
+from matchbox.ops.ordering import _padded_along, _sort, refuse_k_past_examples
 from matchbox.ops.reductions import reduced_dimensions, reduced_layout, refuse_empty
 from matchbox.ops.reductions._reduce import _keep
 from matchbox.ops.reductions.extremes import _ExtremeOfReal
@@ -152,12 +152,7 @@ def kthvalue(func, input, k, dim=-1, keepdim=False, *, out=None):
     if k < 1:
         raise RuntimeError(f"{op}: selected number k={k} out of range (k counts from 1)")
     refuse_empty(op, input, (d,))
-    lengths = _masking.lengths_along(input, d)
-    short = _masking.running(lengths < k)
-    if _capture.fails(short):
-        e = int(short.nonzero()[0])
-        raise RuntimeError(f"{op}: selected number k={k} is out of range for example {e}, "
-                           f"which has size {int(lengths[e])} in dynamic dimension {d}")
+    refuse_k_past_examples(op, input, d, k, "selected number k")
     rank = torch.full([1] * input.data.dim(), k - 1, dtype=torch.long, device=input.device)
     index = _positions_of(op, input, d, rank)
     return _pair(torch.return_types.kthvalue, input, d, keepdim, input.data.gather(d, index),

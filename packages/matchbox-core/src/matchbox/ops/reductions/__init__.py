@@ -22,17 +22,7 @@ shares), ``sums`` (reductions with an identity), ``variance`` (``var``/``std``),
 
 # Importing the modules registers their ops.
 from matchbox.ops.reductions import sums, variance, extremes, norms  # noqa: I001
-from matchbox.ops.reductions._reduce import (
-    Reducer,
-    check_mean_dtype,
-    count,
-    highest,
-    lowest,
-    reduce,
-    reduced_dimensions,
-    reduced_layout,
-    refuse_empty,
-)
+from matchbox.ops.reductions import _reduce
+from matchbox.ops.reductions._reduce import *  # noqa: F403 (the shared helpers: _reduce.__all__)
 
-__all__ = ["Reducer", "check_mean_dtype", "count", "highest", "lowest", "reduce",
-           "reduced_dimensions", "reduced_layout", "refuse_empty"]
+__all__ = list(_reduce.__all__)

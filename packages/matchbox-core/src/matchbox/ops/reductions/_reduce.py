@@ -16,6 +16,9 @@ import torch
 from matchbox import _capture, _lengths, _masking
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths, normalize_dim
 
+__all__ = ["Reducer", "check_mean_dtype", "count", "highest", "lowest", "reduce",
+           "reduced_dimensions", "reduced_layout", "refuse_empty"]
+
 Reducer = Callable[[torch.Tensor, tuple[int, ...], bool], torch.Tensor]
 
 
