@@ -62,9 +62,11 @@ from matchbox._arguments import (
 )
 from matchbox._autograd_function import grad_enabled
 from matchbox._batch import Batch, is_batch, pytree_rank_error
-from matchbox._capture import capturing, fails, some
+from matchbox._capture import capturing, fails, refuse, some
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
+from matchbox._masking import _ZERO as ZERO
 from matchbox._masking import (
+    EXECUTION_MASK,
     align,
     and_running,
     check_lengths_agree,
@@ -75,11 +77,16 @@ from matchbox._masking import (
     guard_gradient,
     guard_wider,
     lengths_along,
+    mask_and,
+    mask_rows,
     mixing_mask,
     pack_rows,
     pad_to,
     raise_rank,
+    reads_values,
     real_rows,
+    remember_rows,
+    rows_for,
     running,
     same_mask,
     sizes_along,
@@ -145,7 +152,10 @@ __all__ = [
     "check_lengths_agree", "check_static_extents", "lengths_along", "sizes_along",
     "running", "and_running", "real_rows", "pack_rows", "unpack_rows",
     # checks on values, compile-safe
-    "fails", "some", "capturing",
+    "fails", "some", "capturing", "refuse",
+    # the execution mask as matchbox-control runs code under it
+    "EXECUTION_MASK", "reads_values", "remember_rows", "rows_for", "mask_rows", "mask_and",
+    "ZERO",
     # lengths that a mask cannot tell
     "mask_lengths", "lengths_aware",
     # jagged torch.nested tensors (the layout of to_nested / from_nested)

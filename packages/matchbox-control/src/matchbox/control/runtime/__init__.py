@@ -18,7 +18,6 @@ modules hold one concern each:
 - ``calls``: which builtin a call reaches, at run time.
 """
 
-from matchbox._capture import fails
 from matchbox.control.runtime.calls import call
 from matchbox.control.runtime.comprehensions import (
     comp_for,
@@ -62,6 +61,7 @@ from matchbox.control.runtime.select import Undefined, merge, merge_written, onl
 from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
 from matchbox.control.runtime.structured import scan_capturing, scan_for
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
+from matchbox.extending import fails
 from matchbox.masked_batch import MaskedBatch
 
 slice_ = slice  # `obj[a:b] = v` under a mask becomes set_item(..., slice_(a, b, None), v)

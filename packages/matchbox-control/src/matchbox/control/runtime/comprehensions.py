@@ -39,10 +39,10 @@ from typing import Any
 
 import torch
 
-from matchbox._capture import capturing
 from matchbox.control.runtime.iteration import for_steps
 from matchbox.control.runtime.masks import _MASK, _and, _Masked, condition, guard, nobody
 from matchbox.control.runtime.sequences import per_example_item
+from matchbox.extending import capturing
 
 _END = object()
 

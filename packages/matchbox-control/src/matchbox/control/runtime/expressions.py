@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from matchbox._capture import fails
 from matchbox.control.runtime.masks import _MASK, guard, masked, nobody, per_example_truth
 from matchbox.control.runtime.select import select
+from matchbox.extending import fails
 from matchbox.masked_batch import MaskedBatch
 
 Thunk = Callable[[], Any]

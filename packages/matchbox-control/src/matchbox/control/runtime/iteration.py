@@ -28,12 +28,17 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths
-from matchbox._capture import capturing, fails
-from matchbox._masking import fit_mask, reads_values, remember_rows
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.sequences import prefix_steps
-from matchbox.extending import combine_masks
+from matchbox.extending import (
+    capturing,
+    combine_masks,
+    fails,
+    fit_mask,
+    reads_values,
+    remember_rows,
+)
+from matchbox.extending import mask_lengths as _lengths
 from matchbox.functional import stack
 from matchbox.masked_batch import MaskedBatch
 

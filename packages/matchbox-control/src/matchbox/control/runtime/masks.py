@@ -27,10 +27,9 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox._capture import capturing, some
-from matchbox._masking import _ZERO, EXECUTION_MASK, reads_values, rows_for
-from matchbox._masking import mask_rows as rows
-from matchbox._registry import BATCH_VIEWS
+from matchbox.extending import BATCH_VIEWS, EXECUTION_MASK, capturing, reads_values, rows_for, some
+from matchbox.extending import ZERO as _ZERO
+from matchbox.extending import mask_rows as rows
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
 Mask = Any  # None | torch.Tensor | False

@@ -35,9 +35,9 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _lengths, _masking
-from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import example_mask, rows
+from matchbox.extending import BATCH_VIEWS, fit_mask, mask_and, pad_to, same_mask
+from matchbox.extending import mask_lengths as _lengths
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -186,7 +186,7 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
     if isinstance(value, MaskedBatch):
         view = rows(example_mask(mask, value, name), value.data.dim())
         real = view if value._mask is None else value._mask & view
-        real = _lengths.restricted(_masking.fit_mask(real, value.data, value.dims), value, mask)
+        real = _lengths.restricted(fit_mask(real, value.data, value.dims), value, mask)
         return MaskedBatch._make(value.data, real, value.dims)
     if type(value) in BATCH_VIEWS:
         return type(value)(only_active(mask, value.batch, name, strict))
@@ -231,8 +231,8 @@ def _select_rows(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> Mask
     """
     view = rows(mask, new.data.dim())
     real = new._mask
-    chosen = view if real is None or real is view or _masking.same_mask(view, real) else (
-        _masking.mask_and(view, real))
+    chosen = view if real is None or real is view or same_mask(view, real) else (
+        mask_and(view, real))
     data = torch.where(chosen, new.data, old.data)
     return MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
 
@@ -260,7 +260,7 @@ def _dynamic(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
     """``batch`` with ``dim`` dynamic and padded to ``size`` (a static dim is real along
     its whole extent)."""
     if batch.dims[dim - 1] or batch.data.size(dim) < size:
-        return _masking.pad_to(batch, dim, size)  # a static dim becomes dynamic there
+        return pad_to(batch, dim, size)  # a static dim becomes dynamic there
     mask = batch.mask
     mask = mask.expand(*mask.shape[:dim], size, *mask.shape[dim + 1:])
     dims = batch.dims[:dim - 1] + (True,) + batch.dims[dim:]

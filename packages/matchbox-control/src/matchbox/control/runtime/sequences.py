@@ -50,11 +50,9 @@ from typing import Any
 
 import torch
 
-from matchbox._capture import capturing, fails, refuse
-from matchbox._registry import BATCH_VIEWS
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
-from matchbox.extending import combine_masks
+from matchbox.extending import BATCH_VIEWS, capturing, combine_masks, fails, refuse
 from matchbox.masked_batch import MaskedBatch
 
 
