@@ -24,23 +24,10 @@ import os
 import time
 
 import torch
-from torch import nn
 
 import matchbox
+from examples.readme_rnn import RNN
 from matchbox import MaskedBatch
-
-
-class RNN(nn.Module):
-    def __init__(self, size):
-        super().__init__()
-        self.cell = nn.RNNCell(size, size)
-
-    @matchbox.batch
-    def forward(self, x):
-        h = x.new_zeros(x.size(0), x.size(-1))
-        for xt in x.unbind(1):
-            h = self.cell(xt, h)
-        return h
 
 
 def step(model, batch):
