@@ -57,18 +57,14 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, per example where ``fn`` is one of the builtins above, and
     with the Python lists it is given kept per example (see the module docstring)."""
     try:
-        lowered = _LOWERED.get(fn)
+        lowered, unbound = _LOWERED.get(fn), _UNBOUND_WRITES.get(fn)
     except TypeError:  # an unhashable callable
-        lowered = None
+        lowered = unbound = None
     if lowered is not None:
         return lowered(*args, **kwargs)
     owner = getattr(fn, "__self__", None)
     if type(owner) in (list, dict):
         return _container_method(owner, getattr(fn, "__name__", ""), args, kwargs)
-    try:
-        unbound = _UNBOUND_WRITES.get(fn)
-    except TypeError:
-        unbound = None
     if unbound is not None and args and type(args[0]) in (list, dict):
         return _container_method(args[0], unbound, args[1:], kwargs)
     if args or kwargs:

@@ -163,7 +163,7 @@ def aug_item(mask: Any, op: str, obj: Any, index: Any, value: Any,
 
 def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     """A statement ``obj.name(...)`` that may change ``obj`` in place."""
-    if obj in (list, dict) and args and type(args[0]) is obj:  # list.append(items, v)
+    if (obj is list or obj is dict) and args and type(args[0]) is obj:  # list.append(items, v)
         return call_method(mask, args[0], name, *args[1:], **kwargs)
     method = getattr(obj, name)
     if mask is None:
