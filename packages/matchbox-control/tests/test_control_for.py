@@ -259,7 +259,7 @@ def test_a_partial_step_mask_viewed_as_rows_is_the_items_own_mask():
     for mask, item in for_steps(xb.unbind(1), None):
         if mask is not None:
             seen += 1
-            assert _masking.mask_rows(mask, 2) is item._mask
+            assert _masking.mask_view(mask, 2) is item._mask
             assert torch.equal(mask, item.mask.reshape(-1))
     assert seen == 3
 

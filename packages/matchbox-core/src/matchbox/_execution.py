@@ -73,7 +73,7 @@ def running(failing: torch.Tensor) -> torch.Tensor:
     if mask is None or failing.dim() != 1:
         return failing
     if mask.shape != failing.shape:
-        mask = rows_for(mask, failing.size(0), 1)
+        mask = mask_view_for(mask, failing.size(0), 1)
         if mask is None:
             return failing
     return failing & mask
@@ -85,16 +85,16 @@ def running(failing: torch.Tensor) -> torch.Tensor:
 # few entries, oldest dropped first, spare a view op each time and let ``and_running``
 # recognise a step's own mask by identity.  The weak reference tells a live entry from
 # a recycled id.
-_ROWS_VIEWS: OrderedDict[tuple[int, int], tuple[Any, Any]] = OrderedDict()
-_ROWS_VIEWS_KEPT = 16
+_MASK_VIEWS: OrderedDict[tuple[int, int], tuple[Any, Any]] = OrderedDict()
+_MASK_VIEWS_KEPT = 16
 
 
-def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
+def mask_view(mask: torch.Tensor, rank: int) -> torch.Tensor:
     """A ``(batch,)`` mask viewed as ``(batch, 1, ..., 1)`` of ``rank`` dimensions."""
     if rank == 1:
         return mask
     key = (id(mask), rank)
-    entry = _ROWS_VIEWS.get(key)
+    entry = _MASK_VIEWS.get(key)
     if entry is not None and entry[0]() is mask:
         return entry[1]
     view = mask.view(mask.size(0), *(1,) * (rank - 1))
@@ -103,33 +103,33 @@ def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
 
 
 def _remember(key: tuple[int, int], mask: torch.Tensor, view: torch.Tensor) -> None:
-    _ROWS_VIEWS.pop(key, None)
-    _ROWS_VIEWS[key] = (weakref.ref(mask), view)  # newest last
-    while len(_ROWS_VIEWS) > _ROWS_VIEWS_KEPT:
+    _MASK_VIEWS.pop(key, None)
+    _MASK_VIEWS[key] = (weakref.ref(mask), view)  # newest last
+    while len(_MASK_VIEWS) > _MASK_VIEWS_KEPT:
         try:
-            _ROWS_VIEWS.popitem(last=False)
+            _MASK_VIEWS.popitem(last=False)
         except KeyError:  # another thread emptied it
             break
 
 
-def rows_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
+def mask_view_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
     """A ``(B,)`` per-example mask as the rows of a batch of ``batch`` examples.
 
-    ``batch == B``: :func:`mask_rows`.  A multiple ``B * k``: a batch whose examples
+    ``batch == B``: :func:`mask_view`.  A multiple ``B * k``: a batch whose examples
     are ``k`` slices of each of the ``B`` (``join_dims(0, d)``, the original
     Matchbox's attention heads: example ``b``'s slices are ``b * k .. b * k + k - 1``),
     each slice running where its example runs.  Anything else: ``None``.
     """
     size = mask.size(0)
     if size == batch:
-        return mask_rows(mask, rank)
+        return mask_view(mask, rank)
     if size == 0 or batch % size:
         return None
     return mask.repeat_interleave(batch // size).view(batch, *(1,) * (rank - 1))
 
 
-def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
-    """Make ``mask_rows(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
+def remember_mask_view(mask: torch.Tensor, view: torch.Tensor) -> None:
+    """Make ``mask_view(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
 
     A ``@batch`` step's mask equals its item's own ``(batch, 1)`` mask: handing
     that very tensor back lets an op or a merge see by identity that a step's
@@ -150,7 +150,7 @@ def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tenso
     running = EXECUTION_MASK.get()
     if running is None or running.dim() != 1:
         return mask
-    rows = mask_rows(running, rank) if running.size(0) == batch else rows_for(running, batch,
+    rows = mask_view(running, rank) if running.size(0) == batch else mask_view_for(running, batch,
                                                                                rank)
     if rows is None:
         return mask

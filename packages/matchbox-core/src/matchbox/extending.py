@@ -78,15 +78,15 @@ from matchbox._masking import (
     guard_wider,
     lengths_along,
     mask_and,
-    mask_rows,
+    mask_view,
+    mask_view_for,
     mixing_mask,
     pack_rows,
     pad_to,
     raise_rank,
     reads_values,
     real_rows,
-    remember_rows,
-    rows_for,
+    remember_mask_view,
     running,
     same_mask,
     sizes_along,
@@ -95,7 +95,6 @@ from matchbox._masking import (
 )
 from matchbox._registry import (
     BATCH_VIEWS,
-    SHARED,
     batch_types,
     declare_provider,
     dispatch,
@@ -135,7 +134,7 @@ lengths_aware = mask_lengths.aware
 
 __all__ = [
     # the registry and the dispatch
-    "implements", "register", "op_name", "SHARED", "lookup", "entries", "dispatch",
+    "implements", "register", "op_name", "lookup", "entries", "dispatch",
     "unsupported", "refuse_out", "declare_provider", "register_conversion",
     "tensor_method_names", "writes_first_argument", "batch_types", "is_batch",
     "BATCH_VIEWS", "provide_batch_dim_view", "grad_enabled",
@@ -154,7 +153,7 @@ __all__ = [
     # checks on values, compile-safe
     "fails", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it
-    "EXECUTION_MASK", "reads_values", "remember_rows", "rows_for", "mask_rows", "mask_and",
+    "EXECUTION_MASK", "reads_values", "remember_mask_view", "mask_view_for", "mask_view", "mask_and",
     "ZERO",
     # lengths that a mask cannot tell
     "mask_lengths", "lengths_aware",

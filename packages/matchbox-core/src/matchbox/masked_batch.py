@@ -304,7 +304,7 @@ class MaskedBatch(Batch):
                     "the padded size or size_as_tensor(dim) for each example's size"
                 )
             return tuple(self.size(i) for i in range(self.dim()))
-        i = normalize_dim(dim, self.dim(), "size")
+        i = normalize_dim("size", dim, self.dim())
         if i == 0:
             return batch_size_as_asked(self.data.size(0))
         if self.dims[i - 1]:
@@ -329,7 +329,7 @@ class MaskedBatch(Batch):
         """
         if dim is None:
             return self.data.size()
-        return self.data.size(normalize_dim(dim, self.dim(), "maxsize"))
+        return self.data.size(normalize_dim("maxsize", dim, self.dim()))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through the validating constructor: a loaded batch (torch.load,

@@ -73,7 +73,7 @@ def tril_triu_(func, input, diagonal=0):
 def diagonal(func, input, offset=0, dim1=0, dim2=1):
     op = _registry.op_name(func)
     rank = input.dim()
-    d1, d2 = normalize_dim(dim1, rank, op), normalize_dim(dim2, rank, op)
+    d1, d2 = normalize_dim(op, dim1, rank), normalize_dim(op, dim2, rank)
     if d1 == d2:
         raise RuntimeError(f"{op}: diagonal dimensions cannot be identical {dim1}, {dim2}")
     if 0 in (d1, d2):

@@ -137,7 +137,7 @@ def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
     if not isinstance(input, MaskedBatch):
         raise TypeError(f"{op}: the input must be the batch; per-example repeats of a plain "
                         "tensor are not supported")
-    d = normalize_dim(dim, input.dim(), op)
+    d = normalize_dim(op, dim, input.dim())
     if isinstance(repeats, MaskedBatch):
         return _interleave_per_example(op, input, d, repeats)
     if isinstance(repeats, torch.Tensor) and repeats.numel() == 1:

@@ -129,7 +129,7 @@ class TimeMajorBatch(Batch, view=True):
         """``size(1)`` is the batch size; ``size(0)`` raises if dimension 0 is dynamic."""
         if dim is None:
             return torch.Size(self.size(i) for i in range(3))
-        i = normalize_dim(dim, 3, "TimeMajorBatch.size")
+        i = normalize_dim("TimeMajorBatch.size", dim, 3)
         if i == 0:
             if self.batch.dims[0]:
                 raise ValueError(

@@ -138,7 +138,7 @@ class PackedBatch(Batch):
             raise TypeError(f"{op}: expected a MaskedBatch, got {type(batch).__name__}")
         if batch.dim() < 2:
             raise ValueError(f"{op}: examples of rank {batch.dim()} have no dimension 1 to pack")
-        d = normalize_dim(dim, batch.dim(), op)
+        d = normalize_dim(op, dim, batch.dim())
         if d != 1:
             raise ValueError(
                 f"{op}: a PackedBatch packs dimension 1 of each example (examples (1, length, "
@@ -318,7 +318,7 @@ class PackedBatch(Batch):
                 "size(): dimension 1 is the packed dimension, whose size differs between "
                 "examples; use maxsize(1) for the longest example or lengths()"
             )
-        i = normalize_dim(dim, self.dim(), "size")
+        i = normalize_dim("size", dim, self.dim())
         if i == 1:
             raise ValueError(
                 f"size({dim}): dimension 1 is the packed dimension, whose size differs "
@@ -332,7 +332,7 @@ class PackedBatch(Batch):
         without ``dim``, every dimension's as a ``torch.Size``."""
         if dim is None:
             return torch.Size(self.maxsize(d) for d in range(self.dim()))
-        i = normalize_dim(dim, self.dim(), "maxsize")
+        i = normalize_dim("maxsize", dim, self.dim())
         if i == 1:
             return self.layout.max_length
         return self.batch_size if i == 0 else self.data.size(i - 1)

@@ -36,7 +36,7 @@ from matchbox.extending import (
     fails,
     fit_mask,
     reads_values,
-    remember_rows,
+    remember_mask_view,
 )
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.functional import stack
@@ -165,7 +165,7 @@ def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            _rows_are_the_items(mask, item)
+            _remember_items_mask(mask, item)
         yield mask, item
 
 
@@ -191,11 +191,11 @@ def _counted_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[t
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            _rows_are_the_items(mask, item)
+            _remember_items_mask(mask, item)
         yield mask, item
 
 
-def _rows_are_the_items(mask: torch.Tensor, item: Any) -> None:
+def _remember_items_mask(mask: torch.Tensor, item: Any) -> None:
     """Let the step's mask, viewed as rows, be the item's own one-per-example mask.
 
     The two are equal; handing back the item's very tensor lets ops see it by
@@ -205,7 +205,7 @@ def _rows_are_the_items(mask: torch.Tensor, item: Any) -> None:
     if type(item) is MaskedBatch:
         own = item._mask
         if own is not None and own.numel() == own.size(0):
-            remember_rows(mask, own)
+            remember_mask_view(mask, own)
 
 
 def _without_mask(item: Any) -> Any:

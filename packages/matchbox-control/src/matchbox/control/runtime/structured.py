@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from matchbox.compiler import loops
-from matchbox.control.runtime.iteration import _rows_are_the_items, _Stepped, for_steps
+from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.select import Undefined
 from matchbox.masked_batch import MaskedBatch
@@ -58,7 +58,7 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
     def step(mask_item: tuple[Any, Any], *args: Any) -> tuple[Any, ...]:
         mask, item = mask_item
         if rows and isinstance(mask, torch.Tensor):
-            _rows_are_the_items(mask, item)  # as for_steps does for each step
+            _remember_items_mask(mask, item)  # as for_steps does for each step
         return body(mask, item, *args)
 
     return loops.scan_steps(step, state, _steps(items, outer), constants)

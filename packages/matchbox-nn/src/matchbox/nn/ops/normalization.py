@@ -47,7 +47,6 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
-    SHARED,
     MaskedBatch,
     and_running,
     fails,
@@ -66,7 +65,7 @@ from matchbox.extending import (
 )
 
 
-@implements(F.layer_norm, torch.layer_norm, family="normalization", batch_type=SHARED)
+@implements(F.layer_norm, torch.layer_norm, family="normalization", batch_type="Batch")
 def layer_norm(func, input, normalized_shape, weight=None, bias=None, eps=1e-5,
                cudnn_enable=True):
     op = op_name(func)
@@ -78,7 +77,7 @@ def layer_norm(func, input, normalized_shape, weight=None, bias=None, eps=1e-5,
 
 
 @implements(getattr(F, "rms_norm", None), getattr(torch, "rms_norm", None),
-            family="normalization", batch_type=SHARED)
+            family="normalization", batch_type="Batch")
 def rms_norm(func, input, normalized_shape, weight=None, eps=None):
     op = op_name(func)
     only_input_batched(op, input, weight=weight)
