@@ -138,7 +138,7 @@ def remember_mask_view(mask: torch.Tensor, view: torch.Tensor) -> None:
     _remember((id(mask), view.dim()), mask, view)
 
 
-def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tensor | None:
+def and_running(mask: torch.Tensor | None, batch: int, rank: int) -> torch.Tensor | None:
     """``mask`` and the running examples (:data:`EXECUTION_MASK`) as rows of ``rank`` dims.
 
     What an op computes for an example that does not run the code at hand is

@@ -465,7 +465,7 @@ def guard_wider(
     if EXECUTION_MASK.get() is not None:
         batch = next((b.data.size(0) for b in batches if isinstance(b, MaskedBatch)), None)
         if batch is not None:
-            shared_mask = and_running(mask, len(dims) + 1, batch)
+            shared_mask = and_running(mask, batch, len(dims) + 1)
     if shared_mask is None:
         return values
     out = values

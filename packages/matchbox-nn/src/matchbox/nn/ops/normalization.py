@@ -248,7 +248,7 @@ def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, t
     # Training: torch's batch_norm over the real positions of every (running) example,
     # packed as the rows of a (1, channels, rows) batch (see the module docstring).
     batch, rank = input.data.size(0), input.data.dim()
-    mask = and_running(input._mask, rank, batch)
+    mask = and_running(input._mask, batch, rank)
     rows_first = MaskedBatch._make(input.data.movedim(1, -1),
                                    None if mask is None else mask.movedim(1, -1), input.dims)
     rows = real_rows(rows_first, each_row_alone=False)
