@@ -79,8 +79,8 @@ def running(failing: torch.Tensor) -> torch.Tensor:
     return failing & mask
 
 
-# ``(batch,)`` masks viewed as rows: (id of the mask, rank) -> (weak reference to the
-# mask, view).  Under ``@batch`` the guards and merges of a region and the ops inside
+# ``(batch,)`` masks viewed as ``(batch, 1, ..., 1)``: (id of the mask, rank) -> (weak
+# reference to the mask, view).  Under ``@batch`` the guards and merges of a region and the ops inside
 # it view the same few execution masks (a step's, a branch's two) again and again; a
 # few entries, oldest dropped first, spare a view op each time and let ``and_running``
 # recognise a step's own mask by identity.  The weak reference tells a live entry from
@@ -113,7 +113,7 @@ def _remember(key: tuple[int, int], mask: torch.Tensor, view: torch.Tensor) -> N
 
 
 def mask_view_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
-    """A ``(B,)`` per-example mask as the rows of a batch of ``batch`` examples.
+    """A ``(B,)`` per-example mask viewed for a batch of ``batch`` examples.
 
     ``batch == B``: :func:`mask_view`.  A multiple ``B * k``: a batch whose examples
     are ``k`` slices of each of the ``B`` (``join_dims(0, d)``, the original
@@ -129,7 +129,7 @@ def mask_view_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | N
 
 
 def remember_mask_view(mask: torch.Tensor, view: torch.Tensor) -> None:
-    """Make ``mask_view(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
+    """Make ``mask_view(mask, view.dim())`` return ``view``, a view equal to ``mask``.
 
     A ``@batch`` step's mask equals its item's own ``(batch, 1)`` mask: handing
     that very tensor back lets an op or a merge see by identity that a step's
@@ -139,7 +139,7 @@ def remember_mask_view(mask: torch.Tensor, view: torch.Tensor) -> None:
 
 
 def and_running(mask: torch.Tensor | None, batch: int, rank: int) -> torch.Tensor | None:
-    """``mask`` and the running examples (:data:`EXECUTION_MASK`) as rows of ``rank`` dims.
+    """``mask`` and the running examples (:data:`EXECUTION_MASK`, viewed as ``rank`` dims).
 
     What an op computes for an example that does not run the code at hand is
     discarded, but the backward pass still visits it: a zero gradient times a
@@ -150,15 +150,15 @@ def and_running(mask: torch.Tensor | None, batch: int, rank: int) -> torch.Tenso
     running = EXECUTION_MASK.get()
     if running is None or running.dim() != 1:
         return mask
-    rows = mask_view(running, rank) if running.size(0) == batch else mask_view_for(running, batch,
-                                                                               rank)
-    if rows is None:
+    view = (mask_view(running, rank) if running.size(0) == batch
+            else mask_view_for(running, batch, rank))
+    if view is None:
         return mask
-    if mask is None or mask is rows:
-        return rows
-    if same_mask(mask, rows):
+    if mask is None or mask is view:
+        return view
+    if same_mask(mask, view):
         return mask
-    return mask_and(mask, rows)
+    return mask_and(mask, view)
 
 
 # The *and* of two masks, remembered: (id a, id b) -> (ref a, ref b, ref a & b), and

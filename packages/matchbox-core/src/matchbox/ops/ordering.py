@@ -143,9 +143,10 @@ def cummax_cummin(func, input, dim, *, out=None):
         # At padding the running extreme may be a real value, whose index there
         # would send the gradient arriving at padding back to it.
         values = _masking.guard_gradient(values, input._mask)
-    kind = torch.return_types.cummax if "max" in func.__name__ else torch.return_types.cummin
-    return kind((MaskedBatch._make(values, input._mask, input.dims),
-                 MaskedBatch._make(indices, input._mask, input.dims)))
+    result_type = torch.return_types.cummax if "max" in func.__name__ else (
+        torch.return_types.cummin)
+    return result_type((MaskedBatch._make(values, input._mask, input.dims),
+                        MaskedBatch._make(indices, input._mask, input.dims)))
 
 
 # ------------------------------------------------------------------ sorting

@@ -196,7 +196,7 @@ def _counted_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[t
 
 
 def _remember_items_mask(mask: torch.Tensor, item: Any) -> None:
-    """Let the step's mask, viewed as rows, be the item's own one-per-example mask.
+    """Let the step's mask, viewed as ``(batch, 1)``, be the item's own one-per-example mask.
 
     The two are equal; handing back the item's very tensor lets ops see it by
     identity (``_masking.and_running``, a merge): merging ``h = cell(x_t, h)``,

@@ -53,11 +53,11 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
         for mask, item in for_steps(items, outer):
             state = body(mask, item, *state, *constants)
         return state
-    rows = outer is None
+    whole = outer is None  # the steps' masks are not narrowed by an outer one
 
     def step(mask_item: tuple[Any, Any], *args: Any) -> tuple[Any, ...]:
         mask, item = mask_item
-        if rows and isinstance(mask, torch.Tensor):
+        if whole and isinstance(mask, torch.Tensor):
             _remember_items_mask(mask, item)  # as for_steps does for each step
         return body(mask, item, *args)
 

@@ -141,16 +141,16 @@ def _with_other_parts(parts: list[MaskedBatch]) -> torch.Tensor | None:
     if _recorded_items(parts):
         # Items of a list that only some examples have (matchbox-control records
         # them): an unmasked one is an item every example has, not a state.
-        rows = [_item_rows(p, batch) for p in parts]
+        having = [_examples_having(p, batch) for p in parts]
     elif any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
                                               for m in masks[1:]):
         return None
     else:
-        rows = [m.reshape(batch, -1).any(1) for m in masks]
-    absent = [~r for r, p in zip(rows, parts) if not any(p.dims)]
+        having = [m.reshape(batch, -1).any(1) for m in masks]
+    absent = [~h for h, p in zip(having, parts) if not any(p.dims)]
     if not absent:
         return None
-    differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
+    differ = torch.stack(absent).any(0) & torch.stack(having).any(0)
     return _masking.running(differ)
 
 
@@ -161,7 +161,8 @@ def _recorded_items(tensors: Sequence[Any]) -> bool:
                for t in tensors)
 
 
-def _item_rows(part: MaskedBatch, batch: int) -> torch.Tensor:
+def _examples_having(part: MaskedBatch, batch: int) -> torch.Tensor:
+    """Which examples have ``part``, ``(batch,)`` bool."""
     present = getattr(part, "_present", None)
     if present is not None:
         return present
