@@ -32,7 +32,8 @@ over its examples, values and gradients, whatever the padding holds):
   padding (:func:`guard_gradient`); an op on real rows only needs neither;
 - an argument that does not suit an op raises an error naming the op, the
   argument and the dimension (:func:`example_dim`, :func:`only_input_batched`,
-  ...); a check on values raises only for the examples that run the code at hand
+  ...; every helper that names the op takes it first: ``example_dim(op, dim, rank)``,
+  ``normalize_dim(op, dim, rank)``, ``check_examples(op, examples, dims)``); a check on values raises only for the examples that run the code at hand
   (:func:`running`) and asks :func:`fails` (so that ``matchbox.compile`` can
   record it instead of reading the value);
 - a handler that builds a new mask from a mask that carries lengths builds their
@@ -55,12 +56,9 @@ from matchbox._arguments import (
     normalize_dim,
     normalized_dims,
     only_input_batched,
-    shape_dim,
-    sizes_argument,
     static_dim,
     static_trailing,
 )
-from matchbox._autograd_function import grad_enabled
 from matchbox._batch import Batch, is_batch, pytree_rank_error
 from matchbox._capture import capturing, fails, refuse, some
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
@@ -70,12 +68,10 @@ from matchbox._masking import (
     align,
     and_running,
     check_lengths_agree,
-    check_static_extents,
     combine_masks,
     fill_padding,
     fit_mask,
     guard_gradient,
-    guard_wider,
     lengths_along,
     mask_and,
     mask_view,
@@ -96,7 +92,6 @@ from matchbox._masking import (
 from matchbox._registry import (
     BATCH_VIEWS,
     batch_types,
-    declare_provider,
     dispatch,
     entries,
     implements,
@@ -106,7 +101,6 @@ from matchbox._registry import (
     refuse_out,
     register,
     register_conversion,
-    tensor_method_names,
     unsupported,
     writes_first_argument,
 )
@@ -134,27 +128,26 @@ lengths_aware = mask_lengths.aware
 
 __all__ = [
     # the registry and the dispatch
-    "implements", "register", "op_name", "lookup", "entries", "dispatch",
-    "unsupported", "refuse_out", "declare_provider", "register_conversion",
-    "tensor_method_names", "writes_first_argument", "batch_types", "is_batch",
-    "BATCH_VIEWS", "provide_batch_dim_view", "grad_enabled",
+    "implements", "register", "op_name", "lookup", "entries", "dispatch", "unsupported",
+    "refuse_out", "register_conversion", "writes_first_argument", "batch_types", "is_batch",
+    "BATCH_VIEWS", "provide_batch_dim_view",
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
     "has_zero_padding",
-    # argument checks
-    "normalize_dim", "example_dim", "shape_dim", "static_dim", "static_trailing",
-    "normalized_dims", "only_input_batched", "sizes_argument",
-    # masks: guards, alignment, the execution mask, rows
-    "fill_padding", "guard_gradient", "guard_wider", "mixing_mask", "weight_input_data",
-    "combine_masks", "same_mask", "fit_mask", "align", "raise_rank", "pad_to",
-    "check_lengths_agree", "check_static_extents", "lengths_along", "sizes_along",
-    "running", "and_running", "real_rows", "pack_rows", "unpack_rows",
+    # argument checks (the op first, for the message)
+    "normalize_dim", "example_dim", "static_dim", "static_trailing", "normalized_dims",
+    "only_input_batched",
+    # masks: guards, alignment, the execution mask, real rows
+    "fill_padding", "guard_gradient", "mixing_mask", "weight_input_data", "combine_masks",
+    "same_mask", "fit_mask", "align", "raise_rank", "pad_to", "check_lengths_agree",
+    "lengths_along", "sizes_along", "running", "and_running", "real_rows", "pack_rows",
+    "unpack_rows",
     # checks on values, compile-safe
     "fails", "some", "capturing", "refuse",
-    # the execution mask as matchbox-control runs code under it
-    "EXECUTION_MASK", "reads_values", "remember_mask_view", "mask_view_for", "mask_view", "mask_and",
-    "ZERO",
+    # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
+    "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
+    "mask_and", "ZERO",
     # lengths that a mask cannot tell
     "mask_lengths", "lengths_aware",
     # jagged torch.nested tensors (the layout of to_nested / from_nested)

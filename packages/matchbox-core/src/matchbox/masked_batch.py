@@ -176,7 +176,7 @@ class MaskedBatch(Batch):
         example.
         """
         dims = dims_argument("MaskedBatch.fromlist", dims)
-        shapes = check_examples(examples, dims)
+        shapes = check_examples("MaskedBatch.fromlist", examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
             return cls._make(torch.cat(list(examples), 0), None, dims)
@@ -311,7 +311,7 @@ class MaskedBatch(Batch):
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
-                f"for each example's size{why_size_was_asked(i)}"
+                f"for each example's size{why_size_was_asked('MaskedBatch', i)}"
             )
         return self.data.size(i)
 

@@ -135,7 +135,7 @@ class TimeMajorBatch(Batch, view=True):
                 raise ValueError(
                     "TimeMajorBatch.size(0): dimension 0 is the time, which differs between "
                     "examples; use batch_major(x) and maxsize(1) for the padded length"
-                    f"{why_size_was_asked(0, 'TimeMajorBatch')}"
+                    f"{why_size_was_asked('TimeMajorBatch', 0)}"
                 )
             return self.batch.size(1)
         # The batch size as torch's recurrent modules read it (see batch_size_as_asked).

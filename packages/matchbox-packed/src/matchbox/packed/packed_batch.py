@@ -120,7 +120,7 @@ class PackedBatch(Batch):
             dims = (True,) + (False,) * (rank - 2)
         dims = _check_dims(op, tuple(bool(d) for d in dims))
         shapes = check_examples(
-            examples, dims, op, static_hint="a PackedBatch has one dynamic dimension, 1; "
+            op, examples, dims, static_hint="a PackedBatch has one dynamic dimension, 1; "
             "use MaskedBatch.fromlist for more")
         device = examples[0].device
         layout = Layout.from_lengths(torch.tensor([s[1] for s in shapes]), device)
@@ -323,7 +323,7 @@ class PackedBatch(Batch):
             raise ValueError(
                 f"size({dim}): dimension 1 is the packed dimension, whose size differs "
                 "between examples; use maxsize(1) for the longest example or lengths()"
-                f"{why_size_was_asked(1, 'PackedBatch')}"
+                f"{why_size_was_asked('PackedBatch', 1)}"
             )
         return batch_size_as_asked(self.batch_size) if i == 0 else self.data.size(i - 1)
 
