@@ -244,3 +244,24 @@ def test_an_index_written_in_place_after_the_op_does_not_change_the_message():
     x, i = batches(index=(1, 4, -4))
     with host_reads(False), pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$"):
         select_then_write(x, i)
+
+
+@pytest.mark.parametrize("index", ["per example", "from the end"])
+def test_a_deferred_index_check_reads_nothing_out_of_bounds(index):
+    # Every example empty: no position to read (a gather there would read out of bounds,
+    # a device-side assert on CUDA). The op goes on, its result padding, and the call
+    # raises the check's error when it ends.
+    @matchbox.batch
+    def select(x, i):
+        y = x[:, i] if index == "per example" else x[:, -1]
+        reached.append("after the index")
+        return y
+
+    x = MaskedBatch.fromlist([torch.zeros(1, 0, 1) for _ in range(3)], (True, False))
+    _, i = batches(index=(0, 0, 0))
+    dimension = "dimension 1" if index == "per example" else "dynamic dimension 1"
+    with host_reads(False), pytest.raises(IndexError, match=re.escape(
+            f"index {0 if index == 'per example' else -1} is out of range for example 0, "
+            f"which has size 0 in {dimension}")):
+        select(x, i)
+    assert reached == ["after the index"]
