@@ -33,9 +33,13 @@ over its examples, values and gradients, whatever the padding holds):
 - an argument that does not suit an op raises an error naming the op, the
   argument and the dimension (:func:`example_dim`, :func:`only_input_batched`,
   ...; every helper that names the op takes it first: ``example_dim(op, dim, rank)``,
-  ``normalize_dim(op, dim, rank)``, ``check_examples(op, examples, dims)``); a check on values raises only for the examples that run the code at hand
+  ``normalize_dim(op, dim, rank)``, ``check_examples(op, examples, dims)``); a check on
+  values raises only for the examples that run the code at hand
   (:func:`running`) and asks :func:`fails` (so that ``matchbox.compile`` can
-  record it instead of reading the value);
+  record it instead of reading the value); a check that can go on safely when it
+  fails (indices clamped) passes how to build its error (:func:`check`), so that a
+  ``@batch`` call on an accelerator reads it at its end, with the others
+  (:class:`deferred_checks`), instead of syncing once per op;
 - a handler that builds a new mask from a mask that carries lengths builds their
   lengths too and is marked :func:`lengths_aware` (see ``mask_lengths``);
   otherwise the dispatch refuses it for such a batch.
@@ -60,7 +64,7 @@ from matchbox._arguments import (
     static_trailing,
 )
 from matchbox._batch import Batch, is_batch, pytree_rank_error
-from matchbox._capture import capturing, fails, refuse, some
+from matchbox._capture import capturing, check, deferred_checks, fails, refuse, some
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._masking import _ZERO as ZERO
 from matchbox._masking import (
@@ -144,7 +148,7 @@ __all__ = [
     "lengths_along", "sizes_along", "running", "and_running", "real_rows", "pack_rows",
     "unpack_rows",
     # checks on values, compile-safe
-    "fails", "some", "capturing", "refuse",
+    "fails", "check", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
     "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
     "mask_and", "ZERO",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,17 +110,23 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
     include an unmasked one cost nothing; otherwise one comparison (a sync).
     """
     differ = _with_other_parts(parts)
-    if differ is not None and _capture.fails(differ):
-        j = int(differ.nonzero()[0])
-        raise ValueError(
-            f"{op}: example {j} is real in some of the {len(parts)} tensors {joined} and "
-            "padding in others (as the steps of x.unbind(dim) are for examples of "
-            "different lengths): the examples have different numbers of real parts, which "
-            "a static dimension cannot hold; to stack per-step results into a new dynamic "
-            "dimension use matchbox.functional.stack(tensors, dim, dynamic=True)" + (
-                " (and flatten it into the next dimension to concatenate)"
-                if joined == "concatenated" else "")
-        )
+    if differ is not None:
+        # Deferred to the end of a @batch call on an accelerator: the join goes on, its
+        # mask the *and* of the parts', and nothing reads past an extent.
+        _capture.check(differ, functools.partial(_differ_error, op, differ, len(parts), joined))
+
+
+def _differ_error(op: str, differ: torch.Tensor, count: int, joined: str) -> ValueError:
+    j = int(differ.nonzero()[0])
+    return ValueError(
+        f"{op}: example {j} is real in some of the {count} tensors {joined} and "
+        "padding in others (as the steps of x.unbind(dim) are for examples of "
+        "different lengths): the examples have different numbers of real parts, which "
+        "a static dimension cannot hold; to stack per-step results into a new dynamic "
+        "dimension use matchbox.functional.stack(tensors, dim, dynamic=True)" + (
+            " (and flatten it into the next dimension to concatenate)"
+            if joined == "concatenated" else "")
+    )
 
 
 def _items_differ(parts: list[MaskedBatch]) -> bool:
