@@ -50,6 +50,8 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from matchbox._host_reads import reads_values
+
 __all__ = ["Capture", "NotCapturable", "capturing", "check", "deferred_checks", "fails",
            "note_size_bound", "refuse", "size_bound", "some"]
 
@@ -189,7 +191,7 @@ def fails(failing: torch.Tensor, error: Callable[[], BaseException] | None = Non
     if capture is None:
         if error is not None:
             pending = _DEFERRED.get()
-            if pending is not None and not _reads_at_once(failing):
+            if pending is not None and not reads_values(failing):
                 pending.append((failing, error))
                 return False
         return bool(failing.any())
@@ -201,13 +203,6 @@ def check(failing: torch.Tensor, error: Callable[[], BaseException]) -> None:
     """Raise ``error()`` if a check fails for some example; deferred as :func:`fails` says."""
     if fails(failing, error):
         raise error()
-
-
-def _reads_at_once(failing: torch.Tensor) -> bool:
-    """Whether a check on ``failing`` reads it on the host at once (not deferred)."""
-    from matchbox._execution import reads_values  # _execution imports this module
-
-    return reads_values(failing)
 
 
 # The checks deferred in the outermost ``@batch`` call running in this thread or
