@@ -169,12 +169,12 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
-def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: torch.Tensor,
+def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
                          dimension: str) -> None:
     """Raise as the loop would for the first running example whose index is ``missing``.
 
     ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor);
-    ``n``: the examples' sizes in ``dimension``.
+    ``n``: the examples' sizes in ``dimension`` (an int: the same for every example).
     """
     refused = _masking.running(missing)
     if _capture.fails(refused):
@@ -182,7 +182,7 @@ def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: to
         own = index if isinstance(index, int) else int(index[j])
         raise IndexError(
             f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
-            f"size {int(n[j])} in {dimension}"
+            f"size {n if isinstance(n, int) else int(n[j])} in {dimension}"
         )
 
 
@@ -205,30 +205,46 @@ def _is_per_example_int(item: Any) -> bool:
 
 
 def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatch:
-    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints."""
-    if index.data.size(0) != x.data.size(0):
+    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints.
+
+    Each example's element is read with one advanced index (``data[rows, ..., i]``),
+    not a ``gather`` of an index expanded over the other dimensions and squeezed.
+    """
+    batch = x.data.size(0)
+    if index.data.size(0) != batch:
         raise ValueError(
             f"Tensor.__getitem__: the index holds {index.data.size(0)} examples but the batch "
-            f"has {x.data.size(0)}"
+            f"has {batch}"
         )
     dims = x.dims[: d - 1] + x.dims[d:]
     size = x.data.size(d)
-    n = (_masking.lengths_along(x, d) if x.dims[d - 1]
-         else torch.full_like(index.data, size, dtype=torch.long))
     i = index.data.long()
-    i = torch.where(i < 0, i + n, i)
-    missing = (i < 0) | (i >= n)
+    if x.dims[d - 1]:
+        n = _masking.lengths_along(x, d)
+        i = torch.where(i < 0, i + n, i)
+        missing = (i < 0) | (i >= n)
+        at = i.clamp(0, max(size - 1, 0))
+    elif size:
+        # A static dimension: every example has ``size`` elements, -size..size-1 in range
+        # (a clamp moves only the others), and remainder wraps the negative ones.
+        n = size
+        missing = i.clamp(-size, size - 1) != i
+        at = i.remainder(size)
+    else:
+        n, missing, at = size, torch.ones_like(i, dtype=torch.bool), i.clamp(0, 0)
     if index._mask is not None:  # an index that is padding selects padding
         missing = missing | ~index._mask
     _refuse_out_of_range(missing, index.data, n, f"dimension {d}")
-    shape = [-1] + [1] * (x.data.dim() - 1)
-    where = i.clamp(0, max(size - 1, 0)).reshape(shape)
-    data = x.data.gather(d, where.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:]))
-    data = data.squeeze(d)
-    mask = x.mask
-    if x.dims[d - 1]:
-        mask = mask.gather(d, where.expand(*mask.shape[:d], 1, *mask.shape[d + 1:]))
-    real = mask.squeeze(d) & ~missing.reshape([-1] + [1] * (data.dim() - 1))
+    rows = torch.arange(batch, device=at.device)
+    selected = (rows,) + (slice(None),) * (d - 1) + (at,)
+    data = x.data[selected]
+    present = (~missing).view([-1] + [1] * (data.dim() - 1))
+    mask = x._mask
+    if mask is None:
+        real = present
+    else:
+        mask = mask[selected] if mask.size(d) != 1 else mask.squeeze(d)
+        real = mask & present
     real = _selected_lengths(real, x, d, missing, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
