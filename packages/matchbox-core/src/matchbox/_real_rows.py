@@ -79,7 +79,13 @@ def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = Tru
         # sync (nonzero) per new mask, once per step of a loop; every row runs with
         # padding zeroed instead, as while capturing.  (Not for lookups, static 0:
         # an embedding with max_norm renormalises the rows its ids reference.)
-        return RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
+        global _LAST_ROW_MASK
+        last = _LAST_ROW_MASK
+        if last[0] is mask and last[1] == lead:  # rows() then from_rows() of one op
+            return last[2]
+        rows = RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
+        _LAST_ROW_MASK = (mask, lead, rows)
+        return rows
     key = (id(mask), tuple(lead))
     entry = _ROWS.get(key)
     if entry is not None and entry[0]() is mask:
@@ -98,6 +104,8 @@ def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = Tru
 # from_rows); replaced as a whole, so a thread reading it sees a consistent entry.
 # It holds the mask alive until the next answer: one mask, not a leak.
 _LAST: tuple[Any, Any, Any] = (None, None, None)
+# The same for the last answer that is a RowMask (eager, without host reads).
+_LAST_ROW_MASK: tuple[Any, Any, Any] = (None, None, None)
 
 
 def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: int = 1

@@ -56,7 +56,13 @@ from matchbox._layout import (
     validate_layout,
     validate_lengths,
 )
-from matchbox._padding import fill_padding, guard_gradient, mixing_mask, weight_input_data
+from matchbox._padding import (
+    _ZERO,
+    fill_padding,
+    guard_gradient,
+    mixing_mask,
+    weight_input_data,
+)
 from matchbox._real_rows import RowMask, real_rows, unpack_rows, zero_rows
 from matchbox._sizes import (
     BatchShape,
@@ -375,24 +381,41 @@ class MaskedBatch(Batch):
         (The hot path of every linear layer: ``pack_rows`` inlined.)
         """
         rows = real_rows(self, static)
-        data = self.data if EXECUTION_MASK.get() is None else weight_input_data(self)
+        running = EXECUTION_MASK.get() is not None
+        data = weight_input_data(self) if running else self.data
         flat = data.reshape(-1, *data.shape[data.dim() - static:])
         if rows is None:
             return flat
-        return flat.index_select(0, rows) if type(rows) is not RowMask else zero_rows(flat, rows)
+        if type(rows) is not RowMask:
+            return flat.index_select(0, rows)
+        # Under @batch the padding rows are zero already (weight_input_data).
+        return flat if running else zero_rows(flat, rows)
 
     def from_rows(self, values: torch.Tensor, static: int = 1) -> MaskedBatch:
         """``values`` ``(n_real, *tail)``, rows of ``self.rows(static)`` transformed, in this
         layout with the last ``static`` dims replaced by ``tail`` (static), zeros at
         padding."""
         data = self.data
-        out = unpack_rows(values, real_rows(self, static), data.shape[:data.dim() - static])
-        # Padding is zero and gets no gradient already; under @batch, the rows of examples
-        # that do not run the region get none either (their gradient would reach a weight).
-        if out.requires_grad and EXECUTION_MASK.get() is not None:
-            out = guard_gradient(out, None)
+        rows = real_rows(self, static)
+        lead = data.shape[:data.dim() - static]
         mask, dims = self._mask, self.dims
         new = values.dim() - 1
+        guarded = (values.requires_grad and EXECUTION_MASK.get() is not None
+                   and torch.is_grad_enabled())
+        if guarded and type(rows) is RowMask and new == static:
+            # Every row ran: one where zeroes padding and the rows of examples that do
+            # not run the region, and drops their gradient (the mask is the one
+            # ``rows`` filled the input with: ``mixing_mask``, met again).
+            out = values.reshape(*lead, *values.shape[1:])
+            keep = mixing_mask(mask, out)
+            out = torch.where(keep, out, _ZERO if out.is_floating_point() else out.new_zeros(()))
+        else:
+            out = unpack_rows(values, rows, lead)
+            # Padding is zero and gets no gradient already; under @batch, the rows of
+            # examples that do not run the region get none either (their gradient would
+            # reach a weight).
+            if guarded:
+                out = guard_gradient(out, None)
         if new != static:
             dims = dims[:len(dims) - static] + (False,) * new
             if mask is not None:

@@ -165,7 +165,7 @@ def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            _rows_are_the_items(mask, item)
+            mask = _rows_are_the_items(mask, item)
         yield mask, item
 
 
@@ -191,21 +191,29 @@ def _counted_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[t
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            _rows_are_the_items(mask, item)
+            mask = _rows_are_the_items(mask, item)
         yield mask, item
 
 
-def _rows_are_the_items(mask: torch.Tensor, item: Any) -> None:
+def _rows_are_the_items(mask: torch.Tensor, item: Any) -> torch.Tensor:
     """Let the step's mask, viewed as rows, be the item's own one-per-example mask.
 
     The two are equal; handing back the item's very tensor lets ops see it by
     identity (``_masking.and_running``, a merge): merging ``h = cell(x_t, h)``,
     whose result is real where ``x_t`` is, then needs no ``and`` of the two masks.
+    An item of one value per example (``(batch,)`` mask) gives its mask as the
+    step's: a condition on the item (``if x_t == 0``) is then seen to lie within
+    the step (``mask_and``), and costs no *and* with it.  Returns the step's mask.
     """
     if type(item) is MaskedBatch:
         own = item._mask
         if own is not None and own.numel() == own.size(0):
+            if (own.shape == mask.shape and own.dtype == mask.dtype
+                    and getattr(item, "_present", None) is None
+                    and _lengths.carried(own) is None):
+                return own
             remember_rows(mask, own)
+    return mask
 
 
 def _without_mask(item: Any) -> Any:
