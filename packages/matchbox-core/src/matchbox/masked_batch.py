@@ -79,7 +79,7 @@ class MaskedBatch(Batch):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
-                 "_present")
+                 "_present", "_kept_outside")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -98,6 +98,9 @@ class MaskedBatch(Batch):
     # view of each example, here a copy (or a view reaching past the result), so
     # an in-place op on it is refused rather than silently lost.
     _not_a_view: bool
+    # Unset, or what matchbox-control's merge knows of this batch: it equals another
+    # batch, values and gradient, outside a region's mask (a merge then needs no where).
+    _kept_outside: tuple
     # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an
     # item of a Python list (matchbox-control sets it on an item appended, or made by
     # a comprehension step, under a per-example condition; the others' rows are
