@@ -58,3 +58,31 @@ def _host_reads():
 
     with host_reads(value == "1"):
         yield
+
+
+# --- tox's `all` environment: what the distributions' own environments do not run ------
+
+#: A test module that skips unless a sibling distribution is installed says so with
+#: ``pytest.importorskip("matchbox.<sibling>", ...)``: its own environment skips it.
+_NEEDS_A_SIBLING = ('importorskip("matchbox.', "importorskip('matchbox.")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cross-distribution", action="store_true",
+        help="of the distributions' own tests (packages/*/tests), collect only those their "
+             "own tox environment does not run as here: the modules that need a sibling "
+             "distribution (pytest.importorskip('matchbox.<sibling>')), and matchbox-control's, "
+             "which its environment runs as on an accelerator (MATCHBOX_HOST_READS=0)")
+
+
+def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
+    if not config.getoption("cross_distribution") or collection_path.suffix != ".py":
+        return None
+    parts = collection_path.parts
+    if "packages" not in parts or "tests" not in parts or "matchbox-control" in parts:
+        return None
+    if not collection_path.name.startswith("test_"):
+        return None
+    source = collection_path.read_text(encoding="utf-8")
+    return None if any(marker in source for marker in _NEEDS_A_SIBLING) else True

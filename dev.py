@@ -25,6 +25,8 @@ PACKAGES = ["matchbox-core", "matchbox-nn", "matchbox-control", "matchbox-data",
 DEMO_VENV = ROOT / ".venv"
 TOX_VENV = ROOT / ".venv-tox"
 TOX_REQUIREMENT = "tox>=4,<5"
+#: How many tox environments `dev.py test` sets up at once before it runs their tests.
+SETUP_AT_ONCE = 3
 # Installed beside the packages in .venv: torch warns at import without NumPy; the demo
 # draws its loss curve with matplotlib.
 DEMO_EXTRAS = ["numpy", "matplotlib"]
@@ -94,6 +96,17 @@ def test(args: list[str]) -> int:
         python = ensure_venv(TOX_VENV)
         say(f"installing {TOX_REQUIREMENT} into .venv-tox")
         call(python, "-m", "pip", "install", "--quiet", TOX_REQUIREMENT)
+    if not args:
+        # The whole matrix: first set up every environment, three at a time. Setting up is
+        # mostly waiting on pip (unpacking torch into each environment, downloading
+        # `oldest`'s torch 2.3.1), which the tests, run one environment after the other
+        # on every core, would otherwise wait for.
+        say(f"setting up the environments, {SETUP_AT_ONCE} at a time")
+        code = subprocess.call([str(tox), "run-parallel", "--notest", "--parallel",
+                                str(SETUP_AT_ONCE), "--parallel-no-spinner", "--quiet"],
+                               cwd=ROOT)
+        if code:
+            return code
     say(f"running tox {' '.join(args)}".rstrip())
     return subprocess.call([str(tox), *args], cwd=ROOT)
 

@@ -247,7 +247,7 @@ def test_range_over_sizes_indexing_each_step_dtypes(dtype):
                              ([w] * 3, w))
 
 
-def test_a_partial_step_mask_viewed_as_rows_is_the_items_own_mask():
+def test_a_partial_step_mask_view_is_the_items_own_mask():
     # Handing back the item's own mask lets the merge of `h = cell(xt, h)` (real
     # where xt is) skip an `and` of the two masks; the values must be those of
     # the step anyway.
@@ -259,7 +259,7 @@ def test_a_partial_step_mask_viewed_as_rows_is_the_items_own_mask():
     for mask, item in for_steps(xb.unbind(1), None):
         if mask is not None:
             seen += 1
-            assert _masking.mask_rows(mask, 2) is item._mask
+            assert _masking.mask_view(mask, 2) is item._mask
             assert torch.equal(mask, item.mask.reshape(-1))
     assert seen == 3
 

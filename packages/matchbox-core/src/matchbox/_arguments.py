@@ -17,7 +17,7 @@ import torch
 from matchbox._batch import Batch
 
 
-def normalize_dim(dim: int, rank: int, op: str) -> int:
+def normalize_dim(op: str, dim: int, rank: int) -> int:
     """A dimension number in ``[0, rank)``; an out-of-range one names the op."""
     if not isinstance(dim, int):
         raise TypeError(f"{op}: dimension must be an int, got {type(dim).__name__}")
@@ -44,7 +44,7 @@ def example_dim(op: str, dim: Any, rank: int, argument: str = "dim", *,
             f"{op}: {argument}=None (PyTorch's implicit, deprecated choice of dimension) is not "
             f"supported for batches; pass {argument} explicitly"
         )
-    d = normalize_dim(dim, rank, op)
+    d = normalize_dim(op, dim, rank)
     if d == 0:
         raise ValueError(
             f"{op}: dimension 0 is the batch dimension of each example (size one; "

@@ -369,10 +369,10 @@ def add_safe_globals(objects: Sequence[Any]) -> None:
         add(list(objects))
 
 
-def pytree_rank_error(kind: str, what: str, got: int, expected: int) -> ValueError:
+def pytree_rank_error(batch_type: str, what: str, got: int, expected: int) -> ValueError:
     """The error of an unflatten whose children no longer describe the batch's examples."""
     return ValueError(
-        f"{kind}: a pytree transform changed the rank of the batch's {what} from {expected} "
+        f"{batch_type}: a pytree transform changed the rank of the batch's {what} from {expected} "
         f"to {got}, so they no longer hold the batch's examples. torch.func.vmap does this to a "
         "batch it maps over (in_dims) or returns (out_dims): vmap cannot map over a batch's "
         "examples nor stack batches. A batch already runs every example: call the function "

@@ -26,6 +26,16 @@ error; a loop that reached the bound with examples still in it is captured
 again with a larger bound.  So a compiled call gives the eager result or the
 eager error, never a result cut short.
 
+Eager code on an accelerator (``matchbox._masking.host_reads`` off, the default
+there) inside a ``@batch`` call defers the checks that say how to raise their
+error (``fails(failing, error)``, :func:`check`): matchbox-control opens
+:class:`deferred_checks` around each ``@batch`` call, ``fails`` records the
+per-example flags (device tensors, no sync) and answers ``False`` (the op goes on
+with its indices clamped, its result for a failing example discarded), and the
+outermost call reads every flag it recorded at its end, with one sync, raising
+the first failed check's own error.  Elsewhere, and with host reads on (the CPU's
+default), a check reads its flags at once.
+
 Anything else that reads a value (``.tolist()``, ``.item()``, an index of
 data-dependent size) raises while capturing: the capture runs on fake tensors,
 which hold no values, and ``matchbox.compile`` then runs that function eagerly.
@@ -34,13 +44,16 @@ which hold no values, and ``matchbox.compile`` then runs that function eagerly.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["Capture", "NotCapturable", "capturing", "fails", "note_size_bound", "refuse",
-           "size_bound", "some"]
+from matchbox._host_reads import reads_values
+
+__all__ = ["Capture", "NotCapturable", "capturing", "check", "deferred_checks", "fails",
+           "note_size_bound", "refuse", "size_bound", "some"]
 
 
 class NotCapturable(RuntimeError):
@@ -161,14 +174,83 @@ def refuse(what: str) -> None:
         raise NotCapturable(what)
 
 
-def fails(failing: torch.Tensor) -> bool:
+def fails(failing: torch.Tensor, error: Callable[[], BaseException] | None = None) -> bool:
     """Whether a check fails for any example (``failing`` per example).
 
     While capturing, the check is recorded for the compiled call to look at
     after the graph has run, and the capture goes on as if it passed.
+
+    ``error``: builds the exception the check raises (from tensors that nothing
+    writes in place: the flags, lengths, indices the op computed).  Given it, inside
+    a ``@batch`` call (:class:`deferred_checks`) that does not read values on the
+    host (``matchbox._masking.host_reads``), the check is recorded and answered
+    ``False``: the caller goes on, safely (no index out of bounds), and the call
+    raises ``error()`` when it ends if ``failing`` held for some example.
     """
     capture = _CAPTURE.get()
     if capture is None:
+        if error is not None:
+            pending = _DEFERRED.get()
+            if pending is not None and not reads_values(failing):
+                pending.append((failing, error))
+                return False
         return bool(failing.any())
     capture.failures.append(failing.any())
     return False
+
+
+def check(failing: torch.Tensor, error: Callable[[], BaseException]) -> None:
+    """Raise ``error()`` if a check fails for some example; deferred as :func:`fails` says."""
+    if fails(failing, error):
+        raise error()
+
+
+# The checks deferred in the outermost ``@batch`` call running in this thread or
+# task: (per-example flags, what builds the error), oldest first; None outside.
+_DEFERRED: contextvars.ContextVar[list[tuple[torch.Tensor, Callable[[], BaseException]]] | None] = (
+    contextvars.ContextVar("matchbox_deferred_checks", default=None))
+
+
+class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like a function)
+    """``with deferred_checks():`` around a ``@batch`` call (matchbox-control opens it).
+
+    The outermost one collects the checks that :func:`fails` defers while it is
+    open and, when it closes, reads all their flags with one host sync (none when
+    no check was deferred), raising the error of the first that failed: the error
+    the check would have raised at once, only later.  Nested ones (a ``@batch``
+    function calling another, or itself) leave the checks to the outermost.
+    """
+
+    __slots__ = ("_token",)
+
+    def __enter__(self) -> None:
+        self._token = _DEFERRED.set([]) if _DEFERRED.get() is None else None
+
+    def __exit__(self, kind: Any, raised: Any, traceback: Any) -> None:
+        if self._token is None:
+            return
+        pending = _DEFERRED.get()
+        _DEFERRED.reset(self._token)  # nothing stays pending for the next call
+        # The body raised: its checks are read first all the same. A check that
+        # failed came before the error (which may well follow from it: an op run on
+        # a clamped index) and is what the check would have raised at once, so it
+        # is the more truthful error; the body's error stays attached as its
+        # __context__. With no failed check, the body's error goes on. Not for a
+        # KeyboardInterrupt or the like: those go on without a sync.
+        if pending and (kind is None or issubclass(kind, Exception)):
+            _raise_first_failure(pending)
+
+
+def _raise_first_failure(
+        pending: list[tuple[torch.Tensor, Callable[[], BaseException]]]) -> None:
+    """Read the flags of ``pending`` checks (one sync per device) and raise the first
+    failed check's error."""
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for failing, _ in pending:
+        by_device.setdefault(failing.device, []).append(
+            failing if failing.dim() == 1 else failing.reshape(-1))
+    if not any(bool(torch.cat(flags).any()) for flags in by_device.values()):
+        return
+    for failing, error in pending:  # only on failure: one read each, up to the first
+        if bool(failing.any()):
+            raise error()

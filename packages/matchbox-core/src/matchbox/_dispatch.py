@@ -42,7 +42,6 @@ from matchbox._op_table import (
     _KIND_OF,
     _KINDS,
     _TABLE,
-    SHARED,
     Handler,
     Kind,
     batch_types,
@@ -185,7 +184,7 @@ def labelled(batch_type: str, func: Any, handler: Handler) -> Handler:
     key = (batch_type, func, handler)
     run = _LABELLED.get(key)
     if run is None:
-        entry = _TABLE.get((batch_type, func)) or _TABLE.get((SHARED, func))
+        entry = _TABLE.get((batch_type, func)) or _TABLE.get(("Batch", func))
         family = entry.family if entry is not None else "unregistered"
         label = (f"matchbox.{family}" if batch_type == "MaskedBatch"
                  else f"matchbox.{batch_type}.{family}")

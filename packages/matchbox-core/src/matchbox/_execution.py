@@ -11,16 +11,15 @@ reading values (:func:`same_mask`).
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from matchbox import _lengths
+from matchbox._host_reads import HOST_READS, host_reads, reads_values  # noqa: F401 (re-exported)
 
 #: The examples that run the code at hand: a ``(batch,)`` bool tensor, set by
 #: matchbox-control's ``@batch`` while it runs code under a per-example
@@ -32,69 +31,34 @@ EXECUTION_MASK: contextvars.ContextVar[torch.Tensor | None] = contextvars.Contex
     "matchbox_execution_mask", default=None)
 
 
-#: Whether eager code may read a mask's values on the host to spare work: skip a
-#: branch that no example takes, run a loop step that every example has without
-#: masks, run a linear layer on the real rows only.  ``None`` (the default) decides
-#: by the mask's device: yes on the CPU, where such a read costs one small op; no
-#: on an accelerator, where it is a device-to-host sync that stalls the launch
-#: queue, so the work runs masked instead, as hand-written padded code does.
-#: Set with :func:`host_reads`.
-HOST_READS: contextvars.ContextVar[bool | None] = contextvars.ContextVar(
-    "matchbox_host_reads", default=None)
-
-
-def reads_values(mask: torch.Tensor) -> bool:
-    """Whether eager code reads ``mask``'s values on the host to spare work
-    (see :data:`HOST_READS`)."""
-    allowed = HOST_READS.get()
-    if allowed is None:
-        return mask.device.type == "cpu"
-    return allowed
-
-
-@contextlib.contextmanager
-def host_reads(allowed: bool | None) -> Iterator[None]:
-    """``with host_reads(False):`` runs masked what a mask's values would let eager code
-    skip, on every device (``True``: reads them on every device; ``None``: by device).
-
-    Values and gradients are the same either way; only the ops run, and the
-    device syncs, differ.
-    """
-    token = HOST_READS.set(allowed)
-    try:
-        yield
-    finally:
-        HOST_READS.reset(token)
-
-
 def running(failing: torch.Tensor) -> torch.Tensor:
     """Per-example ``failing`` (``(batch,)`` bool) restricted to the running examples."""
     mask = EXECUTION_MASK.get()
     if mask is None or failing.dim() != 1:
         return failing
     if mask.shape != failing.shape:
-        mask = rows_for(mask, failing.size(0), 1)
+        mask = mask_view_for(mask, failing.size(0), 1)
         if mask is None:
             return failing
     return failing & mask
 
 
-# ``(batch,)`` masks viewed as rows: (id of the mask, rank) -> (weak reference to the
-# mask, view).  Under ``@batch`` the guards and merges of a region and the ops inside
+# ``(batch,)`` masks viewed as ``(batch, 1, ..., 1)``: (id of the mask, rank) -> (weak
+# reference to the mask, view).  Under ``@batch`` the guards and merges of a region and the ops inside
 # it view the same few execution masks (a step's, a branch's two) again and again; a
 # few entries, oldest dropped first, spare a view op each time and let ``and_running``
 # recognise a step's own mask by identity.  The weak reference tells a live entry from
 # a recycled id.
-_ROWS_VIEWS: OrderedDict[tuple[int, int], tuple[Any, Any]] = OrderedDict()
-_ROWS_VIEWS_KEPT = 16
+_MASK_VIEWS: OrderedDict[tuple[int, int], tuple[Any, Any]] = OrderedDict()
+_MASK_VIEWS_KEPT = 16
 
 
-def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
+def mask_view(mask: torch.Tensor, rank: int) -> torch.Tensor:
     """A ``(batch,)`` mask viewed as ``(batch, 1, ..., 1)`` of ``rank`` dimensions."""
     if rank == 1:
         return mask
     key = (id(mask), rank)
-    entry = _ROWS_VIEWS.get(key)
+    entry = _MASK_VIEWS.get(key)
     if entry is not None and entry[0]() is mask:
         return entry[1]
     view = mask.view(mask.size(0), *(1,) * (rank - 1))
@@ -103,33 +67,33 @@ def mask_rows(mask: torch.Tensor, rank: int) -> torch.Tensor:
 
 
 def _remember(key: tuple[int, int], mask: torch.Tensor, view: torch.Tensor) -> None:
-    _ROWS_VIEWS.pop(key, None)
-    _ROWS_VIEWS[key] = (weakref.ref(mask), view)  # newest last
-    while len(_ROWS_VIEWS) > _ROWS_VIEWS_KEPT:
+    _MASK_VIEWS.pop(key, None)
+    _MASK_VIEWS[key] = (weakref.ref(mask), view)  # newest last
+    while len(_MASK_VIEWS) > _MASK_VIEWS_KEPT:
         try:
-            _ROWS_VIEWS.popitem(last=False)
+            _MASK_VIEWS.popitem(last=False)
         except KeyError:  # another thread emptied it
             break
 
 
-def rows_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
-    """A ``(B,)`` per-example mask as the rows of a batch of ``batch`` examples.
+def mask_view_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:
+    """A ``(B,)`` per-example mask viewed for a batch of ``batch`` examples.
 
-    ``batch == B``: :func:`mask_rows`.  A multiple ``B * k``: a batch whose examples
+    ``batch == B``: :func:`mask_view`.  A multiple ``B * k``: a batch whose examples
     are ``k`` slices of each of the ``B`` (``join_dims(0, d)``, the original
     Matchbox's attention heads: example ``b``'s slices are ``b * k .. b * k + k - 1``),
     each slice running where its example runs.  Anything else: ``None``.
     """
     size = mask.size(0)
     if size == batch:
-        return mask_rows(mask, rank)
+        return mask_view(mask, rank)
     if size == 0 or batch % size:
         return None
     return mask.repeat_interleave(batch // size).view(batch, *(1,) * (rank - 1))
 
 
-def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
-    """Make ``mask_rows(mask, view.dim())`` return ``view``, a row mask equal to ``mask``.
+def remember_mask_view(mask: torch.Tensor, view: torch.Tensor) -> None:
+    """Make ``mask_view(mask, view.dim())`` return ``view``, a view equal to ``mask``.
 
     A ``@batch`` step's mask equals its item's own ``(batch, 1)`` mask: handing
     that very tensor back lets an op or a merge see by identity that a step's
@@ -138,8 +102,8 @@ def remember_rows(mask: torch.Tensor, view: torch.Tensor) -> None:
     _remember((id(mask), view.dim()), mask, view)
 
 
-def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tensor | None:
-    """``mask`` and the running examples (:data:`EXECUTION_MASK`) as rows of ``rank`` dims.
+def and_running(mask: torch.Tensor | None, batch: int, rank: int) -> torch.Tensor | None:
+    """``mask`` and the running examples (:data:`EXECUTION_MASK`, viewed as ``rank`` dims).
 
     What an op computes for an example that does not run the code at hand is
     discarded, but the backward pass still visits it: a zero gradient times a
@@ -150,15 +114,15 @@ def and_running(mask: torch.Tensor | None, rank: int, batch: int) -> torch.Tenso
     running = EXECUTION_MASK.get()
     if running is None or running.dim() != 1:
         return mask
-    rows = mask_rows(running, rank) if running.size(0) == batch else rows_for(running, batch,
-                                                                               rank)
-    if rows is None:
+    view = (mask_view(running, rank) if running.size(0) == batch
+            else mask_view_for(running, batch, rank))
+    if view is None:
         return mask
-    if mask is None or mask is rows:
-        return rows
-    if same_mask(mask, rows):
+    if mask is None or mask is view:
+        return view
+    if same_mask(mask, view):
         return mask
-    return mask_and(mask, rows)
+    return mask_and(mask, view)
 
 
 # The *and* of two masks, remembered: (id a, id b) -> (ref a, ref b, ref a & b), and

@@ -118,7 +118,7 @@ def dims_argument(op: str, dims: Any) -> tuple[bool, ...]:
 
 
 def check_examples(
-    examples: Sequence[Any], dims: tuple[bool, ...], op: str = "MaskedBatch.fromlist",
+    op: str, examples: Sequence[Any], dims: tuple[bool, ...],
     static_hint: str = "mark it dynamic in dims",
 ) -> list[torch.Size]:
     """Each example's shape, after checking the list (``static_hint``: what to do

@@ -182,23 +182,24 @@ def rebuilt(mask: torch.Tensor | None, lengths: torch.Tensor | None,
     return carry(mask, lengths)
 
 
-def restricted(mask: torch.Tensor | None, batch: Any, rows: torch.Tensor) -> torch.Tensor | None:
-    """``mask``, ``batch``'s mask made padding outside the examples in ``rows``
+def restricted(mask: torch.Tensor | None, batch: Any, examples: torch.Tensor
+               ) -> torch.Tensor | None:
+    """``mask``, ``batch``'s mask made padding outside the examples in ``examples``
     (``(batch,)`` bool: under ``@batch``, those that run), carrying its lengths with
     the other examples' zeroed (absent)."""
     lengths = carried_by(batch)
     if lengths is None or mask is None:
         return mask
-    return carry(mask, lengths * rows.reshape(-1, 1))
+    return carry(mask, lengths * examples.reshape(-1, 1))
 
 
-def selected(mask: torch.Tensor | None, rows: torch.Tensor, new: Any, old: Any
+def selected(mask: torch.Tensor | None, examples: torch.Tensor, new: Any, old: Any
              ) -> torch.Tensor | None:
-    """``mask``, ``new``'s mask for the examples in ``rows`` and ``old``'s for the others
+    """``mask``, ``new``'s mask for the examples in ``examples`` and ``old``'s for the others
     (a merge under ``@batch``), carrying the lengths chosen the same way."""
     if mask is None or not any_carried((new, old)):
         return mask
-    return carry(mask, torch.where(rows.reshape(-1, 1), of(new), of(old)))
+    return carry(mask, torch.where(examples.reshape(-1, 1), of(new), of(old)))
 
 
 def any_carried(batches: Sequence[Any]) -> bool:

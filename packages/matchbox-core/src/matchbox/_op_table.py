@@ -14,7 +14,7 @@ running an op:
 - the list of Matchbox's own convenience methods, for the op documentation.
 
 Handlers are registered per batch type (``"MaskedBatch"``, ``"PackedBatch"``,
-``"TimeMajorBatch"``), or for :data:`SHARED` (``"Batch"``): then every batch
+``"TimeMajorBatch"``), or for ``"Batch"`` (the base class): then every batch
 type that shares rules (every one but views) runs it, unless it registers its
 own handler for the op.  A rule for ``"Batch"`` is written over the protocol of
 ``matchbox._batch.Batch`` (``rows()``/``from_rows()``, ``_with_data()``).
@@ -35,8 +35,6 @@ import torch
 
 Handler = Callable[..., Any]
 
-#: The batch type name under which a rule shared by every batch type is registered.
-SHARED = "Batch"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +218,7 @@ def register(
             continue
         entry = _TABLE[(batch_type, func)] = OpEntry(func, handler, family, batch_type,
                                                      fast_path)
-        if batch_type == SHARED:
+        if batch_type == "Batch":
             for kind in _KINDS.values():
                 if not kind.view and (kind.name, func) not in _TABLE:
                     _route(kind, entry)
@@ -247,7 +245,7 @@ def add_kind(kind: Kind) -> None:
     if not kind.view:
         _BATCH_TYPES = (*_BATCH_TYPES, kind.cls)
     for (bt, func), entry in list(_TABLE.items()):
-        if bt == kind.name or (bt == SHARED and not kind.view
+        if bt == kind.name or (bt == "Batch" and not kind.view
                                and (kind.name, func) not in _TABLE):
             _route(kind, entry)
 
@@ -278,7 +276,7 @@ def lookup(func: Any, batch_type: str = "MaskedBatch") -> Handler | None:
     if kind is not None:
         route = kind.routes.get(func)
         return None if route is None else route[0]
-    entry = _TABLE.get((batch_type, func)) or _TABLE.get((SHARED, func))
+    entry = _TABLE.get((batch_type, func)) or _TABLE.get(("Batch", func))
     return None if entry is None else entry.handler
 
 
@@ -288,7 +286,7 @@ def entries(batch_type: str = "MaskedBatch") -> list[OpEntry]:
     rows = [e for (bt, _), e in _TABLE.items() if bt == batch_type]
     if kind is not None and not kind.view:
         rows += [e for (bt, func), e in _TABLE.items()
-                 if bt == SHARED and (batch_type, func) not in _TABLE]
+                 if bt == "Batch" and (batch_type, func) not in _TABLE]
     return sorted(rows, key=lambda e: (e.family, e.name))
 
 

@@ -61,7 +61,7 @@ def mixing_mask(mask: torch.Tensor | None, data: torch.Tensor) -> torch.Tensor |
     is NaN.  Such rows are filled and their gradients dropped, as padding is.
     """
     if torch.is_grad_enabled():
-        mask = and_running(mask, data.dim(), data.size(0))
+        mask = and_running(mask, data.size(0), data.dim())
     return mask
 
 
@@ -88,7 +88,7 @@ def guard_gradient(data: torch.Tensor, mask: torch.Tensor | None) -> torch.Tenso
     """
     if not data.requires_grad or not torch.is_grad_enabled():
         return data
-    mask = and_running(mask, data.dim(), data.size(0))
+    mask = and_running(mask, data.size(0), data.dim())
     if mask is None:
         return data
     return torch.where(mask, data, _ZERO if data.is_floating_point() else data.new_zeros(()))

@@ -50,8 +50,8 @@ class BatchShape:
         return f"BatchShape({', '.join(sizes)})  # * = dynamic"
 
 
-def why_size_was_asked(dim: int, kind: str = "MaskedBatch") -> str:
-    """A hint when PyTorch's own code asked a batch of type ``kind`` for a size that
+def why_size_was_asked(batch_type: str, dim: int) -> str:
+    """A hint when PyTorch's own code asked a batch of type ``batch_type`` for a size that
     differs between examples, not the user's code (call it from ``size``).
 
     ``nn.RNN``/``nn.LSTM``/``nn.GRU`` ask for their batch size before the op
@@ -62,11 +62,11 @@ def why_size_was_asked(dim: int, kind: str = "MaskedBatch") -> str:
         return ""
     if dim == 1:
         return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=False, which reads "
-                f"dimension 1 of its input as the batch; a {kind} is batch-major: build "
+                f"dimension 1 of its input as the batch; a {batch_type} is batch-major: build "
                 "the module with batch_first=True, or call it on matchbox.nn.time_major(x))")
     if dim == 0:
         return (" (asked by an nn.RNN/LSTM/GRU built with batch_first=True, which reads "
-                f"dimension 0 of its input as the batch; a {kind} is time-major: build the "
+                f"dimension 0 of its input as the batch; a {batch_type} is time-major: build the "
                 "module with batch_first=False, or call it on the batch itself)")
     return ""
 

@@ -52,7 +52,7 @@ def size_as_tensor(x: Any, dim: int) -> Any:
     """Each example's size along ``dim``: a batch of per-example scalars (or a 0-d tensor)."""
     if not isinstance(x, MaskedBatch):
         return torch.tensor(x.size(dim), device=x.device)
-    d = normalize_dim(dim, x.dim(), "size_as_tensor")
+    d = normalize_dim("size_as_tensor", dim, x.dim())
     batch = x.data.size(0)
     if d > 0 and x.dims[d - 1]:
         sizes = lengths_along(x, d)
@@ -89,7 +89,7 @@ def split_dim(x: Any, dim: int, split_by: int) -> Any:
     if isinstance(split_by, bool) or not isinstance(split_by, int) or split_by < 1:
         raise TypeError(f"split_dim: split_by must be a positive int (the size of the second "
                         f"new dimension), got {split_by!r}")
-    d = normalize_dim(dim, x.dim(), "split_dim")
+    d = normalize_dim("split_dim", dim, x.dim())
     if isinstance(x, MaskedBatch):
         if not grad_enabled():
             refuse_untracked("split_dim", (x,))
@@ -119,8 +119,8 @@ def join_dims(x: Any, dim1: int, dim2: int) -> Any:
     plain reshape, ``(1, ..., N, ...) -> (N, ...)``.
     """
     rank = x.dim()
-    d1 = normalize_dim(dim1, rank, "join_dims")
-    d2 = normalize_dim(dim2, rank, "join_dims")
+    d1 = normalize_dim("join_dims", dim1, rank)
+    d2 = normalize_dim("join_dims", dim2, rank)
     if d1 == d2:
         raise ValueError(f"join_dims: dimensions {dim1} and {dim2} are the same")
     if isinstance(x, MaskedBatch) and not grad_enabled():
@@ -190,8 +190,8 @@ def causal_mask(x: Any, in_dim: int, out_dim: int) -> Any:
     query.  Positions are absolute, so a batch needs nothing per example.
     """
     rank = x.dim()
-    i = normalize_dim(in_dim, rank, "causal_mask")
-    o = normalize_dim(out_dim, rank, "causal_mask")
+    i = normalize_dim("causal_mask", in_dim, rank)
+    o = normalize_dim("causal_mask", out_dim, rank)
     data = x.data if isinstance(x, MaskedBatch) else x
     shape_i = [1] * rank
     shape_o = [1] * rank

@@ -32,9 +32,14 @@ over its examples, values and gradients, whatever the padding holds):
   padding (:func:`guard_gradient`); an op on real rows only needs neither;
 - an argument that does not suit an op raises an error naming the op, the
   argument and the dimension (:func:`example_dim`, :func:`only_input_batched`,
-  ...); a check on values raises only for the examples that run the code at hand
+  ...; every helper that names the op takes it first: ``example_dim(op, dim, rank)``,
+  ``normalize_dim(op, dim, rank)``, ``check_examples(op, examples, dims)``); a check on
+  values raises only for the examples that run the code at hand
   (:func:`running`) and asks :func:`fails` (so that ``matchbox.compile`` can
-  record it instead of reading the value);
+  record it instead of reading the value); a check that can go on safely when it
+  fails (indices clamped) passes how to build its error (:func:`check`), so that a
+  ``@batch`` call on an accelerator reads it at its end, with the others
+  (:class:`deferred_checks`), instead of syncing once per op;
 - a handler that builds a new mask from a mask that carries lengths builds their
   lengths too and is marked :func:`lengths_aware` (see ``mask_lengths``);
   otherwise the dispatch refuses it for such a batch.
@@ -55,14 +60,11 @@ from matchbox._arguments import (
     normalize_dim,
     normalized_dims,
     only_input_batched,
-    shape_dim,
-    sizes_argument,
     static_dim,
     static_trailing,
 )
-from matchbox._autograd_function import grad_enabled
 from matchbox._batch import Batch, is_batch, pytree_rank_error
-from matchbox._capture import capturing, fails, refuse, some
+from matchbox._capture import capturing, check, deferred_checks, fails, refuse, some
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._masking import _ZERO as ZERO
 from matchbox._masking import (
@@ -70,23 +72,21 @@ from matchbox._masking import (
     align,
     and_running,
     check_lengths_agree,
-    check_static_extents,
     combine_masks,
     fill_padding,
     fit_mask,
     guard_gradient,
-    guard_wider,
     lengths_along,
     mask_and,
-    mask_rows,
+    mask_view,
+    mask_view_for,
     mixing_mask,
     pack_rows,
     pad_to,
     raise_rank,
     reads_values,
     real_rows,
-    remember_rows,
-    rows_for,
+    remember_mask_view,
     running,
     same_mask,
     sizes_along,
@@ -95,9 +95,7 @@ from matchbox._masking import (
 )
 from matchbox._registry import (
     BATCH_VIEWS,
-    SHARED,
     batch_types,
-    declare_provider,
     dispatch,
     entries,
     implements,
@@ -107,7 +105,6 @@ from matchbox._registry import (
     refuse_out,
     register,
     register_conversion,
-    tensor_method_names,
     unsupported,
     writes_first_argument,
 )
@@ -135,27 +132,26 @@ lengths_aware = mask_lengths.aware
 
 __all__ = [
     # the registry and the dispatch
-    "implements", "register", "op_name", "SHARED", "lookup", "entries", "dispatch",
-    "unsupported", "refuse_out", "declare_provider", "register_conversion",
-    "tensor_method_names", "writes_first_argument", "batch_types", "is_batch",
-    "BATCH_VIEWS", "provide_batch_dim_view", "grad_enabled",
+    "implements", "register", "op_name", "lookup", "entries", "dispatch", "unsupported",
+    "refuse_out", "register_conversion", "writes_first_argument", "batch_types", "is_batch",
+    "BATCH_VIEWS", "provide_batch_dim_view",
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
     "has_zero_padding",
-    # argument checks
-    "normalize_dim", "example_dim", "shape_dim", "static_dim", "static_trailing",
-    "normalized_dims", "only_input_batched", "sizes_argument",
-    # masks: guards, alignment, the execution mask, rows
-    "fill_padding", "guard_gradient", "guard_wider", "mixing_mask", "weight_input_data",
-    "combine_masks", "same_mask", "fit_mask", "align", "raise_rank", "pad_to",
-    "check_lengths_agree", "check_static_extents", "lengths_along", "sizes_along",
-    "running", "and_running", "real_rows", "pack_rows", "unpack_rows",
+    # argument checks (the op first, for the message)
+    "normalize_dim", "example_dim", "static_dim", "static_trailing", "normalized_dims",
+    "only_input_batched",
+    # masks: guards, alignment, the execution mask, real rows
+    "fill_padding", "guard_gradient", "mixing_mask", "weight_input_data", "combine_masks",
+    "same_mask", "fit_mask", "align", "raise_rank", "pad_to", "check_lengths_agree",
+    "lengths_along", "sizes_along", "running", "and_running", "real_rows", "pack_rows",
+    "unpack_rows",
     # checks on values, compile-safe
-    "fails", "some", "capturing", "refuse",
-    # the execution mask as matchbox-control runs code under it
-    "EXECUTION_MASK", "reads_values", "remember_rows", "rows_for", "mask_rows", "mask_and",
-    "ZERO",
+    "fails", "check", "deferred_checks", "some", "capturing", "refuse",
+    # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
+    "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
+    "mask_and", "ZERO",
     # lengths that a mask cannot tell
     "mask_lengths", "lengths_aware",
     # jagged torch.nested tensors (the layout of to_nested / from_nested)

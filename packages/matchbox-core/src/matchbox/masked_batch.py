@@ -185,7 +185,7 @@ class MaskedBatch(Batch):
         example.
         """
         dims = dims_argument("MaskedBatch.fromlist", dims)
-        shapes = check_examples(examples, dims)
+        shapes = check_examples("MaskedBatch.fromlist", examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
             return cls._make(torch.cat(list(examples), 0), None, dims)
@@ -313,14 +313,14 @@ class MaskedBatch(Batch):
                     "the padded size or size_as_tensor(dim) for each example's size"
                 )
             return tuple(self.size(i) for i in range(self.dim()))
-        i = normalize_dim(dim, self.dim(), "size")
+        i = normalize_dim("size", dim, self.dim())
         if i == 0:
             return batch_size_as_asked(self.data.size(0))
         if self.dims[i - 1]:
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
-                f"for each example's size{why_size_was_asked(i)}"
+                f"for each example's size{why_size_was_asked('MaskedBatch', i)}"
             )
         return self.data.size(i)
 
@@ -338,7 +338,7 @@ class MaskedBatch(Batch):
         """
         if dim is None:
             return self.data.size()
-        return self.data.size(normalize_dim(dim, self.dim(), "maxsize"))
+        return self.data.size(normalize_dim("maxsize", dim, self.dim()))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through the validating constructor: a loaded batch (torch.load,

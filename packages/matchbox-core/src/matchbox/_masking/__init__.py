@@ -41,10 +41,10 @@ from matchbox._execution import (  # noqa: F401
     and_running,
     host_reads,
     mask_and,
-    mask_rows,
+    mask_view,
+    mask_view_for,
     reads_values,
-    remember_rows,
-    rows_for,
+    remember_mask_view,
     running,
     same_mask,
 )

@@ -7,20 +7,20 @@ where they must agree (:func:`check_lengths_agree`, :func:`check_static_extents`
 and the masks combined, with their lengths (:func:`combined_lengths`); and
 :func:`guard_wider`, the *boundary* rule on such an op's arguments.
 
-Above ``MaskedBatch`` (it builds batches), unlike the rest of ``matchbox._masking``,
-whose modules (``matchbox._execution``, ``matchbox._padding``, ``matchbox._real_rows``)
-lie below it.
+Above ``MaskedBatch`` (it builds batches), unlike the rest of ``matchbox._masking``, whose
+modules (``matchbox._execution``, ``matchbox._padding``, ``matchbox._real_rows``) lie below.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from matchbox import _lengths
-from matchbox._capture import fails
+from matchbox._capture import check, fails
 from matchbox._execution import EXECUTION_MASK, and_running, running, same_mask
 from matchbox._layout import constant_pad
 from matchbox._op_table import op_name
@@ -210,8 +210,9 @@ def check_lengths_agree(
     ``pairs`` are (batch, dimension) that must hold the same per-example
     sizes: two arguments of an elementwise op along a dynamic dimension, or
     the two sides of a contraction.  A batch without a mask (every example
-    real) has its padded size in every example.  Batches that share a mask
-    agree by construction; the others cost one comparison (and a device sync).
+    real) has its padded size in every example.  Batches that share a mask agree
+    by construction; the others cost one comparison (and a device sync, which a
+    ``@batch`` call on an accelerator makes once for all its checks, at its end).
     ``absent_agrees``: a size 0 (an example absent from that argument, as a
     finished step stacked by ``F.stack(dynamic=True)``) agrees with any size.
     """
@@ -238,17 +239,17 @@ def check_lengths_agree(
             differ &= (sizes != 0) & (expected != 0)
             expected = torch.where(expected == 0, sizes, expected)
         differ = running(differ)
-        if fails(differ):
-            j = int(differ.nonzero()[0])
-            a, b = int(expected[j]), int(sizes[j])
-            name = op if isinstance(op, str) else op_name(op)
-            why = ("broadcasting one example's size-one extent against another's longer "
-                   "one along a dynamic dimension is not supported" if 1 in (a, b) else
-                   "the examples would not combine in a loop either")
-            raise ValueError(
-                f"{name}: example {j} has size {a} in one argument and {b} in another "
-                f"along dynamic dimension {dim}; {why}"
-            )
+        check(differ, functools.partial(_lengths_differ, op, differ, expected, sizes, dim))
+
+
+def _lengths_differ(op: Any, differ: torch.Tensor, expected: Any, sizes: Any, dim: int) -> Any:
+    j = int(differ.nonzero()[0])
+    a, b = int(expected[j]), int(sizes[j])
+    why = ("broadcasting one example's size-one extent against another's longer "
+           "one along a dynamic dimension is not supported" if 1 in (a, b) else
+           "the examples would not combine in a loop either")
+    return ValueError(f"{op if isinstance(op, str) else op_name(op)}: example {j} has size {a} "
+                      f"in one argument and {b} in another along dynamic dimension {dim}; {why}")
 
 
 def check_static_extents(
@@ -484,7 +485,7 @@ def _shared_mask(batches: Sequence[Any], mask: Any, dims: tuple[bool, ...]) -> A
     """A plain argument's gradient comes from: real positions, rows of running examples."""
     batch = next((b.data.size(0) for b in batches if isinstance(b, MaskedBatch)), None)
     running = EXECUTION_MASK.get() is not None and batch is not None
-    return and_running(mask, len(dims) + 1, batch) if running else mask
+    return and_running(mask, batch, len(dims) + 1) if running else mask
 
 
 def _padding_wherever(own: torch.Tensor | None, mask: torch.Tensor, value: torch.Tensor,

@@ -58,10 +58,10 @@ from matchbox.compiler.state import globals_key, module_functions, module_key
 from matchbox.compiler.structure import (
     Unsupported,
     check_bucket,
-    describe,
     flatten,
     largest_dynamic_size,
     own_tensors,
+    summarize,
     tensor_key,
     unflatten,
 )
@@ -262,7 +262,7 @@ class _Specializations:
         import time
 
         params, structure, tensors = call.params, call.structure, call.tensors
-        spec = Specialization(summary=describe(structure, tensors), bound=bound)
+        spec = Specialization(summary=summarize(structure, tensors), bound=bound)
         if len(self.graphs) + len(self.uncaptured) == MANY_GRAPHS:
             _warn(f"matchbox.compile({self.name}): {MANY_GRAPHS} graphs so far; an argument "
                   "that changes from call to call (a float, a padded size that bucket= does "

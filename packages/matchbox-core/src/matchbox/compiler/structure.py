@@ -166,14 +166,14 @@ def tensor_key(tensors: list[torch.Tensor]) -> tuple[Any, ...]:
     return tuple((tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors)
 
 
-def describe(structure: Structure, tensors: list[torch.Tensor]) -> str:
+def summarize(structure: Structure, tensors: list[torch.Tensor]) -> str:
     """A short readable summary of a specialisation's arguments (for reports)."""
     parts: list[str] = []
-    _describe(structure, iter(tensors), parts)
+    _summarize(structure, iter(tensors), parts)
     return ", ".join(parts)
 
 
-def _describe(structure: Structure, tensors: Any, parts: list[str]) -> None:
+def _summarize(structure: Structure, tensors: Any, parts: list[str]) -> None:
     kind = structure[0]
     if kind == "tensor":
         parts.append("tensor" + str(tuple(next(tensors).shape)))
@@ -188,7 +188,7 @@ def _describe(structure: Structure, tensors: Any, parts: list[str]) -> None:
         parts.append(repr(structure[1])[:20])
     else:
         for item in structure[2:] if kind == "dict" else structure[1:]:
-            _describe(item, tensors, parts)
+            _summarize(item, tensors, parts)
 
 
 def largest_dynamic_size(structure: Structure, tensors: list[torch.Tensor]) -> int:

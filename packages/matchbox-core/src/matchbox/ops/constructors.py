@@ -194,8 +194,8 @@ def _filler(op: str, reference: MaskedBatch, fill_value: Any,
     values = fill_value.data.detach().to(device=kwargs["device"], dtype=kwargs["dtype"])
 
     def make(shape: list[int]) -> torch.Tensor:
-        rows = values.reshape(batch, *[1] * (len(shape) - 1))
-        return rows.expand(shape).clone()  # a tensor of its own, written as any new one
+        per_example = values.reshape(batch, *[1] * (len(shape) - 1))
+        return per_example.expand(shape).clone()  # a tensor of its own, written as any new one
 
     return make
 

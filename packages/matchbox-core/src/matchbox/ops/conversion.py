@@ -22,7 +22,7 @@ CASTS = ["float", "double", "half", "bfloat16", "long", "int", "short", "char", 
 
 @_lengths.aware
 @_registry.implements(*[getattr(torch.Tensor, name) for name in CASTS], family="conversion",
-                      batch_type=_registry.SHARED)
+                      batch_type="Batch")
 def cast(func, input, *args, **kwargs):
     args = tuple(a.data if isinstance(a, Batch) else a for a in args)
     if not isinstance(input, Batch):
@@ -35,7 +35,7 @@ def cast(func, input, *args, **kwargs):
 
 
 @_lengths.aware
-@_registry.implements(torch.Tensor.contiguous, family="conversion", batch_type=_registry.SHARED)
+@_registry.implements(torch.Tensor.contiguous, family="conversion", batch_type="Batch")
 def contiguous(func, input, *args, **kwargs):
     """The data in contiguous memory (it is, unless a view made it otherwise)."""
     return input._with_data(input.data.contiguous(*args, **kwargs))
@@ -44,7 +44,7 @@ def contiguous(func, input, *args, **kwargs):
 @_lengths.aware
 @_registry.implements(torch.Tensor.to, torch.Tensor.cuda, torch.Tensor.cpu, torch.Tensor.detach,
                       torch.detach, torch.Tensor.requires_grad_, torch.Tensor.detach_,
-                      family="conversion", batch_type=_registry.SHARED)
+                      family="conversion", batch_type="Batch")
 def method(func, input, *args, **kwargs):
     """Tensor methods the batch types implement themselves (``to``, ``cuda``, ``detach``, ...)."""
     # ``x.to(other_batch)`` means other's dtype and device: pass its data, or
@@ -57,7 +57,7 @@ def method(func, input, *args, **kwargs):
 
 @_lengths.aware
 @_registry.implements(torch.is_floating_point, torch.is_complex, family="conversion",
-                      batch_type=_registry.SHARED)
+                      batch_type="Batch")
 def dtype_query(func, input):
     # Modules ask this of their mask arguments (nn.MultiheadAttention's
     # key_padding_mask): the answer is the data's, the same for every example.

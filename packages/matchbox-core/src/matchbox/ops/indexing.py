@@ -28,6 +28,7 @@ different examples; such an assignment is refused.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -146,16 +147,13 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     n = _masking.lengths_along(x, d)
     missing = (n <= item) if item >= 0 else (n < -item)
     _refuse_out_of_range(missing, item, n, f"dynamic dimension {d}")
-    if item >= x.data.size(d) and _capture.capturing() is not None:
-        # Past the padded size: only a capture gets here, in a step no example takes
-        # (a loop over range(x.size_as_tensor(d)) unrolled to the capture's step bound;
-        # eager stops at the longest example). No example has the position, and the
-        # check above is a graph output for any that runs there: the result is padding.
-        shape = x.data.shape[:d] + x.data.shape[d + 1:]
-        data = torch.zeros(shape, dtype=x.data.dtype, device=x.data.device)
-        mask = torch.zeros(shape, dtype=torch.bool, device=x.data.device)
-        mask = _selected_lengths(_masking.fit_mask(mask, data, dims), x, d, missing, dims)
-        return MaskedBatch._make(data, mask, dims)
+    if not -x.data.size(d) <= item < x.data.size(d):
+        # Past the padded size: no example has the position. A capture gets here, in a
+        # step no example takes (a loop over range(x.size_as_tensor(d)) unrolled to the
+        # capture's step bound; eager stops at the longest example); so does eager code
+        # whose examples here do not run, or whose check above is deferred to the end of
+        # the @batch call (``_capture.fails``). The result is padding.
+        return _nowhere(x, d, missing, dims)
     if item >= 0:
         # Past an example's end the mask is already false: padding.
         mask = _selected_lengths(x.mask.select(d, item), x, d, missing, dims)
@@ -170,20 +168,41 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
 
 
 def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
-                         dimension: str) -> None:
+                         dimension: str, negative: torch.Tensor | bool | None = None) -> None:
     """Raise as the loop would for the first running example whose index is ``missing``.
 
-    ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor);
-    ``n``: the examples' sizes in ``dimension`` (an int: the same for every example).
+    ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor,
+    plus ``n`` where ``negative``, or for every example where it is True: an index
+    counted from the end, normalised); ``n``: the examples' sizes in ``dimension`` (an
+    int: the same for every example).  On an accelerator, inside a
+    ``@batch`` call, raised when the call ends (``_capture.fails``).
     """
     refused = _masking.running(missing)
-    if _capture.fails(refused):
-        j = int(refused.nonzero()[0])
-        own = index if isinstance(index, int) else int(index[j])
-        raise IndexError(
-            f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
-            f"size {n if isinstance(n, int) else int(n[j])} in {dimension}"
-        )
+    _capture.check(refused, functools.partial(_out_of_range, refused, index, n, dimension,
+                                              negative))
+
+
+def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
+                  dimension: str, negative: torch.Tensor | bool | None) -> IndexError:
+    j = int(refused.nonzero()[0])
+    own = index if isinstance(index, int) else int(index[j])
+    size = n if isinstance(n, int) else int(n[j])
+    if negative is True or (isinstance(negative, torch.Tensor) and bool(negative[j])):
+        own -= size
+    return IndexError(
+        f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
+        f"size {size} in {dimension}"
+    )
+
+
+def _nowhere(x: MaskedBatch, d: int, missing: torch.Tensor,
+             dims: tuple[bool, ...]) -> MaskedBatch:
+    """``x`` indexed at a position along ``d`` that no example has: padding."""
+    shape = x.data.shape[:d] + x.data.shape[d + 1:]
+    data = torch.zeros(shape, dtype=x.data.dtype, device=x.data.device)
+    mask = torch.zeros(shape, dtype=torch.bool, device=x.data.device)
+    mask = _selected_lengths(_masking.fit_mask(mask, data, dims), x, d, missing, dims)
+    return MaskedBatch._make(data, mask, dims)
 
 
 def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch.Tensor,
@@ -219,22 +238,28 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     dims = x.dims[: d - 1] + x.dims[d:]
     size = x.data.size(d)
     i = index.data.long()
+    # The error, which may be raised when the @batch call ends (``_capture.fails``),
+    # reads the index from tensors made here: user code may write the index in place
+    # meanwhile.  Each example's own index: i, or i - n where it counted from the end.
     if x.dims[d - 1]:
         n = _masking.lengths_along(x, d)
-        i = torch.where(i < 0, i + n, i)
+        negative = i < 0
+        i = torch.where(negative, i + n, i)
         missing = (i < 0) | (i >= n)
         at = i.clamp(0, max(size - 1, 0))
-    elif size:
-        # A static dimension: every example has ``size`` elements, -size..size-1 in range
-        # (a clamp moves only the others), and remainder wraps the negative ones.
-        n = size
-        missing = i.clamp(-size, size - 1) != i
-        at = i.remainder(size)
     else:
-        n, missing, at = size, torch.ones_like(i, dtype=torch.bool), i.clamp(0, 0)
+        # A static dimension: every example has ``size`` elements.  Shifted by size, the
+        # indices in range are 0..2 * size - 1 (a clamp moves only the others), and
+        # remainder wraps them (the error reads i - size: ``negative`` True).
+        n, negative = size, True
+        i = i + size
+        missing = i.clamp(0, 2 * size - 1) != i
+        at = i.remainder(size) if size else i
     if index._mask is not None:  # an index that is padding selects padding
         missing = missing | ~index._mask
-    _refuse_out_of_range(missing, index.data, n, f"dimension {d}")
+    _refuse_out_of_range(missing, i, n, f"dimension {d}", negative)
+    if size == 0:  # every example misses (a deferred check's, or one not running)
+        return _nowhere(x, d, missing, dims)
     rows = torch.arange(batch, device=at.device)
     selected = (rows,) + (slice(None),) * (d - 1) + (at,)
     data = x.data[selected]

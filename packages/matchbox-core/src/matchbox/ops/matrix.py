@@ -73,7 +73,7 @@ def tril_triu_(func, input, diagonal=0):
 def diagonal(func, input, offset=0, dim1=0, dim2=1):
     op = _registry.op_name(func)
     rank = input.dim()
-    d1, d2 = normalize_dim(dim1, rank, op), normalize_dim(dim2, rank, op)
+    d1, d2 = normalize_dim(op, dim1, rank), normalize_dim(op, dim2, rank)
     if d1 == d2:
         raise RuntimeError(f"{op}: diagonal dimensions cannot be identical {dim1}, {dim2}")
     if 0 in (d1, d2):
@@ -163,7 +163,7 @@ def _check_features(op: str, a: MaskedBatch | None, b: MaskedBatch | None, x1: A
                                       label=f"the feature dimension {d}")
 
 
-def _rows(batch: MaskedBatch, rank: int) -> torch.Tensor | None:
+def _row_mask(batch: MaskedBatch, rank: int) -> torch.Tensor | None:
     """The mask of ``batch``'s rows (its feature dimension reduced), ``(B, ..., P|1, 1)``."""
     mask = batch._mask
     if mask is None or not batch.dims[-1]:
@@ -174,8 +174,8 @@ def _rows(batch: MaskedBatch, rank: int) -> torch.Tensor | None:
 
 def _result_mask(a: MaskedBatch | None, b: MaskedBatch | None,
                  rank: int) -> torch.Tensor | None:
-    rows = None if a is None else _rows(a, rank)
-    columns = None if b is None else _rows(b, rank)
+    rows = None if a is None else _row_mask(a, rank)
+    columns = None if b is None else _row_mask(b, rank)
     if rank == 2:
         # (1, R) per example: a row of x1's and x2's whole rows (P = 1).
         return _masking.combine_masks([rows, None if columns is None

@@ -86,7 +86,7 @@ def _sorts_last(dtype: torch.dtype, descending: bool) -> float | int | bool:
 def _scan(op: str, run: Callable[[torch.Tensor, int], torch.Tensor], x: MaskedBatch, dim: Any,
           fill: float | None) -> tuple[torch.Tensor | tuple[torch.Tensor, ...], bool]:
     """``run(data, d)`` along ``dim``; whether padding along it was mixed in (to guard)."""
-    d = normalize_dim(dim, x.dim(), op)
+    d = normalize_dim(op, dim, x.dim())
     if d == 0:
         return _on_batch_dim(run, x.data), False
     if not _padded_along(x, d):
@@ -143,9 +143,10 @@ def cummax_cummin(func, input, dim, *, out=None):
         # At padding the running extreme may be a real value, whose index there
         # would send the gradient arriving at padding back to it.
         values = _masking.guard_gradient(values, input._mask)
-    kind = torch.return_types.cummax if "max" in func.__name__ else torch.return_types.cummin
-    return kind((MaskedBatch._make(values, input._mask, input.dims),
-                 MaskedBatch._make(indices, input._mask, input.dims)))
+    result_type = torch.return_types.cummax if "max" in func.__name__ else (
+        torch.return_types.cummin)
+    return result_type((MaskedBatch._make(values, input._mask, input.dims),
+                        MaskedBatch._make(indices, input._mask, input.dims)))
 
 
 # ------------------------------------------------------------------ sorting
@@ -154,7 +155,7 @@ def cummax_cummin(func, input, dim, *, out=None):
 def _sort(op: str, x: MaskedBatch, dim: Any, descending: bool,
           stable: bool | None) -> tuple[torch.Tensor, torch.Tensor]:
     """Sorted values and indices of ``x``'s data along ``dim`` (padding sorted last)."""
-    d = normalize_dim(dim, x.dim(), op)
+    d = normalize_dim(op, dim, x.dim())
 
     def run(data: torch.Tensor, along: int, stable: bool) -> tuple[torch.Tensor, torch.Tensor]:
         values, indices = torch.sort(data, dim=along, descending=bool(descending),
@@ -194,7 +195,7 @@ def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
     op = _registry.op_name(func)
     _registry.refuse_out(op, out)
     k = int(k)
-    d = normalize_dim(-1 if dim is None else dim, input.dim(), op)
+    d = normalize_dim(op, -1 if dim is None else dim, input.dim())
     if k < 0:
         raise RuntimeError(f"{op}: k={k} must be non-negative")
     if d == 0:
@@ -250,7 +251,7 @@ def _dim_list(value: Any) -> list[Any]:
 
 def _flip(op: str, x: MaskedBatch, wanted: list[int]) -> MaskedBatch:
     rank = x.dim()
-    ds = [normalize_dim(w, rank, op) for w in wanted]
+    ds = [normalize_dim(op, w, rank) for w in wanted]
     for i, d in enumerate(ds):
         if d in ds[:i]:
             raise RuntimeError(f"{op}: dim {d} appears multiple times in the list of dims")
@@ -310,7 +311,7 @@ def roll(func, input, shifts, dims=None):
                            f"shifts, {len(dim_list)} dims")
     data = input.data
     for shift, dim in zip(shift_list, dim_list):
-        d = normalize_dim(dim, input.dim(), op)
+        d = normalize_dim(op, dim, input.dim())
         if d == 0:
             continue  # each example's dimension 0 has size one
         if _padded_along(input, d):
@@ -380,8 +381,8 @@ def _roll_flat(x: MaskedBatch, shift: int) -> torch.Tensor:
 def movedim(func, input, source, destination):
     op = _registry.op_name(func)
     rank = input.dim()
-    src = [normalize_dim(s, rank, op) for s in _dim_list(source)]
-    dst = [normalize_dim(t, rank, op) for t in _dim_list(destination)]
+    src = [normalize_dim(op, s, rank) for s in _dim_list(source)]
+    dst = [normalize_dim(op, t, rank) for t in _dim_list(destination)]
     if len(src) != len(dst):
         raise RuntimeError(f"{op}: source {src} and destination {dst} must name the same "
                            "number of dimensions")

@@ -137,30 +137,30 @@ def pointwise_ops() -> list[Any]:
 
 # How the family runs an op, worked out once per op (this is the hot path).
 _PLAIN, _INPLACE, _CHECKED = 1, 2, 3
-_KINDS: dict[Any, int] = {}
+_PATHS: dict[Any, int] = {}
 
 
-def _kind(func: Any) -> int:
-    kind = _KINDS.get(func)
-    if kind is None:
-        kind = _KINDS[func] = (_INPLACE if _registry.writes_first_argument(func) else
+def _path(func: Any) -> int:
+    path = _PATHS.get(func)
+    if path is None:
+        path = _PATHS[func] = (_INPLACE if _registry.writes_first_argument(func) else
                                _CHECKED if func.__name__ in VALUE_CHECKED else _PLAIN)
-    return kind
+    return path
 
 
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the batch data and combine the masks."""
-    kind = _KINDS.get(func) or _kind(func)
+    path = _PATHS.get(func) or _path(func)
     if kwargs:
         if "out" in kwargs:
             _registry.refuse_out(func, kwargs.pop("out"))
             if not kwargs:
                 return pointwise(func, *args)
         if kwargs.get("inplace"):
-            kind = _INPLACE
-    if kind == _INPLACE:
+            path = _INPLACE
+    if path == _INPLACE:
         return _pointwise_inplace(func, args, kwargs)
-    if kind == _CHECKED:
+    if path == _CHECKED:
         fill = VALUE_CHECKED[func.__name__]
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
@@ -331,7 +331,7 @@ def _fast(func: Any) -> Any:
     """The fast path of a Tensor method of the family (see ``matchbox._methods``): the
     registry's guard hands it the calls without keywords, with gradients and no profiler;
     :func:`_plain` takes the commonest of them and gives ``None`` for the others."""
-    return _plain if _kind(func) == _PLAIN else None
+    return _plain if _path(func) == _PLAIN else None
 
 
 _lengths.aware(pointwise)  # masks combine in _masking.align / combine_layouts

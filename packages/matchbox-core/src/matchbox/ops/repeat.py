@@ -50,9 +50,9 @@ def _lines_along(x: MaskedBatch, d: int, old: torch.Tensor, length: torch.Tensor
     ``length`` there (``old`` in ``x``), the other dimensions as in ``x`` (an example
     empty along ``d`` keeps its other sizes)."""
     rank = x.data.dim()
-    rows = [-1] + [1] * (rank - 1)
-    others = x.mask.any(d, keepdim=True) | (old == 0).view(rows)
-    return others & (_positions(size, x.device, d, rank) < length.view(rows))
+    per_example = [-1] + [1] * (rank - 1)
+    others = x.mask.any(d, keepdim=True) | (old == 0).view(per_example)
+    return others & (_positions(size, x.device, d, rank) < length.view(per_example))
 
 
 def _gather_along(x: MaskedBatch, d: int, source: torch.Tensor, old: torch.Tensor,
@@ -137,7 +137,7 @@ def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
     if not isinstance(input, MaskedBatch):
         raise TypeError(f"{op}: the input must be the batch; per-example repeats of a plain "
                         "tensor are not supported")
-    d = normalize_dim(dim, input.dim(), op)
+    d = normalize_dim(op, dim, input.dim())
     if isinstance(repeats, MaskedBatch):
         return _interleave_per_example(op, input, d, repeats)
     if isinstance(repeats, torch.Tensor) and repeats.numel() == 1:
@@ -208,9 +208,9 @@ def _interleave_per_example(op: str, x: MaskedBatch, d: int, repeats: MaskedBatc
     length = r * n
     size = int(length.max()) if length.numel() else 0
     rank = x.data.dim()
-    rows = [-1] + [1] * (rank - 1)
+    per_example = [-1] + [1] * (rank - 1)
     dims = x.dims[:d - 1] + (True,) + x.dims[d:]
     refuse_partly_empty(op, [length] + [_masking.sizes_along(x, j) for j in range(1, rank)
                                         if j != d and dims[j - 1]])
-    source = _positions(size, x.device, d, rank) // r.clamp(min=1).view(rows)
+    source = _positions(size, x.device, d, rank) // r.clamp(min=1).view(per_example)
     return _gather_along(x, d, source, n, length, dims)

@@ -57,13 +57,13 @@ def _one_dim(op: str, x: MaskedBatch, dim: Any) -> int:
     return reduced[0]
 
 
-def _pair(kind: Any, x: MaskedBatch, d: int, keepdim: bool, values: torch.Tensor,
+def _pair(result_type: Any, x: MaskedBatch, d: int, keepdim: bool, values: torch.Tensor,
           indices: torch.Tensor) -> Any:
-    """The named tuple ``kind`` of values and indices reduced over ``d`` (kept as size
+    """The named tuple ``result_type`` of values and indices reduced over ``d`` (kept as size
     one in ``values``/``indices``) as batches."""
     mask, dims = reduced_layout(x, (d,), keepdim)
-    return kind((MaskedBatch._make(_keep(values, (d,), keepdim), mask, dims),
-                 MaskedBatch._make(_keep(indices, (d,), keepdim), mask, dims)))
+    return result_type((MaskedBatch._make(_keep(values, (d,), keepdim), mask, dims),
+                        MaskedBatch._make(_keep(indices, (d,), keepdim), mask, dims)))
 
 
 def _counts(x: MaskedBatch, d: int) -> torch.Tensor:

@@ -129,13 +129,13 @@ class TimeMajorBatch(Batch, view=True):
         """``size(1)`` is the batch size; ``size(0)`` raises if dimension 0 is dynamic."""
         if dim is None:
             return torch.Size(self.size(i) for i in range(3))
-        i = normalize_dim(dim, 3, "TimeMajorBatch.size")
+        i = normalize_dim("TimeMajorBatch.size", dim, 3)
         if i == 0:
             if self.batch.dims[0]:
                 raise ValueError(
                     "TimeMajorBatch.size(0): dimension 0 is the time, which differs between "
                     "examples; use batch_major(x) and maxsize(1) for the padded length"
-                    f"{why_size_was_asked(0, 'TimeMajorBatch')}"
+                    f"{why_size_was_asked('TimeMajorBatch', 0)}"
                 )
             return self.batch.size(1)
         # The batch size as torch's recurrent modules read it (see batch_size_as_asked).

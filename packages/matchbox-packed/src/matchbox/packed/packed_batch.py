@@ -120,7 +120,7 @@ class PackedBatch(Batch):
             dims = (True,) + (False,) * (rank - 2)
         dims = _check_dims(op, tuple(bool(d) for d in dims))
         shapes = check_examples(
-            examples, dims, op, static_hint="a PackedBatch has one dynamic dimension, 1; "
+            op, examples, dims, static_hint="a PackedBatch has one dynamic dimension, 1; "
             "use MaskedBatch.fromlist for more")
         device = examples[0].device
         layout = Layout.from_lengths(torch.tensor([s[1] for s in shapes]), device)
@@ -138,7 +138,7 @@ class PackedBatch(Batch):
             raise TypeError(f"{op}: expected a MaskedBatch, got {type(batch).__name__}")
         if batch.dim() < 2:
             raise ValueError(f"{op}: examples of rank {batch.dim()} have no dimension 1 to pack")
-        d = normalize_dim(dim, batch.dim(), op)
+        d = normalize_dim(op, dim, batch.dim())
         if d != 1:
             raise ValueError(
                 f"{op}: a PackedBatch packs dimension 1 of each example (examples (1, length, "
@@ -318,12 +318,12 @@ class PackedBatch(Batch):
                 "size(): dimension 1 is the packed dimension, whose size differs between "
                 "examples; use maxsize(1) for the longest example or lengths()"
             )
-        i = normalize_dim(dim, self.dim(), "size")
+        i = normalize_dim("size", dim, self.dim())
         if i == 1:
             raise ValueError(
                 f"size({dim}): dimension 1 is the packed dimension, whose size differs "
                 "between examples; use maxsize(1) for the longest example or lengths()"
-                f"{why_size_was_asked(1, 'PackedBatch')}"
+                f"{why_size_was_asked('PackedBatch', 1)}"
             )
         return batch_size_as_asked(self.batch_size) if i == 0 else self.data.size(i - 1)
 
@@ -332,7 +332,7 @@ class PackedBatch(Batch):
         without ``dim``, every dimension's as a ``torch.Size``."""
         if dim is None:
             return torch.Size(self.maxsize(d) for d in range(self.dim()))
-        i = normalize_dim(dim, self.dim(), "maxsize")
+        i = normalize_dim("maxsize", dim, self.dim())
         if i == 1:
             return self.layout.max_length
         return self.batch_size if i == 0 else self.data.size(i - 1)

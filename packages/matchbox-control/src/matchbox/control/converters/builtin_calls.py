@@ -166,8 +166,8 @@ class _BuiltinCalls(names.ScopeTransformer):
             if not _type_call(left):
                 return node
         op = templates.constant(_TYPE_COMPARISONS[type(node.ops[0])])
-        return templates.replace_expr("mb__.compare_type(kind, obj, op, other)", origin=node,
-                                      kind=left.func, obj=left.args[0], op=op, other=right)
+        return templates.replace_expr("mb__.compare_type(type_fn, obj, op, other)", origin=node,
+                                      type_fn=left.func, obj=left.args[0], op=op, other=right)
 
 
 def _runtime_call(node: Any) -> str | None:

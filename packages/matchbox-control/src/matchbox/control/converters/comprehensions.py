@@ -84,7 +84,7 @@ class _Comprehensions(names.ScopeTransformer):
         """How a step unpacks (``None`` for one name) and the parameters it binds."""
         parameters: list[str] = []
 
-        def describe(node: Any) -> Any:
+        def unpacking(node: Any) -> Any:
             if isinstance(node, gast.Name):
                 parameters.append(node.id)
                 return None
@@ -95,13 +95,13 @@ class _Comprehensions(names.ScopeTransformer):
                         parameters.append(element.value.id)
                         parts.append("*")
                     else:
-                        parts.append(describe(element))
+                        parts.append(unpacking(element))
                 return tuple(parts)
             raise self.ctx.unsupported(
                 "a comprehension target that is not a name or a tuple of names", node,
                 "write the loop as a for statement")
 
-        spec = describe(target)
+        spec = unpacking(target)
         # Python assigns a name bound twice (`for _, _ in pairs`) last: the earlier
         # parameters get unused names, as a lambda cannot repeat one.
         for i, name in enumerate(parameters):

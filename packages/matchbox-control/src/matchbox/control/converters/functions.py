@@ -2,7 +2,9 @@
 
 Every converted function starts by reading the execution mask it was called
 under (``mb__mask = mb__.entry_mask()``) and binding to ``Undefined`` the
-variables a region may save before the user's code assigned them.  A
+variables a region may save before the user's code assigned them; its body then
+runs in ``with mb__.deferred_checks():``, where the outermost call reads the
+checks that ops deferred (``matchbox.extending.deferred_checks``).  A
 function defined inside it is converted the same way, on its own.
 """
 
@@ -27,7 +29,13 @@ def add_prologue(function: Any) -> None:
     first = body[0] if body else None
     docstring = (isinstance(first, gast.Expr) and isinstance(first.value, gast.Constant)
                  and isinstance(first.value.value, str))
-    function.body = body[:1] + prologue + body[1:] if docstring else prologue + body
+    head, body = (body[:1], body[1:]) if docstring else ([], body)
+    # The checks of ops that can go on safely (an index in range, parts real for the
+    # same examples) are read when the outermost @batch call ends, with one device sync,
+    # on an accelerator (matchbox.extending.deferred_checks), instead of once per op.
+    scope = templates.replace("with mb__.deferred_checks():\n    mb__body", origin=function,
+                              mb__body=body or [gast.Pass()])
+    function.body = head + prologue + scope
 
 
 def nested_functions(function: Any) -> list[Any]:

@@ -61,7 +61,7 @@ from matchbox.control.runtime.select import Undefined, merge, merge_written, onl
 from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
 from matchbox.control.runtime.structured import scan_capturing, scan_for
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
-from matchbox.extending import fails
+from matchbox.extending import deferred_checks, fails
 from matchbox.masked_batch import MaskedBatch
 
 slice_ = slice  # `obj[a:b] = v` under a mask becomes set_item(..., slice_(a, b, None), v)
@@ -94,7 +94,7 @@ def return_value(value, returned=True):
 __all__ = [
     "BatchTypeTestWarning", "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item",
     "branch", "call", "call_method", "compare", "compare_type", "comp_for", "comp_if",
-    "current_mask", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
+    "current_mask", "deferred_checks", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "return_value", "scan_capturing", "scan_for", "select", "set_attr", "set_comp", "set_item",

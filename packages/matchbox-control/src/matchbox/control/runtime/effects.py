@@ -97,9 +97,9 @@ def delete_item(mask: Any, obj: Any, index: Any) -> None:
     if type(obj) is list:
         refuse_positional_write(obj, "del items[i]")
     if mask is not None and type(obj) in (list, dict):
-        kind = type(obj).__name__
+        type_name = type(obj).__name__
         raise NotImplementedError(
-            f"@batch: del {kind}[...] under a per-example condition: a Python {kind} is "
+            f"@batch: del {type_name}[...] under a per-example condition: a Python {type_name} is "
             "shared by every example, so the item would go for the examples that do not "
             "run this code too. Build a new one (items = items[:-1]), whose value is "
             "merged per example, or delete where every example runs it")

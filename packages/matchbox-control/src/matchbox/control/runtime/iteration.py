@@ -36,7 +36,7 @@ from matchbox.extending import (
     fails,
     fit_mask,
     reads_values,
-    remember_rows,
+    remember_mask_view,
 )
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.functional import stack
@@ -167,7 +167,7 @@ def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask, from_item
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            mask = _rows_are_the_items(mask, item, from_items)
+            mask = _remember_items_mask(mask, item, from_items)
         yield mask, item
 
 
@@ -194,12 +194,12 @@ def _counted_steps(present: torch.Tensor, items: Any, outer: Mask, from_items: b
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            mask = _rows_are_the_items(mask, item, from_items)
+            mask = _remember_items_mask(mask, item, from_items)
         yield mask, item
 
 
-def _rows_are_the_items(mask: torch.Tensor, item: Any, from_items: bool) -> torch.Tensor:
-    """Let the step's mask, viewed as rows, be the item's own one-per-example mask.
+def _remember_items_mask(mask: torch.Tensor, item: Any, from_items: bool) -> torch.Tensor:
+    """Let the step's mask, viewed as ``(batch, 1)``, be the item's own one-per-example mask.
 
     The two are equal; handing back the item's very tensor lets ops see it by
     identity (``_masking.and_running``, a merge): merging ``h = cell(x_t, h)``,
@@ -213,13 +213,13 @@ def _rows_are_the_items(mask: torch.Tensor, item: Any, from_items: bool) -> torc
         own = item._mask
         if recorded is not None:
             if own is not None and own.numel() == own.size(0):
-                remember_rows(mask, own)
+                remember_mask_view(mask, own)
             # A step's mask made from this record (``_presence``) has its values.
             return recorded if from_items and recorded.shape == mask.shape else mask
         if own is not None and own.numel() == own.size(0):
             if own.shape == mask.shape and _lengths.carried(own) is None:
                 return own
-            remember_rows(mask, own)
+            remember_mask_view(mask, own)
     return mask
 
 

@@ -32,12 +32,12 @@ from matchbox.extending import (
     EXECUTION_MASK,
     capturing,
     mask_and,
+    mask_view,
+    mask_view_for,
     reads_values,
-    rows_for,
     some,
 )
 from matchbox.extending import ZERO as _ZERO
-from matchbox.extending import mask_rows as rows
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
 Mask = Any  # None | torch.Tensor | False
@@ -290,7 +290,7 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
     data = value.data
     if not data.requires_grad or not torch.is_grad_enabled():
         return value
-    view = rows(example_mask(mask, value, "a value read in the region"), data.dim())
+    view = mask_view(example_mask(mask, value, "a value read in the region"), data.dim())
     if value._mask is None and data.is_floating_point():
         # The region's values for the examples that do not run it are discarded:
         # zeros serve, and recorded as such they spare ops with a weight, which
@@ -314,7 +314,7 @@ def example_mask(mask: torch.Tensor, value: MaskedBatch, name: str) -> torch.Ten
     batch = value.data.size(0)
     if batch == mask.size(0):
         return mask
-    expanded = rows_for(mask, batch, 1)
+    expanded = mask_view_for(mask, batch, 1)
     if expanded is None:
         raise ValueError(f"@batch: '{name}' holds {batch} examples but the code runs "
                          f"on a batch of {mask.size(0)}")

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox.control.runtime.masks import example_mask, rows
+from matchbox.control.runtime.masks import example_mask, mask_view
 from matchbox.extending import BATCH_VIEWS, fit_mask, mask_and, pad_to, same_mask
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.masked_batch import MaskedBatch
@@ -96,7 +96,7 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):
-        merged = _select_rows(mask, new, old)  # the commonest merge: a state
+        merged = _select_per_example(mask, new, old)  # the commonest merge: a state
         if isinstance(outer, torch.Tensor):
             _keep(merged, old, outer)
         return merged
@@ -218,7 +218,7 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
     error; otherwise it is returned as it is.
     """
     if isinstance(value, MaskedBatch):
-        view = rows(example_mask(mask, value, name), value.data.dim())
+        view = mask_view(example_mask(mask, value, name), value.data.dim())
         real = view if value._mask is None else value._mask & view
         real = _lengths.restricted(fit_mask(real, value.data, value.dims), value, mask)
         return MaskedBatch._make(value.data, real, value.dims)
@@ -247,8 +247,8 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     if mask.size(0) != data_new.size(0):
         mask = example_mask(mask, new, name)  # slices of the examples: heads
     if not any(new.dims):
-        return _select_rows(mask, new, old)
-    view = rows(mask, data_new.dim())
+        return _select_per_example(mask, new, old)
+    view = mask_view(mask, data_new.dim())
     data = torch.where(view, data_new, old.data)
     if new._mask is None and old._mask is None:
         return MaskedBatch._make(data, None, new.dims)
@@ -256,14 +256,14 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     return MaskedBatch._make(data, merged, new.dims)
 
 
-def _select_rows(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:
+def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:
     """Select two batches of one static layout, one mask entry per example.
 
     An example whose new value is padding keeps its old value
     (``matchbox.functional.update``'s rule).  A new value real exactly where
     the region ran (a step's result) needs no ``and`` of the two masks.
     """
-    view = rows(mask, new.data.dim())
+    view = mask_view(mask, new.data.dim())
     real = new._mask
     chosen = view if real is None or real is view or same_mask(view, real) else (
         mask_and(view, real))

@@ -86,12 +86,12 @@ def _record(item: Any, present: torch.Tensor) -> None:
 
 def presence(item: Any) -> torch.Tensor | None:
     """Which examples have ``item`` by its record (``None``: every example)."""
-    kind = type(item)
-    if kind is MaskedBatch:
+    cls = type(item)
+    if cls is MaskedBatch:
         return getattr(item, "_present", None)
-    if kind in BATCH_VIEWS:
+    if cls in BATCH_VIEWS:
         return presence(item.batch)
-    if kind is tuple or (isinstance(item, tuple) and hasattr(item, "_fields")):
+    if cls is tuple or (isinstance(item, tuple) and hasattr(item, "_fields")):
         return combine_masks([presence(part) for part in item])
     return None
 
@@ -215,8 +215,8 @@ def _or_every(present: torch.Tensor | None, like: torch.Tensor) -> torch.Tensor:
 def _recordable(value: Any) -> bool:
     """Whether a value can be an item that only some examples have (it can hold
     padding and record the examples: a batch, tensor, number or tuple of them)."""
-    kind = type(value)
-    if kind is MaskedBatch or kind in BATCH_VIEWS or isinstance(value, torch.Tensor):
+    cls = type(value)
+    if cls is MaskedBatch or cls in BATCH_VIEWS or isinstance(value, torch.Tensor):
         return True
     if isinstance(value, numbers.Number):
         return True
@@ -227,13 +227,13 @@ def _recordable(value: Any) -> bool:
 
 def _refuse_nested(value: Any, label: str, name: str | None = None) -> None:
     what = f"the list '{name}'" if name is not None else "a list"
-    kind = type(value).__name__
+    type_name = type(value).__name__
     raise TypeError(
-        f"@batch: {label} is a {kind}, an item of {what} that only some examples have "
+        f"@batch: {label} is a {type_name}, an item of {what} that only some examples have "
         f"({user_line()}): in the loop over examples each example's list holds its own "
         "items (appended under a per-example condition, or by a loop whose steps differ "
         f"between examples), and such an item must be a tensor, a number or a tuple of "
-        f"them, which can hold padding for the others; a {kind} cannot. Keep the row you "
+        f"them, which can hold padding for the others; a {type_name} cannot. Keep the row you "
         "need in a variable of its own (prev = row), or stack each row into a tensor "
         "first (torch.stack(row, 1)) and keep the tensors in the list")
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from matchbox.compiler import loops
-from matchbox.control.runtime.iteration import _rows_are_the_items, _Stepped, for_steps
+from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.select import Undefined
 from matchbox.masked_batch import MaskedBatch
@@ -53,12 +53,12 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
         for mask, item in for_steps(items, outer):
             state = body(mask, item, *state, *constants)
         return state
-    rows = outer is None
+    whole = outer is None  # the steps' masks are not narrowed by an outer one
 
     def step(mask_item: tuple[Any, Any], *args: Any) -> tuple[Any, ...]:
         mask, item = mask_item
-        if rows and isinstance(mask, torch.Tensor):
-            _rows_are_the_items(mask, item, False)  # as for_steps does for each step
+        if whole and isinstance(mask, torch.Tensor):
+            _remember_items_mask(mask, item, False)  # as for_steps does for each step
         return body(mask, item, *args)
 
     return loops.scan_steps(step, state, _steps(items, outer), constants)

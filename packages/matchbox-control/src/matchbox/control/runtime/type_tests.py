@@ -69,10 +69,10 @@ _COMPARE = {"is": operator.is_, "is not": operator.is_not, "==": operator.eq,
 def compare_type(type_fn: Any, obj: Any, op: str, other: Any) -> Any:
     """``type(obj) <op> other`` (``is``, ``is not``, ``==``, ``!=``); warns where ``obj``
     is a batch and ``other`` a tensor class."""
-    kind = type_fn(obj)
-    if (type_fn is builtins.type and kind is MaskedBatch and isinstance(other, type)
+    cls = type_fn(obj)
+    if (type_fn is builtins.type and cls is MaskedBatch and isinstance(other, type)
             and issubclass(other, torch.Tensor)):
         warnings.warn(f"@batch: type(x) {op} {other.__module__}.{other.__qualname__} "
                       f"treats a MaskedBatch as a non-tensor: {_ADVICE}",
                       BatchTypeTestWarning, stacklevel=2)
-    return _COMPARE[op](kind, other)
+    return _COMPARE[op](cls, other)

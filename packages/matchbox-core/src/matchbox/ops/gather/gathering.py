@@ -75,7 +75,7 @@ def gather(func, input, dim, index, *, sparse_grad=False, out=None):
     like = _first_batch(input, index)
     x, idx = as_batch(op, input, like, "input"), as_batch(op, index, like, "index")
     _check_same_rank(op, x, idx, "index")
-    d = normalize_dim(dim, x.dim(), op)
+    d = normalize_dim(op, dim, x.dim())
     return _along(d, x, idx, lambda x, d, idx: _gather(op, x, d, idx, sparse_grad, False))
 
 
@@ -106,7 +106,7 @@ def take_along_dim(func, input, indices, dim=None, *, out=None):
     like = _first_batch(input, indices)
     x, idx = as_batch(op, input, like, "input"), as_batch(op, indices, like, "indices")
     _check_same_rank(op, x, idx, "indices")
-    d = normalize_dim(dim, x.dim(), op)
+    d = normalize_dim(op, dim, x.dim())
 
     def run(x: MaskedBatch, d: int, idx: MaskedBatch) -> MaskedBatch:
         x, idx = _broadcast_except(op, x, idx, d)
@@ -173,7 +173,7 @@ def index_select(func, input, dim, index, *, out=None):
     _registry.refuse_out(op, out)
     like = _first_batch(input, index)
     x = as_batch(op, input, like, "input")
-    d = normalize_dim(dim, x.dim(), op)
+    d = normalize_dim(op, dim, x.dim())
     if d == 0:
         raise ValueError(
             f"{op}: dim=0 is the batch dimension of each example (size one); selecting "

@@ -62,7 +62,7 @@ def scatter(func, input, dim, index, *args, out=None, **kwargs):
     source = as_batch(op, src, like, "src") if isinstance(src, (torch.Tensor, MaskedBatch)) \
         else src
     _check_same_rank(op, x, idx, "index")
-    d = normalize_dim(dim, x.dim(), op)
+    d = normalize_dim(op, dim, x.dim())
     method = _SCATTER[func]
     if d == 0:
         source = _with_dim_one(source) if isinstance(source, MaskedBatch) else source

@@ -27,7 +27,7 @@ def reduced_dimensions(op: str, x: MaskedBatch, dim: Any) -> tuple[int, ...]:
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return tuple(range(1, x.dim()))
     asked = dim if isinstance(dim, (tuple, list)) else (dim,)
-    out = tuple(sorted({normalize_dim(d, x.dim(), op) for d in asked}))
+    out = tuple(sorted({normalize_dim(op, d, x.dim()) for d in asked}))
     if 0 in out:
         raise ValueError(
             f"{op}: cannot reduce over dimension 0, the batch dimension of each example; "

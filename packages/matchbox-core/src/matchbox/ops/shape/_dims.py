@@ -13,7 +13,7 @@ from matchbox.masked_batch import normalize_dim
 def _nonbatch_dim(op: str, dim: int, rank: int, scalars: bool = False) -> int:
     """``dim`` normalised; dimension 0 raises.  ``scalars``: the batch holds per-example
     scalars, which the loop sees as 0-d tensors (losses) with no dimension 0 to keep."""
-    d = normalize_dim(dim, rank, op)
+    d = normalize_dim(op, dim, rank)
     if d == 0:
         hint = ("; these are per-example scalars (a loss, say), 0-d in the loop but (1,) "
                 "in a batch, so a new dimension 0 cannot go in front of them: combine "

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -109,17 +110,23 @@ def _check_same_examples(op: str, parts: list[MaskedBatch], joined: str) -> None
     include an unmasked one cost nothing; otherwise one comparison (a sync).
     """
     differ = _with_other_parts(parts)
-    if differ is not None and _capture.fails(differ):
-        j = int(differ.nonzero()[0])
-        raise ValueError(
-            f"{op}: example {j} is real in some of the {len(parts)} tensors {joined} and "
-            "padding in others (as the steps of x.unbind(dim) are for examples of "
-            "different lengths): the examples have different numbers of real parts, which "
-            "a static dimension cannot hold; to stack per-step results into a new dynamic "
-            "dimension use matchbox.functional.stack(tensors, dim, dynamic=True)" + (
-                " (and flatten it into the next dimension to concatenate)"
-                if joined == "concatenated" else "")
-        )
+    if differ is not None:
+        # Deferred to the end of a @batch call on an accelerator: the join goes on, its
+        # mask the *and* of the parts', and nothing reads past an extent.
+        _capture.check(differ, functools.partial(_differ_error, op, differ, len(parts), joined))
+
+
+def _differ_error(op: str, differ: torch.Tensor, count: int, joined: str) -> ValueError:
+    j = int(differ.nonzero()[0])
+    return ValueError(
+        f"{op}: example {j} is real in some of the {count} tensors {joined} and "
+        "padding in others (as the steps of x.unbind(dim) are for examples of "
+        "different lengths): the examples have different numbers of real parts, which "
+        "a static dimension cannot hold; to stack per-step results into a new dynamic "
+        "dimension use matchbox.functional.stack(tensors, dim, dynamic=True)" + (
+            " (and flatten it into the next dimension to concatenate)"
+            if joined == "concatenated" else "")
+    )
 
 
 def _items_differ(parts: list[MaskedBatch]) -> bool:
@@ -141,16 +148,16 @@ def _with_other_parts(parts: list[MaskedBatch]) -> torch.Tensor | None:
     if _recorded_items(parts):
         # Items of a list that only some examples have (matchbox-control records
         # them): an unmasked one is an item every example has, not a state.
-        rows = [_item_rows(p, batch) for p in parts]
+        having = [_examples_having(p, batch) for p in parts]
     elif any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
                                               for m in masks[1:]):
         return None
     else:
-        rows = [m.reshape(batch, -1).any(1) for m in masks]
-    absent = [~r for r, p in zip(rows, parts) if not any(p.dims)]
+        having = [m.reshape(batch, -1).any(1) for m in masks]
+    absent = [~h for h, p in zip(having, parts) if not any(p.dims)]
     if not absent:
         return None
-    differ = torch.stack(absent).any(0) & torch.stack(rows).any(0)
+    differ = torch.stack(absent).any(0) & torch.stack(having).any(0)
     return _masking.running(differ)
 
 
@@ -161,7 +168,8 @@ def _recorded_items(tensors: Sequence[Any]) -> bool:
                for t in tensors)
 
 
-def _item_rows(part: MaskedBatch, batch: int) -> torch.Tensor:
+def _examples_having(part: MaskedBatch, batch: int) -> torch.Tensor:
+    """Which examples have ``part``, ``(batch,)`` bool."""
     present = getattr(part, "_present", None)
     if present is not None:
         return present

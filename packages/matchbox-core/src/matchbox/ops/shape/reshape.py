@@ -205,8 +205,8 @@ def reshape_as(func, input, other):
 @_registry.implements(torch.flatten, torch.Tensor.flatten, family="shape")
 def flatten(func, input, start_dim=0, end_dim=-1):
     op = _registry.op_name(func)
-    start = normalize_dim(start_dim, input.dim(), op)
-    end = normalize_dim(end_dim, input.dim(), op)
+    start = normalize_dim(op, start_dim, input.dim())
+    end = normalize_dim(op, end_dim, input.dim())
     if start == 0:
         raise ValueError(
             f"{op}: start_dim=0 would merge dimension 0, the batch dimension of each "

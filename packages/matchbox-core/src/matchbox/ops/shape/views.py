@@ -27,7 +27,7 @@ from matchbox.ops.shape._dims import _batch_dim_view, _nonbatch_dim, _sizes
                       family="shape")
 def transpose(func, input, dim0, dim1):
     op = _registry.op_name(func)
-    swapped = {normalize_dim(dim0, input.dim(), op), normalize_dim(dim1, input.dim(), op)}
+    swapped = {normalize_dim(op, dim0, input.dim()), normalize_dim(op, dim1, input.dim())}
     view = _registry.batch_dim_view("MaskedBatch") if swapped == {0, 1} else None
     if view is not None:
         # Per example (1, T, F) -> (T, 1, F): a time-major view (see _registry).
@@ -46,7 +46,7 @@ def transpose(func, input, dim0, dim1):
 @_registry.implements(torch.permute, torch.Tensor.permute, family="shape")
 def permute(func, input, *order):
     op = _registry.op_name(func)
-    order = [normalize_dim(d, input.dim(), op) for d in _sizes(order)]
+    order = [normalize_dim(op, d, input.dim()) for d in _sizes(order)]
     if sorted(order) != list(range(input.dim())):
         raise ValueError(f"{op}: {order} is not a permutation of the {input.dim()} dimensions")
     if order[0] != 0:

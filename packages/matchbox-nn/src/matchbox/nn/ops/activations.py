@@ -28,7 +28,6 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
-    SHARED,
     example_dim,
     implements,
     only_input_batched,
@@ -38,7 +37,7 @@ from matchbox.extending import (
 )
 
 
-@implements(F.glu, family="activation", batch_type=SHARED)
+@implements(F.glu, family="activation", batch_type="Batch")
 def glu(func, input, dim=-1):
     op = op_name(func)
     only_input_batched(op, input)
@@ -48,7 +47,7 @@ def glu(func, input, dim=-1):
     return input.from_positions(func(input.positions(), input._data_dim(d)))
 
 
-@implements(torch.prelu, torch.Tensor.prelu, family="activation", batch_type=SHARED)
+@implements(torch.prelu, torch.Tensor.prelu, family="activation", batch_type="Batch")
 def prelu(func, input, weight):
     op = op_name(func)
     only_input_batched(op, input, weight=weight)
@@ -66,7 +65,7 @@ def prelu(func, input, weight):
     return input.from_positions(func(input.positions(shared), weight), shared)
 
 
-@implements(F.normalize, family="activation", batch_type=SHARED)
+@implements(F.normalize, family="activation", batch_type="Batch")
 def normalize(func, input, p=2.0, dim=1, eps=1e-12, out=None):
     op = op_name(func)
     only_input_batched(op, input)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from matchbox.extending import SHARED, implements, only_input_batched, op_name, unsupported
+from matchbox.extending import implements, only_input_batched, op_name, unsupported
 
 DROPOUT_OPS = (
     F.dropout, F.alpha_dropout, torch.dropout, torch.dropout_, torch.alpha_dropout,
@@ -37,7 +37,7 @@ FEATURE_DROPOUT_OPS = (
 )
 
 
-@implements(*DROPOUT_OPS, *FEATURE_DROPOUT_OPS, family="dropout", batch_type=SHARED)
+@implements(*DROPOUT_OPS, *FEATURE_DROPOUT_OPS, family="dropout", batch_type="Batch")
 def dropout(func, input, *args, **kwargs):
     only_input_batched(op_name(func), input)
     if func in FEATURE_DROPOUT_OPS and input.data.dim() != input.dim():

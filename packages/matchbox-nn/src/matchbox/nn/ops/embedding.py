@@ -35,7 +35,6 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
-    SHARED,
     Batch,
     MaskedBatch,
     check_lengths_agree,
@@ -71,7 +70,7 @@ def _frequency_scale(ids: torch.Tensor, examples: torch.Tensor, rows: int,
     return torch.where(real, 1.0 / counts[inverse].to(dtype), 0.0)
 
 
-@implements(F.embedding, family="embedding", batch_type=SHARED)
+@implements(F.embedding, family="embedding", batch_type="Batch")
 def embedding(func, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     op = op_name(func)
@@ -125,7 +124,7 @@ def embedding_bag(func, input, weight, offsets=None, max_norm=None, norm_type=2,
     return MaskedBatch._make(out, None if mask is None else mask.unsqueeze(-1), dims + (False,))
 
 
-@implements(F.one_hot, family="embedding", batch_type=SHARED)
+@implements(F.one_hot, family="embedding", batch_type="Batch")
 def one_hot(func, input, num_classes=-1):
     op = op_name(func)
     if is_batch(num_classes) or not is_batch(input):

@@ -20,7 +20,6 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
-    SHARED,
     Batch,
     MaskedBatch,
     check_lengths_agree,
@@ -35,7 +34,7 @@ from matchbox.extending import (
 )
 
 
-@implements(F.linear, family="linear", batch_type=SHARED)
+@implements(F.linear, family="linear", batch_type="Batch")
 def linear(func, input, weight, bias=None):
     if not isinstance(input, Batch) or isinstance(weight, Batch) or isinstance(bias, Batch) or \
             not input.dims or input.dims[-1]:  # (checked inline first: a hot path)

@@ -47,7 +47,6 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
-    SHARED,
     MaskedBatch,
     and_running,
     fails,
@@ -66,7 +65,7 @@ from matchbox.extending import (
 )
 
 
-@implements(F.layer_norm, torch.layer_norm, family="normalization", batch_type=SHARED)
+@implements(F.layer_norm, torch.layer_norm, family="normalization", batch_type="Batch")
 def layer_norm(func, input, normalized_shape, weight=None, bias=None, eps=1e-5,
                cudnn_enable=True):
     op = op_name(func)
@@ -78,7 +77,7 @@ def layer_norm(func, input, normalized_shape, weight=None, bias=None, eps=1e-5,
 
 
 @implements(getattr(F, "rms_norm", None), getattr(torch, "rms_norm", None),
-            family="normalization", batch_type=SHARED)
+            family="normalization", batch_type="Batch")
 def rms_norm(func, input, normalized_shape, weight=None, eps=None):
     op = op_name(func)
     only_input_batched(op, input, weight=weight)
@@ -249,7 +248,7 @@ def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, t
     # Training: torch's batch_norm over the real positions of every (running) example,
     # packed as the rows of a (1, channels, rows) batch (see the module docstring).
     batch, rank = input.data.size(0), input.data.dim()
-    mask = and_running(input._mask, rank, batch)
+    mask = and_running(input._mask, batch, rank)
     rows_first = MaskedBatch._make(input.data.movedim(1, -1),
                                    None if mask is None else mask.movedim(1, -1), input.dims)
     rows = real_rows(rows_first, each_row_alone=False)

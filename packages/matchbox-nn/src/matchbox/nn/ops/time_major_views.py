@@ -79,7 +79,7 @@ def _convert_first(op: str, why: str) -> ValueError:
 
 def _batch_dim(op: str, dim: Any, what: str = "dim") -> int:
     """A view dimension as the batch's; dimension 1 (each example's batch) raises."""
-    d = normalize_dim(dim, 3, op)
+    d = normalize_dim(op, dim, 3)
     if d == 1:
         raise _convert_first(op, f"{what}={dim} is dimension 1, the batch dimension of "
                                  "each example (size one)")
@@ -119,7 +119,7 @@ def transpose(func, input, dim0, dim1):
     """``transpose(0, 1)`` gives the batch back; other swaps as :func:`permute`."""
     op = op_name(func)
     order = [0, 1, 2]
-    a, b = normalize_dim(dim0, 3, op), normalize_dim(dim1, 3, op)
+    a, b = normalize_dim(op, dim0, 3), normalize_dim(op, dim1, 3)
     order[a], order[b] = order[b], order[a]
     return _permuted(f"{op}({dim0}, {dim1})", input, order)
 
@@ -128,7 +128,7 @@ def transpose(func, input, dim0, dim1):
             batch_type="TimeMajorBatch")
 def permute(func, input, *order):
     op = op_name(func)
-    order = [normalize_dim(d, 3, op) for d in _sizes(order)]
+    order = [normalize_dim(op, d, 3) for d in _sizes(order)]
     if sorted(order) != [0, 1, 2]:
         raise ValueError(f"{op}: {order} is not a permutation of the 3 dimensions")
     return _permuted(f"{op}{tuple(order)}", input, order)
@@ -196,7 +196,7 @@ def getitem(func, input, index):
 def unbind(func, input, dim=0):
     """``unbind(0)``: each position along dimension 0, a batch of ``(1, F)`` examples."""
     op = op_name(func)
-    if normalize_dim(dim, 3, op) != 0:
+    if normalize_dim(op, dim, 3) != 0:
         raise _convert_first(op, f"unbind({dim}) would leave each example's batch dimension "
                                  "in position 1 of results of rank 2")
     if input.batch.dims[0]:
@@ -216,7 +216,7 @@ def squeeze(func, input, dim=None):
         raise _convert_first(op, "squeeze() without a dimension would remove dimension 1, "
                                  "each example's batch dimension (size one); pass the "
                                  "dimension (squeeze(0) for a one-layer state)")
-    wanted = {normalize_dim(d, 3, op) for d in (dim if isinstance(dim, (tuple, list))
+    wanted = {normalize_dim(op, d, 3) for d in (dim if isinstance(dim, (tuple, list))
                                                 else (dim,))}
     batch_dims = sorted(_batch_dim(op, d) for d in wanted)
     if 1 in batch_dims and input.batch.dims[0]:

@@ -23,7 +23,7 @@ on a ``PackedBatch``'s rows through its ``rows()``/``from_rows()`` and
 |                   |                 | are views of a MaskedBatch (matchbox-nn's state views)   |
 | shape             | shape.py        | cat: static dims keep it; dim 1 builds the summed lengths |
 |                   |                 | transpose(0, 1): matchbox-nn's time-major view of it     |
-| repeat, ordering, | rows.py         | kept: repeat/tile/repeat_interleave, roll, tril/triu,    |
+| repeat, ordering, | within_rows.py  | kept: repeat/tile/repeat_interleave, roll, tril/triu,    |
 | matrix            |                 | diagonal within each row's static dims; along the packed |
 |                   |                 | dim 1 they raise (use as_masked)                          |
 """
@@ -32,7 +32,7 @@ from matchbox.packed.ops import (  # noqa: F401
     linalg,
     pointwise,
     recurrent,
-    rows,
     segments,
     shape,
+    within_rows,
 )

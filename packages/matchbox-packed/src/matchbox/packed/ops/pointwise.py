@@ -47,8 +47,8 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     if "out" in kwargs:
         refuse_out(func, kwargs.pop("out"))
     first = _first_batch(args, kwargs)
-    values = [rows(func, a, first) for a in args]
-    named = {k: rows(func, v, first) for k, v in kwargs.items()}
+    values = [row_argument(func, a, first) for a in args]
+    named = {k: row_argument(func, v, first) for k, v in kwargs.items()}
     inplace = _INPLACE.get(func)
     if inplace is None:
         inplace = _INPLACE.setdefault(func, writes_first_argument(func))
@@ -70,7 +70,7 @@ def name(op: Any) -> str:
     return op_name(op)
 
 
-def rows(op: Any, value: Any, first: PackedBatch) -> Any:
+def row_argument(op: Any, value: Any, first: PackedBatch) -> Any:
     """``value`` as an argument of the op on ``first.data`` (see the module docstring).
 
     ``op`` is the op or its name, for error messages.

@@ -228,7 +228,7 @@ def softmax(func, input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         raise ValueError(f"{op}: dim must be given for a batch (implicit dim choice is "
                          "deprecated in PyTorch and ambiguous for examples)")
-    d = normalize_dim(dim, input.dim(), op)
+    d = normalize_dim(op, dim, input.dim())
     if d == 0:
         raise ValueError(f"{op}: dimension 0 is the batch dimension of each example (size "
                          "one); softmax over it is not defined for batches")

@@ -25,7 +25,7 @@ import torch
 
 from matchbox.extending import implements, normalize_dim, op_name, refuse_out
 from matchbox.nn.extending import Layout, time_major_view
-from matchbox.packed.ops.pointwise import check_same_lengths, rows
+from matchbox.packed.ops.pointwise import check_same_lengths, row_argument
 from matchbox.packed.packed_batch import PackedBatch
 
 
@@ -34,7 +34,7 @@ from matchbox.packed.packed_batch import PackedBatch
             family="shape", batch_type="PackedBatch")
 def transpose(func, input, dim0, dim1):
     op = op_name(func)
-    if {normalize_dim(dim0, input.dim(), op), normalize_dim(dim1, input.dim(), op)} == {0, 1}:
+    if {normalize_dim(op, dim0, input.dim()), normalize_dim(op, dim1, input.dim())} == {0, 1}:
         return time_major_view(op, input)
     raise NotImplementedError(
         f"{op}({dim0}, {dim1}) is not implemented for PackedBatch (only transpose(0, 1), a "
@@ -61,12 +61,12 @@ def cat(func, tensors, dim=0, *, axis=None, out=None):
         if part.batch_size != first.batch_size:
             raise ValueError(f"{op}: the batches have different batch sizes "
                              f"({first.batch_size} and {part.batch_size})")
-    d = normalize_dim(dim, first.dim(), op)
+    d = normalize_dim(op, dim, first.dim())
     if d == 0:
         raise ValueError(f"{op}: dimension 0 is the batch dimension of each example (size "
                          "one); concatenating along it is not defined for batches")
     if d > 1:
-        data = torch.cat([rows(op, p, first) for p in parts], d - 1)
+        data = torch.cat([row_argument(op, p, first) for p in parts], d - 1)
         return PackedBatch._make(data, first.layout)
     return _cat_packed(parts)
 
@@ -94,4 +94,4 @@ def _cat_packed(parts: list[PackedBatch]) -> PackedBatch:
     return PackedBatch._make(data, layout)
 
 
-_ = check_same_lengths  # rows() checks lengths through it
+_ = check_same_lengths  # row_argument() checks lengths through it

@@ -30,7 +30,7 @@ def _along_packed(op: str, what: str) -> NotImplementedError:
 
 def _row_dim(op: str, x: PackedBatch, dim: Any) -> int:
     """Example dimension ``dim`` as a dimension of the rows (static dims only)."""
-    d = normalize_dim(dim, x.dim(), op)
+    d = normalize_dim(op, dim, x.dim())
     if d < 2:
         raise _along_packed(op, f"along dimension {d} (the {'packed' if d else 'batch'} "
                                 "dimension)")
@@ -87,7 +87,7 @@ def roll(func, input, shifts, dims=None):
     if len(shift_list) != len(dim_list):
         raise RuntimeError(f"{op}: shifts and dimensions must align: {len(shift_list)} "
                            f"shifts, {len(dim_list)} dims")
-    pairs = [(s, normalize_dim(d, input.dim(), op)) for s, d in zip(shift_list, dim_list)]
+    pairs = [(s, normalize_dim(op, d, input.dim())) for s, d in zip(shift_list, dim_list)]
     kept = [(s, _row_dim(op, input, d)) for s, d in pairs if d != 0]  # dim 0: size one
     if not kept:
         return input

@@ -1,0 +1,267 @@
+"""Checks deferred to the end of a ``@batch`` call on an accelerator (issue 22).
+
+Where host reads are off (``host_reads(False)``, the default on CUDA), core's checks
+that an op can go on safely when they fail (a per-example index in range, the parts
+of a ``cat`` real for the same examples, lengths that agree) record their flags
+instead of reading them, and the outermost ``@batch`` call reads them all with one
+sync when it ends, raising the first failed check's own error. These tests run the
+accelerator's way on the CPU and pin: the same error (type and message) as the
+check raises at once; raised when the call ends, not at the op; one sync; nesting,
+loops, and a call that raises its own error.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import matchbox
+from matchbox import MaskedBatch
+from matchbox._masking import host_reads
+
+SYNCS = ("_local_scalar_dense", "nonzero", "masked_select")
+
+
+class _Syncs(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket.__name__ in SYNCS:
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def batches(lengths=(3, 5, 2), index=(1, 4, 0)):
+    x = MaskedBatch.fromlist([torch.arange(float(n)).reshape(1, n, 1) for n in lengths],
+                             (True, False))
+    i = MaskedBatch.fromlist([torch.tensor([k]) for k in index], ())
+    return x, i
+
+
+OUT_OF_RANGE = re.escape("Tensor.__getitem__: index -4 is out of range for example 2, which "
+                         "has size 2 in dimension 1")
+
+reached = []
+
+
+@matchbox.batch
+def select_then_double(x, i):
+    y = x[:, i]
+    reached.append("after the index")
+    return y * 2
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    reached.clear()
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_per_example_index_out_of_range_raises_the_same_error(reads):
+    x, i = batches(index=(1, 4, -4))
+    with host_reads(reads), pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$"):
+        select_then_double(x, i)
+    # Host reads on: raised at the op. Off: the op went on, and the call raised at its end.
+    assert reached == ([] if reads else ["after the index"])
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_int_index_past_an_example_raises_the_same_error(reads):
+    @matchbox.batch
+    def fourth(x):
+        y = x[:, 3]
+        reached.append("after the index")
+        return y + 1
+
+    x, _ = batches()
+    with host_reads(reads), pytest.raises(IndexError, match=re.escape(
+            "index 3 is out of range for example 0, which has size 3 in dynamic dimension 1")):
+        fourth(x)
+    assert reached == ([] if reads else ["after the index"])
+    # Past every example's padded size: the op itself goes on too (its result padding).
+    x, _ = batches(lengths=(2, 1, 2))
+    with host_reads(reads), pytest.raises(IndexError, match="index 3 is out of range for "
+                                          "example 0, which has size 2"):
+        fourth(x)
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_cat_of_parts_real_for_other_examples_raises_the_same_error(reads):
+    def steps(x):  # not rewritten: the padded steps of x, as core gives them
+        steps = x.unbind(1)
+        return torch.cat([steps[0], steps[2]], 1)
+
+    @matchbox.batch
+    def join(x):
+        y = steps(x)
+        reached.append("after the cat")
+        return y
+
+    x, _ = batches()
+    with host_reads(reads), pytest.raises(ValueError, match=re.escape(
+            "torch.cat: example 2 is real in some of the 2 tensors concatenated and padding "
+            "in others")):
+        join(x)
+    assert reached == ([] if reads else ["after the cat"])
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_lengths_that_differ_raise_the_same_error(reads):
+    @matchbox.batch
+    def add(x, y):
+        return x + y
+
+    x, _ = batches(lengths=(3, 5, 2))
+    y, _ = batches(lengths=(3, 4, 2))
+    with host_reads(reads), pytest.raises(ValueError, match=re.escape(
+            "example 1 has size 5 in one argument and 4 in another along dynamic dimension "
+            "1; the examples would not combine in a loop either")):
+        add(x, y)
+
+
+def test_a_call_whose_checks_pass_reads_them_once_and_equals_host_reads():
+    @matchbox.batch
+    def inner(x, i):
+        return x[:, i] * 2
+
+    @matchbox.batch
+    def outer(x, i):
+        a = inner(x, i)
+        b = inner(x, i - 1)
+        return torch.cat([a, b], 1) + x[:, 0]
+
+    x, i = batches(index=(1, 4, 1))
+    with host_reads(True):
+        expected = outer(x, i)
+    counter = _Syncs()
+    with host_reads(False), counter:
+        got = outer(x, i)
+    # Five checks (three indices, the cat, the lengths of the sum), one read at the end
+    # of the outermost call.
+    assert counter.count == 1
+    torch.testing.assert_close(got.data, expected.data)
+    assert torch.equal(got.mask, expected.mask)
+
+
+def test_nested_calls_raise_when_the_outermost_ends():
+    @matchbox.batch
+    def inner(x, i):
+        return select_then_double(x, i) + 1
+
+    @matchbox.batch
+    def outer(x, i):
+        y = inner(x, i)
+        reached.append("after the inner call")
+        return y
+
+    x, i = batches(index=(1, 4, -4))
+    with host_reads(False), pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$"):
+        outer(x, i)
+    assert reached == ["after the index", "after the inner call"]
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_a_check_failing_in_a_loop_raises(reads):
+    @matchbox.batch
+    def walk(x, i, n):
+        total = x[:, 0]
+        for _ in range(n):
+            i = i + 1
+            total = total + x[:, i]
+        return total
+
+    x, i = batches(index=(0, 0, 0))
+    n = MaskedBatch.fromlist([torch.tensor([k]) for k in (2, 4, 1)], ())
+    with host_reads(reads):
+        walk(x, i, n)  # every index in range
+        n = MaskedBatch.fromlist([torch.tensor([k]) for k in (2, 4, 3)], ())
+        with pytest.raises(IndexError, match=re.escape(
+                "index 2 is out of range for example 2, which has size 2 in dimension 1")):
+            walk(x, i, n)
+
+
+def test_a_failed_check_is_the_error_when_the_body_then_raises_its_own():
+    @matchbox.batch
+    def select_then_fail(x, i):
+        x[:, i]
+        raise RuntimeError("the body's own error")
+
+    x, bad = batches(index=(1, 4, -4))
+    with host_reads(False), pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$") as info:
+        select_then_fail(x, bad)
+    # What the op's check would have raised at once; the body's error is kept as context.
+    assert isinstance(info.value.__context__, RuntimeError)
+    _, good = batches()
+    with host_reads(False), pytest.raises(RuntimeError, match="the body's own error"):
+        select_then_fail(x, good)
+
+
+def test_no_check_is_left_pending_for_the_next_call():
+    @matchbox.batch
+    def select_then_fail(x, i):
+        x[:, i]
+        raise RuntimeError("the body's own error")
+
+    x, good = batches()
+    _, bad = batches(index=(1, 4, -4))
+    with host_reads(False):
+        with pytest.raises(RuntimeError):
+            select_then_fail(x, good)
+        with pytest.raises(IndexError):
+            select_then_fail(x, bad)
+        # Neither call left its checks pending: this one ends on its own, and a failing
+        # check in the next one raises when that one ends (not later).
+        select_then_double(x, good)
+        with pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$"):
+            select_then_double(x, bad)
+
+
+def test_outside_batch_the_check_raises_at_the_op():
+    x, i = batches(index=(1, 4, -4))
+    with host_reads(False), pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$"):
+        x[:, i]
+
+
+def test_by_device_on_the_cpu_the_check_raises_at_the_op():
+    x, i = batches(index=(1, 4, -4))
+    with host_reads(None), pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$"):
+        select_then_double(x, i)
+    assert reached == []
+
+
+def test_an_index_written_in_place_after_the_op_does_not_change_the_message():
+    @matchbox.batch
+    def select_then_write(x, i):
+        y = x[:, i]
+        i.data.add_(100)
+        return y
+
+    x, i = batches(index=(1, 4, -4))
+    with host_reads(False), pytest.raises(IndexError, match=f"^{OUT_OF_RANGE}$"):
+        select_then_write(x, i)
+
+
+@pytest.mark.parametrize("index", ["per example", "from the end"])
+def test_a_deferred_index_check_reads_nothing_out_of_bounds(index):
+    # Every example empty: no position to read (a gather there would read out of bounds,
+    # a device-side assert on CUDA). The op goes on, its result padding, and the call
+    # raises the check's error when it ends.
+    @matchbox.batch
+    def select(x, i):
+        y = x[:, i] if index == "per example" else x[:, -1]
+        reached.append("after the index")
+        return y
+
+    x = MaskedBatch.fromlist([torch.zeros(1, 0, 1) for _ in range(3)], (True, False))
+    _, i = batches(index=(0, 0, 0))
+    dimension = "dimension 1" if index == "per example" else "dynamic dimension 1"
+    with host_reads(False), pytest.raises(IndexError, match=re.escape(
+            f"index {0 if index == 'per example' else -1} is out of range for example 0, "
+            f"which has size 0 in {dimension}")):
+        select(x, i)
+    assert reached == ["after the index"]
