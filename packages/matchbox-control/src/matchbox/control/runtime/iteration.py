@@ -212,10 +212,12 @@ def _remember_items_mask(mask: torch.Tensor, item: Any, from_items: bool) -> tor
         recorded = getattr(item, "_present", None)
         own = item._mask
         if recorded is not None:
+            # A step's mask made from this record (``_presence``) has its values.
+            if from_items and recorded.shape == mask.shape:
+                mask = recorded
             if own is not None and own.numel() == own.size(0):
                 remember_mask_view(mask, own)
-            # A step's mask made from this record (``_presence``) has its values.
-            return recorded if from_items and recorded.shape == mask.shape else mask
+            return mask
         if own is not None and own.numel() == own.size(0):
             if own.shape == mask.shape and _lengths.carried(own) is None:
                 return own
