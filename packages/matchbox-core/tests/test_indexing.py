@@ -456,3 +456,22 @@ def test_a_per_example_index_reads_one_element_and_saves_only_the_index():
     assert sum(t.numel() * t.element_size() for t in saved) <= 2 * 8 * 8  # rows, positions
     expected = x[torch.arange(8), torch.tensor([0, 1, 2, 3, 15, 14, 15, 7])]
     torch.testing.assert_close(out.data, expected)
+
+
+def test_per_example_indices_into_one_batch_sum_its_lengths_once():
+    # A loop reads one batch at a new index each step (the TreeLSTM's leaves[:, position]).
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class CountSums(TorchDispatchMode):
+        sums = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            CountSums.sums += func.overloadpacket is torch.ops.aten.sum
+            return func(*args, **(kwargs or {}))
+
+    xs, xb = batch_of(3, 2)
+    with CountSums():
+        reads = [xb[:, MaskedBatch(torch.tensor([k, 0]), None, ())] for k in (0, 1, -1)]
+    assert CountSums.sums == 1
+    for k, read in zip((0, 1, -1), reads):
+        torch.testing.assert_close(read.examples()[0], xs[0][:, k])

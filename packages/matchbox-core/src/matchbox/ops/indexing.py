@@ -29,6 +29,7 @@ different examples; such an assignment is refused.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 import torch
@@ -217,6 +218,24 @@ def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch
     return _lengths.carry(mask, carried[:, keep] * ~missing.reshape(-1, 1))
 
 
+# The last lengths a per-example index read: (weak reference to the mask, its version,
+# dim, lengths).  A loop reads one batch at a new index each step (``leaves[:, position]``):
+# its lengths are summed once, not once a step.  Eager only (a capture's fake masks).
+_LAST_LENGTHS: tuple[Any, int, Any, Any] = (lambda: None, 0, None, None)
+
+
+def _lengths_along(x: MaskedBatch, d: int) -> torch.Tensor:
+    global _LAST_LENGTHS
+    mask = x._mask
+    ref, version, dim, lengths = _LAST_LENGTHS
+    if mask is not None and ref() is mask and version == mask._version and dim == (d, x.dims):
+        return lengths
+    lengths = _masking.lengths_along(x, d)
+    if mask is not None and _capture.capturing() is None:
+        _LAST_LENGTHS = (weakref.ref(mask), mask._version, (d, x.dims), lengths)
+    return lengths
+
+
 def _is_per_example_int(item: Any) -> bool:
     return (isinstance(item, MaskedBatch) and item.dims == ()
             and not item.dtype.is_floating_point and not item.dtype.is_complex
@@ -242,7 +261,7 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     # reads the index from tensors made here: user code may write the index in place
     # meanwhile.  Each example's own index: i, or i - n where it counted from the end.
     if x.dims[d - 1]:
-        n = _masking.lengths_along(x, d)
+        n = _lengths_along(x, d)
         negative = i < 0
         i = torch.where(negative, i + n, i)
         missing = (i < 0) | (i >= n)
