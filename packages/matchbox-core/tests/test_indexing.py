@@ -474,4 +474,4 @@ def test_per_example_indices_into_one_batch_sum_its_lengths_once():
         reads = [xb[:, MaskedBatch(torch.tensor([k, 0]), None, ())] for k in (0, 1, -1)]
     assert CountSums.sums == 1
     for k, read in zip((0, 1, -1), reads):
-        torch.testing.assert_close(read.examples()[0], xs[0][:, k])
+        torch.testing.assert_close(next(iter(read.examples())), xs[0][:, k])
