@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from matchbox._capture import capturing, refuse
-from matchbox._execution import reads_values
-from matchbox._padding import _ZERO
+from matchbox._execution import EXECUTION_MASK, reads_values
+from matchbox._padding import _ZERO, guard_gradient, mixing_mask
 
 if TYPE_CHECKING:
     from matchbox.masked_batch import MaskedBatch
@@ -140,3 +140,20 @@ def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
         # In place into fresh zeros: the out-of-place form would copy them once more.
         values = values.new_zeros(total, *tail).index_copy_(0, rows, values)
     return values.reshape(*lead, *tail)
+
+
+def unpack_guarded(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
+                   lead: Sequence[int], mask: torch.Tensor | None) -> torch.Tensor:
+    """:func:`unpack_rows` of a batch with ``mask``, and under ``@batch`` (while gradients
+    are recorded) the rows of examples that do not run the region zeroed, their gradient
+    dropped: it would reach a weight (padding is zero and gets none already)."""
+    if not (values.requires_grad and torch.is_grad_enabled()
+            and EXECUTION_MASK.get() is not None):
+        return unpack_rows(values, rows, lead)
+    if type(rows) is RowMask and (mask is None or mask.dim() == len(lead) + values.dim() - 1):
+        # Every row ran: one where, with the mask the input was filled with (``rows``:
+        # ``mixing_mask``, met again), zeroes padding and the rows not running.
+        out = values.reshape(*lead, *values.shape[1:])
+        zero = _ZERO if out.is_floating_point() else out.new_zeros(())
+        return torch.where(mixing_mask(mask, out), out, zero)
+    return guard_gradient(unpack_rows(values, rows, lead), None)

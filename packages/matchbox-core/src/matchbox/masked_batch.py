@@ -56,14 +56,8 @@ from matchbox._layout import (
     validate_layout,
     validate_lengths,
 )
-from matchbox._padding import (
-    _ZERO,
-    fill_padding,
-    guard_gradient,
-    mixing_mask,
-    weight_input_data,
-)
-from matchbox._real_rows import RowMask, real_rows, unpack_rows, zero_rows
+from matchbox._padding import fill_padding, guard_gradient, mixing_mask, weight_input_data
+from matchbox._real_rows import RowMask, real_rows, unpack_guarded, zero_rows
 from matchbox._sizes import (
     BatchShape,
     SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
@@ -98,8 +92,7 @@ class MaskedBatch(Batch):
     # view of each example, here a copy (or a view reaching past the result), so
     # an in-place op on it is refused rather than silently lost.
     _not_a_view: bool
-    # Unset, or what matchbox-control's merge knows of this batch: it equals another
-    # batch, values and gradient, outside a region's mask (a merge then needs no where).
+    # Unset, or matchbox-control's record that it equals a batch outside a region's mask.
     _kept_outside: tuple
     # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an
     # item of a Python list (matchbox-control sets it on an item appended, or made by
@@ -399,26 +392,10 @@ class MaskedBatch(Batch):
         layout with the last ``static`` dims replaced by ``tail`` (static), zeros at
         padding."""
         data = self.data
-        rows = real_rows(self, static)
-        lead = data.shape[:data.dim() - static]
+        out = unpack_guarded(values, real_rows(self, static), data.shape[:data.dim() - static],
+                             self._mask)
         mask, dims = self._mask, self.dims
         new = values.dim() - 1
-        guarded = (values.requires_grad and EXECUTION_MASK.get() is not None
-                   and torch.is_grad_enabled())
-        if guarded and type(rows) is RowMask and new == static:
-            # Every row ran: one where zeroes padding and the rows of examples that do
-            # not run the region, and drops their gradient (the mask is the one
-            # ``rows`` filled the input with: ``mixing_mask``, met again).
-            out = values.reshape(*lead, *values.shape[1:])
-            keep = mixing_mask(mask, out)
-            out = torch.where(keep, out, _ZERO if out.is_floating_point() else out.new_zeros(()))
-        else:
-            out = unpack_rows(values, rows, lead)
-            # Padding is zero and gets no gradient already; under @batch, the rows of
-            # examples that do not run the region get none either (their gradient would
-            # reach a weight).
-            if guarded:
-                out = guard_gradient(out, None)
         if new != static:
             dims = dims[:len(dims) - static] + (False,) * new
             if mask is not None:

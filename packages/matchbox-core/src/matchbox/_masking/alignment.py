@@ -462,7 +462,7 @@ def guard_wider(
     """
     if not torch.is_grad_enabled():
         return values
-    out, shared = values, False  # for plain tensors, made when one needs it
+    out, shared = values, False  # plain tensors' guard (padding, rows of examples not running)
     for i, value in enumerate(values):
         if not isinstance(value, torch.Tensor) or not value.requires_grad:
             continue
@@ -482,7 +482,6 @@ def guard_wider(
 
 
 def _shared_mask(batches: Sequence[Any], mask: Any, dims: tuple[bool, ...]) -> Any:
-    """A plain argument's gradient comes from: real positions, rows of running examples."""
     batch = next((b.data.size(0) for b in batches if isinstance(b, MaskedBatch)), None)
     running = EXECUTION_MASK.get() is not None and batch is not None
     return and_running(mask, batch, len(dims) + 1) if running else mask
