@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from matchbox._capture import capturing, refuse
-from matchbox._execution import reads_values
-from matchbox._padding import _ZERO
+from matchbox._execution import EXECUTION_MASK, reads_values
+from matchbox._padding import _ZERO, guard_gradient, mixing_mask
 
 if TYPE_CHECKING:
     from matchbox.masked_batch import MaskedBatch
@@ -79,7 +79,13 @@ def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = Tru
         # sync (nonzero) per new mask, once per step of a loop; every row runs with
         # padding zeroed instead, as while capturing.  (Not for lookups, static 0:
         # an embedding with max_norm renormalises the rows its ids reference.)
-        return RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
+        global _LAST_ROW_MASK
+        last = _LAST_ROW_MASK
+        if last[0] is mask and last[1] == lead:  # rows() then from_rows() of one op
+            return last[2]
+        rows = RowMask(mask.expand(*lead, *(1,) * static).reshape(-1))
+        _LAST_ROW_MASK = (mask, lead, rows)
+        return rows
     key = (id(mask), tuple(lead))
     entry = _ROWS.get(key)
     if entry is not None and entry[0]() is mask:
@@ -98,6 +104,8 @@ def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = Tru
 # from_rows); replaced as a whole, so a thread reading it sees a consistent entry.
 # It holds the mask alive until the next answer: one mask, not a leak.
 _LAST: tuple[Any, Any, Any] = (None, None, None)
+# The same for the last answer that is a RowMask (eager, without host reads).
+_LAST_ROW_MASK: tuple[Any, Any, Any] = (None, None, None)
 
 
 def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: int = 1
@@ -132,3 +140,20 @@ def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
         # In place into fresh zeros: the out-of-place form would copy them once more.
         values = values.new_zeros(total, *tail).index_copy_(0, rows, values)
     return values.reshape(*lead, *tail)
+
+
+def unpack_guarded(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
+                   lead: Sequence[int], mask: torch.Tensor | None) -> torch.Tensor:
+    """:func:`unpack_rows` of a batch with ``mask``, and under ``@batch`` (while gradients
+    are recorded) the rows of examples that do not run the region zeroed, their gradient
+    dropped: it would reach a weight (padding is zero and gets none already)."""
+    if not (values.requires_grad and torch.is_grad_enabled()
+            and EXECUTION_MASK.get() is not None):
+        return unpack_rows(values, rows, lead)
+    if type(rows) is RowMask and (mask is None or mask.dim() == len(lead) + values.dim() - 1):
+        # Every row ran: one where, with the mask the input was filled with (``rows``:
+        # ``mixing_mask``, met again), zeroes padding and the rows not running.
+        out = values.reshape(*lead, *values.shape[1:])
+        zero = _ZERO if out.is_floating_point() else out.new_zeros(())
+        return torch.where(mixing_mask(mask, out), out, zero)
+    return guard_gradient(unpack_rows(values, rows, lead), None)

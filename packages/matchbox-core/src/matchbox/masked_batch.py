@@ -57,7 +57,7 @@ from matchbox._layout import (
     validate_lengths,
 )
 from matchbox._padding import fill_padding, guard_gradient, mixing_mask, weight_input_data
-from matchbox._real_rows import RowMask, real_rows, unpack_rows, zero_rows
+from matchbox._real_rows import RowMask, real_rows, unpack_guarded, zero_rows
 from matchbox._sizes import (
     BatchShape,
     SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
@@ -73,7 +73,7 @@ class MaskedBatch(Batch):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
-                 "_present")
+                 "_present", "_kept_outside")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -92,6 +92,8 @@ class MaskedBatch(Batch):
     # view of each example, here a copy (or a view reaching past the result), so
     # an in-place op on it is refused rather than silently lost.
     _not_a_view: bool
+    # Unset, or matchbox-control's record that it equals a batch outside a region's mask.
+    _kept_outside: tuple
     # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an
     # item of a Python list (matchbox-control sets it on an item appended, or made by
     # a comprehension step, under a per-example condition; the others' rows are
@@ -375,22 +377,23 @@ class MaskedBatch(Batch):
         (The hot path of every linear layer: ``pack_rows`` inlined.)
         """
         rows = real_rows(self, static)
-        data = self.data if EXECUTION_MASK.get() is None else weight_input_data(self)
+        running = EXECUTION_MASK.get() is not None
+        data = weight_input_data(self) if running else self.data
         flat = data.reshape(-1, *data.shape[data.dim() - static:])
         if rows is None:
             return flat
-        return flat.index_select(0, rows) if type(rows) is not RowMask else zero_rows(flat, rows)
+        if type(rows) is not RowMask:
+            return flat.index_select(0, rows)
+        # Under @batch the padding rows are zero already (weight_input_data).
+        return flat if running else zero_rows(flat, rows)
 
     def from_rows(self, values: torch.Tensor, static: int = 1) -> MaskedBatch:
         """``values`` ``(n_real, *tail)``, rows of ``self.rows(static)`` transformed, in this
         layout with the last ``static`` dims replaced by ``tail`` (static), zeros at
         padding."""
         data = self.data
-        out = unpack_rows(values, real_rows(self, static), data.shape[:data.dim() - static])
-        # Padding is zero and gets no gradient already; under @batch, the rows of examples
-        # that do not run the region get none either (their gradient would reach a weight).
-        if out.requires_grad and EXECUTION_MASK.get() is not None:
-            out = guard_gradient(out, None)
+        out = unpack_guarded(values, real_rows(self, static), data.shape[:data.dim() - static],
+                             self._mask)
         mask, dims = self._mask, self.dims
         new = values.dim() - 1
         if new != static:

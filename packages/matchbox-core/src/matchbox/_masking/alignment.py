@@ -462,29 +462,29 @@ def guard_wider(
     """
     if not torch.is_grad_enabled():
         return values
-    shared_mask = mask  # for plain tensors: padding, and the examples not running
-    if EXECUTION_MASK.get() is not None:
-        batch = next((b.data.size(0) for b in batches if isinstance(b, MaskedBatch)), None)
-        if batch is not None:
-            shared_mask = and_running(mask, batch, len(dims) + 1)
-    if shared_mask is None:
-        return values
-    out = values
+    out, shared = values, False  # plain tensors' guard (padding, rows of examples not running)
     for i, value in enumerate(values):
         if not isinstance(value, torch.Tensor) or not value.requires_grad:
             continue
-        arg = batches[i]
-        if isinstance(arg, MaskedBatch):
-            if mask is None or _padding_wherever(arg._mask, mask, value, dims):
+        if isinstance(batches[i], MaskedBatch):
+            if mask is None or _padding_wherever(batches[i]._mask, mask, value, dims):
                 continue
             guard = mask
         else:
-            guard = shared_mask
+            guard = shared = _shared_mask(batches, mask, dims) if shared is False else shared
+            if guard is None:
+                continue
         if out is values:
             out = list(values)
         out[i] = torch.where(guard, value, _ZERO if value.is_floating_point()
                              else value.new_zeros(()))
     return out
+
+
+def _shared_mask(batches: Sequence[Any], mask: Any, dims: tuple[bool, ...]) -> Any:
+    batch = next((b.data.size(0) for b in batches if isinstance(b, MaskedBatch)), None)
+    running = EXECUTION_MASK.get() is not None and batch is not None
+    return and_running(mask, batch, len(dims) + 1) if running else mask
 
 
 def _padding_wherever(own: torch.Tensor | None, mask: torch.Tensor, value: torch.Tensor,

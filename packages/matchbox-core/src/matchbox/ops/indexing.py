@@ -29,6 +29,7 @@ different examples; such an assignment is refused.
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 import torch
@@ -167,13 +168,14 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
-def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: torch.Tensor,
-                         dimension: str, negative: torch.Tensor | None = None) -> None:
+def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
+                         dimension: str, negative: torch.Tensor | bool | None = None) -> None:
     """Raise as the loop would for the first running example whose index is ``missing``.
 
     ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor,
-    plus ``n`` where ``negative``: an index counted from the end, normalised);
-    ``n``: the examples' sizes in ``dimension``.  On an accelerator, inside a
+    plus ``n`` where ``negative``, or for every example where it is True: an index
+    counted from the end, normalised); ``n``: the examples' sizes in ``dimension`` (an
+    int: the same for every example).  On an accelerator, inside a
     ``@batch`` call, raised when the call ends (``_capture.fails``).
     """
     refused = _masking.running(missing)
@@ -181,15 +183,16 @@ def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: to
                                               negative))
 
 
-def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, n: torch.Tensor,
-                  dimension: str, negative: torch.Tensor | None) -> IndexError:
+def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
+                  dimension: str, negative: torch.Tensor | bool | None) -> IndexError:
     j = int(refused.nonzero()[0])
     own = index if isinstance(index, int) else int(index[j])
-    if negative is not None and bool(negative[j]):
-        own -= int(n[j])
+    size = n if isinstance(n, int) else int(n[j])
+    if negative is True or (isinstance(negative, torch.Tensor) and bool(negative[j])):
+        own -= size
     return IndexError(
         f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
-        f"size {int(n[j])} in {dimension}"
+        f"size {size} in {dimension}"
     )
 
 
@@ -215,6 +218,24 @@ def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch
     return _lengths.carry(mask, carried[:, keep] * ~missing.reshape(-1, 1))
 
 
+# The last lengths a per-example index read: (weak reference to the mask, its version,
+# dim, lengths).  A loop reads one batch at a new index each step (``leaves[:, position]``):
+# its lengths are summed once, not once a step.  Eager only (a capture's fake masks).
+_LAST_LENGTHS: tuple[Any, int, Any, Any] = (lambda: None, 0, None, None)
+
+
+def _lengths_along(x: MaskedBatch, d: int) -> torch.Tensor:
+    global _LAST_LENGTHS
+    mask = x._mask
+    ref, version, dim, lengths = _LAST_LENGTHS
+    if mask is not None and ref() is mask and version == mask._version and dim == (d, x.dims):
+        return lengths
+    lengths = _masking.lengths_along(x, d)
+    if mask is not None and _capture.capturing() is None:
+        _LAST_LENGTHS = (weakref.ref(mask), mask._version, (d, x.dims), lengths)
+    return lengths
+
+
 def _is_per_example_int(item: Any) -> bool:
     return (isinstance(item, MaskedBatch) and item.dims == ()
             and not item.dtype.is_floating_point and not item.dtype.is_complex
@@ -222,36 +243,52 @@ def _is_per_example_int(item: Any) -> bool:
 
 
 def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatch:
-    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints."""
-    if index.data.size(0) != x.data.size(0):
+    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints.
+
+    Each example's element is read with one advanced index (``data[rows, ..., i]``),
+    not a ``gather`` of an index expanded over the other dimensions and squeezed.
+    """
+    batch = x.data.size(0)
+    if index.data.size(0) != batch:
         raise ValueError(
             f"Tensor.__getitem__: the index holds {index.data.size(0)} examples but the batch "
-            f"has {x.data.size(0)}"
+            f"has {batch}"
         )
     dims = x.dims[: d - 1] + x.dims[d:]
     size = x.data.size(d)
-    n = (_masking.lengths_along(x, d) if x.dims[d - 1]
-         else torch.full_like(index.data, size, dtype=torch.long))
     i = index.data.long()
     # The error, which may be raised when the @batch call ends (``_capture.fails``),
     # reads the index from tensors made here: user code may write the index in place
     # meanwhile.  Each example's own index: i, or i - n where it counted from the end.
-    negative = i < 0
-    i = torch.where(negative, i + n, i)
-    missing = (i < 0) | (i >= n)
+    if x.dims[d - 1]:
+        n = _lengths_along(x, d)
+        negative = i < 0
+        i = torch.where(negative, i + n, i)
+        missing = (i < 0) | (i >= n)
+        at = i.clamp(0, max(size - 1, 0))
+    else:
+        # A static dimension: every example has ``size`` elements.  Shifted by size, the
+        # indices in range are 0..2 * size - 1 (a clamp moves only the others), and
+        # remainder wraps them (the error reads i - size: ``negative`` True).
+        n, negative = size, True
+        i = i + size
+        missing = i.clamp(0, 2 * size - 1) != i
+        at = i.remainder(size) if size else i
     if index._mask is not None:  # an index that is padding selects padding
         missing = missing | ~index._mask
     _refuse_out_of_range(missing, i, n, f"dimension {d}", negative)
     if size == 0:  # every example misses (a deferred check's, or one not running)
         return _nowhere(x, d, missing, dims)
-    shape = [-1] + [1] * (x.data.dim() - 1)
-    where = i.clamp(0, max(size - 1, 0)).reshape(shape)
-    data = x.data.gather(d, where.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:]))
-    data = data.squeeze(d)
-    mask = x.mask
-    if x.dims[d - 1]:
-        mask = mask.gather(d, where.expand(*mask.shape[:d], 1, *mask.shape[d + 1:]))
-    real = mask.squeeze(d) & ~missing.reshape([-1] + [1] * (data.dim() - 1))
+    rows = torch.arange(batch, device=at.device)
+    selected = (rows,) + (slice(None),) * (d - 1) + (at,)
+    data = x.data[selected]
+    present = (~missing).view([-1] + [1] * (data.dim() - 1))
+    mask = x._mask
+    if mask is None:
+        real = present
+    else:
+        mask = mask[selected] if mask.size(d) != 1 else mask.squeeze(d)
+        real = mask & present
     real = _selected_lengths(real, x, d, missing, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 

@@ -123,7 +123,7 @@ def _sequence_steps(items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
     present = _presence(items)
     if present is None:
         return ((outer, item) for item in items)
-    return _masked_steps(present, items, outer)
+    return _masked_steps(present, items, outer, from_items=True)
 
 
 def _presence(items: Any) -> torch.Tensor | None:
@@ -146,18 +146,20 @@ def _presence(items: Any) -> torch.Tensor | None:
     return torch.stack([ones if r is None else r for r in map(example_real, items)])
 
 
-def _masked_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
-    """Steps of a sequence whose per-step masks are known in advance (``(steps, batch)``)."""
+def _masked_steps(present: torch.Tensor, items: Any, outer: Mask, from_items: bool = False
+                  ) -> Iterator[tuple[Mask, Any]]:
+    """Steps of a sequence whose per-step masks are known in advance (``(steps, batch)``;
+    ``from_items``: made from the items' own records, ``_presence``)."""
     if outer is not None:
         present = present & outer
     if capturing() is not None or not reads_values(present):
         # While capturing, and eagerly where reading the counts is a device sync:
         # every step runs under its mask, as a hand-written padded loop does.
-        return _every_step_masked(present, items, outer)
-    return _counted_steps(present, items, outer)
+        return _every_step_masked(present, items, outer, from_items)
+    return _counted_steps(present, items, outer, from_items)
 
 
-def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask
+def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask, from_items: bool
                        ) -> Iterator[tuple[Mask, Any]]:
     """Every step runs under its mask (no count is read): while capturing a graph, and
     eagerly where a host read is a device sync (``_masking.HOST_READS``)."""
@@ -165,11 +167,12 @@ def _every_step_masked(present: torch.Tensor, items: Any, outer: Mask
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            _remember_items_mask(mask, item)
+            mask = _remember_items_mask(mask, item, from_items)
         yield mask, item
 
 
-def _counted_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
+def _counted_steps(present: torch.Tensor, items: Any, outer: Mask, from_items: bool
+                   ) -> Iterator[tuple[Mask, Any]]:
     # One sync for the whole loop: how many running examples have each step;
     # one call for every step's mask.
     counts = present.sum(1).tolist()
@@ -191,21 +194,35 @@ def _counted_steps(present: torch.Tensor, items: Any, outer: Mask) -> Iterator[t
         if type(item) is tuple:
             item = _restrict(item, mask)
         elif outer is None:
-            _remember_items_mask(mask, item)
+            mask = _remember_items_mask(mask, item, from_items)
         yield mask, item
 
 
-def _remember_items_mask(mask: torch.Tensor, item: Any) -> None:
+def _remember_items_mask(mask: torch.Tensor, item: Any, from_items: bool) -> torch.Tensor:
     """Let the step's mask, viewed as ``(batch, 1)``, be the item's own one-per-example mask.
 
     The two are equal; handing back the item's very tensor lets ops see it by
     identity (``_masking.and_running``, a merge): merging ``h = cell(x_t, h)``,
     whose result is real where ``x_t`` is, then needs no ``and`` of the two masks.
+    An item of one value per example (``(batch,)`` mask) gives its mask as the
+    step's: a condition on the item (``if x_t == 0``) is then seen to lie within
+    the step (``mask_and``), and costs no *and* with it.  Returns the step's mask.
     """
     if type(item) is MaskedBatch:
+        recorded = getattr(item, "_present", None)
         own = item._mask
+        if recorded is not None:
+            # A step's mask made from this record (``_presence``) has its values.
+            if from_items and recorded.shape == mask.shape:
+                mask = recorded
+            if own is not None and own.numel() == own.size(0):
+                remember_mask_view(mask, own)
+            return mask
         if own is not None and own.numel() == own.size(0):
+            if own.shape == mask.shape and _lengths.carried(own) is None:
+                return own
             remember_mask_view(mask, own)
+    return mask
 
 
 def _without_mask(item: Any) -> Any:

@@ -31,6 +31,7 @@ from matchbox.extending import (
     BATCH_VIEWS,
     EXECUTION_MASK,
     capturing,
+    mask_and,
     mask_view,
     mask_view_for,
     reads_values,
@@ -139,8 +140,11 @@ def per_example_truth(value: MaskedBatch, what: str = "condition") -> torch.Tens
             )
         data = data.reshape(batch)
     truth = data if data.dtype == torch.bool else data != 0
-    if value._mask is not None:
-        truth = truth & value._mask.reshape(batch)
+    mask = value._mask
+    if mask is not None:
+        # ``mask_and``: an outer mask that is this one (a loop step's condition on the
+        # step's item) is then seen to hold already, and costs no second *and*.
+        truth = mask_and(truth, mask if mask.dim() == 1 else mask.reshape(batch))
     return truth
 
 
@@ -159,7 +163,7 @@ def _and(outer: Mask, truth: torch.Tensor) -> torch.Tensor:
             f"@batch: a condition holds {truth.size(0)} examples but the code runs on a "
             f"batch of {outer.size(0)}"
         )
-    return outer & truth
+    return mask_and(outer, truth)
 
 
 def branch(outer: Mask, test: Any) -> tuple[Mask, Mask]:
@@ -174,7 +178,8 @@ def branch(outer: Mask, test: Any) -> tuple[Mask, Mask]:
     if truth is False:
         return False, outer
     then = _and(outer, truth)
-    orelse = _and(outer, ~truth)
+    # ``then`` lies within ``outer``: its complement there is one exclusive or.
+    orelse = ~truth if outer is None else outer ^ then
     return (False if nobody(then) else then), (False if nobody(orelse) else orelse)
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numbers
 import os
 import sys
+import weakref
 from typing import Any
 
 import torch
@@ -83,20 +84,53 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     A region that runs under its enclosing mask (a plain condition) needs no
     merge: its assignments are those of plain Python.
     """
-    if mask is outer or new is old:
+    if mask is outer or new is old or _kept(new, old, mask):
         return new
     if autograd_profiler._is_profiler_enabled:
         with torch.profiler.record_function("matchbox.batch.merge"):
-            return _merge(mask, new, old, name)
-    return _merge(mask, new, old, name)
+            return _merge(mask, outer, new, old, name)
+    return _merge(mask, outer, new, old, name)
 
 
-def _merge(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
+def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any:
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):
-        return _select_per_example(mask, new, old)  # the commonest merge: a state
+        merged = _select_per_example(mask, new, old)  # the commonest merge: a state
+        if isinstance(outer, torch.Tensor):
+            _keep(merged, old, outer)
+        return merged
     return select(mask, new, old, name)
+
+
+# A merge under ``mask`` inside ``outer`` gives a batch equal to ``old`` outside ``mask``,
+# so outside ``outer`` (a region's mask lies within its outer one), in values and in
+# gradient (a where passes it through).  Recorded on the result, that spares the merge
+# of the enclosing region a where of its own: a counter (``top = top + 1``) assigned in
+# the two sides of an ``if`` in a loop step is merged after each side, not again after
+# the step.  (A value read in the region is seen there through a gradient guard, a new
+# batch: its merges record the guard, and the enclosing merge still runs.)
+def _keep(merged: MaskedBatch, old: MaskedBatch, outer: torch.Tensor) -> None:
+    kept = getattr(old, "_kept_outside", None)
+    if kept is not None and kept[0] is outer and _still(kept, old):
+        base = kept[1:4]  # old equals a batch outside outer: so does merged
+    else:
+        base = (weakref.ref(old.data), old.data._version, old._mask)
+    merged._kept_outside = (outer, *base, merged.data, merged.data._version, merged._mask)
+
+
+def _still(kept: tuple, batch: MaskedBatch) -> bool:
+    """Whether the batch a record is on, and the one it names, are unchanged since."""
+    base = kept[1]()
+    return (base is not None and base._version == kept[2] and kept[4] is batch.data
+            and batch.data._version == kept[5] and batch._mask is kept[6])
+
+
+def _kept(new: Any, old: Any, mask: Any) -> bool:
+    """Whether ``new`` is known to equal ``old`` outside ``mask`` (see ``_keep``)."""
+    kept = getattr(new, "_kept_outside", None) if type(new) is MaskedBatch else None
+    return (kept is not None and kept[0] is mask and type(old) is MaskedBatch
+            and kept[1]() is old.data and kept[3] is old._mask and _still(kept, new))
 
 
 def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:

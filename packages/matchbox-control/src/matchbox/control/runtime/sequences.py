@@ -130,7 +130,14 @@ def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
     # The size of the rest spelled out, not -1: a reshape cannot infer it when the
     # dimension has no step (every example empty in it).
     rest_size = math.prod(steps_first.shape[2:])
-    present = steps_first.reshape(*steps_first.shape[:2], rest_size).any(-1)
+    if rest_size == 1 and capturing() is None:
+        # One mask entry per example and step: each step's record is a view of the mask,
+        # the step's own (one memory: ``same_mask`` tells a condition on the step that
+        # it lies within the step, with no *and*).  (Eager only: a captured scan takes
+        # the steps' records as rows of one tensor of its own.)
+        present = steps_first.reshape(*steps_first.shape[:2])
+    else:
+        present = steps_first.reshape(*steps_first.shape[:2], rest_size).any(-1)
     for k, (step, row) in enumerate(zip(steps, present.unbind(0))):
         step._present = row
         # Each example's steps come first (a dynamic dimension's extent is a prefix):

@@ -58,7 +58,7 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
     def step(mask_item: tuple[Any, Any], *args: Any) -> tuple[Any, ...]:
         mask, item = mask_item
         if whole and isinstance(mask, torch.Tensor):
-            _remember_items_mask(mask, item)  # as for_steps does for each step
+            _remember_items_mask(mask, item, False)  # as for_steps does for each step
         return body(mask, item, *args)
 
     return loops.scan_steps(step, state, _steps(items, outer), constants)

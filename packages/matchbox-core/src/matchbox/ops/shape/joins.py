@@ -152,6 +152,11 @@ def _with_other_parts(parts: list[MaskedBatch]) -> torch.Tensor | None:
     elif any(m is None for m in masks) or all(_masking.same_mask(m, masks[0])
                                               for m in masks[1:]):
         return None
+    elif (len(parts) == 2 and not any(parts[0].dims) and not any(parts[1].dims)
+          and masks[0].shape == masks[1].shape and masks[0].numel() == batch):
+        # Two parts static in every dimension, one mask entry per example (the commonest
+        # join: two halves of a state): they differ where one mask does.
+        return _masking.running((masks[0] ^ masks[1]).reshape(batch))
     else:
         having = [m.reshape(batch, -1).any(1) for m in masks]
     absent = [~h for h, p in zip(having, parts) if not any(p.dims)]
