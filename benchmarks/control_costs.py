@@ -1,8 +1,10 @@
 """Where ``@batch``'s time goes: ATen ops, host syncs and saved memory per forward.
 
-For the control-flow models (the README RNN, the halting ``while``, the
-shift-reduce TreeLSTM), counts what one forward runs (``TorchDispatchMode``),
-for ``@batch`` and for the hand-written padded code: every ATen op, the
+For every model of ``benchmarks.report`` (the control-flow models: the README
+RNN, the halting ``while``, the shift-reduce TreeLSTM; and the layers without
+control flow: ``nn.LSTM``, ``nn.TransformerEncoderLayer``), counts what one
+forward runs (``TorchDispatchMode``), for Matchbox and for the hand-written
+code (padded; ``PackedSequence`` for the LSTM): every ATen op, the
 ``where``s and ``.any()``s apart, and the host syncs (``.item()``/``bool()``
 of a tensor, ``.tolist()``, ``nonzero``: each a device-to-host sync on an
 accelerator, which stalls the launch queue).  Also the bytes autograd saves
@@ -127,7 +129,8 @@ class Model:
 
 def models(batch: int = 32, size: int = 64, longest: int = 60) -> list[Model]:
     """The README RNN (lengths 5 to ``longest``), the halting while, the TreeLSTM (5 to
-    ``longest`` leaves)."""
+    ``longest`` leaves), then an ``nn.LSTM`` and an ``nn.TransformerEncoderLayer`` (hidden
+    ``size``, lengths 5 to ``longest``; one call each, no Python loop)."""
     from benchmarks.control_rnn import hand_padded
     from benchmarks.control_while import Halting, hand_written, step_counts
     from benchmarks.treelstm import LIMIT, build
@@ -154,6 +157,25 @@ def models(batch: int = 32, size: int = 64, longest: int = 60) -> list[Model]:
               lambda: hand_written(halting, hb.data), steps),
         Model(f"TreeLSTM, hidden {size}", trees["Matchbox"], trees[LIMIT],
               2 * max(leaves) - 1),
+        *layer_models(lengths, size),
+    ]
+
+
+def layer_models(lengths: list[int], size: int) -> list[Model]:
+    """``nn.LSTM`` (against ``PackedSequence``) and ``nn.TransformerEncoderLayer`` (against
+    the padded layer with a key padding mask) on examples of ``lengths``, as the report
+    runs them."""
+    from benchmarks import lstm_module, nn_transformer
+
+    torch.manual_seed(0)
+    examples = [torch.randn(1, n, size) for n in lengths]
+    lstm = lstm_module.variants(torch.nn.LSTM(size, size, batch_first=True), examples, "cpu")
+    layer = torch.nn.TransformerEncoderLayer(size, 4, 2 * size, dropout=0.0, batch_first=True)
+    encoder = nn_transformer.variants(layer, examples)
+    return [
+        Model(f"LSTM, hidden {size}", lstm["Matchbox"], lstm[lstm_module.BASELINE], 1),
+        Model(f"transformer encoder layer, width {size}", encoder["Matchbox"],
+              encoder[nn_transformer.BASELINE], 1),
     ]
 
 
