@@ -167,3 +167,35 @@ def test_a_static_reduction_of_a_batch_without_padding_equals_the_loop(dim, keep
         xb.sum(-3)
     with pytest.raises(IndexError, match="dimension 3 is out of range"):
         xb.sum(3)
+
+
+def test_covers_follows_torch_broadcasting():
+    from matchbox._execution import _covers
+
+    shapes = [(), (1,), (3,), (2, 1), (2, 3), (1, 3), (4, 2, 3), (4, 1, 1), (2, 4)]
+    for a in shapes:
+        for b in shapes:
+            try:
+                expected = torch.broadcast_shapes(a, b) == torch.Size(a)
+            except RuntimeError:
+                expected = False
+            assert _covers(torch.empty(a), torch.empty(b)) is expected, (a, b)
+
+
+def test_a_per_example_index_is_not_compared_with_the_ellipsis():
+    # ``list.count(...)`` and ``... in items`` call ``==`` on every tensor item (slow).
+    from torch.overrides import TorchFunctionMode
+
+    xb = MaskedBatch.fromlist(_examples(lengths=(3, 1, 2, 5)), (True, False))
+    i = MaskedBatch(torch.tensor([0, 0, 0, 1]), None, ())
+    seen = []
+
+    class Record(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        xb[:, i]
+        xb[:, i, ...]
+    assert torch.Tensor.__eq__ not in seen

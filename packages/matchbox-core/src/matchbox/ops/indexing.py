@@ -76,10 +76,12 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
             "front of each example's batch dimension); index one dimension at a time"
         )
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
-    if items.count(Ellipsis) > 1:
+    # By identity: ``list.count`` and ``in`` compare a tensor item with ``==`` (an op).
+    ellipses = [at for at, i in enumerate(items) if i is Ellipsis]
+    if len(ellipses) > 1:
         raise IndexError(f"{op}: an index can only have a single ellipsis")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
+    if ellipses:
+        at = ellipses[0]
         items[at: at + 1] = [slice(None)] * (rank - consuming)
     if consuming > rank:
         raise IndexError(f"{op}: too many indices for examples of rank {rank}")

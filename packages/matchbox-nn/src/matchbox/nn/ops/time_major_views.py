@@ -172,10 +172,11 @@ def getitem(func, input, index):
     if any(item is None for item in items):
         raise _convert_first(op, "None (a new dimension) in the index would move each "
                                  "example's batch dimension")
-    if items.count(Ellipsis) > 1:
+    ellipses = [at for at, i in enumerate(items) if i is Ellipsis]  # not ==: tensors
+    if len(ellipses) > 1:
         raise IndexError(f"{op}: an index can only have a single ellipsis")
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
+    if ellipses:
+        at = ellipses[0]
         items[at:at + 1] = [slice(None)] * (4 - len(items))
     if len(items) > 3:
         raise IndexError(f"{op}: too many indices for a view of rank 3")
