@@ -121,3 +121,20 @@ def test_a_masked_linear_layer_zeroes_its_rows_once_each_way():
     with host_reads(False):
         mb_assert(layer, [xs], [xb], len(xs), params=list(layer.parameters()))
     assert ops["addmm"] == 4 and ops["where"] <= 24, ops  # 32 before
+
+
+def test_a_loop_step_with_an_if_asks_no_batch_for_a_missing_attribute(monkeypatch):
+    # An unset record slot (_kept_outside, _not_a_view, ...) or a batch asked for
+    # ``__self__`` falls to Batch.__getattr__, which builds an AttributeError: slow.
+    missing = collections.Counter()
+    fallback = MaskedBatch.__getattr__
+
+    def counted(self, name):  # noqa: ANN001, ANN202
+        missing[name] += 1
+        return fallback(self, name)
+
+    monkeypatch.setattr(MaskedBatch, "__getattr__", counted)
+    xs, xb = _steps([3, 5, 2])
+    out = up_and_down(xb)
+    assert [int(e) for e in out.examples()] == [int(up_and_down(x)) for x in xs]
+    assert not missing, missing

@@ -87,12 +87,12 @@ class MaskedBatch(Batch):
     # (matchbox-control's gradient guard is a new batch): an in-place update of
     # the guard is written through to it, as Python would write into the object.
     _guards: MaskedBatch
-    # Unset, or True for the result of indexing a dynamic dimension at positions
+    # None, or True for the result of indexing a dynamic dimension at positions
     # that differ between examples (``x[:, -1]``, ``x[:, :-1]``): in the loop a
     # view of each example, here a copy (or a view reaching past the result), so
     # an in-place op on it is refused rather than silently lost.
     _not_a_view: bool
-    # Unset, or matchbox-control's record that it equals a batch outside a region's mask.
+    # None, or matchbox-control's record that it equals a batch outside a region's mask.
     _kept_outside: tuple
     # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an
     # item of a Python list (matchbox-control sets it on an item appended, or made by
@@ -133,7 +133,7 @@ class MaskedBatch(Batch):
         self.data = data
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
-        self._present = None
+        self._present = self._zero_padding = self._not_a_view = self._kept_outside = None
 
     @staticmethod
     def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
@@ -147,7 +147,8 @@ class MaskedBatch(Batch):
         batch.data = data
         batch._mask = mask
         batch.dims = dims
-        batch._present = None
+        # All set: reading an unset slot costs an AttributeError (Batch.__getattr__).
+        batch._present = batch._zero_padding = batch._not_a_view = batch._kept_outside = None
         return batch
 
     @property

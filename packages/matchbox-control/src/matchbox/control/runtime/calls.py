@@ -28,6 +28,7 @@ import builtins
 import functools
 import inspect
 import operator
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -126,7 +127,10 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
 
 def _container_write(value: Any) -> bool:
     """Whether ``value`` is a list's or dict's write method (``items.append``)."""
-    return (type(getattr(value, "__self__", None)) in (list, dict)
+    # A bound list or dict method is a builtin method; asking anything else (a batch)
+    # for ``__self__`` costs an AttributeError.
+    return (type(value) is types.BuiltinMethodType
+            and type(getattr(value, "__self__", None)) in (list, dict)
             and getattr(value, "__name__", "") in CONTAINER_WRITES)
 
 
