@@ -3,10 +3,8 @@ per side, a masked linear layer zeroing its rows once; results still the loop's.
 
 from __future__ import annotations
 
-import collections
-
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from op_counts import CountOps
 
 import matchbox
 from matchbox import MaskedBatch
@@ -14,18 +12,8 @@ from matchbox._masking import host_reads
 from matchbox.testing import mb_assert
 
 
-class _Count(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: collections.Counter = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
-
-
 def _count(fn, *args):  # noqa: ANN001, ANN202
-    with host_reads(False), _Count() as counter:
+    with host_reads(False), CountOps() as counter:
         out = fn(*args)
     return out, counter.ops
 

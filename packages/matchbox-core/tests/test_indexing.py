@@ -12,6 +12,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from op_counts import CountOps
 from strategies import example_lists
 
 from matchbox import MaskedBatch, _registry
@@ -436,23 +437,14 @@ def test_a_per_example_index_reads_one_element_and_saves_only_the_index():
     # Issue 22: one advanced index (no gather of an index expanded over the other
     # dimensions and squeezed: 21 ops -> 11), and the backward keeps the positions only
     # (a gather kept the whole tensor: the TreeLSTM's stack, once per read).
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Count(TorchDispatchMode):
-        ops = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            Count.ops += 1
-            return func(*args, **(kwargs or {}))
-
     x = torch.randn(8, 16, 32, requires_grad=True)
     xb = MaskedBatch(x, None, (False, False))
     index = MaskedBatch(torch.tensor([0, 1, 2, 3, -1, -2, 15, 7]), None, ())
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
-        with Count():
+        with CountOps() as counted:
             out = xb[:, index]
-    assert Count.ops <= 11
+    assert counted.total <= 11
     assert sum(t.numel() * t.element_size() for t in saved) <= 2 * 8 * 8  # rows, positions
     expected = x[torch.arange(8), torch.tensor([0, 1, 2, 3, 15, 14, 15, 7])]
     torch.testing.assert_close(out.data, expected)
@@ -460,18 +452,9 @@ def test_a_per_example_index_reads_one_element_and_saves_only_the_index():
 
 def test_per_example_indices_into_one_batch_sum_its_lengths_once():
     # A loop reads one batch at a new index each step (the TreeLSTM's leaves[:, position]).
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class CountSums(TorchDispatchMode):
-        sums = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            CountSums.sums += func.overloadpacket is torch.ops.aten.sum
-            return func(*args, **(kwargs or {}))
-
     xs, xb = batch_of(3, 2)
-    with CountSums():
+    with CountOps() as counted:
         reads = [xb[:, MaskedBatch(torch.tensor([k, 0]), None, ())] for k in (0, 1, -1)]
-    assert CountSums.sums == 1
+    assert counted.ops["sum"] == 1
     for k, read in zip((0, 1, -1), reads):
         torch.testing.assert_close(next(iter(read.examples())), xs[0][:, k])

@@ -3,23 +3,11 @@ check that each example is real in both or in neither is one exclusive or."""
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from op_counts import CountOps
 
 from matchbox import MaskedBatch
-
-
-class _Count(TorchDispatchMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.ops: collections.Counter = collections.Counter()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        self.ops[func.overloadpacket.__name__] += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _half(real):  # noqa: ANN001, ANN202
@@ -29,7 +17,7 @@ def _half(real):  # noqa: ANN001, ANN202
 
 def test_two_halves_real_for_the_same_examples_join_with_one_comparison():
     left, right = _half([True, False, True]), _half([True, False, True])
-    with _Count() as counter:
+    with CountOps() as counter:
         joined = torch.cat([left, right], -1)
     assert joined.mask.view(-1).tolist() == [True, False, True]
     # xor, its reshape, and the read of any (it was view, any, not for each part, two
