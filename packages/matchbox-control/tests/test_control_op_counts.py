@@ -3,6 +3,8 @@ per side, a masked linear layer zeroing its rows once; results still the loop's.
 
 from __future__ import annotations
 
+import collections
+
 import torch
 from op_counts import CountOps
 
