@@ -123,6 +123,20 @@ def test_views_of_one_memory_are_one_mask():
     assert not _masking.same_mask(mask[:, :2], mask[:, :3])
 
 
+def test_two_fake_masks_are_two_masks():
+    # matchbox.compile captures on fake tensors, which hold no memory: torch 2.3's give
+    # every one the address 0, which made two masks one (a captured `while` whose
+    # condition was taken for the loop's mask never ended). Their storages tell them apart.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a, b = torch.ones(4, 1, dtype=torch.bool), torch.zeros(4, 1, dtype=torch.bool)
+        assert not _masking.same_mask(a, b)
+        assert _masking.same_mask(a, a.view(4, 1))
+    empty = torch.ones(0, 1, dtype=torch.bool)  # no address either
+    assert not _masking.same_mask(empty, torch.ones(0, 1, dtype=torch.bool))
+
+
 def test_ops_on_steps_of_one_batch_keep_sharing_its_step_mask():
     xb = MaskedBatch.fromlist(_examples(), (True, False), padding_value=float("nan"))
     yb = xb * 2
