@@ -78,6 +78,22 @@ def written_in_place_after_a_side(x, n):
     return n
 
 
+@pytest.mark.parametrize("reads", [True, False], ids=["host reads", "no host reads"])
+def test_merges_under_inference_mode_equal_the_loop(reads):
+    # Inference tensors have no version counter: no merge is spared on a record of one
+    # (reading it raised), and the per-example index keeps no lengths of one.
+    xs, xb = _steps([3, 5, 0, 1])
+    ys, yb = _steps([3, 5, 2, 1], seed=1)
+    positions = (2, 4, 1, 0)
+    with torch.inference_mode(), host_reads(reads):
+        out = up_and_down(xb)
+        index = MaskedBatch.fromlist([torch.tensor([k]) for k in positions], ())
+        read, again = yb[:, index], yb[:, index]
+    assert [int(e) for e in out.examples()] == [int(up_and_down(x)) for x in xs]
+    for j, (y, k) in enumerate(zip(ys, positions)):
+        assert float(read.data[j]) == float(again.data[j]) == float(y[0, k])
+
+
 def test_a_value_changed_in_place_is_merged_again():
     xs, xb = _steps([3, 5, 2], seed=2)
     nb = MaskedBatch.fromlist([torch.zeros(1) for _ in xs], ())

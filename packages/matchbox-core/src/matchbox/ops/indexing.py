@@ -222,7 +222,8 @@ def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch
 
 # The last lengths a per-example index read: (weak reference to the mask, its version,
 # dim, lengths).  A loop reads one batch at a new index each step (``leaves[:, position]``):
-# its lengths are summed once, not once a step.  Eager only (a capture's fake masks).
+# its lengths are summed once, not once a step.  Eager only (a capture's fake masks), and
+# not for inference tensors (no version counter to tell a write).
 _LAST_LENGTHS: tuple[Any, int, Any, Any] = (lambda: None, 0, None, None)
 
 
@@ -233,7 +234,7 @@ def _lengths_along(x: MaskedBatch, d: int) -> torch.Tensor:
     if mask is not None and ref() is mask and version == mask._version and dim == (d, x.dims):
         return lengths
     lengths = _masking.lengths_along(x, d)
-    if mask is not None and _capture.capturing() is None:
+    if mask is not None and not mask.is_inference() and _capture.capturing() is None:
         _LAST_LENGTHS = (weakref.ref(mask), mask._version, (d, x.dims), lengths)
     return lengths
 

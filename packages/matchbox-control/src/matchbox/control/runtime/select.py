@@ -97,7 +97,9 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):
         merged = _select_per_example(mask, new, old)  # the commonest merge: a state
-        if isinstance(outer, torch.Tensor):
+        # (Not for inference tensors: they have no version counter to tell a write.)
+        if (isinstance(outer, torch.Tensor) and not merged.data.is_inference()
+                and not old.data.is_inference()):
             _keep(merged, old, outer)
         return merged
     return select(mask, new, old, name)
