@@ -147,3 +147,68 @@ def test_a_loop_step_with_an_if_asks_no_batch_for_a_missing_attribute(monkeypatc
     out = up_and_down(xb)
     assert [int(e) for e in out.examples()] == [int(up_and_down(x)) for x in xs]
     assert not missing, missing
+
+
+@matchbox.batch
+def read_only_in_the_sides(x, s):
+    for x_t in x.unbind(1):
+        if x_t > 0:
+            s = s + x_t.log()  # NaN for the examples that take the other side
+        else:
+            s = s * 2
+    return s
+
+
+@matchbox.batch
+def read_after_the_if_too(x, s):
+    for x_t in x.unbind(1):
+        if x_t > 0:
+            s = s + x_t
+        s = s.sqrt()  # an infinite derivative at 0: an ended example's zero state
+    return s
+
+
+@matchbox.batch
+def read_under_a_plain_if(x, s, flag: bool):
+    for _x_t in x.unbind(1):
+        if flag:  # one side for every example: the step's mask, which must still guard
+            s = s.sqrt()
+    return s
+
+
+def _states(xs, seed):  # noqa: ANN001, ANN202
+    # Positive, but zero for examples with no step (the square root's derivative there
+    # is infinite: were it computed for them unguarded, 0 * inf would be NaN).
+    torch.manual_seed(seed)
+    ss = [torch.rand(1, 2) * bool(x.size(1)) for x in xs]
+    ss = [s.requires_grad_() for s in ss]
+    return ss, MaskedBatch.fromlist([s.detach() for s in ss], (False,))
+
+
+def test_a_state_read_only_in_the_sides_is_guarded_by_the_sides_alone():
+    xs, xb = _steps([3, 5, 0, 1, 4], seed=4)
+    xs = [x.unsqueeze(-1) for x in xs]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    ss, sb = _states(xs, 5)
+    _, ops = _count(read_only_in_the_sides, xb, sb.requires_grad_())
+    # Per step: the sides' guards of the state (2), the merges after each side (2), and
+    # the sum's guard of the state where the item's log is padding (1). The step guarded
+    # the state too, and merged it again after the step: two wheres more a step.
+    assert ops["where"] == 5 * 5, ops
+    for reads in (False, True):
+        with host_reads(reads):
+            mb_assert(read_only_in_the_sides, [xs, ss], [xb, sb], len(xs))
+
+
+@pytest.mark.parametrize("reads", [False, True], ids=["no host reads", "host reads"])
+def test_a_state_read_after_the_if_is_still_guarded_by_the_step(reads):
+    # The state is read outside the if's sides: the step guards it (without, the square
+    # root of an ended example's zero state would send it 0 * inf = nan).
+    xs, xb = _steps([3, 5, 0, 1, 4], seed=6)
+    xs = [x.unsqueeze(-1) for x in xs]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    ss, sb = _states(xs, 7)
+    with host_reads(reads):
+        mb_assert(read_after_the_if_too, [xs, ss], [xb, sb], len(xs))
+        mb_assert(read_under_a_plain_if, [xs, ss, [True] * len(xs)], [xb, sb, True],
+                  len(xs))

@@ -54,6 +54,9 @@ class _ControlFlow:
         self.parameters = set(names.parameters(function))
         self.namer = ctx.namer
         self.undefined: set[str] = set()
+        # A variable an enclosing region did not guard (it reads it only inside branches
+        # of its own, which guard it): the mask its value was last guarded under.
+        self.guarded_under: dict[str, str] = {}
 
     def block(self, statements: list[Any], outer: str) -> list[Any]:
         out: list[Any] = []
@@ -91,7 +94,20 @@ class _ControlFlow:
         kept = sorted(set(outputs) | set(inputs))
         self.undefined |= set(kept) - defined - self.parameters
         number = self.namer.number()
+        # A variable read only inside the region's own branches is guarded there, each
+        # side by its mask: a guard here too would cost a where on it, and its merge
+        # after the region another (a shift-reduce step's whole stack, twice a step).
+        direct = _reads_outside_branches(statements)
+        under = {v: self.guarded_under.get(v, outer) for v in inputs}
+        guarded = [v for v in inputs if v in direct]
+        before = dict(self.guarded_under)
+        for v in inputs:
+            if v in direct:
+                self.guarded_under.pop(v, None)
+            else:
+                self.guarded_under[v] = under[v]
         new_body = self.block(statements, mask)
+        self.guarded_under = before
         # What a `for` captured as a scan (`for_statement`) takes and gives back (set after
         # the nested regions, which set their own).
         self.last_region = (outputs, [v for v in kept if v not in outputs], bool(written))
@@ -101,8 +117,10 @@ class _ControlFlow:
                 template, origin=origin, var=v, saved=naming.saved(v, number),
                 label=templates.constant(naming.label(v)), mask=mask, outer=outer)]
 
-        return (each("saved = var", kept)
-                + each("var = mb__.guard(mask, outer, var)", inputs)
+        guards = [s for v in guarded for s in templates.replace(
+            "var = mb__.guard(mask, under, var)", origin=origin, var=v, mask=mask,
+            under=under[v])]
+        return (each("saved = var", kept) + guards
                 + templates.replace("with mb__.masked(mask, outer):\n    body", origin=origin,
                                     mask=mask, outer=outer, body=new_body)
                 + each("var = mb__.merge(mask, outer, var, saved, label)",
@@ -181,6 +199,19 @@ class _ControlFlow:
                         break
             """, **subs)
         return result + self.block(node.orelse, outer)
+
+
+def _reads_outside_branches(statements: list[Any]) -> set[str]:
+    """The names ``statements`` read other than inside the sides of their masked ``if``s
+    (an ``if``'s test is read outside them; so is anything after it, such as a value
+    the ``if`` merged)."""
+    found: set[str] = set()
+    for node in statements:
+        if isinstance(node, gast.If) and not anno.get(node, PLAIN):
+            found |= names.reads(node.test)
+        else:  # a plain `if`'s sides run under the region's own mask
+            found |= names.reads(node)
+    return found
 
 
 def _iterable(node: Any) -> Any:
