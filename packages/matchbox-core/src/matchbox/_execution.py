@@ -33,14 +33,26 @@ EXECUTION_MASK: contextvars.ContextVar[torch.Tensor | None] = contextvars.Contex
 
 def running(failing: torch.Tensor) -> torch.Tensor:
     """Per-example ``failing`` (``(batch,)`` bool) restricted to the running examples."""
+    mask = _running_like(failing)
+    return failing if mask is None else failing & mask
+
+
+def running_without(present: torch.Tensor) -> torch.Tensor:
+    """The running examples where per-example ``present`` (``(batch,)`` bool) is false."""
+    mask = _running_like(present)
+    # mask & ~present in one op: on bools, a > b only where a is True and b False.
+    return ~present if mask is None else mask > present
+
+
+def _running_like(flags: torch.Tensor) -> torch.Tensor | None:
+    """The execution mask with one entry per example of ``flags``; ``None`` outside
+    ``@batch`` (or for flags that are not per example)."""
     mask = EXECUTION_MASK.get()
-    if mask is None or failing.dim() != 1:
-        return failing
-    if mask.shape != failing.shape:
-        mask = mask_view_for(mask, failing.size(0), 1)
-        if mask is None:
-            return failing
-    return failing & mask
+    if mask is None or flags.dim() != 1:
+        return None
+    if mask.shape != flags.shape:
+        return mask_view_for(mask, flags.size(0), 1)
+    return mask
 
 
 # ``(batch,)`` masks viewed as ``(batch, 1, ..., 1)``: (id of the mask, rank) -> (weak

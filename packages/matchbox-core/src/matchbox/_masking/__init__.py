@@ -46,6 +46,7 @@ from matchbox._execution import (  # noqa: F401
     reads_values,
     remember_mask_view,
     running,
+    running_without,
     same_mask,
 )
 from matchbox._masking.alignment import (  # noqa: F401

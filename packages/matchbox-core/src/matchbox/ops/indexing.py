@@ -148,67 +148,70 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     """
     dims = x.dims[: d - 1] + x.dims[d:]
     n = _masking.lengths_along(x, d)
-    missing = (n <= item) if item >= 0 else (n < -item)
-    _refuse_out_of_range(missing, item, n, f"dynamic dimension {d}")
+    present = (n > item) if item >= 0 else (n >= -item)
+    _refuse_absent(present, item, n, f"dynamic dimension {d}")
     if not -x.data.size(d) <= item < x.data.size(d):
         # Past the padded size: no example has the position. A capture gets here, in a
         # step no example takes (a loop over range(x.size_as_tensor(d)) unrolled to the
         # capture's step bound; eager stops at the longest example); so does eager code
         # whose examples here do not run, or whose check above is deferred to the end of
         # the @batch call (``_capture.fails``). The result is padding.
-        return _nowhere(x, d, missing, dims)
+        return _nowhere(x, d, present, dims)
     if item >= 0:
         # Past an example's end the mask is already false: padding.
-        mask = _selected_lengths(x.mask.select(d, item), x, d, missing, dims)
+        mask = _selected_lengths(x.mask.select(d, item), x, d, present, dims)
         return MaskedBatch._make(x.data.select(d, item), mask, dims)
     index = (n + item).clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
     index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
     data = x.data.gather(d, index).squeeze(d)
     real = x.mask.any(d)
-    real = real & ~missing.reshape(-1, *[1] * (real.dim() - 1))
-    real = _selected_lengths(real, x, d, missing, dims)
+    real = real & present.reshape(-1, *[1] * (real.dim() - 1))
+    real = _selected_lengths(real, x, d, present, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
-def _refuse_out_of_range(missing: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
-                         dimension: str, negative: torch.Tensor | bool | None = None) -> None:
-    """Raise as the loop would for the first running example whose index is ``missing``.
+def _refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
+                   dimension: str) -> None:
+    """Raise as the loop would for the first running example whose index is not
+    ``present`` (in range).
 
-    ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor,
-    plus ``n`` where ``negative``, or for every example where it is True: an index
-    counted from the end, normalised); ``n``: the examples' sizes in ``dimension`` (an
-    int: the same for every example).  On an accelerator, inside a
+    ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor),
+    as written (negative: counted from the end); ``n``: the examples' sizes in
+    ``dimension`` (an int: the same for every example).  On an accelerator, inside a
     ``@batch`` call, raised when the call ends (``_capture.fails``).
     """
-    refused = _masking.running(missing)
-    _capture.check(refused, functools.partial(_out_of_range, refused, index, n, dimension,
-                                              negative))
+    refused = _masking.running_without(present)
+    version = None if isinstance(index, int) or index.is_inference() else index._version
+    _capture.check(refused, functools.partial(_out_of_range, refused, index, version, n,
+                                              dimension))
 
 
-def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
-                  dimension: str, negative: torch.Tensor | bool | None) -> IndexError:
+def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, version: int | None,
+                  n: int | torch.Tensor, dimension: str) -> IndexError:
     j = int(refused.nonzero()[0])
-    own = index if isinstance(index, int) else int(index[j])
     size = n if isinstance(n, int) else int(n[j])
-    if negative is True or (isinstance(negative, torch.Tensor) and bool(negative[j])):
-        own -= size
+    if isinstance(index, torch.Tensor) and version is not None and index._version != version:
+        # Written in place since (the check was deferred to the end of the @batch call).
+        return IndexError(f"Tensor.__getitem__: an index is out of range for example {j}, "
+                          f"which has size {size} in {dimension}")
+    own = index if isinstance(index, int) else int(index[j])
     return IndexError(
         f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
         f"size {size} in {dimension}"
     )
 
 
-def _nowhere(x: MaskedBatch, d: int, missing: torch.Tensor,
+def _nowhere(x: MaskedBatch, d: int, present: torch.Tensor,
              dims: tuple[bool, ...]) -> MaskedBatch:
     """``x`` indexed at a position along ``d`` that no example has: padding."""
     shape = x.data.shape[:d] + x.data.shape[d + 1:]
     data = torch.zeros(shape, dtype=x.data.dtype, device=x.data.device)
     mask = torch.zeros(shape, dtype=torch.bool, device=x.data.device)
-    mask = _selected_lengths(_masking.fit_mask(mask, data, dims), x, d, missing, dims)
+    mask = _selected_lengths(_masking.fit_mask(mask, data, dims), x, d, present, dims)
     return MaskedBatch._make(data, mask, dims)
 
 
-def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch.Tensor,
+def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, present: torch.Tensor,
                       dims: tuple[bool, ...]) -> torch.Tensor:
     """``mask``, of ``x`` indexed at one position of dimension ``d``, carrying the lengths
     of ``x``'s mask without d's (an example that lacks the position is absent: zeros)."""
@@ -217,26 +220,50 @@ def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, missing: torch
         return mask
     keep = [k for k in range(carried.size(1))
             if not (x.dims[d - 1] and k == _lengths.column(x.dims, d))]
-    return _lengths.carry(mask, carried[:, keep] * ~missing.reshape(-1, 1))
+    return _lengths.carry(mask, carried[:, keep] * present.reshape(-1, 1))
 
 
-# The last lengths a per-example index read: (weak reference to the mask, its version,
-# dim, lengths).  A loop reads one batch at a new index each step (``leaves[:, position]``):
+# The last bounds a per-example index read: (weak reference to the mask, its version,
+# dim, bounds).  A loop reads one batch at a new index each step (``leaves[:, position]``):
 # its lengths are summed once, not once a step.  Eager only (a capture's fake masks), and
 # not for inference tensors (no version counter to tell a write).
-_LAST_LENGTHS: tuple[Any, int, Any, Any] = (lambda: None, 0, None, None)
+_LAST_BOUNDS: tuple[Any, int, Any, Any] = (lambda: None, 0, None, None)
 
 
-def _lengths_along(x: MaskedBatch, d: int) -> torch.Tensor:
-    global _LAST_LENGTHS
+def _bounds_along(x: MaskedBatch, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each example's size along dynamic dim ``d``, ``n``; ``-n``, the least index in
+    range; and ``max(n, 1)``, a divisor that wraps any index into ``0 .. n - 1``."""
+    global _LAST_BOUNDS
     mask = x._mask
-    ref, version, dim, lengths = _LAST_LENGTHS
+    ref, version, dim, bounds = _LAST_BOUNDS
     if mask is not None and ref() is mask and version == mask._version and dim == (d, x.dims):
-        return lengths
-    lengths = _masking.lengths_along(x, d)
+        return bounds
+    n = _masking.lengths_along(x, d)
+    bounds = (n, -n, n.clamp(min=1))
     if mask is not None and not mask.is_inference() and _capture.capturing() is None:
-        _LAST_LENGTHS = (weakref.ref(mask), mask._version, (d, x.dims), lengths)
-    return lengths
+        _LAST_BOUNDS = (weakref.ref(mask), mask._version, (d, x.dims), bounds)
+    return bounds
+
+
+# ``arange(batch)`` on a device: the rows of a per-example index, made once (eager only:
+# a capture records its own).  Made outside inference mode, so that code recording
+# gradients may save it for the backward pass.
+_EXAMPLE_ROWS: dict[tuple[int, torch.device], torch.Tensor] = {}
+
+
+def _example_rows(like: torch.Tensor) -> torch.Tensor:
+    batch = like.size(0)
+    if type(like) is not torch.Tensor or _capture.capturing() is not None \
+            or torch.compiler.is_compiling():
+        return torch.arange(batch, device=like.device)
+    key = (batch, like.device)
+    rows = _EXAMPLE_ROWS.get(key)
+    if rows is None:
+        if len(_EXAMPLE_ROWS) >= 16:
+            _EXAMPLE_ROWS.clear()
+        with torch.inference_mode(False):
+            rows = _EXAMPLE_ROWS[key] = torch.arange(batch, device=like.device)
+    return rows
 
 
 def _is_per_example_int(item: Any) -> bool:
@@ -260,39 +287,33 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     dims = x.dims[: d - 1] + x.dims[d:]
     size = x.data.size(d)
     i = index.data.long()
-    # The error, which may be raised when the @batch call ends (``_capture.fails``),
-    # reads the index from tensors made here: user code may write the index in place
-    # meanwhile.  Each example's own index: i, or i - n where it counted from the end.
     if x.dims[d - 1]:
-        n = _lengths_along(x, d)
-        negative = i < 0
-        i = torch.where(negative, i + n, i)
-        missing = (i < 0) | (i >= n)
-        at = i.clamp(0, max(size - 1, 0))
+        # Each example's own size n: an index in -n .. n - 1 is in range, and wrapped
+        # by n it reads its element (counted from the end when negative).
+        n, least, divisor = _bounds_along(x, d)
+        present = (i >= least) & (i < n)
+        at = i.remainder(divisor)
     else:
-        # A static dimension: every example has ``size`` elements.  Shifted by size, the
-        # indices in range are 0..2 * size - 1 (a clamp moves only the others), and
-        # remainder wraps them (the error reads i - size: ``negative`` True).
-        n, negative = size, True
-        i = i + size
-        missing = i.clamp(0, 2 * size - 1) != i
+        # A static dimension: every example has ``size`` elements.
+        n = size
+        present = i.clamp(-size, size - 1) == i
         at = i.remainder(size) if size else i
     if index._mask is not None:  # an index that is padding selects padding
-        missing = missing | ~index._mask
-    _refuse_out_of_range(missing, i, n, f"dimension {d}", negative)
+        present = present & index._mask
+    _refuse_absent(present, i, n, f"dimension {d}")
     if size == 0:  # every example misses (a deferred check's, or one not running)
-        return _nowhere(x, d, missing, dims)
-    rows = torch.arange(batch, device=at.device)
+        return _nowhere(x, d, present, dims)
+    rows = _example_rows(at)
     selected = (rows,) + (slice(None),) * (d - 1) + (at,)
     data = x.data[selected]
-    present = (~missing).view([-1] + [1] * (data.dim() - 1))
+    present_view = present.view([-1] + [1] * (data.dim() - 1))
     mask = x._mask
     if mask is None:
-        real = present
+        real = present_view
     else:
         mask = mask[selected] if mask.size(d) != 1 else mask.squeeze(d)
-        real = mask & present
-    real = _selected_lengths(real, x, d, missing, dims)
+        real = mask & present_view
+    real = _selected_lengths(real, x, d, present, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
