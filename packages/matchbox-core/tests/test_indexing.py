@@ -215,6 +215,23 @@ def test_an_index_of_per_example_ints_equals_the_loop(dynamic, data):
               [xs, indices], [xb, ib], len(xs))
 
 
+def test_reads_at_per_example_ints_share_the_batchs_mask():
+    # An index out of range for a running example raises, so a read's mask is the batch's
+    # own at the position, not one of its own: two reads of one batch combine with no
+    # guard between them (a shift-reduce stack's two top items).
+    torch.manual_seed(0)
+    stack = MaskedBatch(torch.randn(3, 4, 2), None, (False, False))
+    top = MaskedBatch(torch.tensor([1, 3, 2]), None, ())
+    left, right = stack[:, top - 1], stack[:, top]
+    assert left._mask is None and right._mask is None
+    xs = [torch.randn(1, n, 2) for n in (3, 1, 2)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    at = MaskedBatch(torch.tensor([2, 0, -1]), None, ())
+    first = xb[:, at]  # a dynamic dimension: the mask at each example's position
+    assert [e.tolist() for e in first.examples()] == [xs[0][:, 2].tolist(), xs[1][:, 0].tolist(),
+                                                      xs[2][:, -1].tolist()]
+
+
 def test_an_index_of_per_example_ints_past_an_examples_end_raises_like_the_loop():
     _, xb = batch_of(3, 1, 2)
     index = MaskedBatch(torch.tensor([2, 1, 0]), None, ())

@@ -298,7 +298,7 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
         n = size
         present = i.clamp(-size, size - 1) == i
         at = i.remainder(size) if size else i
-    if index._mask is not None:  # an index that is padding selects padding
+    if index._mask is not None:  # an index that is padding is not in range
         present = present & index._mask
     _refuse_absent(present, i, n, f"dimension {d}")
     if size == 0:  # every example misses (a deferred check's, or one not running)
@@ -306,15 +306,22 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     rows = _example_rows(at)
     selected = (rows,) + (slice(None),) * (d - 1) + (at,)
     data = x.data[selected]
-    present_view = present.view([-1] + [1] * (data.dim() - 1))
     mask = x._mask
-    if mask is None:
-        real = present_view
-    else:
+    if mask is not None:
         mask = mask[selected] if mask.size(d) != 1 else mask.squeeze(d)
-        real = mask & present_view
-    real = _selected_lengths(real, x, d, present, dims)
-    return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
+    if _lengths.carried_by(x) is not None and sum(dims) >= 2:
+        # Lengths carried beside the mask: an example that lacks the position is empty.
+        present_view = present.view([-1] + [1] * (data.dim() - 1))
+        real = present_view if mask is None else mask & present_view
+        real = _selected_lengths(real, x, d, present, dims)
+        return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
+    # Every running example has its position, or the check above raises (at once, or when
+    # the @batch call ends): the result's mask is the batch's own there. An example that
+    # does not run reads an element of its own (the index wrapped), which its region
+    # discards; the same mask object for every read of a batch spares the ops combining
+    # two reads a guard (a stack's two top items, read to be reduced).
+    return MaskedBatch._make(data, None if mask is None else _masking.fit_mask(mask, data, dims),
+                             dims)
 
 
 @_lengths.aware
