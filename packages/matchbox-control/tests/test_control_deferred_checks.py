@@ -21,6 +21,7 @@ from op_counts import CountOps
 import matchbox
 from matchbox import MaskedBatch
 from matchbox._masking import host_reads
+from matchbox.testing import mb_assert
 
 
 def batches(lengths=(3, 5, 2), index=(1, 4, 0)):
@@ -256,3 +257,29 @@ def test_a_deferred_index_check_reads_nothing_out_of_bounds(index):
             f"which has size 0 in {dimension}")):
         select(x, i)
     assert reached == ["after the index"]
+
+
+@matchbox.batch
+def doubled_where_flagged(x, i, flag, s):
+    out = s
+    if flag > 0:
+        out = s + x[:, i] * 2
+    return out
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_an_index_out_of_range_for_an_example_not_running_is_no_error(reads):
+    # Example 1 takes no side: its index reads an element of its own wrapped into range,
+    # and of an empty example, padding (NaN here). A read's mask is the batch's own (a
+    # running example out of range raises), so that value is called real; the region
+    # discards it, and its gradient reaches nothing: the loop's values and gradients.
+    lengths, index, flags = (3, 0, 2, 1), (2, 5, -1, 0), (1, 0, 1, 1)
+    xs = [torch.randn(1, n, 2, dtype=torch.float64) for n in lengths]
+    indices = [torch.tensor(k) for k in index]  # x[:, i] of one example: (1, 2)
+    fs = [torch.tensor([f]) for f in flags]
+    ss = [torch.randn(1, 2, dtype=torch.float64) for _ in lengths]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    ib, fb = MaskedBatch(torch.tensor(index), None, ()), MaskedBatch.fromlist(fs, ())
+    sb = MaskedBatch.fromlist(ss, (False,))
+    with host_reads(reads):
+        mb_assert(doubled_where_flagged, [xs, indices, fs, ss], [xb, ib, fb, sb], len(xs))

@@ -227,7 +227,8 @@ def test_reads_at_per_example_ints_share_the_batchs_mask():
     xs = [torch.randn(1, n, 2) for n in (3, 1, 2)]
     xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
     at = MaskedBatch(torch.tensor([2, 0, -1]), None, ())
-    first = xb[:, at]  # a dynamic dimension: the mask at each example's position
+    first = xb[:, at]  # the only dynamic dimension: every element read is real
+    assert first._mask is None
     assert [e.tolist() for e in first.examples()] == [xs[0][:, 2].tolist(), xs[1][:, 0].tolist(),
                                                       xs[2][:, -1].tolist()]
 

@@ -307,8 +307,13 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     selected = (rows,) + (slice(None),) * (d - 1) + (at,)
     data = x.data[selected]
     mask = x._mask
-    if mask is not None:
+    if mask is not None and not (x.dims[d - 1] and not any(dims)):
         mask = mask[selected] if mask.size(d) != 1 else mask.squeeze(d)
+    else:
+        # Every running example reads a position it has, and d is the only dynamic
+        # dimension: every element read is real (an example not running may have read
+        # padding, which its region discards).
+        mask = None
     if _lengths.carried_by(x) is not None and sum(dims) >= 2:
         # Lengths carried beside the mask: an example that lacks the position is empty.
         present_view = present.view([-1] + [1] * (data.dim() - 1))
