@@ -69,7 +69,7 @@ def test_treelstm_makes_no_host_sync(costs):
 
 def test_treelstm_ops_against_hand_written(costs):
     model, batched, hand = costs["TreeLSTM"]
-    # Measured 1.31x (issue 22 asks for 1.3x; 3.69x before, at batch 32; 2.91x before
+    # Measured 1.27x (issue 22 asks for 1.3x; 3.69x before, at batch 32; 2.91x before
     # the checks were deferred, which spared each an `any` and its read; 2.77x before
     # the fewer-ops work: a per-example index as one advanced index, a branch's masks
     # folded, a counter not merged again after the step, a masked linear layer's rows
@@ -79,11 +79,12 @@ def test_treelstm_ops_against_hand_written(costs):
     # bounds and rows: 1.69x; and its result has the batch's own mask (an index out of
     # range raises): the reduce's two reads share one, and their cat, the linear layer and
     # the gates need no guard between them: 1.38x; a read along the only dynamic
-    # dimension is all real, so a shifted leaf needs no guard against the stack: 1.31x,
-    # and 1.30x at batch 32). What is left: the sides' guards and
+    # dimension is all real, so a shifted leaf needs no guard against the stack: 1.31x;
+    # a linear layer's input and output that are rows already are not viewed as rows:
+    # 1.27x, and 1.27x at batch 32). What is left: the sides' guards and
     # merges of `stack`, the index's range checks (three a step), the masked linear layer's
     # two wheres and the `where` of the one-hot write's guard.
-    assert batched.total <= 1.32 * hand.total, (batched.total, hand.total)
+    assert batched.total <= 1.3 * hand.total, (batched.total, hand.total)
 
 
 def test_treelstm_saves_no_more_for_the_backward_than_by_hand():

@@ -213,3 +213,16 @@ def test_a_per_example_index_is_not_compared_with_the_ellipsis():
         xb[:, i]
         xb[:, i, ...]
     assert torch.Tensor.__eq__ not in seen
+
+
+def test_a_batch_of_vectors_is_its_own_rows():
+    # A linear layer on a batch of vectors (a recurrent state) reads its data as rows and
+    # gives its result back with no view op either way (one each per layer, per step).
+    from op_counts import CountOps
+
+    xb = MaskedBatch.fromlist([torch.randn(1, 4) for _ in range(3)], (False,))
+    with CountOps() as counted:
+        rows = xb.rows()
+        out = xb.from_rows(rows * 2)
+    assert rows is xb.data and counted.ops["view"] == 0, counted.ops
+    assert torch.equal(out.data, xb.data * 2)

@@ -112,10 +112,22 @@ def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: i
               ) -> torch.Tensor:
     """The real rows of ``data``, ``(n_real, *last static dims)`` (every row when ``rows``
     is None)."""
-    flat = data.reshape(-1, *data.shape[data.dim() - static:])
+    flat = flat_rows(data, static)
     if type(rows) is RowMask:
         return zero_rows(flat, rows)
     return flat if rows is None else flat.index_select(0, rows)
+
+
+def flat_rows(data: torch.Tensor, static: int) -> torch.Tensor:
+    """``data`` as rows ``(rows, *last static dims)``."""
+    if data.dim() == static + 1:  # rows already: no view op (one per layer, per step)
+        return data
+    return data.reshape(-1, *data.shape[data.dim() - static:])
+
+
+def reshaped(values: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """``values.reshape(shape)``; ``values`` itself where it has that shape (no view op)."""
+    return values if values.shape == shape else values.reshape(shape)
 
 
 def zero_rows(flat: torch.Tensor, rows: RowMask) -> torch.Tensor:
@@ -139,7 +151,7 @@ def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
             total *= size
         # In place into fresh zeros: the out-of-place form would copy them once more.
         values = values.new_zeros(total, *tail).index_copy_(0, rows, values)
-    return values.reshape(*lead, *tail)
+    return reshaped(values, (*lead, *tail))
 
 
 def unpack_guarded(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
@@ -153,7 +165,7 @@ def unpack_guarded(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
     if type(rows) is RowMask and (mask is None or mask.dim() == len(lead) + values.dim() - 1):
         # Every row ran: one where, with the mask the input was filled with (``rows``:
         # ``mixing_mask``, met again), zeroes padding and the rows not running.
-        out = values.reshape(*lead, *values.shape[1:])
+        out = reshaped(values, (*lead, *values.shape[1:]))
         zero = _ZERO if out.is_floating_point() else out.new_zeros(())
         return torch.where(mixing_mask(mask, out), out, zero)
     return guard_gradient(unpack_rows(values, rows, lead), None)

@@ -57,7 +57,7 @@ from matchbox._layout import (
     validate_lengths,
 )
 from matchbox._padding import fill_padding, guard_gradient, mixing_mask, weight_input_data
-from matchbox._real_rows import RowMask, real_rows, unpack_guarded, zero_rows
+from matchbox._real_rows import RowMask, flat_rows, real_rows, unpack_guarded, zero_rows
 from matchbox._sizes import (
     BatchShape,
     SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
@@ -380,7 +380,7 @@ class MaskedBatch(Batch):
         rows = real_rows(self, static)
         running = EXECUTION_MASK.get() is not None
         data = weight_input_data(self) if running else self.data
-        flat = data.reshape(-1, *data.shape[data.dim() - static:])
+        flat = flat_rows(data, static)
         if rows is None:
             return flat
         if type(rows) is not RowMask:
