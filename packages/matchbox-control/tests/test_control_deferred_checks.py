@@ -99,6 +99,25 @@ def test_cat_of_parts_real_for_other_examples_raises_the_same_error(reads):
 
 
 @pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_gather_index_out_of_range_raises_the_same_error(reads):
+    @matchbox.batch
+    def picked(x, i):
+        y = torch.gather(x, 1, i)
+        reached.append("after the gather")
+        return y * 2
+
+    x, _ = batches(lengths=(3, 5, 2))
+    i = MaskedBatch.fromlist([torch.tensor([[[k]]]) for k in (2, 4, 2)], (True, False))
+    with host_reads(reads), pytest.raises(IndexError, match=re.escape(
+            "torch.gather: index 2 is out of range for example 2, which has size 2 in "
+            "dimension 1")):
+        picked(x, i)
+    # Host reads on: raised at the op. Off: the op went on (the failing position read
+    # position 0), and the call raised at its end.
+    assert reached == ([] if reads else ["after the gather"])
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
 def test_lengths_that_differ_raise_the_same_error(reads):
     @matchbox.batch
     def add(x, y):

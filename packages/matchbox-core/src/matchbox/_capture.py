@@ -205,6 +205,17 @@ def check(failing: torch.Tensor, error: Callable[[], BaseException]) -> None:
         raise error()
 
 
+def version_of(tensor: torch.Tensor) -> int | None:
+    """``tensor``'s version counter, for an error built later to tell that the tensor was
+    written in place since (:func:`written_since`); ``None`` for an inference tensor."""
+    return None if tensor.is_inference() else tensor._version
+
+
+def written_since(tensor: torch.Tensor, version: int | None) -> bool:
+    """Whether ``tensor`` was written in place since :func:`version_of` gave ``version``."""
+    return version is not None and tensor._version != version
+
+
 # The checks deferred in the outermost ``@batch`` call running in this thread or
 # task: (per-example flags, what builds the error), oldest first; None outside.
 _DEFERRED: contextvars.ContextVar[list[tuple[torch.Tensor, Callable[[], BaseException]]] | None] = (

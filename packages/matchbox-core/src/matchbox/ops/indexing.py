@@ -181,7 +181,7 @@ def _refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | to
     ``@batch`` call, raised when the call ends (``_capture.fails``).
     """
     refused = _masking.running_without(present)
-    version = None if isinstance(index, int) or index.is_inference() else index._version
+    version = None if isinstance(index, int) else _capture.version_of(index)
     _capture.check(refused, functools.partial(_out_of_range, refused, index, version, n,
                                               dimension))
 
@@ -190,8 +190,8 @@ def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, version: int
                   n: int | torch.Tensor, dimension: str) -> IndexError:
     j = int(refused.nonzero()[0])
     size = n if isinstance(n, int) else int(n[j])
-    if isinstance(index, torch.Tensor) and version is not None and index._version != version:
-        # Written in place since (the check was deferred to the end of the @batch call).
+    if isinstance(index, torch.Tensor) and _capture.written_since(index, version):
+        # The check was deferred to the end of the @batch call: the value it read is gone.
         return IndexError(f"Tensor.__getitem__: an index is out of range for example {j}, "
                           f"which has size {size} in {dimension}")
     own = index if isinstance(index, int) else int(index[j])

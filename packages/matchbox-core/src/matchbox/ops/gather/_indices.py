@@ -7,6 +7,7 @@ Also ``refuse_partly_empty``, the check of a result with several dynamic dimensi
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -108,15 +109,24 @@ def checked_positions(op: str, index: MaskedBatch, sizes: torch.Tensor, d: int, 
     real = index._mask
     bad = outside if real is None else outside & real
     failing = _masking.running(bad.reshape(bad.size(0), -1).any(1))
-    if _capture.fails(failing):
-        e = int(failing.nonzero()[0])
-        where = tuple(int(i) for i in bad[e].nonzero()[0])
-        value = int(index.data[e][where])
-        raise IndexError(
-            f"{op}: index {value} is out of range for example {e}, which has size "
-            f"{int(sizes[e])} in dimension {d}")
+    # The op goes on safely (the positions that fail read position 0): on an accelerator,
+    # inside @batch, the check is read when the call ends.
+    _capture.check(failing, functools.partial(_out_of_range, op, failing, bad, index.data,
+                                              _capture.version_of(index.data), sizes, d))
     unsafe = outside if real is None else outside | ~real
     return values.masked_fill(unsafe, 0)
+
+
+def _out_of_range(op: str, failing: torch.Tensor, bad: torch.Tensor, index: torch.Tensor,
+                  version: int | None, sizes: torch.Tensor, d: int) -> IndexError:
+    e = int(failing.nonzero()[0])
+    size = int(sizes[e])
+    if _capture.written_since(index, version):  # the check was deferred: its value is gone
+        return IndexError(f"{op}: an index is out of range for example {e}, which has size "
+                          f"{size} in dimension {d}")
+    where = tuple(int(i) for i in bad[e].nonzero()[0])
+    return IndexError(f"{op}: index {int(index[e][where])} is out of range for example {e}, "
+                      f"which has size {size} in dimension {d}")
 
 
 def _narrow_to(t: torch.Tensor | None, sizes: list[int | None]) -> torch.Tensor | None:
