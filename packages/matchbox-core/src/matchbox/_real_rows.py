@@ -37,12 +37,17 @@ class RowMask:
     """The real rows as a mask, where their indices would depend on values: while
     ``matchbox.compile`` captures a graph, an op on the real rows runs on every
     row, with padding rows zeroed going in and coming out (same values, and no
-    gradient reaches padding), at the cost of the work on padding."""
+    gradient reaches padding), at the cost of the work on padding.
 
-    __slots__ = ("mask",)
+    ``column`` is the mask as a column of ``(rows, 1, ...)``, as ``where`` wants it
+    beside the rows: built once (:func:`zero_rows`), as the ops of a layer reuse
+    one ``RowMask`` going in and coming out (``_LAST_ROW_MASK``)."""
+
+    __slots__ = ("mask", "column")
 
     def __init__(self, mask: torch.Tensor):
         self.mask = mask  # (rows,)
+        self.column: torch.Tensor | None = None  # (rows, 1, ...), built on first use
 
 
 def real_rows(batch: MaskedBatch, static: int = 1, *, each_row_alone: bool = True
@@ -131,8 +136,13 @@ def reshaped(values: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def zero_rows(flat: torch.Tensor, rows: RowMask) -> torch.Tensor:
-    mask = rows.mask.view(-1, *(1,) * (flat.dim() - 1))
-    return torch.where(mask, flat, _ZERO if flat.is_floating_point() else flat.new_zeros(()))
+    """``flat`` ``(rows, ...)`` with the padding rows zeroed."""
+    column = rows.column
+    if column is None or column.dim() != flat.dim():
+        # One view for every op of a layer (a linear layer's input and output have
+        # the same rank); rebuilt only where the rank differs from the last.
+        column = rows.column = rows.mask.view(-1, *(1,) * (flat.dim() - 1))
+    return torch.where(column, flat, _ZERO if flat.is_floating_point() else flat.new_zeros(()))
 
 
 def unpack_rows(values: torch.Tensor, rows: torch.Tensor | RowMask | None,
