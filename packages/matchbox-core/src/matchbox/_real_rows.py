@@ -20,7 +20,8 @@ import torch
 
 from matchbox._capture import capturing, refuse
 from matchbox._execution import EXECUTION_MASK, reads_values
-from matchbox._padding import _ZERO, guard_gradient, mixing_mask
+from matchbox._layout import has_zero_padding
+from matchbox._padding import _ZERO, guard_gradient, mixing_mask, weight_input_data
 
 if TYPE_CHECKING:
     from matchbox.masked_batch import MaskedBatch
@@ -133,6 +134,43 @@ def flat_rows(data: torch.Tensor, static: int) -> torch.Tensor:
 def reshaped(values: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """``values.reshape(shape)``; ``values`` itself where it has that shape (no view op)."""
     return values if values.shape == shape else values.reshape(shape)
+
+
+def batch_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
+    """``batch.rows(static)``: the real rows, ``(n_real, *last static dims)`` (a
+    :class:`RowMask`: every row, padding rows zeroed).
+
+    Under ``@batch`` (while gradients are recorded) the rows of examples that do not
+    run the code at hand are zeroed (``weight_input_data``). (The hot path of every
+    linear layer: ``pack_rows`` inlined.)
+    """
+    rows = real_rows(batch, static)
+    running = EXECUTION_MASK.get() is not None
+    data = weight_input_data(batch) if running else batch.data
+    flat = flat_rows(data, static)
+    if rows is None:
+        return flat
+    if type(rows) is not RowMask:
+        return flat.index_select(0, rows)
+    # Under @batch the padding rows are zero already (weight_input_data, which skips
+    # its where as this does: by the record, with the region's mixing mask).
+    # Padding known to hold zeros (``has_zero_padding``: fromlist's, a linear layer's
+    # or a norm's result) is not zeroed again, which is exact:
+    # - forward: the op reads zeros at padding rows either way (+0 or -0);
+    # - backward: the op's output is zeroed at padding rows (``from_rows``), so the
+    #   gradient reaching its padding rows is zero, and each row is computed alone
+    #   (a RowMask is only for such ops), so what the op sends back to a padding row
+    #   of its input is that row's Jacobian times zero: exactly zero for a linear
+    #   layer (the weight) and a norm with eps > 0 (its scale is at most eps ** -0.5),
+    #   as the where's backward would give. Its weight's gradient sums output gradient
+    #   times input over the rows: 0 * 0 at padding, never 0 * nan, the input being
+    #   exactly zero there (which is all the where was for);
+    # - upstream, that zero goes back to the op that put the zeros there (from_rows'
+    #   where or index_copy into zeros, fromlist's pad, a region's guard), whose
+    #   backward drops the gradient at padding. An op that passes the record on must
+    #   keep this: map padding to padding, take no weight, and have a finite
+    #   derivative at 0, so the zero stays zero on its way back.
+    return flat if running or has_zero_padding(batch) else zero_rows(flat, rows)
 
 
 def zero_rows(flat: torch.Tensor, rows: RowMask) -> torch.Tensor:

@@ -41,7 +41,6 @@ import torch
 from matchbox import _lengths
 from matchbox._arguments import normalize_dim
 from matchbox._batch import Batch, pytree_rank_error
-from matchbox._execution import EXECUTION_MASK
 from matchbox._jagged import jagged_rows, make_jagged, read_jagged
 from matchbox._layout import (
     check_examples,
@@ -56,8 +55,8 @@ from matchbox._layout import (
     validate_layout,
     validate_lengths,
 )
-from matchbox._padding import fill_padding, guard_gradient, mixing_mask, weight_input_data
-from matchbox._real_rows import RowMask, flat_rows, real_rows, unpack_guarded, zero_rows
+from matchbox._padding import fill_padding, guard_gradient, mixing_mask
+from matchbox._real_rows import RowMask, batch_rows, real_rows, unpack_guarded
 from matchbox._sizes import (
     BatchShape,
     SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
@@ -370,23 +369,11 @@ class MaskedBatch(Batch):
     # The real rows are gathered and scattered by matchbox._real_rows.
 
     def rows(self, static: int = 1) -> torch.Tensor:
-        """The real rows, ``(n_real, *last static dims)``.
-
-        Under ``@batch`` (while gradients are recorded) the rows of examples that do not
-        run the code at hand are zeroed (``weight_input_data``): an op with a shared
-        weight must not send what was computed for them into the weight's gradient.
-        (The hot path of every linear layer: ``pack_rows`` inlined.)
-        """
-        rows = real_rows(self, static)
-        running = EXECUTION_MASK.get() is not None
-        data = weight_input_data(self) if running else self.data
-        flat = flat_rows(data, static)
-        if rows is None:
-            return flat
-        if type(rows) is not RowMask:
-            return flat.index_select(0, rows)
-        # Under @batch the padding rows are zero already (weight_input_data).
-        return flat if running else zero_rows(flat, rows)
+        """The real rows, ``(n_real, *last static dims)``; under ``@batch`` (while gradients
+        are recorded) the rows of examples that do not run the code at hand zeroed: an op
+        with a shared weight must not send what was computed for them into the weight's
+        gradient (``_real_rows.batch_rows``)."""
+        return batch_rows(self, static)
 
     def from_rows(self, values: torch.Tensor, static: int = 1) -> MaskedBatch:
         """``values`` ``(n_real, *tail)``, rows of ``self.rows(static)`` transformed, in this
@@ -402,7 +389,12 @@ class MaskedBatch(Batch):
             if mask is not None:
                 mask = _lengths.kept(
                     mask.reshape(*mask.shape[:mask.dim() - static], *(1,) * new), mask)
-        return MaskedBatch._make(out, mask, dims)
+        batch = MaskedBatch._make(out, mask, dims)
+        # Zeros at every padding row, whichever way unpack_guarded went (index_copy into
+        # zeros, a where with the mask, or with the mask and the running examples): the
+        # next row op need not zero them again (batch_rows says why that is exact).
+        mark_zero_padding(batch)
+        return batch
 
     def row_examples(self, static: int = 1) -> torch.Tensor:
         """The example of each row of ``self.rows(static)``, ``(n_real,)``; -1 for a padding
