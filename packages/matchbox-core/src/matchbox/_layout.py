@@ -96,10 +96,20 @@ def has_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> bo
 
     See :func:`mark_zero_padding`.
     """
-    record = getattr(batch, "_zero_padding", None)
-    return (record is not None and record[0] is batch.data
-            and record[1] is (batch._mask if mask is None else mask)
-            and record[2] == batch.data._version)
+    held = zero_padding_mask(batch)
+    return held is not None and held is (batch._mask if mask is None else mask)
+
+
+def zero_padding_mask(batch: MaskedBatch) -> torch.Tensor | None:
+    """The mask outside which ``batch`` is known to hold zeros (its own, or a region's),
+    or ``None``: what an op that keeps zeros passes on to its result.
+
+    See :func:`mark_zero_padding`.
+    """
+    record = getattr(batch, "_zero_padding", None)  # any batch type: only MaskedBatch has it
+    if record is None or record[0] is not batch.data or record[2] != batch.data._version:
+        return None
+    return record[1]
 
 
 def dims_argument(op: str, dims: Any) -> tuple[bool, ...]:

@@ -155,7 +155,8 @@ def batch_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
     # Under @batch the padding rows are zero already (weight_input_data, which skips
     # its where as this does: by the record, with the region's mixing mask).
     # Padding known to hold zeros (``has_zero_padding``: fromlist's, a linear layer's
-    # or a norm's result) is not zeroed again, which is exact:
+    # or a norm's result, a relu of one, a residual sum of two) is not zeroed again,
+    # which is exact:
     # - forward: the op reads zeros at padding rows either way (+0 or -0);
     # - backward: the op's output is zeroed at padding rows (``from_rows``), so the
     #   gradient reaching its padding rows is zero, and each row is computed alone
@@ -167,9 +168,9 @@ def batch_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
     #   exactly zero there (which is all the where was for);
     # - upstream, that zero goes back to the op that put the zeros there (from_rows'
     #   where or index_copy into zeros, fromlist's pad, a region's guard), whose
-    #   backward drops the gradient at padding. An op that passes the record on must
-    #   keep this: map padding to padding, take no weight, and have a finite
-    #   derivative at 0, so the zero stays zero on its way back.
+    #   backward drops the gradient at padding, through the ops that passed the record
+    #   on (ops/pointwise.py's ZERO_KEEPING_*): each maps padding to padding,
+    #   takes no weight and has a finite derivative at 0, so the zero stays zero.
     return flat if running or has_zero_padding(batch) else zero_rows(flat, rows)
 
 

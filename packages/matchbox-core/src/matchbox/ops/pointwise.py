@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _lengths, _masking, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox._layout import zero_padding_mask
+from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
 # Python operators and the ATen op each one is.
 DUNDER_OPS = {
@@ -52,6 +53,27 @@ ELEMENTWISE_UNTAGGED = {
     "relu6", "mish", "elu", "selu", "celu", "leaky_relu", "hardtanh", "hardsigmoid",
     "softplus", "softshrink", "hardshrink", "threshold", "rrelu",
 }
+# Ops that keep the record that padding holds zeros (``mark_zero_padding``), so that a
+# row op after them does not zero it again (``_real_rows.batch_rows`` says why that is
+# exact): unary ops with f(0) == 0 exactly and a finite derivative at 0 (a zero
+# gradient at padding stays zero on its way back: not sqrt), and sums, differences and
+# products of two batches with zeros at padding and the same mask.  By ATen name,
+# called without other arguments (``leaky_relu(x, -2.0)`` would do, ``hardtanh(x, 1,
+# 2)`` would not: no argument is looked at).
+ZERO_KEEPING_UNARY = {"relu", "tanh", "neg", "positive", "abs", "gelu", "silu"}
+ZERO_KEEPING_BINARY = {"add", "sub", "rsub", "mul"}
+_KEEPS_ZEROS: dict[Any, tuple[bool, bool]] = {}
+
+
+def keeps_zeros(func: Any) -> tuple[bool, bool]:
+    """Whether ``func`` on its own keeps zeros (unary) and on two batches (binary)."""
+    kept = _KEEPS_ZEROS.get(func)
+    if kept is None:
+        aten = _aten_name(getattr(func, "__name__", ""))
+        kept = _KEEPS_ZEROS[func] = (aten in ZERO_KEEPING_UNARY, aten in ZERO_KEEPING_BINARY)
+    return kept
+
+
 # Ops that check their input values: padding is replaced by a valid value first.
 VALUE_CHECKED = {"bernoulli": 0.0, "bernoulli_": 0.0}
 # In-place ops that some supported torch cannot differentiate, each with a call that
@@ -152,7 +174,9 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the batch data and combine the masks."""
     path = _PATHS.get(func) or _path(func)
     if kwargs:
-        if "out" in kwargs:
+        if len(kwargs) == 1 and kwargs.get("inplace") is False:
+            kwargs = {}  # F.relu(x) passes its default on: the fast path serves it
+        elif "out" in kwargs:
             _registry.refuse_out(func, kwargs.pop("out"))
             if not kwargs:
                 return pointwise(func, *args)
@@ -305,7 +329,12 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     if type(self) is MaskedBatch:
         make = MaskedBatch._make
         if not args:
-            return make(func(self.data), self._mask, self.dims)
+            out = make(func(self.data), self._mask, self.dims)
+            if self._zero_padding is not None and keeps_zeros(func)[0]:
+                zeros_outside = zero_padding_mask(self)
+                if zeros_outside is not None:  # f(0) == 0: zeros where the input's are
+                    mark_zero_padding(out, zeros_outside)
+            return out
         if len(args) == 1:
             other = args[0]
             if isinstance(other, (int, float)):
@@ -314,7 +343,14 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
                     and other.data.shape == self.data.shape):
                 if other._mask is self._mask:
                     # Same layout and mask: elementwise, so the result has both.
-                    return make(func(self.data, other.data), self._mask, self.dims)
+                    out = make(func(self.data, other.data), self._mask, self.dims)
+                    if self._zero_padding is not None and other._zero_padding is not None \
+                            and keeps_zeros(func)[1]:
+                        zeros_outside = zero_padding_mask(self)
+                        if zeros_outside is not None and \
+                                zero_padding_mask(other) is zeros_outside:
+                            mark_zero_padding(out, zeros_outside)  # 0 + 0, 0 - 0, 0 * 0
+                    return out
                 return _run_same_layout(func, (self, other))
             if isinstance(other, torch.Tensor):  # a weight, a bias
                 if (self._mask is None and _masking.EXECUTION_MASK.get() is None
