@@ -114,13 +114,19 @@ _LAST: tuple[Any, Any, Any] = (None, None, None)
 _LAST_ROW_MASK: tuple[Any, Any, Any] = (None, None, None)
 
 
-def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: int = 1
-              ) -> torch.Tensor:
+def pack_rows(data: torch.Tensor, rows: torch.Tensor | RowMask | None, static: int = 1, *,
+              zeroed: bool = False) -> torch.Tensor:
     """The real rows of ``data``, ``(n_real, *last static dims)`` (every row when ``rows``
-    is None)."""
+    is None).
+
+    ``zeroed``: ``data`` is known to hold zeros at padding rows (``has_zero_padding``;
+    ``weight_input_data`` under ``@batch``), so a :class:`RowMask`'s padding rows are
+    not zeroed again, for an op that computes each row alone and whose output is
+    zeroed at padding rows (:func:`batch_rows` says why that is exact).
+    """
     flat = flat_rows(data, static)
     if type(rows) is RowMask:
-        return zero_rows(flat, rows)
+        return flat if zeroed else zero_rows(flat, rows)
     return flat if rows is None else flat.index_select(0, rows)
 
 

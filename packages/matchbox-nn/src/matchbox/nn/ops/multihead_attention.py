@@ -48,14 +48,17 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
+    EXECUTION_MASK,
     MaskedBatch,
     check_lengths_agree,
     combine_masks,
     fill_padding,
     fit_mask,
     guard_gradient,
+    has_zero_padding,
     implements,
     lengths_along,
+    mark_zero_padding,
     mask_lengths,
     op_name,
     pack_rows,
@@ -106,7 +109,10 @@ class _Inputs:
         if batch is None:
             return F.linear(data, weight, bias).expand(self.batch_size, -1, -1)
         rows = real_rows(batch)
-        out = F.linear(pack_rows(data, rows), weight, bias)
+        # ``data`` is weight_input_data(batch): zero at padding under @batch, as the
+        # batch's own data is where recorded so (fromlist's, a norm's result).
+        zeroed = EXECUTION_MASK.get() is not None or has_zero_padding(batch)
+        out = F.linear(pack_rows(data, rows, zeroed=zeroed), weight, bias)
         return unpack_rows(out, rows, data.shape[:-1])
 
 
@@ -391,6 +397,7 @@ def multi_head_attention_forward(
     out = guard_gradient(out, None)  # under @batch: no gradient at examples not running
     out = MaskedBatch._make(out, None if x.query is None else x.query._mask,
                             (False, False) if x.query is None else x.query.dims)
+    mark_zero_padding(out)  # zeros at padding (unpack_rows): a residual sum keeps that
     if weights is not None:
         weights = _weights_batch(op, weights, x, key_valid, average_attn_weights)
     return TimeMajorBatch(out), weights
