@@ -175,7 +175,7 @@ def batch_rows(batch: MaskedBatch, static: int = 1) -> torch.Tensor:
     # - upstream, that zero goes back to the op that put the zeros there (from_rows'
     #   where or index_copy into zeros, fromlist's pad, a region's guard), whose
     #   backward drops the gradient at padding, through the ops that passed the record
-    #   on (ops/pointwise.py's ZERO_KEEPING_*): each maps padding to padding,
+    #   on (ops/pointwise.py's ZERO_KEEPING_*, dropout): each maps padding to padding,
     #   takes no weight and has a finite derivative at 0, so the zero stays zero.
     return flat if running or has_zero_padding(batch) else zero_rows(flat, rows)
 

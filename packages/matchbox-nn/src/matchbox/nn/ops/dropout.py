@@ -24,7 +24,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from matchbox.extending import implements, only_input_batched, op_name, unsupported
+from matchbox.extending import (
+    has_zero_padding,
+    implements,
+    mark_zero_padding,
+    only_input_batched,
+    op_name,
+    unsupported,
+)
 
 DROPOUT_OPS = (
     F.dropout, F.alpha_dropout, torch.dropout, torch.dropout_, torch.alpha_dropout,
@@ -35,6 +42,12 @@ FEATURE_DROPOUT_OPS = (
     F.dropout1d, F.dropout2d, F.dropout3d, F.feature_alpha_dropout, torch.feature_dropout,
     torch.feature_dropout_, torch.feature_alpha_dropout, torch.feature_alpha_dropout_,
 )
+# Those that scale each value (zero stays zero, the derivative is the finite scale):
+# a batch with zeros at padding keeps them, and the record of it, so that a linear
+# layer after the dropout need not zero them again (``_real_rows.batch_rows``).  Not
+# the alpha variants, which move zero to the dropped value's affine image.
+ZERO_KEEPING = (F.dropout, torch.dropout, F.dropout1d, F.dropout2d, F.dropout3d,
+                torch.feature_dropout)
 
 
 @implements(*DROPOUT_OPS, *FEATURE_DROPOUT_OPS, family="dropout", batch_type="Batch")
@@ -46,4 +59,7 @@ def dropout(func, input, *args, **kwargs):
     out = func(values, *args, **kwargs)
     if out is values:  # eval mode, or written in place: the input itself, as torch gives
         return input
-    return input.from_positions(out)
+    result = input.from_positions(out)
+    if func in ZERO_KEEPING and has_zero_padding(input):
+        mark_zero_padding(result)
+    return result
