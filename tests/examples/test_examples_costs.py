@@ -111,10 +111,15 @@ def test_lstm_module_runs_what_packing_by_hand_runs(costs):
 def test_transformer_layer_makes_no_host_sync(costs):
     model, batched, hand = costs["transformer encoder layer"]
     assert batched.syncs == 0, batched.sync_sites
-    # Measured 1.50x on torch 2.13 (81 ops against 54), 1.53x on torch 2.3 (84 against
-    # 55; its layer runs other ops); issue 22 asks for 1.3x: the guards of padding (12-13
-    # wheres) and the key padding mask made from the batch's mask. Not yet met.
-    assert batched.total <= 1.53 * hand.total, (batched.total, hand.total)
+    # Measured 1.20x on torch 2.13 (65 ops against 54), 1.24x on torch 2.3 (68 against
+    # 55; its layer runs other ops); issue 22 asks for 1.3x (1.50x and 1.53x before: a
+    # RowMask's view of its mask built once, not at each of its 12 wheres; and padding
+    # known to hold zeros, from a linear layer, a norm, attention or fromlist, through
+    # relu, dropout or a residual sum, not zeroed again going in to the next row op: 5
+    # wheres). What is left: each row op's where coming out, out_proj's going in
+    # (attention's output at padding rows), and the key padding mask made from the
+    # batch's mask.
+    assert batched.total <= 1.25 * hand.total, (batched.total, hand.total)
 
 
 @pytest.mark.parametrize("sizes", [[1, 6, 2, 5], [7]], ids=["ragged", "big"])
