@@ -226,3 +226,30 @@ def test_a_batch_of_vectors_is_its_own_rows():
         out = xb.from_rows(rows * 2)
     assert rows is xb.data and counted.ops["view"] == 0, counted.ops
     assert torch.equal(out.data, xb.data * 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_static_batches_that_broadcast_take_the_fast_path_and_equal_the_loop(dtype):
+    # A one-hot write into a stack, where(at, item.unsqueeze(1), stack): three batches of
+    # static dimensions and no mask whose shapes broadcast as each example's do. No
+    # alignment (its views), values and gradients the loop's.
+    from op_counts import CountOps
+
+    torch.manual_seed(5)
+    n = 4
+    ats = [torch.rand(1, 3, 1) > 0.5 for _ in range(n)]
+    items = [torch.randn(1, 1, 2, dtype=dtype) for _ in range(n)]
+    stacks = [torch.randn(1, 3, 2, dtype=dtype) for _ in range(n)]
+    batches = [MaskedBatch.fromlist(v, (False, False)) for v in (ats, items, stacks)]
+    with CountOps() as counted:
+        torch.where(*batches)
+    assert dict(counted.ops) == {"where": 1}, counted.ops
+    mb_assert(torch.where, [ats, items, stacks], batches, n)
+
+
+def test_static_batches_that_do_not_broadcast_are_refused_with_the_op_name():
+    a = MaskedBatch(torch.randn(3, 4, 2), None, (False, False))
+    b = MaskedBatch(torch.randn(3, 5, 2), None, (False, False))
+    with pytest.raises(ValueError, match=r"^Tensor\.__add__: static dimension 1 has different "
+                                         r"sizes in the batch arguments: \[4, 5\]$"):
+        a + b

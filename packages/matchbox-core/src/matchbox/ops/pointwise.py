@@ -207,7 +207,8 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
 def _same_layout(args: tuple[Any, ...]) -> bool:
     """Whether the arguments need no alignment (the fast path of most model ops).
 
-    True when every batch argument has one layout and every plain tensor
+    True when every batch argument has one layout (or, with static dimensions only and
+    one mask object, shapes that broadcast as the examples' do) and every plain tensor
     broadcasts into it without growing it and without a size along a dynamic
     dimension or dimension 0.  Anything else takes the general path, which
     also gives the errors.
@@ -223,10 +224,17 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
     shape = first.data.shape
     rank = len(shape)
     for a in args:
-        if isinstance(a, MaskedBatch):
-            if a is not first and (a.data.shape != shape or a.dims != first.dims):
+        if isinstance(a, MaskedBatch) and a is not first:
+            if a.dims != first.dims:
                 return False
-        elif isinstance(a, torch.Tensor):
+            if a.data.shape != shape:
+                shape = _static_broadcast(first, a, shape)
+                if shape is None:
+                    return False
+    for a in args:
+        if isinstance(a, MaskedBatch):
+            continue
+        if isinstance(a, torch.Tensor):
             offset = rank - a.dim()
             if offset < 0 or (offset == 0 and a.size(0) != 1):
                 return False
@@ -236,6 +244,25 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
                 if size != 1 and size != shape[j + offset]:
                     return False
     return True
+
+
+def _static_broadcast(first: MaskedBatch, other: MaskedBatch, shape: torch.Size
+                      ) -> torch.Size | None:
+    """The shape ``other`` and ``shape`` broadcast to, where that is every example's
+    broadcast too: static dimensions only, one batch size and one mask object (none, or
+    one per example), so that the data broadcast as each example's would (a one-hot
+    write into a stack: ``where(at, item.unsqueeze(1), stack)``); else ``None``."""
+    if any(first.dims) or other._mask is not first._mask:
+        return None
+    theirs = other.data.shape
+    if len(theirs) != len(shape) or theirs[0] != shape[0]:
+        return None
+    out = []
+    for a, b in zip(shape, theirs):
+        if a != b and a != 1 and b != 1:
+            return None
+        out.append(max(a, b))
+    return torch.Size(out)
 
 
 def _fits_each_example(plain: torch.Tensor, data: torch.Tensor) -> bool:
