@@ -117,6 +117,40 @@ def test_gather_index_out_of_range_raises_the_same_error(reads):
     assert reached == ([] if reads else ["after the gather"])
 
 
+# Checks of other ops that go on safely when they fail: (the op, lengths, error, message).
+CHECKS_THAT_GO_ON = {
+    "a reduction over an empty example": (
+        lambda x: x.amax(1), (3, 0, 2), IndexError,
+        "Tensor.amax: example 1 has size 0 in dynamic dimension 1, and Tensor.amax of an "
+        "empty dimension is undefined"),
+    "narrow past an example's end": (
+        lambda x: x.narrow(1, 0, 3), (3, 1, 4), RuntimeError,
+        "Tensor.narrow: start (0) + length (3) exceeds the size of example 1, 1, in dynamic "
+        "dimension 1"),
+    "a view splitting lengths that do not divide": (
+        lambda x: x.view(1, -1, 2, 1), (4, 3, 2), ValueError,
+        "Tensor.view: cannot split dynamic dimension 1 into groups of 2: the examples have "
+        "sizes [4, 3, 2] there, not all divisible"),
+}
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+@pytest.mark.parametrize("case", sorted(CHECKS_THAT_GO_ON))
+def test_other_checks_that_let_the_op_go_on_raise_the_same_error(reads, case):
+    op, lengths, error, message = CHECKS_THAT_GO_ON[case]
+
+    @matchbox.batch
+    def run(x):
+        y = op(x)
+        reached.append("after the op")
+        return y
+
+    x, _ = batches(lengths=lengths)
+    with host_reads(reads), pytest.raises(error, match=f"^{re.escape(message)}$"):
+        run(x)
+    assert reached == ([] if reads else ["after the op"])
+
+
 @pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
 def test_lengths_that_differ_raise_the_same_error(reads):
     @matchbox.batch

@@ -35,6 +35,7 @@ the dimension raises where the loop raises.  ``out=`` is refused.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -267,11 +268,9 @@ def _quantile(op: str, name: str, x: MaskedBatch, reduced: tuple[int, ...], q: f
     count = real.sum(d, keepdim=True)
     empty = _masking.running((count == 0).reshape(count.size(0), -1).all(1)
                              if len(reduced) > 1 else _empty_example(x, d))
-    if _capture.fails(empty):
-        empty = empty.nonzero()
-        raise RuntimeError(f"{op}: {name}() input tensor must be non-empty: example "
-                           f"{int(empty[0])} has no value along dimension "
-                           f"{reduced[0] if len(reduced) == 1 else 'any'}")
+    # The op goes on (an empty example reads position 0): on an accelerator, inside
+    # @batch, the check is read when the call ends.
+    _capture.check(empty, functools.partial(_empty_error, op, name, empty, reduced))
     ordered, _ = _sort(op, line, d, False, True)  # NaN (padding and real) sorts last
     nan = data.isnan() & real
     if ignore_nan:
@@ -306,3 +305,10 @@ def _empty_example(x: MaskedBatch, d: int) -> torch.Tensor:
         return torch.zeros(x.data.size(0), dtype=torch.bool, device=x.device) \
             if x.data.size(d) else torch.ones(x.data.size(0), dtype=torch.bool, device=x.device)
     return _masking.lengths_along(x, d) == 0
+
+
+def _empty_error(op: str, name: str, empty: torch.Tensor, reduced: tuple[int, ...]
+                 ) -> RuntimeError:
+    return RuntimeError(f"{op}: {name}() input tensor must be non-empty: example "
+                        f"{int(empty.nonzero()[0])} has no value along dimension "
+                        f"{reduced[0] if len(reduced) == 1 else 'any'}")

@@ -7,6 +7,7 @@ other distributions, through ``matchbox.extending``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -124,11 +125,14 @@ def refuse_empty(op: str, x: MaskedBatch, reduced: tuple[int, ...]) -> None:
     lengths = x.lengths()
     columns = [sum(x.dims[: i - 1]) for i in dynamic]
     empty = _masking.running((lengths[:, columns] == 0).any(1))
-    if _capture.fails(empty):
-        raise IndexError(
-            f"{op}: example {int(empty.nonzero()[0])} has size 0 in dynamic dimension "
-            f"{dynamic[0]}, and {op} of an empty dimension is undefined"
-        )
+    # The reduction goes on (an empty example gets its identity): on an accelerator,
+    # inside @batch, the check is read when the call ends.
+    _capture.check(empty, functools.partial(_empty_error, op, empty, dynamic[0]))
+
+
+def _empty_error(op: str, empty: torch.Tensor, d: int) -> IndexError:
+    return IndexError(f"{op}: example {int(empty.nonzero()[0])} has size 0 in dynamic "
+                      f"dimension {d}, and {op} of an empty dimension is undefined")
 
 
 def _keep(result: torch.Tensor, reduced: tuple[int, ...], keepdim: bool) -> torch.Tensor:

@@ -6,6 +6,7 @@ static dimensions between them (see the package docstring).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -97,11 +98,10 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
         else:
             factor = group // run
             lengths = x.lengths()[:, i]
-            if _capture.fails(lengths % factor != 0):
-                raise ValueError(
-                    f"{op}: cannot split dynamic dimension {k} into groups of {factor}: the "
-                    f"examples have sizes {lengths.tolist()} there, not all divisible"
-                )
+            # The split goes on (the padded size rounded up): on an accelerator, inside
+            # @batch, the check is read when the call ends.
+            _capture.check(lengths % factor != 0, functools.partial(
+                _not_divisible, op, k, factor, lengths))
             size = math.ceil(old[k] / factor)
             if carried is not None:
                 carried = carried // torch.tensor([factor if c == i else 1 for c in
@@ -311,3 +311,8 @@ def _plain_as_batch(op: str, t: torch.Tensor, like: MaskedBatch) -> MaskedBatch:
     t = t.reshape((1,) * (like.dim() - t.dim()) + tuple(t.shape))
     return MaskedBatch._make(t.expand(like.data.size(0), *t.shape[1:]), None,
                              (False,) * (t.dim() - 1))
+
+
+def _not_divisible(op: str, k: int, factor: int, lengths: torch.Tensor) -> ValueError:
+    return ValueError(f"{op}: cannot split dynamic dimension {k} into groups of {factor}: "
+                      f"the examples have sizes {lengths.tolist()} there, not all divisible")

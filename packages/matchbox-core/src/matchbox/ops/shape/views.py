@@ -5,6 +5,7 @@ The same view applies to data and mask, and the dims follow their dimensions.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -126,12 +127,13 @@ def narrow(func, input, dim, start, length):
         # Unlike a slice, narrow raises (in the loop) for an example that is too short.
         sizes = _masking.lengths_along(input, d)
         short = _masking.running(sizes < start + length)
-        if _capture.fails(short):
-            j = int(short.nonzero()[0])
-            raise RuntimeError(
-                f"{op}: start ({start}) + length ({length}) exceeds the size of example {j}, "
-                f"{int(sizes[j])}, in dynamic dimension {d}"
-            )
+        error = functools.partial(_too_short, op, short, sizes, start, length, d)
+        if start + length <= input.data.size(d):
+            # Within the padded size the op goes on (a short example's positions are
+            # padding): on an accelerator, inside @batch, the check is read at the end.
+            _capture.check(short, error)
+        elif _capture.fails(short):
+            raise error()
     if not input.dims[d - 1]:
         return MaskedBatch._make(input.data.narrow(d, start, length), input.mask, input.dims)
     mask = input.mask.narrow(d, start, length)
@@ -200,3 +202,10 @@ def unbind(func, input, dim=0):
         for step in steps:
             mark_zero_padding(step)
     return steps
+
+
+def _too_short(op: str, short: torch.Tensor, sizes: torch.Tensor, start: int, length: int,
+               d: int) -> RuntimeError:
+    j = int(short.nonzero()[0])
+    return RuntimeError(f"{op}: start ({start}) + length ({length}) exceeds the size of "
+                        f"example {j}, {int(sizes[j])}, in dynamic dimension {d}")
