@@ -336,3 +336,61 @@ def test_an_index_out_of_range_for_an_example_not_running_is_no_error(reads):
     sb = MaskedBatch.fromlist(ss, (False,))
     with host_reads(reads):
         mb_assert(doubled_where_flagged, [xs, indices, fs, ss], [xb, ib, fb, sb], len(xs))
+
+
+@matchbox.batch
+def first_or_zero(x, k):
+    try:
+        y = x[:, k]
+    except IndexError:
+        y = x[:, 0] * 0
+    return y
+
+
+def _rows(*lengths):  # noqa: ANN202
+    return [torch.arange(3.0 * n).reshape(1, n, 3) for n in lengths]
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_an_error_caught_for_only_some_examples_is_refused(reads):
+    # The loop sends example 0 into except and example 1 on through the try; a batch
+    # cannot split there, and sent both into except (a silent wrong answer). On the CPU
+    # the except clause refuses it; on an accelerator the check is read when the call
+    # ends, outside the try: the error itself.
+    xs = _rows(3, 5)
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    kb = MaskedBatch(torch.tensor([4, 1]), None, ())
+    expected = NotImplementedError if reads else IndexError
+    message = (r"@batch: an except clause \(.*\) catches an error raised for only some of the "
+               r"examples that ran the try \(IndexError: Tensor.__getitem__: index 4 is out of "
+               r"range for example 0" if reads else "index 4 is out of range for example 0")
+    with host_reads(reads), pytest.raises(expected, match=message):
+        first_or_zero(xb, kb)
+
+
+def test_an_error_caught_for_every_example_takes_except_as_the_loop_does():
+    xs = _rows(3, 5)
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    with host_reads(True):
+        out = first_or_zero(xb, MaskedBatch(torch.tensor([4, 7]), None, ()))
+        again = first_or_zero(xb, MaskedBatch(torch.tensor([1, 1]), None, ()))
+    assert [e.tolist() for e in out.examples()] == [
+        first_or_zero(x, k).tolist() for x, k in zip(xs, (4, 7))] == [[[0.0, 0.0, 0.0]]] * 2
+    assert [e.tolist() for e in again.examples()] == [first_or_zero(x, 1).tolist() for x in xs]
+
+
+@matchbox.batch
+def pairs_where_even(x):
+    if x.size_as_tensor(1) % 2 == 0:  # only the examples of even length split into pairs
+        y = x.view(1, -1, 2, 3).sum(2).sum(1)
+    else:
+        y = x.sum(1)
+    return y
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_a_view_split_checks_only_the_examples_running_it(reads):
+    xs = [torch.randn(1, n, 3, dtype=torch.float64) for n in (3, 4, 0, 2)]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    with host_reads(reads):
+        mb_assert(pairs_where_even, [xs], [xb], len(xs))

@@ -17,7 +17,7 @@ import gast
 
 from matchbox.control import parsing
 from matchbox.control.context import Context
-from matchbox.control.converters import PASSES, checks
+from matchbox.control.converters import PASSES, checks, try_statements
 
 BUILTINS_OF_EXAMPLES = {"sum", "max", "min", "any", "all", "len"}
 
@@ -92,7 +92,23 @@ def plain_builtin_calls(node) -> set[str]:
 def test_the_passes_run_in_the_documented_order():
     assert [t.__module__.rsplit(".", 1)[1] for t in PASSES] == [
         "break_statements", "continue_statements", "return_statements", "expressions",
-        "comprehensions", "builtin_calls", "control_flow", "assignments"]
+        "comprehensions", "builtin_calls", "control_flow", "assignments", "try_statements"]
+
+
+def test_try_statements_makes_each_except_clause_ask_first():
+    source = (
+        "def f(x):\n"
+        "    try:\n"
+        "        y = x + 1\n"
+        "    except (IndexError, ValueError):\n"
+        "        y = x\n"
+        "    except KeyError as e:\n"
+        "        raise e\n"
+        "    return y\n")
+    node = gast.parse(source).body[0]
+    try_statements.transform(node, None)
+    handlers = node.body[0].handlers
+    assert [gast.unparse(h.body[0]).strip() for h in handlers] == ["mb__.refuse_caught()"] * 2
 
 
 def test_break_statements_lowers_break_only():

@@ -194,15 +194,47 @@ def fails(failing: torch.Tensor, error: Callable[[], BaseException] | None = Non
             if pending is not None and not reads_values(failing):
                 pending.append((failing, error))
                 return False
-        return bool(failing.any())
+        failed = bool(failing.any())
+        if failed:  # the caller raises next: what failed_flags(error) answers
+            _LAST_FAILED.set(failing)
+        return failed
     capture.failures.append(failing.any())
     return False
 
 
+#: The attribute of an error raised by :func:`check` that holds its per-example flags.
+CHECK_FLAGS = "__matchbox_check_flags__"
+
+# The flags of the last check that failed at once in this thread or task (its caller then
+# raises): read, and cleared, by failed_flags.
+_LAST_FAILED: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextVar(
+    "matchbox_last_failed_check", default=None)
+
+
+def failed_flags(error: BaseException) -> torch.Tensor | None:
+    """The per-example flags of the check that raised ``error`` (``(batch,)`` bool, the
+    examples it failed for), or ``None`` for an error no check raised.
+
+    Code that catches an error per example (``try``/``except`` in a ``@batch``
+    function) asks it whether every example running the ``try`` failed, as the loop
+    would then have them all take ``except``.
+    """
+    flags = getattr(error, CHECK_FLAGS, None)
+    last = _LAST_FAILED.get()
+    if last is not None:
+        _LAST_FAILED.set(None)
+    return flags if flags is not None else last
+
+
 def check(failing: torch.Tensor, error: Callable[[], BaseException]) -> None:
-    """Raise ``error()`` if a check fails for some example; deferred as :func:`fails` says."""
+    """Raise ``error()`` if a check fails for some example; deferred as :func:`fails` says.
+
+    The error raised at once carries ``failing`` (:func:`failed_flags`).
+    """
     if fails(failing, error):
-        raise error()
+        exc = error()
+        setattr(exc, CHECK_FLAGS, failing)
+        raise exc
 
 
 def version_of(tensor: torch.Tensor) -> int | None:

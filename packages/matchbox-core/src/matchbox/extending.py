@@ -64,7 +64,15 @@ from matchbox._arguments import (
     static_trailing,
 )
 from matchbox._batch import Batch, is_batch, pytree_rank_error
-from matchbox._capture import capturing, check, deferred_checks, fails, refuse, some
+from matchbox._capture import (
+    capturing,
+    check,
+    deferred_checks,
+    failed_flags,
+    fails,
+    refuse,
+    some,
+)
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._masking import _ZERO as ZERO
 from matchbox._masking import (
@@ -148,7 +156,7 @@ __all__ = [
     "lengths_along", "sizes_along", "running", "and_running", "real_rows", "pack_rows",
     "unpack_rows",
     # checks on values, compile-safe
-    "fails", "check", "deferred_checks", "some", "capturing", "refuse",
+    "fails", "check", "failed_flags", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
     "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
     "mask_and", "ZERO",

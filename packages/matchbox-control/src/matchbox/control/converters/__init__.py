@@ -26,7 +26,9 @@ The order matters, and is the reason for the split:
 8. ``assignments`` masks the writes that outlive a region (attributes,
    subscripts, in-place updates); it runs last, so it sees the regions'
    masks and treats the merges pass 7 wrote as the plain assignments they are.
-9. ``functions`` adds each function's prologue, then converts the functions
+9. ``try_statements`` makes each ``except`` clause refuse an error raised for only
+   some of the examples that ran the ``try``.
+10. ``functions`` adds each function's prologue, then converts the functions
    defined inside it, each on its own.
 """
 
@@ -46,6 +48,7 @@ from matchbox.control.converters import (
     expressions,
     functions,
     return_statements,
+    try_statements,
 )
 
 PASSES = (
@@ -57,6 +60,7 @@ PASSES = (
     builtin_calls.transform,
     control_flow.transform,
     assignments.transform,
+    try_statements.transform,
 )
 
 

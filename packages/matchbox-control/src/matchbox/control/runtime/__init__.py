@@ -18,6 +18,8 @@ modules hold one concern each:
 - ``calls``: which builtin a call reaches, at run time.
 """
 
+import sys
+
 from matchbox.control.runtime.calls import call
 from matchbox.control.runtime.comprehensions import (
     comp_for,
@@ -57,14 +59,42 @@ from matchbox.control.runtime.masks import (
     still_running,
 )
 from matchbox.control.runtime.scalars import item
-from matchbox.control.runtime.select import Undefined, merge, merge_written, only_active, select
+from matchbox.control.runtime.select import (
+    Undefined,
+    merge,
+    merge_written,
+    only_active,
+    select,
+    user_line,
+)
 from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
 from matchbox.control.runtime.structured import scan_capturing, scan_for
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
-from matchbox.extending import deferred_checks, fails
+from matchbox.extending import deferred_checks, failed_flags, fails
 from matchbox.masked_batch import MaskedBatch
 
 slice_ = slice  # `obj[a:b] = v` under a mask becomes set_item(..., slice_(a, b, None), v)
+
+
+def refuse_caught():
+    """First in an ``except`` clause: refuse an error that a check raised for only some of
+    the examples running the ``try`` (see ``converters.try_statements``)."""
+    error = sys.exc_info()[1]
+    flags = None if error is None else failed_flags(error)
+    if flags is None or flags.dim() != 1:
+        return
+    running = current_mask()
+    if running is None:
+        every = bool(flags.all())
+    else:
+        every = running.shape == flags.shape and bool((flags | ~running).all())
+    if not every:
+        raise NotImplementedError(
+            f"@batch: an except clause ({user_line()}) catches an error raised for only "
+            f"some of the examples that ran the try ({type(error).__name__}: {error}); the "
+            "loop would send only those into except, and a batch cannot split there. Test "
+            "for the failing case with an if before the op, or catch the error outside the "
+            "@batch function") from error
 
 
 def return_value(value, returned=True):
@@ -97,6 +127,6 @@ __all__ = [
     "current_mask", "deferred_checks", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
-    "return_value", "scan_capturing", "scan_for", "select", "set_attr", "set_comp", "set_item",
+    "refuse_caught", "return_value", "scan_capturing", "scan_for", "select", "set_attr", "set_comp", "set_item",
     "slice_", "still_running", "truth", "operand", "unbind", "unpack",
 ]

@@ -100,7 +100,7 @@ def reshape_batch(op: str, x: MaskedBatch, shape: Sequence[int]) -> MaskedBatch:
             lengths = x.lengths()[:, i]
             # The split goes on (the padded size rounded up): on an accelerator, inside
             # @batch, the check is read when the call ends.
-            _capture.check(lengths % factor != 0, functools.partial(
+            _capture.check(_masking.running(lengths % factor != 0), functools.partial(
                 _not_divisible, op, k, factor, lengths))
             size = math.ceil(old[k] / factor)
             if carried is not None:
