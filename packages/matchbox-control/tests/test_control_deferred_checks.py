@@ -394,3 +394,22 @@ def test_a_view_split_checks_only_the_examples_running_it(reads):
     xb = MaskedBatch.fromlist(xs, (True, False))
     with host_reads(reads):
         mb_assert(pairs_where_even, [xs], [xb], len(xs))
+
+
+@matchbox.batch
+def looked_up(x, table):
+    try:
+        y = x * table["scale"]
+    except KeyError:
+        y = x
+    return y
+
+
+def test_an_error_no_check_raised_is_caught_as_written_after_a_failed_check():
+    # A check that failed in an earlier call (its error caught by the caller) is no
+    # answer for the KeyError here, which every example raises alike.
+    x, i = batches(index=(1, 4, -4))
+    with host_reads(True), pytest.raises(IndexError):
+        select_then_double(x, i)
+    out = looked_up(x, {})
+    assert torch.equal(out.data, x.data)

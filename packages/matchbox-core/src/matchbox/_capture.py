@@ -267,7 +267,11 @@ class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like 
     __slots__ = ("_token",)
 
     def __enter__(self) -> None:
-        self._token = _DEFERRED.set([]) if _DEFERRED.get() is None else None
+        if _DEFERRED.get() is None:
+            self._token = _DEFERRED.set([])
+            _LAST_FAILED.set(None)  # a failed check of an earlier call is no answer here
+        else:
+            self._token = None
 
     def __exit__(self, kind: Any, raised: Any, traceback: Any) -> None:
         if self._token is None:
