@@ -413,3 +413,64 @@ def test_an_error_no_check_raised_is_caught_as_written_after_a_failed_check():
         select_then_double(x, i)
     out = looked_up(x, {})
     assert torch.equal(out.data, x.data)
+
+
+@matchbox.batch
+def negative_refused(x):
+    if x.sum() < 0:
+        raise ValueError("negative")
+    return x.sum(1)
+
+
+@matchbox.batch
+def seven_where_refused(x):
+    try:
+        y = negative_refused(x)
+    except ValueError:
+        y = x.sum(1) * 0 - 7
+    return y
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_a_raise_under_a_per_example_condition_is_refused_by_a_callers_except(reads):
+    # Only example 0 raises; the loop sends it alone into the caller's except.
+    xs = [-torch.ones(1, 2), torch.ones(1, 3)]
+    with host_reads(reads), pytest.raises(NotImplementedError, match=r"catches an error "
+                                          r"raised for only some of the examples that ran "
+                                          r"the try \(ValueError: negative\)"):
+        seven_where_refused(MaskedBatch.fromlist(xs, (True,)))
+    both = [-torch.ones(1, 2), -torch.ones(1, 3)]  # every example raises: caught, as looped
+    out = seven_where_refused(MaskedBatch.fromlist(both, (True,)))
+    assert [e.tolist() for e in out.examples()] == [
+        seven_where_refused(x).tolist() for x in both] == [[-7.0], [-7.0]]
+
+
+def test_contextlib_suppress_is_refused_at_decoration():
+    import contextlib
+
+    with pytest.raises(matchbox.control.UnsupportedConstructError,
+                       match="does not support contextlib.suppress"):
+        @matchbox.batch
+        def suppressed(x):
+            y = x.sum(1)
+            with contextlib.suppress(IndexError):
+                y = x[:, 3]
+            return y
+
+
+@matchbox.batch
+def counted_by_step(x):
+    y = x.sum(1) * 0
+    s = int(x.sum() > 0)
+    if s != 0:  # an example with a zero step does not reach the range
+        for _ in range(0, 3, s):
+            y = y + 1
+    return y
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_a_zero_range_step_of_an_example_not_running_is_no_error(reads):
+    xs = [torch.ones(1, 2), -torch.ones(1, 3)]
+    with host_reads(reads):
+        out = counted_by_step(MaskedBatch.fromlist(xs, (True,)))
+    assert [e.tolist() for e in out.examples()] == [counted_by_step(x).tolist() for x in xs]

@@ -211,6 +211,13 @@ _LAST_FAILED: contextvars.ContextVar[torch.Tensor | None] = contextvars.ContextV
     "matchbox_last_failed_check", default=None)
 
 
+def with_failed_flags(error: BaseException, flags: torch.Tensor) -> BaseException:
+    """``error``, marked as raised for the examples where ``flags`` holds (what
+    :func:`failed_flags` answers for it): a ``raise`` run under a per-example condition."""
+    setattr(error, CHECK_FLAGS, flags)
+    return error
+
+
 def failed_flags(error: BaseException) -> torch.Tensor | None:
     """The per-example flags of the check that raised ``error`` (``(batch,)`` bool, the
     examples it failed for), or ``None`` for an error no check raised.

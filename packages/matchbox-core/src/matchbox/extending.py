@@ -72,6 +72,7 @@ from matchbox._capture import (
     fails,
     refuse,
     some,
+    with_failed_flags,
 )
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._masking import _ZERO as ZERO
@@ -156,7 +157,7 @@ __all__ = [
     "lengths_along", "sizes_along", "running", "and_running", "real_rows", "pack_rows",
     "unpack_rows",
     # checks on values, compile-safe
-    "fails", "check", "failed_flags", "deferred_checks", "some", "capturing", "refuse",
+    "fails", "check", "failed_flags", "with_failed_flags", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
     "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
     "mask_and", "ZERO",

@@ -42,6 +42,12 @@ def _check_node(node: Any, ctx: Context) -> None:
             "a try statement around if/while/for/break/continue/return", node,
             "an exception raised for one example would stop every example at once; move the "
             "control flow out of the try block (or into an undecorated helper)")
+    if isinstance(node, gast.With) and any(_is_suppress(item.context_expr)
+                                           for item in node.items):
+        raise ctx.unsupported(
+            "contextlib.suppress", node,
+            "an error raised for only some examples would be suppressed for every example; "
+            "write try/except, whose except clause refuses such an error")
     if isinstance(node, gast.Match):
         raise ctx.unsupported("the match statement", node, "use if/elif/else")
     if isinstance(node, gast.BoolOp):
@@ -50,6 +56,15 @@ def _check_node(node: Any, ctx: Context) -> None:
         _refuse_walrus([node.body, node.orelse], "a branch of a conditional expression", ctx)
     elif isinstance(node, gast.Compare) and len(node.ops) > 1:
         _refuse_walrus(node.comparators[1:], "a chained comparison", ctx)
+
+
+def _is_suppress(expression: Any) -> bool:
+    """``suppress(...)`` or ``contextlib.suppress(...)``, by name."""
+    if not isinstance(expression, gast.Call):
+        return False
+    func = expression.func
+    return ((isinstance(func, gast.Name) and func.id == "suppress")
+            or (isinstance(func, gast.Attribute) and func.attr == "suppress"))
 
 
 def _refuse_walrus(operands: list[Any], where: str, ctx: Context) -> None:

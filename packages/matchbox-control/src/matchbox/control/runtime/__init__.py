@@ -20,6 +20,8 @@ modules hold one concern each:
 
 import sys
 
+import torch
+
 from matchbox.control.runtime.calls import call
 from matchbox.control.runtime.comprehensions import (
     comp_for,
@@ -70,10 +72,21 @@ from matchbox.control.runtime.select import (
 from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
 from matchbox.control.runtime.structured import scan_capturing, scan_for
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
-from matchbox.extending import deferred_checks, failed_flags, fails
+from matchbox.extending import deferred_checks, failed_flags, fails, with_failed_flags
 from matchbox.masked_batch import MaskedBatch
 
 slice_ = slice  # `obj[a:b] = v` under a mask becomes set_item(..., slice_(a, b, None), v)
+
+
+def raising(error):
+    """What ``raise error`` raises, marked with the examples that raise it where only some
+    run the code at hand (a ``raise`` under a per-example condition)."""
+    mask = current_mask()
+    if isinstance(error, type) and issubclass(error, BaseException):
+        error = error()
+    if isinstance(error, BaseException) and isinstance(mask, torch.Tensor):
+        with_failed_flags(error, mask)
+    return error
 
 
 def refuse_caught():
@@ -127,6 +140,6 @@ __all__ = [
     "current_mask", "deferred_checks", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
-    "refuse_caught", "return_value", "scan_capturing", "scan_for", "select", "set_attr", "set_comp", "set_item",
+    "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "select", "set_attr", "set_comp", "set_item",
     "slice_", "still_running", "truth", "operand", "unbind", "unpack",
 ]

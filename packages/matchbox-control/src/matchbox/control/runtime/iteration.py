@@ -37,6 +37,7 @@ from matchbox.extending import (
     fit_mask,
     reads_values,
     remember_mask_view,
+    running,
 )
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.functional import stack
@@ -264,8 +265,11 @@ def iter_range(range_fn: Any, *args: Any) -> Any:
     values = [_per_example_int(v, size, device, name)
               for v, name in ((start, "start"), (stop, "stop"), (step, "step"))]
     (first, real_start), (last, real_stop), (stride, real_step) = values
-    if fails(stride == 0):
+    zero = stride == 0
+    if fails(running(zero)):
         raise ValueError("range() arg 3 must not be zero")
+    # An example that does not run the loop may have a zero step: its count goes unused.
+    stride = torch.where(zero, 1, stride)
     count = torch.where(stride > 0, (last - first + stride - 1).div(stride, rounding_mode="floor"),
                         (last - first + stride + 1).div(stride, rounding_mode="floor"))
     count = count.clamp(min=0) * (real_start & real_stop & real_step)
