@@ -120,6 +120,14 @@ def test_from_rows_of_a_batch_without_padding_records_nothing():
     assert not has_zero_padding(linear(xb, *_params(torch.float32)[:2]))
 
 
+def _assert_equals_the_loop(f, params, reads, dtype):  # noqa: ANN001, ANN202
+    """``f`` on NaN-padded batches of ``_examples(dtype)`` against the loop, values and
+    gradients (with respect to ``params`` too)."""
+    xs = _examples(dtype)
+    with host_reads(reads):
+        mb_assert(f, [xs], [_nan_padded(xs)], len(xs), params=params)
+
+
 # ------------------------------------------------------------------ linear -> act -> linear
 
 
@@ -127,11 +135,9 @@ def test_from_rows_of_a_batch_without_padding_records_nothing():
 @pytest.mark.parametrize("act", ACTIVATIONS)
 def test_linear_activation_linear_equals_the_loop(act, reads, dtype):
     w1, b1, w2, b2, _, _ = params = _params(dtype)
-    xs = _examples(dtype)
     f = ACTIVATIONS[act]
-    with host_reads(reads):
-        mb_assert(lambda x: linear(f(linear(x, w1, b1)), w2, b2), [xs], [_nan_padded(xs)],
-                  len(xs), params=params[:4])
+    _assert_equals_the_loop(lambda x: linear(f(linear(x, w1, b1)), w2, b2), params[:4],
+                            reads, dtype)
 
 
 @pytest.mark.parametrize("act", ACTIVATIONS)
@@ -175,10 +181,7 @@ def _residual(params, combine):
 @pytest.mark.parametrize("combine", RESIDUALS)
 def test_residual_sum_then_norm_equals_the_loop(combine, reads, dtype):
     params = _params(dtype)
-    xs = _examples(dtype)
-    with host_reads(reads):
-        mb_assert(_residual(params, RESIDUALS[combine]), [xs], [_nan_padded(xs)], len(xs),
-                  params=params)
+    _assert_equals_the_loop(_residual(params, RESIDUALS[combine]), params, reads, dtype)
 
 
 @pytest.mark.parametrize("combine", RESIDUALS)
@@ -262,6 +265,4 @@ def test_without_certain_zeros_the_norm_still_zeroes_its_input(case):
 @pytest.mark.parametrize("case", NOT_ZEROS)
 def test_without_certain_zeros_values_and_gradients_equal_the_loop(case, reads, dtype):
     params = _params(dtype)
-    xs = _examples(dtype)
-    with host_reads(reads):
-        mb_assert(_not_zeros(params, case), [xs], [_nan_padded(xs)], len(xs), params=params)
+    _assert_equals_the_loop(_not_zeros(params, case), params, reads, dtype)
