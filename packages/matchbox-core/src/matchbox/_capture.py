@@ -239,9 +239,7 @@ def check(failing: torch.Tensor, error: Callable[[], BaseException]) -> None:
     The error raised at once carries ``failing`` (:func:`failed_flags`).
     """
     if fails(failing, error):
-        exc = error()
-        setattr(exc, CHECK_FLAGS, failing)
-        raise exc
+        raise with_failed_flags(error(), failing)
 
 
 def version_of(tensor: torch.Tensor) -> int | None:
