@@ -231,16 +231,17 @@ _LAST_BOUNDS: tuple[Any, int, Any, Any] = (lambda: None, 0, None, None)
 
 
 def _bounds_along(x: MaskedBatch, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each example's size along dynamic dim ``d``, ``n``; ``-n``, the least index in
-    range; and ``max(n, 1)``, a divisor that wraps any index into ``0 .. n - 1``."""
+    """Each example's size along dynamic dim ``d`` of a batch with a mask, ``n``; ``-n``,
+    the least index in range; and ``max(n, 1)``, a divisor that wraps any index into
+    ``0 .. n - 1``."""
     global _LAST_BOUNDS
     mask = x._mask
     ref, version, dim, bounds = _LAST_BOUNDS
-    if mask is not None and ref() is mask and version == mask._version and dim == (d, x.dims):
+    if ref() is mask and version == mask._version and dim == (d, x.dims):
         return bounds
     n = _masking.lengths_along(x, d)
     bounds = (n, -n, n.clamp(min=1))
-    if mask is not None and not mask.is_inference() and _capture.capturing() is None:
+    if not mask.is_inference() and _capture.capturing() is None:
         _LAST_BOUNDS = (weakref.ref(mask), mask._version, (d, x.dims), bounds)
     return bounds
 
@@ -287,14 +288,15 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
     dims = x.dims[: d - 1] + x.dims[d:]
     size = x.data.size(d)
     i = index.data.long()
-    if x.dims[d - 1]:
+    if x.dims[d - 1] and x._mask is not None:
         # Each example's own size n: an index in -n .. n - 1 is in range, and wrapped
         # by n it reads its element (counted from the end when negative).
         n, least, divisor = _bounds_along(x, d)
         present = (i >= least) & (i < n)
         at = i.remainder(divisor)
     else:
-        # A static dimension: every example has ``size`` elements.
+        # A static dimension, or a dynamic one without a mask: every example has
+        # ``size`` elements.
         n = size
         present = i.clamp(-size, size - 1) == i
         at = i.remainder(size) if size else i
