@@ -18,9 +18,12 @@ from control_cases import (
     scalars,
     sequences,
 )
+from torch.testing import assert_close
 
 import matchbox
+import matchbox.functional as F
 from matchbox import MaskedBatch
+from matchbox.testing import mb_assert
 
 BACKEND = "aot_eager"
 
@@ -345,10 +348,14 @@ def scans_expected() -> int:
     return 1 if loops.available() else 0
 
 
-def test_loops_unroll_unless_scans_are_asked_for(monkeypatch: pytest.MonkeyPatch):
+def test_loops_are_scans_unless_unrolling_is_asked_for(monkeypatch: pytest.MonkeyPatch):
     from matchbox.compiler import loops
 
+    has_scan = loops._scan_op() is not None
     monkeypatch.delenv("MATCHBOX_COMPILE_LOOPS", raising=False)
+    assert loops.available() == has_scan
+    assert loops.allowed("inductor") == (has_scan, None)
+    monkeypatch.setenv("MATCHBOX_COMPILE_LOOPS", "unroll")
     assert not loops.available()
     assert loops.allowed("aot_eager") == (False, None)
 
@@ -398,15 +405,48 @@ def collecting(x, w):
     states = []
     for xt in x.unbind(1):
         h = (xt @ w + h).tanh()
-        states.append(h)  # a write to a list: the loop stays unrolled
-    return h, len(states)
+        if h.sum() > 0:  # a per-example branch before the append
+            h = h * 0.5
+        states.append(h)  # one item a step: the scan's per-step output
+    return F.stack(states, 1).sum(1), h, len(states)
 
 
-def test_a_loop_that_writes_to_a_list_stays_unrolled(dtype, scan_loops):
+def test_a_loop_that_appends_to_a_list_is_a_scan_emitting_the_items(dtype, scan_loops):
     w = torch.randn(3, 3, dtype=dtype)
     run = compiled_for_batches(collecting)
-    lengths = [4, 1, 6]
+    lengths = [4, 1, 6, 11]  # (an empty example would stack no states)
     assert_batch_equals_loop(run, sequences(lengths, dtype=dtype), ([w] * len(lengths), w))
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
+
+
+@matchbox.batch
+def collecting_twice(x, w):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    states = []
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+        states.append(h)
+        states.append(h * 2)  # two items a step: the loop stays unrolled
+    return F.stack(states, 1).sum(1), len(states)
+
+
+@matchbox.batch
+def reading_what_it_appends(x, w):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    states = [h]
+    for xt in x.unbind(1):
+        h = (xt @ w + states[-1]).tanh()  # reads the list: the loop stays unrolled
+        states.append(h)
+    return h
+
+
+@pytest.mark.parametrize("f", [collecting_twice, reading_what_it_appends])
+def test_a_loop_that_uses_its_list_otherwise_stays_unrolled(f, scan_loops):
+    w = torch.randn(3, 3, dtype=torch.float64)
+    run = compiled_for_batches(f)
+    lengths = [4, 1, 6]
+    assert_batch_equals_loop(run, sequences(lengths, dtype=torch.float64),
+                             ([w] * len(lengths), w))
     assert [s.scans for s in run.compiled.specializations] == [0]
 
 
@@ -429,14 +469,40 @@ def test_graphs_over_a_sequence_of_lengths(scan_loops):
         assert len({s.nodes for s in specs}) == 1  # the graph does not grow with the length
 
 
-def test_inductor_graphs_unroll_loops(scan_loops):
-    # Inductor's backward of a scan gave wrong weight gradients on torch 2.13
-    # (matchbox.compiler.loops.SCAN_BACKENDS): its graphs unroll, as before.
-    from matchbox.compiler import loops
+class CellRNN(torch.nn.Module):
+    """The README's RNN: a module's weights, read by the loop's body."""
 
-    assert loops.allowed("aot_eager")[0] == loops.available()
-    allowed, why = loops.allowed("inductor")
-    assert not allowed and (why is None) == (not loops.available())
+    def __init__(self, size: int):
+        super().__init__()
+        self.cell = torch.nn.RNNCell(size, size)
+
+    @matchbox.batch
+    def forward(self, x):
+        h = x.batch_zeros(x.size(-1))
+        for xt in x.unbind(1):
+            h = self.cell(xt, h)
+        return h
+
+
+def test_inductor_holds_the_loop_as_a_scan_with_the_loops_gradients(scan_loops):
+    # Inductor's backward of a scan gave the cell's weights wrong gradients while
+    # AOTAutograd's donated buffers were on (torch 2.13: matchbox.compiler.loops.
+    # without_donated_buffers); without autograd, a scan with no per-step output failed
+    # to compile.  Values and gradients against the loop, NaN padding, both grad modes.
+    torch.manual_seed(0)
+    model = CellRNN(5).double()
+    compiled = matchbox.compile(model, fallback="raise")  # inductor
+    lengths = [9, 3, 1, 12, 0, 5]
+    examples, batch = sequences(lengths, size=5, dtype=torch.float64)
+
+    def run(x):
+        return compiled(x) if isinstance(x, MaskedBatch) else model(x)
+
+    mb_assert(run, [examples], [batch], len(lengths), params=list(model.parameters()))
+    with torch.no_grad():
+        expected = model(batch)
+        assert_close(run(batch).data[:, :5], expected.data)
+    assert [s.scans for s in compiled.specializations] == [scans_expected()] * 2
 
 
 def test_a_range_over_sizes_read_from_a_batch_takes_its_padded_size_in_steps():

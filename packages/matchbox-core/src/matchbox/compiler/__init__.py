@@ -53,6 +53,7 @@ import torch
 from torch import nn
 
 from matchbox.compiler import graph as _graph
+from matchbox.compiler import loops
 from matchbox.compiler.graph import CaptureError, Specialization
 from matchbox.compiler.state import globals_key, module_functions, module_key
 from matchbox.compiler.structure import (
@@ -277,6 +278,8 @@ class _Specializations:
         else:
             spec.nodes = len(graph.graph.nodes)
             spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options)
+            if spec.scans:
+                spec.compiled = loops.without_donated_buffers(spec.compiled)
             spec.compile_seconds = time.perf_counter() - start
             log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
                      spec.summary, spec.nodes, bound)

@@ -37,35 +37,49 @@ so they pay only where compile time dominates.  Without it every loop unrolls, a
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map_only
 
-from matchbox import _capture, _lengths
+from matchbox import _capture
+from matchbox.compiler import loop_state
+from matchbox.compiler.loop_state import NotStructured
 
 #: How many steps may run unrolled before the loop's state settles.
 MAX_PEELED = 3
 
 
-class NotStructured(Exception):
-    """A loop that cannot be captured as a ``scan`` (it is unrolled instead)."""
-
-
 #: Backends on which a graph holding a ``scan`` was checked against the loop, values and
-#: gradients.  Inductor is not among them: on torch 2.13's CPU its backward of a scan
-#: gave a weight read by the body a wrong gradient (``aot_eager`` and
-#: ``aot_eager_decomp_partition``, the same joint graph and partitioner on PyTorch's
-#: kernels, were right), and a forward-only graph with a branch in the body failed to
-#: compile ("getitem is not an OpOverload"); its graphs unroll loops, as before.
-SCAN_BACKENDS = ("aot_eager", "aot_eager_decomp_partition", "eager", "fx")
+#: gradients.  Inductor's only with :func:`without_donated_buffers`.
+SCAN_BACKENDS = ("inductor", "aot_eager", "aot_eager_decomp_partition", "eager", "fx")
+
+
+def without_donated_buffers(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """``compiled`` (a graph holding a scan, compiled by inductor) run with AOTAutograd's
+    donated buffers off.
+
+    With them on, inductor's backward of a scan gave weights read by the body wrong
+    gradients (torch 2.13 and 2.14: the backward's donated-buffer indices, counted in the
+    outer graph's inputs, were applied to the scan body's, so a saved carry was
+    overwritten; pytorch/pytorch#153679, fixed upstream by #193960).  The indices are
+    chosen when the forward pass compiles, on the first call, so every call runs
+    under the patch (a later recompilation included).
+    """
+    from torch._functorch import config
+
+    def run(*inputs: torch.Tensor) -> Any:
+        with config.patch(donated_buffer=False):
+            return compiled(*inputs)
+
+    return run
 
 
 def available() -> bool:
-    """Whether torch has ``scan`` and ``MATCHBOX_COMPILE_LOOPS=scan`` turns it on."""
-    if os.environ.get("MATCHBOX_COMPILE_LOOPS", "unroll") != "scan":
+    """Whether torch has ``scan`` and ``MATCHBOX_COMPILE_LOOPS=unroll`` does not turn it off."""
+    if os.environ.get("MATCHBOX_COMPILE_LOOPS", "scan") == "unroll":
         return False
     return _scan_op() is not None
 
@@ -77,8 +91,7 @@ def allowed(backend: Any) -> tuple[bool, str | None]:
         return False, None
     if backend not in SCAN_BACKENDS:
         return False, (f"loops are unrolled for backend {backend!r}: a scan was checked "
-                       f"only on {', '.join(SCAN_BACKENDS)} (inductor's backward of a scan "
-                       "gave wrong gradients on torch 2.13)")
+                       f"only on {', '.join(SCAN_BACKENDS)}")
     return True, None
 
 
@@ -103,63 +116,6 @@ def _scan_op() -> Any:
     return scan_op
 
 
-# ---------------------------------------------------------------------- loop state
-
-def _batch_type() -> type:
-    from matchbox.masked_batch import MaskedBatch
-
-    return MaskedBatch
-
-
-def flatten(value: Any, leaves: list[torch.Tensor]) -> Any:
-    """The structure of ``value`` (tensors, batches and tuples of them); its tensors are
-    appended to ``leaves``.  Raises :class:`NotStructured` for anything else."""
-    mb = _batch_type()
-    if type(value) is mb:
-        if getattr(value, "_guards", None) is not None:
-            raise NotStructured("a batch that stands for another (a region's guard)")
-        parts = [value.data, value._mask, _lengths.carried(value._mask), value._present]
-        present = tuple(p is not None for p in parts)
-        leaves.extend(p for p in parts if p is not None)
-        return ("batch", value.dims, present, bool(getattr(value, "_not_a_view", False)),
-                tuple(_meta(p) for p in parts if p is not None))
-    if isinstance(value, torch.Tensor):
-        if type(value) is not torch.Tensor and not _is_fake(value):
-            raise NotStructured(f"a tensor subclass {type(value).__name__}")
-        leaves.append(value)
-        return ("tensor", _meta(value))
-    if type(value) is tuple:
-        return ("tuple", tuple(flatten(v, leaves) for v in value))
-    raise NotStructured(f"loop state of type {type(value).__name__}")
-
-
-def unflatten(structure: Any, leaves: Iterator[torch.Tensor]) -> Any:
-    kind = structure[0]
-    if kind == "tensor":
-        return next(leaves)
-    if kind == "tuple":
-        return tuple(unflatten(s, leaves) for s in structure[1])
-    _, dims, present, not_a_view, _ = structure
-    data, mask, lengths, real = (next(leaves) if p else None for p in present)
-    if lengths is not None:
-        mask = _lengths.carry(mask, lengths)
-    batch = _batch_type()._make(data, mask, dims)
-    batch._present = real
-    if not_a_view:
-        batch._not_a_view = True
-    return batch
-
-
-def _meta(t: torch.Tensor) -> tuple[Any, ...]:
-    return (tuple(t.shape), t.dtype, t.device, t.requires_grad)
-
-
-def _is_fake(t: Any) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(t, FakeTensor)
-
-
 # ---------------------------------------------------------------------- free tensors
 
 class _Record(TorchDispatchMode):
@@ -173,7 +129,7 @@ class _Record(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         for t in tree_leaves((args, kwargs)):
-            if isinstance(t, torch.Tensor) and id(t) not in self.made and _is_fake(t):
+            if isinstance(t, torch.Tensor) and id(t) not in self.made and loop_state.is_fake(t):
                 self.read.setdefault(id(t), t)
         out = func(*args, **(kwargs or {}))
         for t in tree_leaves(out):
@@ -198,7 +154,7 @@ class _Substitute(TorchDispatchMode):
             return t
         if i in self.mapping:
             return self.mapping[i]
-        if _is_fake(t):
+        if loop_state.is_fake(t):
             raise NotStructured("the loop's step reads a tensor made outside the loop that "
                                 "its first steps did not read (a value cached by a step)")
         if t.numel() == 1:
@@ -220,69 +176,73 @@ class _Substitute(TorchDispatchMode):
 # ---------------------------------------------------------------------- the loop
 
 def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any],
-               constants: tuple[Any, ...] = ()) -> tuple[Any, ...]:
-    """``state`` after ``for s in steps: state = step(s, *state, *constants)``.
+               constants: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """The state after ``for s in steps: state = step(s, *state, *constants)``, and what
+    each step emitted.
 
-    ``steps``: each step's input (a tuple of tensors and batches, one structure for every
-    step).  The first steps run unrolled (peeled) until the state keeps its structure;
-    the rest run as one ``scan`` when torch has it, else unrolled.
+    ``step`` returns the new state (as many values as ``state``) followed by what the step
+    emits (the values it appended to a list, say: scan's per-step outputs).  ``steps``:
+    each step's input (a tuple of tensors and batches, one structure for every step).
+    The first steps run unrolled (peeled) until the state keeps its structure; the rest
+    run as one ``scan`` when torch has it, else unrolled.
     """
     state = tuple(state)
+    n_state = len(state)
     capture = _capture.capturing()
+    emitted: list[tuple[Any, ...]] = []
     done = 0
     settled = False
     while done < len(steps) and done < MAX_PEELED:
         before = _structure_of(state)
         with _Record() as record:
-            state = tuple(step(steps[done], *state, *constants))
+            new = tuple(step(steps[done], *state, *constants))
+        state = new[:n_state]
+        emitted.append(new[n_state:])
         done += 1
         if before is not None and _structure_of(state) == before:
             settled = True
             break
     rest = steps[done:]
     if not rest:
-        return state
+        return state, emitted
     if settled and capture is not None and capture.scan_loops is True:
         try:
-            return _scan(step, state, rest, constants, record, capture)
+            state, more = _scan(step, state, rest, constants, record, capture)
+            return state, emitted + more
         except NotStructured as error:
             capture.unrolled.append(str(error))
     for item in rest:
-        state = tuple(step(item, *state, *constants))
-    return state
+        new = tuple(step(item, *state, *constants))
+        state = new[:n_state]
+        emitted.append(new[n_state:])
+    return state, emitted
 
 
 def _structure_of(state: tuple[Any, ...]) -> Any:
     try:
-        return flatten(state, [])
+        return loop_state.flatten(state, [])
     except NotStructured:
         return None
 
 
 def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
-          constants: tuple[Any, ...], record: _Record, capture: Any) -> tuple[Any, ...]:
+          constants: tuple[Any, ...], record: _Record, capture: Any
+          ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
     from torch._higher_order_ops.utils import reenter_make_fx
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
     scan_op = _scan_op()
     init: list[torch.Tensor] = []
-    structure = flatten(state, init)
-    item_leaves: list[list[torch.Tensor]] = []
-    item_structure = None
-    for item in rest:
-        leaves: list[torch.Tensor] = []
-        s = flatten(item, leaves)
-        if item_structure is None:
-            item_structure = s
-        elif s != item_structure:
-            raise NotStructured("the loop's steps differ in structure")
-        item_leaves.append(leaves)
+    structure = loop_state.flatten(state, init)
+    item_structure, item_leaves = _items(rest)
     seen = {id(t) for t in init}
     free = [t for i, t in record.read.items() if i not in seen]
     n_init, n_items = len(init), len(item_leaves[0])
     n_failures, n_overflows = len(capture.failures), len(capture.overflows)
     flags_seen = [False, False]
     nf = [2]  # the flags' carries: none when the body raises no flag (traced again)
+    emits: list[Any] = [None, []]  # the structure of what a step emits, its leaves' dtypes
+    device = loop_state.device(init)
 
     def body(*leaves: torch.Tensor) -> list[torch.Tensor]:
         # scan's order: the carry, the step's slices, the rest
@@ -291,15 +251,21 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
         outside = leaves[n + n_items:]
         mapping = {id(t): inner for t, inner in zip(free, outside)}
         with _Substitute(mapping, list(leaves)) as swap:
-            carry = [_decode(t, like) for t, like in zip(leaves[:n_init], init)]
+            carry = [loop_state.decode(t, like.dtype) for t, like in zip(leaves[:n_init], init)]
             flags = [t > 0 for t in leaves[n_init:n]]
-            values = unflatten(structure, iter(carry))
-            item = unflatten(item_structure, iter(item_args))
+            values = loop_state.unflatten(structure, iter(carry))
+            item = loop_state.unflatten(item_structure, iter(item_args))
             new = tuple(step(item, *values, *constants))
             out: list[torch.Tensor] = []
-            if flatten(new, out) != structure:
+            if loop_state.flatten(new[:len(state)], out) != structure:
                 raise NotStructured("the loop's state changes structure from step to step")
-            out = [_own(t, swap, leaves) for t in out]
+            ys: list[torch.Tensor] = []
+            emits[0] = loop_state.flatten(new[len(state):], ys)
+            emits[1] = [y.dtype for y in ys]
+            owned: list[torch.Tensor] = []
+            for t in out + ys:  # none an input, none another output
+                owned.append(_own(t, swap, (*leaves, *owned)))
+            out, ys = owned[:len(out)], owned[len(out):]
             failures = capture.failures[n_failures:]
             overflows = capture.overflows[n_overflows:]
             del capture.failures[n_failures:], capture.overflows[n_overflows:]
@@ -309,13 +275,17 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
                 flags = [_or(flags[0], failures, swap), _or(flags[1], overflows, swap)]
             elif failures or overflows:
                 raise NotStructured("the loop's step raises flags it did not raise before")
-            return [_encode(t) for t in out + flags]
+            # At least one per-step output: inductor (torch 2.13) failed to compile a
+            # scan with none ("getitem is not an OpOverload") without autograd.
+            return [loop_state.encode(t) for t in out + flags + ys] + (
+                [] if ys else [torch.zeros((), device=device)])
 
     def trace() -> torch.fx.GraphModule:
         with disable_proxy_modes_tracing():
-            samples = [_sample(_encode(t)) for t in init] + [
-                torch.zeros((), device=_device(init)) for _ in range(nf[0])] + [
-                _sample(t) for t in item_leaves[0]] + [_sample(t) for t in free]
+            samples = [loop_state.sample(loop_state.encode(t)) for t in init] + [
+                torch.zeros((), device=device) for _ in range(nf[0])] + [
+                loop_state.sample(t) for t in item_leaves[0]] + [
+                loop_state.sample(t) for t in free]
         try:
             return reenter_make_fx(body)(*samples)
         finally:
@@ -330,25 +300,48 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
     graph.graph.eliminate_dead_code()
     free = _drop_unread(graph, free)
     graph.recompile()
-    # A fresh tensor per slice: inductor's scan backward (torch 2.13, CPU) read a view of
-    # the steps (a narrow of x.data) at the wrong place, giving wrong weight gradients.
-    xs = [stacked([leaves[i] for leaves in item_leaves]).clone(
-        memory_format=torch.contiguous_format) for i in range(n_items)]
-    flag_init = [torch.zeros((), device=_device(init)) for _ in range(nf[0])]
+    xs = [stacked([leaves[i] for leaves in item_leaves]) for i in range(n_items)]
+    flag_init = [torch.zeros((), device=device) for _ in range(nf[0])]
     with torch.no_grad():
-        result = scan_op(graph, [_encode(t) for t in init] + flag_init, xs,
-                         tuple(free))
-    result = list(result)
-    final = [_decode(t, like) for t, like in zip(result[:n_init], init)]
-    for t, meta in zip(final, _metas(structure)):
-        if meta[3]:
-            t.requires_grad_(True)  # what Matchbox's ops decide by: as in the loop
+        result = list(scan_op(graph, [loop_state.encode(t) for t in init] + flag_init, xs,
+                              tuple(free)))
+    final = [loop_state.decode(t, like.dtype) for t, like in zip(result[:n_init], init)]
+    n_carry = n_init + nf[0]
+    ys = [loop_state.decode(t, dtype)
+          for t, dtype in zip(result[n_carry:n_carry + len(emits[1])], emits[1])]
+    _as_in_the_loop(final, structure)
+    _as_in_the_loop(ys, emits[0])
     if flags_seen[0]:
         capture.failures.append(result[n_init] > 0)
     if flags_seen[1]:
         capture.overflows.append(result[n_init + 1] > 0)
     capture.scans += 1
-    return unflatten(structure, iter(final))
+    steps = zip(*(y.unbind(0) for y in ys)) if ys else ((),) * len(rest)
+    return (loop_state.unflatten(structure, iter(final)),
+            [loop_state.unflatten(emits[0], iter(parts)) for parts in steps])
+
+
+def _items(rest: list[Any]) -> tuple[Any, list[list[torch.Tensor]]]:
+    """The structure of the steps' inputs (one for all) and each step's tensors."""
+    item_leaves: list[list[torch.Tensor]] = []
+    item_structure = None
+    for item in rest:
+        leaves: list[torch.Tensor] = []
+        s = loop_state.flatten(item, leaves)
+        if item_structure is None:
+            item_structure = s
+        elif s != item_structure:
+            raise NotStructured("the loop's steps differ in structure")
+        item_leaves.append(leaves)
+    return item_structure, item_leaves
+
+
+def _as_in_the_loop(outputs: list[torch.Tensor], structure: Any) -> None:
+    """Marks the scan's ``outputs`` as needing gradients where the loop's values did: what
+    Matchbox's ops decide by (the scan itself runs without autograd)."""
+    for t, meta in zip(outputs, loop_state.metas(structure)):
+        if meta[3]:
+            t.requires_grad_(True)
 
 
 def _drop_unread(graph: torch.fx.GraphModule, free: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -396,17 +389,6 @@ def _has_symbols(parts: list[torch.Tensor]) -> bool:
                for v in (*p.shape, *p.stride(), p.storage_offset()))
 
 
-def _metas(structure: Any) -> Iterator[tuple[Any, ...]]:
-    kind = structure[0]
-    if kind == "tensor":
-        yield structure[1]
-    elif kind == "tuple":
-        for s in structure[1]:
-            yield from _metas(s)
-    else:
-        yield from structure[4]
-
-
 def _own(t: torch.Tensor, swap: _Substitute, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """A body's output that is none of its inputs (``scan`` refuses aliases)."""
     t = swap.swap(t)
@@ -421,27 +403,3 @@ def _or(flag: torch.Tensor, new: list[torch.Tensor], swap: _Substitute) -> torch
     return flag | torch.stack([swap.swap(f).to(flag.device) for f in new]).any()
 
 
-def _encode(t: torch.Tensor) -> torch.Tensor:
-    """A carry of scan as a floating-point tensor: torch 2.13's backward of ``scan``
-    fails on a carry of bools or ints (AOTAutograd's tangents miscounted), so masks,
-    flags and lengths travel as floats (exact: 0/1, and lengths far below 2**53)."""
-    if t.is_floating_point() or t.is_complex():
-        return t
-    return t.to(torch.float64 if t.dtype in (torch.int64, torch.int32) else torch.float32)
-
-
-def _decode(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
-    if t.dtype == like.dtype:
-        return t
-    return t > 0 if like.dtype == torch.bool else t.to(like.dtype)
-
-
-def _sample(t: torch.Tensor) -> torch.Tensor:
-    copy = t.detach().clone()
-    if t.requires_grad:
-        copy.requires_grad_(True)
-    return copy
-
-
-def _device(leaves: list[torch.Tensor]) -> torch.device:
-    return leaves[0].device if leaves else torch.device("cpu")

@@ -186,7 +186,8 @@ class _ControlFlow:
                 result = plain
             else:
                 result = structured.for_as_scan(self.namer.new("loop"), subs, outputs,
-                                                constants, plain)
+                                                constants, plain,
+                                                structured.appended_lists(node))
         else:
             # Examples that broke out (or returned) leave the loop; it ends when
             # none of the running examples is left.

@@ -14,8 +14,10 @@ the loop's state (``runtime.structured``)::
 
 Only a body that changes nothing but its local variables qualifies (no ``break``,
 ``continue``'s flags are locals; no ``return``, ``yield``, ``global``, ``nonlocal``,
-``del``, attribute or item writes, container or in-place tensor methods): its effect
-is then exactly the state it hands back.
+``del``, attribute or item writes, container or in-place tensor methods), except that
+it may append to lists it does not otherwise use (``states.append(h)``, once a step):
+its effect is then exactly the state it hands back and the items it appends, which
+the scan emits step by step.
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from matchbox.control.runtime.effects import CONTAINER_WRITES
 
 
 def may_scan(node: Any) -> bool:
-    """Whether the body of the ``for`` ``node`` changes only its local variables."""
+    """Whether the body of the ``for`` ``node`` changes only its local variables, and the
+    lists of :func:`appended_lists`."""
+    appends = {id(statement.value) for statement in node.body
+               if _append_to(statement) in appended_lists(node)}
     for child in (c for statement in node.body for c in gast.walk(statement)):
         if isinstance(child, (gast.Return, gast.Yield, gast.YieldFrom, gast.Global,
                               gast.Nonlocal, gast.Delete, gast.Break, gast.FunctionDef,
@@ -40,26 +45,52 @@ def may_scan(node: Any) -> bool:
         if isinstance(child, (gast.Attribute, gast.Subscript)) and isinstance(
                 child.ctx, (gast.Store, gast.Del)):
             return False
-        if isinstance(child, gast.Call) and isinstance(child.func, gast.Attribute):
+        if (isinstance(child, gast.Call) and isinstance(child.func, gast.Attribute)
+                and id(child) not in appends):
             name = child.func.attr
             if name in CONTAINER_WRITES or (name.endswith("_") and not name.startswith("_")):
                 return False
     return True
 
 
+def appended_lists(node: Any) -> list[str]:
+    """The variables the body of the ``for`` ``node`` uses only as ``name.append(value)``,
+    once, in a statement of the body itself (not under an ``if`` or a loop): a list that
+    gains one item per step, which a scan emits as its per-step output."""
+    calls = [_append_to(statement) for statement in node.body]
+    uses: dict[str, int] = {}
+    for child in (c for part in (node.target, *node.body) for c in gast.walk(part)):
+        if isinstance(child, gast.Name):
+            uses[child.id] = uses.get(child.id, 0) + 1
+    return [name for name in dict.fromkeys(calls)
+            if name is not None and calls.count(name) == 1 and uses[name] == 1]
+
+
+def _append_to(statement: Any) -> str | None:
+    """``name`` when ``statement`` is ``name.append(value)``."""
+    call = statement.value if isinstance(statement, gast.Expr) else None
+    if (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute)
+            and call.func.attr == "append" and isinstance(call.func.value, gast.Name)
+            and len(call.args) == 1 and not call.keywords
+            and not isinstance(call.args[0], gast.Starred)):
+        return call.func.value.id
+    return None
+
+
 def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constants: list[str],
-                plain: list[Any]) -> list[Any]:
+                plain: list[Any], appended: list[str]) -> list[Any]:
     """The ``for`` as ``if mb__.scan_capturing(): <scan_for> else: <plain>``."""
     state = ", ".join(outputs) + ","
     arguments = ", ".join([subs["step"], subs["item"], *outputs, *constants])
     values = ", ".join([*outputs, *constants]) + ","
+    lists = "".join(f"{constants.index(name)}," for name in appended if name in constants)
     # Placeholders with reserved names: a user's variable may be called `items`.
     scan = templates.replace(f"""
         def {function}({arguments}):
             mb__BODY
             return ({state})
         ({state}) = mb__.scan_for(mb__ITEMS, {subs["outer"]}, {function}, ({values}),
-                                  {len(outputs)})
+                                  {len(outputs)}, ({lists}))
     """, origin=subs["origin"], mb__BODY=copy.deepcopy(subs["body"]), mb__ITEMS=subs["items"])
     anno.set_(scan[0], templates.THUNK, True)  # part of this scope (analysis.names.is_scope)
     return templates.replace("""

@@ -43,13 +43,19 @@ def scan_capturing() -> bool:
     return loops.enabled()
 
 
-def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_state: int
-             ) -> tuple[Any, ...]:
+def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_state: int,
+             appended: tuple[int, ...] = ()) -> tuple[Any, ...]:
     """The loop's state (``values[:n_state]``) after running ``body`` for every step of
-    ``items``; ``values[n_state:]`` are the variables the body reads and does not keep."""
+    ``items``; ``values[n_state:]`` are the variables the body reads and does not keep.
+
+    ``appended``: positions, among those, of lists the body only appends to (once a
+    step, ``states.append(h)``).  Each step appends to a list of its own, whose items are
+    the scan's per-step outputs; they are appended to the real lists after the loop, in
+    the steps' order: what the loop would have appended."""
     constants = tuple(values[n_state:])
     state = tuple(values[:n_state])
-    if not isinstance(items, (tuple, list, _Stepped)) or not all(map(_unchanging, constants)):
+    lists = [constants[i] for i in appended]
+    if not _may_scan(items, state, constants, appended):
         for mask, item in for_steps(items, outer):
             state = body(mask, item, *state, *constants)
         return state
@@ -59,9 +65,32 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
         mask, item = mask_item
         if whole and isinstance(mask, torch.Tensor):
             _remember_items_mask(mask, item, False)  # as for_steps does for each step
-        return body(mask, item, *args)
+        args = list(args)
+        own: list[list[Any]] = []
+        for i in appended:
+            own.append([])
+            args[n_state + i] = own[-1]
+        return (*body(mask, item, *args), *(tuple(items) for items in own))
 
-    return loops.scan_steps(step, state, _steps(items, outer), constants)
+    state, emitted = loops.scan_steps(step, state, _steps(items, outer), constants)
+    for step_items in emitted:
+        for target, items_of_step in zip(lists, step_items):
+            target.extend(items_of_step)
+    return state
+
+
+def _may_scan(items: Any, state: tuple[Any, ...], constants: tuple[Any, ...],
+              appended: tuple[int, ...]) -> bool:
+    """Whether the steps are materialised, and no step can change a value other than
+    through the state it hands back and the lists it appends to."""
+    if not isinstance(items, (tuple, list, _Stepped)):
+        return False
+    lists = [constants[i] for i in appended]
+    if not all(type(v) is list for v in lists) or len({id(v) for v in lists}) < len(lists):
+        return False
+    others = [c for i, c in enumerate(constants) if i not in appended]
+    return all(map(_unchanging, others)) and not any(
+        type(v) in (list, dict) for v in state)
 
 
 def _steps(items: Any, outer: Mask) -> list[tuple[Any, Any]]:
