@@ -58,6 +58,8 @@ def test_while_values_gradients_and_counter(dtype):
     run = compiled_for_batches(doubling)
     assert_batch_equals_loop(run, scalars([0.1, 3.0, 12.0, -1.0, 0.0], dtype))
     assert_captured(run)
+    # One scan of the bound's steps (its first ones peeled: `n = 0` becomes a batch).
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
 
 
 def test_a_while_longer_than_the_bound_is_captured_again_with_a_larger_one():
@@ -70,6 +72,7 @@ def test_a_while_longer_than_the_bound_is_captured_again_with_a_larger_one():
     finally:
         matchbox.compiler.MIN_STEPS = saved
     assert [s.bound for s in run.compiled.specializations] == [16]
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
     assert_captured(run)
 
 
@@ -482,6 +485,40 @@ class CellRNN(torch.nn.Module):
         for xt in x.unbind(1):
             h = self.cell(xt, h)
         return h
+
+
+class HaltingWhile(torch.nn.Module):
+    """A halting ``while``: each example takes its own number of steps."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(size, size) / size ** 0.5)
+        self.halt = torch.nn.Parameter(torch.randn(size))
+
+    @matchbox.batch
+    def forward(self, h):
+        score = (h @ self.halt).sigmoid() * 0.5
+        steps = 0
+        while score < 1.0 and steps < 6:
+            h = (h @ self.w).tanh() + h
+            score = score + (h @ self.halt).sigmoid() * 0.2
+            steps = steps + 1
+        return h * steps
+
+
+def test_inductor_holds_a_halting_while_as_a_scan_with_the_loops_gradients():
+    torch.manual_seed(0)
+    model = HaltingWhile(4).double()
+    compiled = matchbox.compile(model, fallback="raise")  # inductor
+    examples = [torch.randn(4, dtype=torch.float64) * 2 for _ in range(5)]
+    batch = MaskedBatch.fromlist([e.unsqueeze(0) for e in examples], (False,))
+
+    def run(h):
+        return compiled(h) if isinstance(h, MaskedBatch) else model(h)
+
+    mb_assert(run, [[e.unsqueeze(0) for e in examples]], [batch], len(examples),
+              params=list(model.parameters()))
+    assert [s.scans for s in compiled.specializations] == [scans_expected()]
 
 
 def test_inductor_holds_the_loop_as_a_scan_with_the_loops_gradients(scan_loops):

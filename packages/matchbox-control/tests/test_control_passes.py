@@ -77,10 +77,12 @@ def runtime_call(node) -> bool:
 
 def asks_the_runtime(test) -> bool:
     """A rewritten ``if``/``while`` test: whether any example runs the body, or
-    (``not mb__.still_running(...)``, a ``for`` loop's exit) whether any still does."""
+    (``not mb__.still_running(...)``, a ``for`` loop's exit) whether any still does, or
+    whether a loop is captured as a scan (``mb__.scan_while_capturing(mask)``)."""
     return is_not_false(test) or (isinstance(test, gast.UnaryOp)
                                   and isinstance(test.op, gast.Not)
-                                  and runtime_call(test.operand))
+                                  and runtime_call(test.operand)) or (
+        runtime_call(test) and test.func.attr in ("scan_capturing", "scan_while_capturing"))
 
 
 def plain_builtin_calls(node) -> set[str]:

@@ -30,6 +30,7 @@ outer mask, and merges and guards return at once: the code is plain Python.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import gast
@@ -157,14 +158,26 @@ class _ControlFlow:
         head = anno.get(node, liveness.LIVE_HEAD)
         defined = anno.get(node, definitely.DEFINED_BEFORE)
         body = self.region(mask, outer, node.body, head, defined, node)
+        outputs, constants, written = self.last_region
+        start = templates.replace("mask = mb__.loop_start(outer, test)", origin=node,
+                                  mask=mask, outer=outer, test=copy.deepcopy(node.test))
         # The test of the next iteration runs only for the examples still in the loop.
-        result = templates.replace("""
-            mask = mb__.loop_start(outer, test)
+        plain = templates.replace("""
             while mask is not False:
                 body
                 with mb__.masked(mask, outer):
                     mask = mb__.loop_mask(mask, test)
         """, origin=node, mask=mask, outer=outer, test=node.test, body=body)
+        if written or not structured.may_scan(node):
+            result = start + plain
+        else:
+            test_reads = sorted(v for v in names.reads(node.test) & self.locals
+                                if not naming.is_reserved(v) and v not in outputs
+                                and v not in constants)
+            result = start + structured.while_as_scan(
+                self.namer.new("loop"), dict(origin=node, mask=mask, outer=outer, body=body,
+                                            test=node.test), outputs, constants + test_reads,
+                plain, structured.appended_lists(node))
         return result + self.block(node.orelse, outer)
 
     def for_statement(self, node: Any, outer: str) -> list[Any]:

@@ -54,12 +54,13 @@ def may_scan(node: Any) -> bool:
 
 
 def appended_lists(node: Any) -> list[str]:
-    """The variables the body of the ``for`` ``node`` uses only as ``name.append(value)``,
+    """The variables the body of the loop ``node`` uses only as ``name.append(value)``,
     once, in a statement of the body itself (not under an ``if`` or a loop): a list that
     gains one item per step, which a scan emits as its per-step output."""
     calls = [_append_to(statement) for statement in node.body]
     uses: dict[str, int] = {}
-    for child in (c for part in (node.target, *node.body) for c in gast.walk(part)):
+    parts = [node.target] if isinstance(node, gast.For) else []
+    for child in (c for part in (*parts, *node.body) for c in gast.walk(part)):
         if isinstance(child, gast.Name):
             uses[child.id] = uses.get(child.id, 0) + 1
     return [name for name in dict.fromkeys(calls)
@@ -95,6 +96,34 @@ def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constan
     anno.set_(scan[0], templates.THUNK, True)  # part of this scope (analysis.names.is_scope)
     return templates.replace("""
         if mb__.scan_capturing():
+            mb__SCAN
+        else:
+            mb__PLAIN
+    """, origin=subs["origin"], mb__SCAN=scan, mb__PLAIN=plain)
+
+
+def while_as_scan(function: str, subs: dict[str, Any], outputs: list[str],
+                  constants: list[str], plain: list[Any], appended: list[str]) -> list[Any]:
+    """The ``while`` (after its ``loop_start``) as ``if mb__.scan_while_capturing(mask):
+    <scan_while> else: <plain>``: one iteration and its test as a function of the loop's
+    mask and state."""
+    mask = subs["mask"]
+    state = ", ".join([mask, *outputs]) + ","
+    arguments = ", ".join([mask, *outputs, *constants])
+    values = ", ".join([mask, *outputs, *constants]) + ","
+    lists = "".join(f"{constants.index(name)}," for name in appended if name in constants)
+    scan = templates.replace(f"""
+        def {function}({arguments}):
+            mb__BODY
+            with mb__.masked({mask}, {subs["outer"]}):
+                {mask} = mb__.scan_loop_mask({mask}, mb__TEST)
+            return ({state})
+        ({state}) = mb__.scan_while({function}, ({values}), {len(outputs) + 1}, ({lists}))
+    """, origin=subs["origin"], mb__BODY=copy.deepcopy(subs["body"]),
+        mb__TEST=copy.deepcopy(subs["test"]))
+    anno.set_(scan[0], templates.THUNK, True)  # part of this scope (analysis.names.is_scope)
+    return templates.replace(f"""
+        if mb__.scan_while_capturing({mask}):
             mb__SCAN
         else:
             mb__PLAIN

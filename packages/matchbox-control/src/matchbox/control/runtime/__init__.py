@@ -70,7 +70,13 @@ from matchbox.control.runtime.select import (
     user_line,
 )
 from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
-from matchbox.control.runtime.structured import scan_capturing, scan_for
+from matchbox.control.runtime.structured import (
+    scan_capturing,
+    scan_for,
+    scan_loop_mask,
+    scan_while,
+    scan_while_capturing,
+)
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.extending import deferred_checks, failed_flags, fails, with_failed_flags
 from matchbox.masked_batch import MaskedBatch
@@ -140,6 +146,7 @@ __all__ = [
     "current_mask", "deferred_checks", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
-    "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "select", "set_attr", "set_comp", "set_item",
+    "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
+    "scan_while_capturing", "select", "set_attr", "set_comp", "set_item",
     "slice_", "still_running", "truth", "operand", "unbind", "unpack",
 ]

@@ -31,8 +31,9 @@ from torch import nn
 
 from matchbox.compiler import loops
 from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
-from matchbox.control.runtime.masks import Mask
+from matchbox.control.runtime.masks import Mask, narrow
 from matchbox.control.runtime.select import Undefined
+from matchbox.extending import capturing
 from matchbox.masked_batch import MaskedBatch
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
@@ -54,7 +55,6 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
     the steps' order: what the loop would have appended."""
     constants = tuple(values[n_state:])
     state = tuple(values[:n_state])
-    lists = [constants[i] for i in appended]
     if not _may_scan(items, state, constants, appended):
         for mask, item in for_steps(items, outer):
             state = body(mask, item, *state, *constants)
@@ -65,14 +65,67 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
         mask, item = mask_item
         if whole and isinstance(mask, torch.Tensor):
             _remember_items_mask(mask, item, False)  # as for_steps does for each step
-        args = list(args)
-        own: list[list[Any]] = []
-        for i in appended:
-            own.append([])
-            args[n_state + i] = own[-1]
-        return (*body(mask, item, *args), *(tuple(items) for items in own))
+        return _with_own_lists(lambda *a: body(mask, item, *a), args, n_state, appended)
 
-    state, emitted = loops.scan_steps(step, state, _steps(items, outer), constants)
+    return _scanned(step, state, _steps(items, outer), constants, appended)
+
+
+def scan_while_capturing(mask: Mask) -> bool:
+    """Whether a ``while`` whose first iteration runs ``mask`` may be captured as a
+    ``scan`` (capturing, torch has it, and the loop's test is per example)."""
+    return isinstance(mask, torch.Tensor) and loops.enabled()
+
+
+def scan_while(body: Any, values: tuple[Any, ...], n_state: int,
+               appended: tuple[int, ...] = ()) -> tuple[Any, ...]:
+    """The state (``values[:n_state]``, the loop's mask first) after a captured ``while``.
+
+    As the unrolled loop does while a graph is captured, ``body`` (one iteration, then
+    the test narrowing the mask) runs the capture's step bound of times, the last ones
+    for no example; some example still running after them is the graph's overflow flag
+    (the call is captured again with twice the bound)."""
+    constants = tuple(values[n_state:])
+    state = tuple(values[:n_state])
+    bound = capturing().bound
+    if _may_scan([], state[1:], constants, appended):
+        steps = list(state[0].new_zeros(bound).unbind(0))  # scan's length; read by no step
+
+        def step(_: Any, *args: Any) -> tuple[Any, ...]:
+            return _with_own_lists(body, args, n_state, appended)
+
+        state = _scanned(step, state, steps, constants, appended)
+    else:
+        for _ in range(bound):
+            state = body(*state, *constants)
+    capturing().overflows.append(state[0].any())
+    return state
+
+
+def scan_loop_mask(active: torch.Tensor, test: Any) -> torch.Tensor:
+    """The examples that run the next iteration of a ``while`` captured as a scan: as
+    ``loop_mask``, but a mask every step (no example, rather than ``False``)."""
+    running = narrow(active, test)
+    return active & False if running is False else running
+
+
+def _with_own_lists(body: Any, args: tuple[Any, ...], n_state: int,
+                    appended: tuple[int, ...]) -> tuple[Any, ...]:
+    """``body(*args)``, appending to lists of its own in place of the ``appended`` ones,
+    followed by the items each of those got (what the step emits)."""
+    args = list(args)
+    own: list[list[Any]] = []
+    for i in appended:
+        own.append([])
+        args[n_state + i] = own[-1]
+    return (*body(*args), *(tuple(items) for items in own))
+
+
+def _scanned(step: Any, state: tuple[Any, ...], steps: list[Any], constants: tuple[Any, ...],
+             appended: tuple[int, ...]) -> tuple[Any, ...]:
+    """The state after ``loops.scan_steps``, the items its steps emitted appended to the
+    real lists, in the steps' order."""
+    state, emitted = loops.scan_steps(step, state, steps, constants)
+    lists = [constants[i] for i in appended]
     for step_items in emitted:
         for target, items_of_step in zip(lists, step_items):
             target.extend(items_of_step)
@@ -83,7 +136,7 @@ def _may_scan(items: Any, state: tuple[Any, ...], constants: tuple[Any, ...],
               appended: tuple[int, ...]) -> bool:
     """Whether the steps are materialised, and no step can change a value other than
     through the state it hands back and the lists it appends to."""
-    if not isinstance(items, (tuple, list, _Stepped)):
+    if not isinstance(items, (tuple, list, _Stepped)):  # not materialised: a generator
         return False
     lists = [constants[i] for i in appended]
     if not all(type(v) is list for v in lists) or len({id(v) for v in lists}) < len(lists):
