@@ -58,11 +58,21 @@ def test_while_values_gradients_and_counter(dtype):
     run = compiled_for_batches(doubling)
     assert_batch_equals_loop(run, scalars([0.1, 3.0, 12.0, -1.0, 0.0], dtype))
     assert_captured(run)
+    assert [s.scans for s in run.compiled.specializations] == [0]  # unrolled by default
+
+
+def test_a_while_as_a_scan_values_gradients_and_counter(dtype, scan_loops):
+    run = compiled_for_batches(doubling)
+    assert_batch_equals_loop(run, scalars([0.1, 3.0, 12.0, -1.0, 0.0], dtype))
+    assert_captured(run)
     # One scan of the bound's steps (its first ones peeled: `n = 0` becomes a batch).
     assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
 
 
-def test_a_while_longer_than_the_bound_is_captured_again_with_a_larger_one():
+@pytest.mark.parametrize("loops", ["auto", "scan"])
+def test_a_while_longer_than_the_bound_is_captured_again_with_a_larger_one(
+        loops: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("MATCHBOX_COMPILE_LOOPS", loops)
     # -0.49 takes 10 doublings to leave (-10, 10): more than a bound of 8 steps.
     run = compiled_for_batches(doubling, max_steps=None)
     examples, batch = scalars([-0.49, 3.0])
@@ -72,7 +82,8 @@ def test_a_while_longer_than_the_bound_is_captured_again_with_a_larger_one():
     finally:
         matchbox.compiler.MIN_STEPS = saved
     assert [s.bound for s in run.compiled.specializations] == [16]
-    assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
+    scans = scans_expected() if loops == "scan" else 0
+    assert [s.scans for s in run.compiled.specializations] == [scans]
     assert_captured(run)
 
 
@@ -358,6 +369,9 @@ def test_loops_are_scans_unless_unrolling_is_asked_for(monkeypatch: pytest.Monke
     monkeypatch.delenv("MATCHBOX_COMPILE_LOOPS", raising=False)
     assert loops.available() == has_scan
     assert loops.allowed("inductor") == (has_scan, None)
+    assert not loops.whiles_too()  # a while unrolls unless scans are asked for
+    monkeypatch.setenv("MATCHBOX_COMPILE_LOOPS", "scan")
+    assert loops.whiles_too() and loops.available() == has_scan
     monkeypatch.setenv("MATCHBOX_COMPILE_LOOPS", "unroll")
     assert not loops.available()
     assert loops.allowed("aot_eager") == (False, None)
@@ -506,7 +520,7 @@ class HaltingWhile(torch.nn.Module):
         return h * steps
 
 
-def test_inductor_holds_a_halting_while_as_a_scan_with_the_loops_gradients():
+def test_inductor_holds_a_halting_while_as_a_scan_with_the_loops_gradients(scan_loops):
     torch.manual_seed(0)
     model = HaltingWhile(4).double()
     compiled = matchbox.compile(model, fallback="raise")  # inductor

@@ -72,8 +72,9 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
 
 def scan_while_capturing(mask: Mask) -> bool:
     """Whether a ``while`` whose first iteration runs ``mask`` may be captured as a
-    ``scan`` (capturing, torch has it, and the loop's test is per example)."""
-    return isinstance(mask, torch.Tensor) and loops.enabled()
+    ``scan`` (capturing, torch has it, ``while`` loops are scanned, and the loop's test
+    is per example)."""
+    return isinstance(mask, torch.Tensor) and loops.whiles_too() and loops.enabled()
 
 
 def scan_while(body: Any, values: tuple[Any, ...], n_state: int,
