@@ -18,6 +18,7 @@ from control_cases import (
     scalars,
     sequences,
 )
+from test_control_readme import SpecRNN
 from torch.testing import assert_close
 
 import matchbox
@@ -486,21 +487,6 @@ def test_graphs_over_a_sequence_of_lengths(scan_loops):
         assert len({s.nodes for s in specs}) == 1  # the graph does not grow with the length
 
 
-class CellRNN(torch.nn.Module):
-    """The README's RNN: a module's weights, read by the loop's body."""
-
-    def __init__(self, size: int):
-        super().__init__()
-        self.cell = torch.nn.RNNCell(size, size)
-
-    @matchbox.batch
-    def forward(self, x):
-        h = x.batch_zeros(x.size(-1))
-        for xt in x.unbind(1):
-            h = self.cell(xt, h)
-        return h
-
-
 class HaltingWhile(torch.nn.Module):
     """A halting ``while``: each example takes its own number of steps."""
 
@@ -541,7 +527,7 @@ def test_inductor_holds_the_loop_as_a_scan_with_the_loops_gradients(scan_loops):
     # without_donated_buffers); without autograd, a scan with no per-step output failed
     # to compile.  Values and gradients against the loop, NaN padding, both grad modes.
     torch.manual_seed(0)
-    model = CellRNN(5).double()
+    model = SpecRNN(5).double()  # the README's RNN: the loop reads its weights
     compiled = matchbox.compile(model, fallback="raise")  # inductor
     lengths = [9, 3, 1, 12, 0, 5]
     examples, batch = sequences(lengths, size=5, dtype=torch.float64)
