@@ -118,6 +118,27 @@ def test_for_over_a_dynamic_dimension_with_break_and_continue(dtype):
                                  ([u] * len(lengths), u))
     assert len(run.compiled.specializations) == 1
     assert_captured(run)
+    # A scan whose steps narrow their mask by the break flag, as the unrolled loop does.
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
+
+
+@matchbox.batch
+def first_large_state(x, w):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+        if h.sum() > 0.5:
+            return h * 2  # a return inside the loop: the examples that return leave it
+    return h
+
+
+def test_a_return_inside_a_for_is_a_scan_equal_to_the_loop(dtype):
+    w = torch.randn(3, 3, dtype=dtype)
+    run = compiled_for_batches(first_large_state)
+    for lengths in ([4, 1, 6, 0, 9], [7, 7, 2]):  # two padded sizes: two graphs
+        assert_batch_equals_loop(run, sequences(lengths, dtype=dtype), ([w] * len(lengths), w))
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()] * 2
+    assert_captured(run)
 
 
 def test_a_batch_of_examples_all_empty_in_the_looped_dimension_is_captured(dtype):

@@ -189,22 +189,16 @@ class _ControlFlow:
         extra = anno.get(node, anno.EXTRA_TEST)
         subs = dict(origin=node, step=step, item=item, outer=outer, body=body,
                     items=_iterable(node.iter), extra=extra)
+        outputs, constants, written = self.last_region
         if extra is None:
-            outputs, constants, written = self.last_region
             plain = templates.replace("""
                 for step, item in mb__.for_steps(items, outer):
                     body
             """, **subs)
-            if written or not outputs or not structured.may_scan(node):
-                result = plain
-            else:
-                result = structured.for_as_scan(self.namer.new("loop"), subs, outputs,
-                                                constants, plain,
-                                                structured.appended_lists(node))
         else:
             # Examples that broke out (or returned) leave the loop; it ends when
             # none of the running examples is left.
-            result = templates.replace("""
+            plain = templates.replace("""
                 for step, item in mb__.for_steps(items, outer):
                     step = mb__.narrow(step, extra)
                     if step is not False:
@@ -212,6 +206,12 @@ class _ControlFlow:
                     if not mb__.still_running(outer, extra):
                         break
             """, **subs)
+        if written or not outputs or not structured.may_scan(node):
+            result = plain
+        else:
+            result = structured.for_as_scan(self.namer.new("loop"), subs, outputs,
+                                            constants, plain,
+                                            structured.appended_lists(node))
         return result + self.block(node.orelse, outer)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import gast
 
-from matchbox.control import anno, templates
+from matchbox.control import anno, naming, templates
 from matchbox.control.runtime.effects import CONTAINER_WRITES
 
 
@@ -46,7 +46,7 @@ def may_scan(node: Any) -> bool:
                 child.ctx, (gast.Store, gast.Del)):
             return False
         if (isinstance(child, gast.Call) and isinstance(child.func, gast.Attribute)
-                and id(child) not in appends):
+                and id(child) not in appends and not _runtime_call(child)):
             name = child.func.attr
             if name in CONTAINER_WRITES or (name.endswith("_") and not name.startswith("_")):
                 return False
@@ -67,6 +67,11 @@ def appended_lists(node: Any) -> list[str]:
             if name is not None and calls.count(name) == 1 and uses[name] == 1]
 
 
+def _runtime_call(call: Any) -> bool:
+    """A call of Matchbox's runtime (``mb__.not_(flag)``): not a method of the user's."""
+    return isinstance(call.func.value, gast.Name) and call.func.value.id == naming.RUNTIME
+
+
 def _append_to(statement: Any) -> str | None:
     """``name`` when ``statement`` is ``name.append(value)``."""
     call = statement.value if isinstance(statement, gast.Expr) else None
@@ -80,11 +85,23 @@ def _append_to(statement: Any) -> str | None:
 
 def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constants: list[str],
                 plain: list[Any], appended: list[str]) -> list[Any]:
-    """The ``for`` as ``if mb__.scan_capturing(): <scan_for> else: <plain>``."""
+    """The ``for`` as ``if mb__.scan_capturing(): <scan_for> else: <plain>``.
+
+    A loop with ``break`` (or ``return``) narrows each step's mask by its flags first, as
+    the plain loop does; its early exit, when no example is left, is not needed: while a
+    graph is captured every step runs, masked."""
     state = ", ".join(outputs) + ","
     arguments = ", ".join([subs["step"], subs["item"], *outputs, *constants])
     values = ", ".join([*outputs, *constants]) + ","
     lists = "".join(f"{constants.index(name)}," for name in appended if name in constants)
+    body = copy.deepcopy(subs["body"])
+    if subs["extra"] is not None:  # examples that broke out (or returned) run no more steps
+        body = templates.replace("""
+            step = mb__.narrow(step, mb__EXTRA)
+            if step is not False:
+                mb__BODY
+        """, origin=subs["origin"], step=subs["step"], mb__BODY=body,
+            mb__EXTRA=copy.deepcopy(subs["extra"]))
     # Placeholders with reserved names: a user's variable may be called `items`.
     scan = templates.replace(f"""
         def {function}({arguments}):
@@ -92,7 +109,7 @@ def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constan
             return ({state})
         ({state}) = mb__.scan_for(mb__ITEMS, {subs["outer"]}, {function}, ({values}),
                                   {len(outputs)}, ({lists}))
-    """, origin=subs["origin"], mb__BODY=copy.deepcopy(subs["body"]), mb__ITEMS=subs["items"])
+    """, origin=subs["origin"], mb__BODY=body, mb__ITEMS=subs["items"])
     anno.set_(scan[0], templates.THUNK, True)  # part of this scope (analysis.names.is_scope)
     return templates.replace("""
         if mb__.scan_capturing():
