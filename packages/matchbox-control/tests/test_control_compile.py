@@ -563,6 +563,84 @@ def test_inductor_holds_the_loop_as_a_scan_with_the_loops_gradients(scan_loops):
     assert [s.scans for s in compiled.specializations] == [scans_expected()] * 2
 
 
+@matchbox.batch
+def counting_past_a_float64s_integers(x):
+    h = x.sum(1).sum(-1).long() * 0 + 2 ** 60
+    for _ in x.unbind(1):
+        h = h + 1  # an int64 carry: exact past 2**53 (it travels as float64 bits)
+    return h
+
+
+def test_an_int64_loop_state_keeps_every_bit(scan_loops):
+    run = compiled_for_batches(counting_past_a_float64s_integers)
+    _, batch = sequences([6, 2, 5, 0])
+    assert per_example(run(batch)) == [2 ** 60 + n for n in (6, 2, 5, 0)]
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
+
+
+@matchbox.batch
+def reading_its_list_through_a_closure(x):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    states = []
+    count = lambda: len(states)  # noqa: E731 -- reads the list while the loop appends
+    for xt in x.unbind(1):
+        h = h + xt * count()
+        states.append(h)
+    return h
+
+
+def test_a_list_read_during_the_loop_through_a_closure_keeps_the_loop_unrolled(scan_loops):
+    # Each step of a scan appends to a list of its own (the real one gets the items
+    # after the loop): the closure would see the list empty at every step.
+    run = compiled_for_batches(reading_its_list_through_a_closure)
+    assert_batch_equals_loop(run, sequences([6, 2, 4]))
+    assert [s.scans for s in run.compiled.specializations] == [0]
+
+
+@matchbox.batch
+def nested_loops(x):
+    total = x[:, 0] * 0
+    for xt in x.unbind(1):
+        h = xt
+        for yt in x.unbind(1):  # unrolled into the outer loop's step
+            h = (yt + h).tanh()
+        total = total + h
+    return total
+
+
+def test_a_loop_inside_a_scanned_loop_is_unrolled_into_its_step(scan_loops):
+    run = compiled_for_batches(nested_loops)
+    assert_batch_equals_loop(run, sequences([6, 2, 5]))
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()]
+
+
+def test_a_graph_whose_scan_fails_to_compile_is_captured_again_unrolled(scan_loops,
+                                                                         monkeypatch):
+    # As inductor refused some scans ("scan might be aliasing the input or the output!",
+    # torch 2.13): the call is captured again with its loops unrolled, not run eagerly.
+    from matchbox.compiler import loops
+
+    def refusing_scans(graph, example_inputs):
+        if "scan" in graph.code:
+            raise RuntimeError("no scans here")
+        return graph.forward
+
+    monkeypatch.setattr(loops, "SCAN_BACKENDS", (*loops.SCAN_BACKENDS, refusing_scans))
+    compiled = matchbox.compile(gated_rnn, backend=refusing_scans, fallback="raise")
+    w, u = torch.randn(3, 3, dtype=torch.float64), torch.randn(3, 3, dtype=torch.float64)
+
+    def run(*args):
+        return compiled(*args) if isinstance(args[0], MaskedBatch) else gated_rnn(*args)
+
+    lengths = [9, 3, 1, 12]
+    assert_batch_equals_loop(run, sequences(lengths), ([w] * 4, w), ([u] * 4, u))
+    (spec,) = compiled.specializations
+    assert spec.scans == 0 and spec.eager_reason is None
+    if scans_expected():
+        assert spec.unrolled[0].startswith("every loop, as a graph with scans failed: "
+                                           "torch.compile failed on the captured graph")
+
+
 def test_a_range_over_sizes_read_from_a_batch_takes_its_padded_size_in_steps():
     # The range of x.size_as_tensor(1) ran to the capture's step bound (16) whatever x's
     # padding (8): twice the steps, each past the padding reading nothing. Its sizes are

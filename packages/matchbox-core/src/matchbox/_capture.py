@@ -65,7 +65,7 @@ class Capture:
     """The state of one capture: the step bound of its loops and the flags it records."""
 
     __slots__ = ("bound", "failures", "overflows", "_steps", "scans", "unrolled",
-                 "scan_loops")
+                 "scan_loops", "in_loop_step")
 
     def __init__(self, bound: int):
         self.bound = bound
@@ -81,6 +81,9 @@ class Capture:
         # Whether this capture may hold loops as scans (``matchbox.compiler.loops.allowed``):
         # True, False, or why not (a str).
         self.scan_loops: bool | str = False
+        # Inside the step of a loop being captured as a scan (its peeled steps, its
+        # body's trace): a loop there is unrolled into that step.
+        self.in_loop_step = 0
 
     def start_loop(self, token: Any) -> None:
         """A loop whose first step ``token`` (its mask) stands for has started."""

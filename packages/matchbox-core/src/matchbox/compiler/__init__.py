@@ -224,8 +224,11 @@ class _Specializations:
             if not spec.first_run_failed(error):
                 raise
             _restore(kept)
-            self._fall_back(spec, f"torch.compile failed on the captured graph: "
-                                  f"{_graph.reason(error)}")
+            why = f"torch.compile failed on the captured graph: {_graph.reason(error)}"
+            if spec.scans:  # the same call with its loops unrolled, as before scans
+                return self._run(self._specialize(call, spec.bound, unrolled_because=why),
+                                 call)
+            self._fall_back(spec, why)
             return self._run_eagerly(spec, call)
         spec.calls += 1
         self._check_updates(spec, inputs, kept)
@@ -257,13 +260,19 @@ class _Specializations:
                  self.name, spec.bound, 2 * spec.bound)
         return self._run(self._specialize(call, 2 * spec.bound), call)
 
-    def _specialize(self, call: _Call, bound: int) -> Specialization:
+    def _specialize(self, call: _Call, bound: int, unrolled_because: str | None = None
+                    ) -> Specialization:
         """Capture and compile ``call`` with loops bounded by ``bound`` (eager when it
-        cannot be captured), stored under the call's key."""
+        cannot be captured), stored under the call's key.
+
+        ``unrolled_because``: why a graph holding loops as scans failed; this one unrolls
+        every loop.  A capture that fails with scans is tried again unrolled too."""
         import time
 
         params, structure, tensors = call.params, call.structure, call.tensors
         spec = Specialization(summary=summarize(structure, tensors), bound=bound)
+        if unrolled_because is not None:
+            spec.unrolled.append(f"every loop, as a graph with scans failed: {unrolled_because}")
         if len(self.graphs) + len(self.uncaptured) == MANY_GRAPHS:
             _warn(f"matchbox.compile({self.name}): {MANY_GRAPHS} graphs so far; an argument "
                   "that changes from call to call (a float, a padded size that bucket= does "
@@ -272,8 +281,11 @@ class _Specializations:
         start = time.perf_counter()
         try:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
-                                   spec, self.module, self.backend)
+                                   spec, self.module, self.backend,
+                                   scans=unrolled_because is None)
         except CaptureError as error:
+            if unrolled_because is None and loops.allowed(self.backend)[0]:
+                return self._specialize(call, bound, unrolled_because=str(error))
             self._fall_back(spec, str(error))
         else:
             spec.nodes = len(graph.graph.nodes)

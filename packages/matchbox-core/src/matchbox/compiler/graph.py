@@ -71,12 +71,13 @@ _KNOWN_CONSTANTS = (_masking._ZERO,)
 
 def capture(call: Callable[..., Any], n_params: int, structure: Structure,
             inputs: list[torch.Tensor], bound: int, spec: Specialization,
-            module: torch.nn.Module | None = None, backend: Any = "inductor"
-            ) -> torch.fx.GraphModule:
+            module: torch.nn.Module | None = None, backend: Any = "inductor",
+            scans: bool = True) -> torch.fx.GraphModule:
     """The graph of ``call(params, args, kwargs)`` on ``inputs`` (the parameters first).
 
     ``module``: the module whose attributes the call must leave alone
-    (:func:`matchbox.compiler.state.watch_effects`).
+    (:func:`matchbox.compiler.state.watch_effects`); ``scans``: whether loops may be
+    captured as scans (where the backend allows it).
 
     Records the result's structure and whether the graph returns flags in
     ``spec``; raises :class:`CaptureError` saying why a call cannot be captured.
@@ -85,7 +86,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
 
     from matchbox.compiler import loops
 
-    scan_loops, why_not = loops.allowed(backend)
+    scan_loops, why_not = loops.allowed(backend) if scans else (False, None)
 
     def flat(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         params = list(tensors[:n_params])
@@ -106,7 +107,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
                 "argument that is padding where the batch is real): a graph returns tensors, "
                 "not the argument's new mask")
         spec.scans = state.scans
-        spec.unrolled = list(state.unrolled)
+        spec.unrolled += state.unrolled
         spec.mutated = tuple(i for i, (t, v) in enumerate(zip(tensors, versions))
                              if t._version != v)
         outputs: list[torch.Tensor] = []

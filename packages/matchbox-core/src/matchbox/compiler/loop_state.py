@@ -87,19 +87,28 @@ def metas(structure: Any) -> Iterator[tuple[Any, ...]]:
         yield from structure[4]
 
 
+#: Integer carries travel as floating-point tensors of the same width, bit for bit.
+_SAME_WIDTH = {torch.int64: torch.float64, torch.int32: torch.float32}
+
+
 def encode(t: torch.Tensor) -> torch.Tensor:
     """A carry of scan as a floating-point tensor: torch 2.13's backward of ``scan``
-    fails on a carry of bools or ints (AOTAutograd's tangents miscounted), so masks,
-    flags and lengths travel as floats (exact: 0/1, and lengths far below 2**53)."""
+    fails on a carry of bools or ints (AOTAutograd's tangents miscounted).  Masks and
+    flags travel as 0/1 floats; 64- and 32-bit integers as floats of the same width
+    holding their bits (a conversion would lose integers past 2**53)."""
     if t.is_floating_point() or t.is_complex():
         return t
-    return t.to(torch.float64 if t.dtype in (torch.int64, torch.int32) else torch.float32)
+    if t.dtype in _SAME_WIDTH:
+        return t.view(_SAME_WIDTH[t.dtype])
+    return t.to(torch.float32)
 
 
 def decode(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """``t``, encoded by :func:`encode`, as a tensor of ``dtype`` again."""
     if t.dtype == dtype:
         return t
+    if dtype in _SAME_WIDTH:
+        return t.view(dtype)
     return t > 0 if dtype == torch.bool else t.to(dtype)
 
 

@@ -39,8 +39,9 @@ and at length 64 in 15 s against 51 s).
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -109,9 +110,10 @@ def allowed(backend: Any) -> tuple[bool, str | None]:
 
 
 def enabled() -> bool:
-    """Whether the capture in progress may hold loops as scans."""
+    """Whether the capture in progress may hold loops as scans (not a loop inside the step
+    of another: it is unrolled into that step, once for the scan's body)."""
     capture = _capture.capturing()
-    if capture is None:
+    if capture is None or capture.in_loop_step:
         return False
     if isinstance(capture.scan_loops, str):  # why not: said once per graph
         if capture.scan_loops not in capture.unrolled:
@@ -207,7 +209,7 @@ def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any
     settled = False
     while done < len(steps) and done < MAX_PEELED:
         before = _structure_of(state)
-        with _Record() as record:
+        with _Record() as record, _inside_a_step(capture):
             new = tuple(step(steps[done], *state, *constants))
         state = new[:n_state]
         emitted.append(new[n_state:])
@@ -229,6 +231,19 @@ def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any
         state = new[:n_state]
         emitted.append(new[n_state:])
     return state, emitted
+
+
+@contextlib.contextmanager
+def _inside_a_step(capture: Any) -> Iterator[None]:
+    """The steps recorded or traced for a scan: a loop inside them is unrolled."""
+    if capture is None:
+        yield
+        return
+    capture.in_loop_step += 1
+    try:
+        yield
+    finally:
+        capture.in_loop_step -= 1
 
 
 def _structure_of(state: tuple[Any, ...]) -> Any:
@@ -275,10 +290,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
             ys: list[torch.Tensor] = []
             emits[0] = loop_state.flatten(new[len(state):], ys)
             emits[1] = [y.dtype for y in ys]
-            owned: list[torch.Tensor] = []
-            for t in out + ys:  # none an input, none another output
-                owned.append(_own(t, swap, (*leaves, *owned)))
-            out, ys = owned[:len(out)], owned[len(out):]
+            out, ys = _owned([swap.swap(t) for t in out], [swap.swap(t) for t in ys], leaves)
             failures = capture.failures[n_failures:]
             overflows = capture.overflows[n_overflows:]
             del capture.failures[n_failures:], capture.overflows[n_overflows:]
@@ -300,7 +312,8 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
                 loop_state.sample(t) for t in item_leaves[0]] + [
                 loop_state.sample(t) for t in free]
         try:
-            return reenter_make_fx(body)(*samples)
+            with _inside_a_step(capture):
+                return reenter_make_fx(body)(*samples)
         finally:
             del capture.failures[n_failures:], capture.overflows[n_overflows:]
 
@@ -404,12 +417,20 @@ def _has_symbols(parts: list[torch.Tensor]) -> bool:
                for v in (*p.shape, *p.stride(), p.storage_offset()))
 
 
-def _own(t: torch.Tensor, swap: _Substitute, inputs: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """A body's output that is none of its inputs (``scan`` refuses aliases)."""
-    t = swap.swap(t)
-    if any(t is i for i in inputs) or t._is_view():
-        return t.clone()
-    return t
+def _owned(out: list[torch.Tensor], ys: list[torch.Tensor], inputs: tuple[torch.Tensor, ...]
+           ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """A body's carries and per-step outputs, none of them an input, a view or another
+    output (``scan`` refuses aliases).  A carry that is also emitted (``states.append(h)``
+    with ``h`` the state) is cloned on both sides: with one copy, inductor still found the
+    scan's outputs aliased once autograd saved the carry (pytorch/pytorch#195977)."""
+    emitted = {id(t) for t in ys}
+    owned: list[torch.Tensor] = []
+    for k, t in enumerate(out + ys):
+        if (k < len(out) and id(t) in emitted) or t._is_view() or any(
+                t is i for i in (*inputs, *owned)):
+            t = t.clone()
+        owned.append(t)
+    return owned[:len(out)], owned[len(out):]
 
 
 def _or(flag: torch.Tensor, new: list[torch.Tensor], swap: _Substitute) -> torch.Tensor:

@@ -23,6 +23,7 @@ when the sequence is not materialised (a generator).
 
 from __future__ import annotations
 
+import gc
 import types
 from typing import Any
 
@@ -55,7 +56,7 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
     the steps' order: what the loop would have appended."""
     constants = tuple(values[n_state:])
     state = tuple(values[:n_state])
-    if not _may_scan(items, state, constants, appended):
+    if not _may_scan(items, state, constants, appended, values):
         for mask, item in for_steps(items, outer):
             state = body(mask, item, *state, *constants)
         return state
@@ -88,7 +89,7 @@ def scan_while(body: Any, values: tuple[Any, ...], n_state: int,
     constants = tuple(values[n_state:])
     state = tuple(values[:n_state])
     bound = capturing().bound
-    if _may_scan([], state[1:], constants, appended):
+    if _may_scan([], state[1:], constants, appended, values):
         steps = list(state[0].new_zeros(bound).unbind(0))  # scan's length; read by no step
 
         def step(_: Any, *args: Any) -> tuple[Any, ...]:
@@ -134,13 +135,15 @@ def _scanned(step: Any, state: tuple[Any, ...], steps: list[Any], constants: tup
 
 
 def _may_scan(items: Any, state: tuple[Any, ...], constants: tuple[Any, ...],
-              appended: tuple[int, ...]) -> bool:
+              appended: tuple[int, ...], values: tuple[Any, ...]) -> bool:
     """Whether the steps are materialised, and no step can change a value other than
     through the state it hands back and the lists it appends to."""
     if not isinstance(items, (tuple, list, _Stepped)):  # not materialised: a generator
         return False
-    lists = [constants[i] for i in appended]
-    if not all(type(v) is list for v in lists) or len({id(v) for v in lists}) < len(lists):
+    if not all(type(constants[i]) is list and _held_only_by(constants[i], values, constants)
+               for i in appended):
+        return False
+    if len({id(constants[i]) for i in appended}) < len(appended):
         return False
     others = [c for i, c in enumerate(constants) if i not in appended]
     return all(map(_unchanging, others)) and not any(
@@ -171,3 +174,14 @@ def _unchanging(value: Any) -> bool:
     if type(value) is tuple:
         return all(map(_unchanging, value))
     return False
+
+
+def _held_only_by(items: list[Any], *tuples: tuple[Any, ...]) -> bool:
+    """Whether nothing but frames' local variables and ``tuples`` holds the list ``items``.
+
+    Each step of a scan appends to a list of its own, and the real list gets the items
+    after the loop: a function that reads the list during the loop (a closure over it,
+    a method reading it through an attribute, another container) would see it without
+    them.  Such a list keeps the loop unrolled.  (Asked once per captured loop.)"""
+    return all(isinstance(holder, types.FrameType) or any(holder is t for t in tuples)
+               for holder in gc.get_referrers(items))
