@@ -589,6 +589,20 @@ def reading_its_list_through_a_closure(x):
     return h
 
 
+def test_inductor_scans_a_loop_that_appends_its_state(scan_loops):
+    # The appended state is tanh's output, which the scan's backward also saves: inductor
+    # refused the scan as aliased until every per-step output was a copy.
+    w = torch.randn(3, 3, dtype=torch.float64)
+    compiled = matchbox.compile(collecting, fallback="raise")  # inductor
+
+    def run(*args):
+        return compiled(*args) if isinstance(args[0], MaskedBatch) else collecting(*args)
+
+    lengths = [4, 1, 6, 11]
+    assert_batch_equals_loop(run, sequences(lengths), ([w] * len(lengths), w))
+    assert [(s.scans, s.unrolled) for s in compiled.specializations] == [(scans_expected(), [])]
+
+
 def test_a_list_read_during_the_loop_through_a_closure_keeps_the_loop_unrolled(scan_loops):
     # Each step of a scan appends to a list of its own (the real one gets the items
     # after the loop): the closure would see the list empty at every step.

@@ -420,14 +420,16 @@ def _has_symbols(parts: list[torch.Tensor]) -> bool:
 def _owned(out: list[torch.Tensor], ys: list[torch.Tensor], inputs: tuple[torch.Tensor, ...]
            ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """A body's carries and per-step outputs, none of them an input, a view or another
-    output (``scan`` refuses aliases).  A carry that is also emitted (``states.append(h)``
-    with ``h`` the state) is cloned on both sides: with one copy, inductor still found the
-    scan's outputs aliased once autograd saved the carry (pytorch/pytorch#195977)."""
+    output (``scan`` refuses aliases).  Every per-step output is a copy, and so is a
+    carry that is also emitted (``states.append(h)``): a value the step's backward needs
+    (``tanh``'s output) is a per-step output of the scan's forward too, and inductor
+    refused the scan as aliased when it was one of the body's own outputs as well
+    (pytorch/pytorch#195977)."""
     emitted = {id(t) for t in ys}
     owned: list[torch.Tensor] = []
     for k, t in enumerate(out + ys):
-        if (k < len(out) and id(t) in emitted) or t._is_view() or any(
-                t is i for i in (*inputs, *owned)):
+        if (k >= len(out) or id(t) in emitted or t._is_view()
+                or any(t is i for i in (*inputs, *owned))):
             t = t.clone()
         owned.append(t)
     return owned[:len(out)], owned[len(out):]
