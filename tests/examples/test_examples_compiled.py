@@ -154,6 +154,23 @@ def test_matchbox_compile_equals_the_loop(case, dtype):
     assert [s.eager_reason for s in compiled.specializations] == [None]
 
 
+def test_inductor_holds_the_readme_rnns_loop_as_a_scan_with_the_loops_gradients():
+    # Inductor's backward of a scan gave the cell's weights wrong gradients while
+    # AOTAutograd's donated buffers were on (torch 2.13: matchbox.compiler.loops.
+    # without_donated_buffers); without autograd, a scan with no per-step output failed
+    # to compile.  Values and gradients against the loop (NaN padding), then no_grad.
+    from matchbox.compiler import loops
+
+    model, xs_args, xb_args = readme_rnn_case(torch.float64)
+    compiled = matchbox.compile(model, fallback="raise")  # inductor
+    mb_assert(run_compiled(compiled, model), xs_args, xb_args, len(xs_args[0]),
+              params=list(model.parameters()))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*xb_args).data, model(*xb_args).data)
+    scans = 1 if loops.available() else 0  # torch 2.3 has no scan: the loop unrolls
+    assert [s.scans for s in compiled.specializations] == [scans, scans]
+
+
 @pytest.mark.filterwarnings("ignore:An output with one or more elements was resized")
 @pytest.mark.filterwarnings("ignore:The number of elements in the out tensor")
 def test_the_original_transformer_compiles_or_runs_eagerly_saying_why():

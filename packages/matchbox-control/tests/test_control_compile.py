@@ -18,8 +18,6 @@ from control_cases import (
     scalars,
     sequences,
 )
-from test_control_readme import SpecRNN
-from torch.testing import assert_close
 
 import matchbox
 import matchbox.functional as F
@@ -540,27 +538,6 @@ def test_inductor_holds_a_halting_while_as_a_scan_with_the_loops_gradients(scan_
     mb_assert(run, [[e.unsqueeze(0) for e in examples]], [batch], len(examples),
               params=list(model.parameters()))
     assert [s.scans for s in compiled.specializations] == [scans_expected()]
-
-
-def test_inductor_holds_the_loop_as_a_scan_with_the_loops_gradients(scan_loops):
-    # Inductor's backward of a scan gave the cell's weights wrong gradients while
-    # AOTAutograd's donated buffers were on (torch 2.13: matchbox.compiler.loops.
-    # without_donated_buffers); without autograd, a scan with no per-step output failed
-    # to compile.  Values and gradients against the loop, NaN padding, both grad modes.
-    torch.manual_seed(0)
-    model = SpecRNN(5).double()  # the README's RNN: the loop reads its weights
-    compiled = matchbox.compile(model, fallback="raise")  # inductor
-    lengths = [9, 3, 1, 12, 0, 5]
-    examples, batch = sequences(lengths, size=5, dtype=torch.float64)
-
-    def run(x):
-        return compiled(x) if isinstance(x, MaskedBatch) else model(x)
-
-    mb_assert(run, [examples], [batch], len(lengths), params=list(model.parameters()))
-    with torch.no_grad():
-        expected = model(batch)
-        assert_close(run(batch).data[:, :5], expected.data)
-    assert [s.scans for s in compiled.specializations] == [scans_expected()] * 2
 
 
 @matchbox.batch
