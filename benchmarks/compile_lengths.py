@@ -1,17 +1,13 @@
 """Compile time of the README RNN under ``matchbox.compile`` at one longest length.
 
-Issue 21: with loops captured as ``scan``, compile time should not grow with the
-sequence length.  One process per measurement, with cold inductor caches::
+Issue 21: with loops captured as ``scan`` (the default where torch has it), compile time
+should not grow with the sequence length.  One process per measurement, with cold
+inductor caches::
 
-    MATCHBOX_COMPILE_LOOPS=scan TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
-        python -m benchmarks.compile_lengths --length 16 --backend aot_eager
-    MATCHBOX_COMPILE_LOOPS=scan TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
-        python -m benchmarks.compile_lengths --length 128 --backend aot_eager
-    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
-        python -m benchmarks.compile_lengths --length 16 --backend aot_eager  # unrolled
-
-``--backend aot_eager`` holds the loop as a ``scan`` (inductor unrolls it: see
-docs/compile.md, "Loops as loops").
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python -m benchmarks.compile_lengths --length 16
+    TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) python -m benchmarks.compile_lengths --length 128
+    MATCHBOX_COMPILE_LOOPS=unroll TORCHINDUCTOR_CACHE_DIR=$(mktemp -d) \\
+        python -m benchmarks.compile_lengths --length 16  # unrolled
 
 Prints the first training step's compile time (capture, compile, first run), the
 graph's node count and scans, and the time of a training step compiled and eager.
@@ -43,7 +39,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--backend", default="inductor",
-                        help="inductor unrolls loops; aot_eager holds them as scans")
+                        help="the torch.compile backend (loops are scans on any of them)")
     args = parser.parse_args()
     torch.manual_seed(0)
     model = RNN(args.hidden)
@@ -63,7 +59,7 @@ def main() -> None:
             step(m, batch)
         timings[name] = (time.perf_counter() - start) / args.repeats
     print(f"length {args.length} batch {args.batch} hidden {args.hidden} "
-          f"backend {args.backend} loops={os.environ.get('MATCHBOX_COMPILE_LOOPS', 'unroll')} "
+          f"backend {args.backend} loops={os.environ.get('MATCHBOX_COMPILE_LOOPS', 'auto')} "
           f"torch {torch.__version__}: first step {first:.1f} s "
           f"(compile_seconds {spec.compile_seconds:.1f}), {spec.nodes} nodes, "
           f"scans {spec.scans}, eager_reason {spec.eager_reason}; training step "
