@@ -397,6 +397,15 @@ def test_loops_are_scans_unless_unrolling_is_asked_for(monkeypatch: pytest.Monke
     assert loops.allowed("aot_eager") == (False, None)
 
 
+def test_a_misspelt_loop_mode_is_refused(monkeypatch: pytest.MonkeyPatch):
+    from matchbox.compiler import loops
+
+    monkeypatch.setenv("MATCHBOX_COMPILE_LOOPS", "scans")
+    with pytest.raises(ValueError, match=r"MATCHBOX_COMPILE_LOOPS='scans': expected one of "
+                                         r"auto, scan, unroll"):
+        loops.available()
+
+
 @matchbox.batch
 def gated_rnn(x, w, u):
     h = x.new_zeros(x.size(0), x.size(-1))

@@ -81,9 +81,24 @@ def without_donated_buffers(compiled: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+#: The values of ``MATCHBOX_COMPILE_LOOPS``: a ``for`` as a scan (``auto``, the default),
+#: every loop as a scan (``scan``), every loop unrolled (``unroll``).
+MODES = ("auto", "scan", "unroll")
+
+
+def mode() -> str:
+    """``MATCHBOX_COMPILE_LOOPS``, checked (a misspelt value is refused, not ignored)."""
+    value = os.environ.get("MATCHBOX_COMPILE_LOOPS", "auto")
+    if value not in MODES:
+        raise ValueError(f"MATCHBOX_COMPILE_LOOPS={value!r}: expected one of "
+                         f"{', '.join(MODES)} (auto: a for loop as a scan, a while "
+                         "unrolled; scan: both as scans; unroll: every loop unrolled)")
+    return value
+
+
 def available() -> bool:
     """Whether torch has ``scan`` and ``MATCHBOX_COMPILE_LOOPS=unroll`` does not turn it off."""
-    if os.environ.get("MATCHBOX_COMPILE_LOOPS", "auto") == "unroll":
+    if mode() == "unroll":
         return False
     return _scan_op() is not None
 
@@ -95,7 +110,7 @@ def whiles_too() -> bool:
     to the padded length, so its graph does not grow with the data, and as a scan the
     halting ``while``'s compiled training step took 1.4x hand-written eager PyTorch's
     time, against 0.9x unrolled (compiling in 20 s against 30 s)."""
-    return os.environ.get("MATCHBOX_COMPILE_LOOPS", "auto") == "scan"
+    return mode() == "scan"
 
 
 def allowed(backend: Any) -> tuple[bool, str | None]:
