@@ -266,7 +266,8 @@ class _Specializations:
         cannot be captured), stored under the call's key.
 
         ``unrolled_because``: why a graph holding loops as scans failed; this one unrolls
-        every loop.  A capture that fails with scans is tried again unrolled too."""
+        every loop.  A capture that fails after making a scan is tried again unrolled too
+        (one that fails before, for a reason of its own, is not captured twice)."""
         import time
 
         params, structure, tensors = call.params, call.structure, call.tensors
@@ -284,7 +285,7 @@ class _Specializations:
                                    spec, self.module, self.backend,
                                    scans=unrolled_because is None)
         except CaptureError as error:
-            if unrolled_because is None and loops.allowed(self.backend)[0]:
+            if unrolled_because is None and spec.scans:
                 return self._specialize(call, bound, unrolled_because=str(error))
             self._fall_back(spec, str(error))
         else:

@@ -101,12 +101,12 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
                 result = call(params, args, kwargs)
         finally:
             _capture.end(token)
+            spec.scans = state.scans  # also when the capture fails: after a scan, or not
         if any(b._mask is not mask for b, mask in batches):
             raise _capture.NotCapturable(
                 "the call changes a batch argument's mask in place (an in-place op with an "
                 "argument that is padding where the batch is real): a graph returns tensors, "
                 "not the argument's new mask")
-        spec.scans = state.scans
         spec.unrolled += state.unrolled
         spec.mutated = tuple(i for i, (t, v) in enumerate(zip(tensors, versions))
                              if t._version != v)

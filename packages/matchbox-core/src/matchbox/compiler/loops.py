@@ -284,7 +284,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
     n_failures, n_overflows = len(capture.failures), len(capture.overflows)
     flags_seen = [False, False]
     nf = [2]  # the flags' carries: none when the body raises no flag (traced again)
-    emits: list[Any] = [None, []]  # the structure of what a step emits, its leaves' dtypes
+    emits: list[Any] = [None]  # the structure of what a step emits (set by the trace)
     device = loop_state.device(init)
 
     def body(*leaves: torch.Tensor) -> list[torch.Tensor]:
@@ -304,7 +304,6 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
                 raise NotStructured("the loop's state changes structure from step to step")
             ys: list[torch.Tensor] = []
             emits[0] = loop_state.flatten(new[len(state):], ys)
-            emits[1] = [y.dtype for y in ys]
             out, ys = _owned([swap.swap(t) for t in out], [swap.swap(t) for t in ys], leaves)
             failures = capture.failures[n_failures:]
             overflows = capture.overflows[n_overflows:]
@@ -350,8 +349,8 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
                               tuple(free)))
     final = [loop_state.decode(t, like.dtype) for t, like in zip(result[:n_init], init)]
     n_carry = n_init + nf[0]
-    ys = [loop_state.decode(t, dtype)
-          for t, dtype in zip(result[n_carry:n_carry + len(emits[1])], emits[1])]
+    ys = [loop_state.decode(t, meta[1])
+          for t, meta in zip(result[n_carry:], loop_state.metas(emits[0]))]
     _as_in_the_loop(final, structure)
     _as_in_the_loop(ys, emits[0])
     if flags_seen[0]:

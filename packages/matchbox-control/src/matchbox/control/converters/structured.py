@@ -34,8 +34,9 @@ from matchbox.control.runtime.effects import CONTAINER_WRITES
 def may_scan(node: Any) -> bool:
     """Whether the body of the ``for`` ``node`` changes only its local variables, and the
     lists of :func:`appended_lists`."""
+    lists = appended_lists(node)
     appends = {id(statement.value) for statement in node.body
-               if _append_to(statement) in appended_lists(node)}
+               if _append_to(statement) in lists}
     for child in (c for statement in node.body for c in gast.walk(statement)):
         if isinstance(child, (gast.Return, gast.Yield, gast.YieldFrom, gast.Global,
                               gast.Nonlocal, gast.Delete, gast.Break, gast.FunctionDef,
@@ -93,7 +94,7 @@ def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constan
     state = ", ".join(outputs) + ","
     arguments = ", ".join([subs["step"], subs["item"], *outputs, *constants])
     values = ", ".join([*outputs, *constants]) + ","
-    lists = "".join(f"{constants.index(name)}," for name in appended if name in constants)
+    lists = _positions(appended, constants)
     body = copy.deepcopy(subs["body"])
     if subs["extra"] is not None:  # examples that broke out (or returned) run no more steps
         body = templates.replace("""
@@ -110,13 +111,7 @@ def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constan
         ({state}) = mb__.scan_for(mb__ITEMS, {subs["outer"]}, {function}, ({values}),
                                   {len(outputs)}, ({lists}))
     """, origin=subs["origin"], mb__BODY=body, mb__ITEMS=subs["items"])
-    anno.set_(scan[0], templates.THUNK, True)  # part of this scope (analysis.names.is_scope)
-    return templates.replace("""
-        if mb__.scan_capturing():
-            mb__SCAN
-        else:
-            mb__PLAIN
-    """, origin=subs["origin"], mb__SCAN=scan, mb__PLAIN=plain)
+    return _scan_or_plain("mb__.scan_capturing()", subs["origin"], scan, plain)
 
 
 def while_as_scan(function: str, subs: dict[str, Any], outputs: list[str],
@@ -128,7 +123,7 @@ def while_as_scan(function: str, subs: dict[str, Any], outputs: list[str],
     state = ", ".join([mask, *outputs]) + ","
     arguments = ", ".join([mask, *outputs, *constants])
     values = ", ".join([mask, *outputs, *constants]) + ","
-    lists = "".join(f"{constants.index(name)}," for name in appended if name in constants)
+    lists = _positions(appended, constants)
     scan = templates.replace(f"""
         def {function}({arguments}):
             mb__BODY
@@ -138,10 +133,20 @@ def while_as_scan(function: str, subs: dict[str, Any], outputs: list[str],
         ({state}) = mb__.scan_while({function}, ({values}), {len(outputs) + 1}, ({lists}))
     """, origin=subs["origin"], mb__BODY=copy.deepcopy(subs["body"]),
         mb__TEST=copy.deepcopy(subs["test"]))
-    anno.set_(scan[0], templates.THUNK, True)  # part of this scope (analysis.names.is_scope)
+    return _scan_or_plain(f"mb__.scan_while_capturing({mask})", subs["origin"], scan, plain)
+
+
+def _positions(appended: list[str], constants: list[str]) -> str:
+    """The positions, among ``constants``, of the ``appended`` lists, as a tuple's items."""
+    return "".join(f"{constants.index(name)}," for name in appended if name in constants)
+
+
+def _scan_or_plain(test: str, origin: Any, scan: list[Any], plain: list[Any]) -> list[Any]:
+    """``if <test>: <scan> else: <plain>``; the scan's function is part of this scope."""
+    anno.set_(scan[0], templates.THUNK, True)  # (analysis.names.is_scope)
     return templates.replace(f"""
-        if mb__.scan_while_capturing({mask}):
+        if {test}:
             mb__SCAN
         else:
             mb__PLAIN
-    """, origin=subs["origin"], mb__SCAN=scan, mb__PLAIN=plain)
+    """, origin=origin, mb__SCAN=scan, mb__PLAIN=plain)

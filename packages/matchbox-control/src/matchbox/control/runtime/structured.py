@@ -88,7 +88,8 @@ def scan_while(body: Any, values: tuple[Any, ...], n_state: int,
     (the call is captured again with twice the bound)."""
     constants = tuple(values[n_state:])
     state = tuple(values[:n_state])
-    bound = capturing().bound
+    capture = capturing()
+    bound = capture.bound
     if _may_scan([], state[1:], constants, appended, values):
         steps = list(state[0].new_zeros(bound).unbind(0))  # scan's length; read by no step
 
@@ -99,7 +100,7 @@ def scan_while(body: Any, values: tuple[Any, ...], n_state: int,
     else:
         for _ in range(bound):
             state = body(*state, *constants)
-    capturing().overflows.append(state[0].any())
+    capture.overflows.append(state[0].any())
     return state
 
 
