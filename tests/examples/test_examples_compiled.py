@@ -4,8 +4,8 @@
   files, so batch ops run eagerly between graphs; the result is eager's.
 - ``matchbox.compile`` (backend ``aot_eager``: PyTorch's kernels, the backward pass
   derived as inductor's is): one captured graph per specialisation.  A model whose
-  call cannot be captured (a ``PackedBatch`` argument, ``nn.LSTM``'s packing, which
-  reads lengths) runs eagerly with a warning that says why.
+  call cannot be captured (a ``PackedBatch`` argument) runs eagerly with a warning that
+  says why; ``nn.LSTM`` on a batch is captured as a masked loop over time.
 
 The batched call runs compiled; the loop's calls (plain tensors) run the model
 itself, so ``mb_assert`` compares the compiled batch with the eager loop.
@@ -191,22 +191,28 @@ def test_the_original_transformer_compiles_or_runs_eagerly_saying_why():
                   params=list(model.parameters()))
 
 
-def test_a_packed_lstm_runs_eagerly_saying_why():
+def test_inductor_holds_an_lstm_as_a_masked_loop_with_the_loops_gradients():
+    # nn.LSTM on a MaskedBatch packs its real rows eagerly, which needs the lengths on the
+    # host; in a captured graph it is a masked loop over time with the module's own
+    # weights (matchbox.nn.ops.recurrent_loop), bidirectional here: two scans, two carries.
+    from matchbox.compiler import loops
+
     torch.manual_seed(0)
-    lstm = nn.LSTM(4, 5, batch_first=True).double()
+    lstm = nn.LSTM(4, 5, batch_first=True, bidirectional=True).double()
     xs = [torch.randn(1, n, 4, dtype=torch.float64) for n in (3, 1, 4)]
     xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
 
-    class LastStates(nn.Module):
+    class Outputs(nn.Module):
         def __init__(self):
             super().__init__()
             self.lstm = lstm
 
         def forward(self, x):
-            return self.lstm(x)[0]
+            out, (h, c) = self.lstm(x)
+            return out, h
 
-    model = LastStates()
-    compiled = matchbox.compile(model, backend="aot_eager")
-    with pytest.warns(UserWarning, match=r"runs batch\(B=3, <=8, 4\) eagerly, as it cannot be "
-                                         r"captured as one graph: .*packing.py"):
-        mb_assert(run_compiled(compiled, model), [xs], [xb], 3, params=list(model.parameters()))
+    model = Outputs()
+    compiled = matchbox.compile(model, fallback="raise")  # inductor
+    mb_assert(run_compiled(compiled, model), [xs], [xb], 3, params=list(model.parameters()))
+    scans = 2 if loops.available() else 0  # torch 2.3 has no scan: the loop unrolls
+    assert [(s.eager_reason, s.scans) for s in compiled.specializations] == [(None, scans)]

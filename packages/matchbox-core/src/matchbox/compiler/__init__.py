@@ -30,8 +30,7 @@ runs again eagerly and raises the check's own error.
 What cannot be captured runs eagerly, with a warning naming the reason and
 the line (``fallback="raise"`` raises instead): code that reads a value
 (``.tolist()``, ``.item()``, printing a batch), ops whose result size depends
-on the mask (``nn.LSTM`` and friends on a ``MaskedBatch``, which go through
-``pack_padded_sequence``), ``PackedBatch`` arguments, and a function that
+on the mask, ``PackedBatch`` arguments, and a function that
 reads tensors that are not its arguments (a closed-over module: compile the
 module instead).
 

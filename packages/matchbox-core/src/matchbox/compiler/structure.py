@@ -11,6 +11,8 @@ put together again inside the graph and after it.
 | ``torch.Tensor``        | itself                  | ``("tensor",)``                    |
 | ``MaskedBatch``         | ``data`` (and ``mask``, | ``("batch", dims, has_mask,        |
 |                         | lengths its mask holds) | has_lengths)``                     |
+| a view of a batch       | those of its batch      | ``("view", class, batch's)``:      |
+| (``TimeMajorBatch``)    |                         | rebuilt as ``class(batch)``        |
 | tuple, list, dict       | those of its items      | ``(kind, items...)``               |
 | ``None``, bool, int,    | none                    | ``("value", value)``: part of the  |
 | float, str, dtype, ...  |                         | key (the graph is specialised on it) |
@@ -30,6 +32,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths
+from matchbox._batch_views import BATCH_VIEWS
 from matchbox.masked_batch import MaskedBatch, constant_pad
 
 Structure = tuple[Any, ...]
@@ -72,6 +75,8 @@ def flatten(value: Any, tensors: list[torch.Tensor], *, bucket: Any = None,
     if isinstance(value, torch.Tensor):
         tensors.append(value)
         return ("tensor",)
+    if kind in BATCH_VIEWS:  # matchbox-nn's time-major view (a recurrent module's states)
+        return ("view", kind, flatten(value.batch, tensors, bucket=bucket, what=what))
     if kind in (tuple, list):
         return (kind.__name__, *(flatten(v, tensors, bucket=bucket, what=what) for v in value))
     if kind is dict:
@@ -125,6 +130,9 @@ def unflatten(structure: Structure, tensors: list[torch.Tensor], at: int = 0) ->
         return MaskedBatch._make(data, mask, dims), at
     if kind == "value":
         return structure[1], at
+    if kind == "view":
+        batch, at = unflatten(structure[2], tensors, at)
+        return structure[1](batch), at
     if kind == "dict":
         keys, items = structure[1], structure[2:]
         out = {}
@@ -153,6 +161,8 @@ def _own(value: Any, found: set[int]) -> None:
             found.add(id(value._mask))
     elif isinstance(value, torch.Tensor):
         found.add(id(value))
+    elif type(value) in BATCH_VIEWS:
+        _own(value.batch, found)
     elif type(value) in (tuple, list):
         for v in value:
             _own(v, found)
@@ -187,7 +197,7 @@ def _summarize(structure: Structure, tensors: Any, parts: list[str]) -> None:
     elif kind == "value":
         parts.append(repr(structure[1])[:20])
     else:
-        for item in structure[2:] if kind == "dict" else structure[1:]:
+        for item in _items(structure):
             _summarize(item, tensors, parts)
 
 
@@ -208,5 +218,10 @@ def _dynamic_sizes(structure: Structure, tensors: Any, sizes: list[int]) -> None
             next(tensors)
         sizes.extend(s for d, s in zip(structure[1], data.shape[1:]) if d)
     elif kind != "value":
-        for item in structure[2:] if kind == "dict" else structure[1:]:
+        for item in _items(structure):
             _dynamic_sizes(item, tensors, sizes)
+
+
+def _items(structure: Structure) -> tuple[Structure, ...]:
+    """The structures a container's (or a view's) holds."""
+    return structure[2:] if structure[0] in ("dict", "view") else structure[1:]

@@ -9,6 +9,8 @@
 |                   |                      | final states: views (L*D, B, H) of a MaskedBatch of      |
 |                   |                      | (1, L*D, H) examples, no mask (a not-real initial state  |
 |                   |                      | example: zeros in, its mask out)                         |
+|                   | recurrent_loop.py    | in a graph ``matchbox.compile`` captures: a masked loop   |
+|                   |                      | over time (packing needs lengths on the host)            |
 | convolution       | convolution.py       | padding filled with 0; the mask holds each example's own |
 |                   |                      | output size (PyTorch's formula); output grads guarded    |
 | pooling           | pooling.py           | max: padding -inf; avg: each example's own window count; |

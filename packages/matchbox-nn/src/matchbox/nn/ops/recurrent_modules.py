@@ -66,6 +66,7 @@ import torch
 
 from matchbox.extending import (
     MaskedBatch,
+    capturing,
     combine_masks,
     fill_padding,
     guard_gradient,
@@ -74,6 +75,7 @@ from matchbox.extending import (
     weight_input_data,
 )
 from matchbox.nn import packing
+from matchbox.nn.ops import recurrent_loop
 from matchbox.nn.time_major import TimeMajorBatch
 
 RECURRENT_MODULE_OPS = (torch.rnn_tanh, torch.rnn_relu, torch.lstm, torch.gru)
@@ -131,6 +133,11 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
     ``settings`` are the op's arguments after the states, up to ``bidirectional``.
     """
     _check_input(op, input)
+    if capturing() is not None:
+        # A captured graph cannot read the lengths packing needs: a masked loop instead.
+        states, real = initial_states(op, hx, input.data.size(0))
+        out, final = recurrent_loop.run_masked(op, input, states, settings)
+        return (recurrent_loop.as_batch(out, input), *final_states(final, real))
     data = weight_input_data(input)
     if input._mask is None and data.size(1) > 0:
         # Every example has the padded length: there is no padding to skip, so the
