@@ -312,6 +312,20 @@ def test_adaptive_pooling_of_an_empty_example_raises_naming_it():
         F.adaptive_avg_pool1d(xb, 2)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("pool", "sizes", "dims"), [
+    (F.adaptive_avg_pool1d, [3, 0, 1], ONE_D),
+    (F.adaptive_avg_pool2d, [(2, 3), (0, 2), (1, 1)], TWO_D),
+])
+def test_adaptive_average_to_size_one_of_an_empty_example_is_nan_as_alone(pool, sizes, dims,
+                                                                          dtype):
+    # PyTorch's op is then a mean over the spatial dimensions, NaN for an empty input
+    # (any other output size raises): the batch gives each example what it gets alone.
+    xs = examples(sizes, 2, dtype=dtype)
+    mb_assert(lambda x: pool(x, 1) * 2, [xs], [batch(xs, dims)], len(xs))
+    assert list(pool(batch(xs, dims), 1).examples())[1].isnan().all()
+
+
 def test_pooling_refuses_dynamic_channels_and_wrong_ranks():
     xb = MaskedBatch.fromlist([torch.rand(1, c, 5) for c in (2, 3)], (True, False))
     with pytest.raises(ValueError, match=r"max_pool1d: dimension 1 of the input \(the channels\) "

@@ -252,6 +252,10 @@ def adaptive_pool(func, input, output_size, return_indices=False):
         if isinstance(result, tuple):
             return tuple(MaskedBatch._make(r, input._mask, dims) for r in result)
         return MaskedBatch._make(result, input._mask, dims)
+    if kind == "avg" and all(s == 1 for s in sizes):
+        # PyTorch's op is then the mean over the spatial dimensions: an empty example
+        # gives NaN, as it does alone, not an error.
+        return torch.mean(input, tuple(range(2, 2 + n)), keepdim=True)
     _refuse_empty(op, input, n)
     windows = _AdaptiveWindows(input, sizes)
     fill = 0.0 if kind == "avg" else _lowest(input.dtype)
@@ -276,8 +280,9 @@ def _adaptive_sizes(op: str, output_size: Any, n: int) -> tuple[int | None, ...]
 
 
 def _refuse_empty(op: str, input: MaskedBatch, n: int) -> None:
-    """Adaptive pooling of an empty example is undefined (PyTorch raises) and its
-    output size is fixed, so it cannot be empty either: raise, naming the example."""
+    """Adaptive pooling of an empty example is undefined (PyTorch raises, but for an
+    average to size one, its mean) and its output size is fixed, so it cannot be empty
+    either: raise, naming the example."""
     for dim in range(2, 2 + n):
         if input.dims[dim - 1]:
             empty = lengths_along(input, dim) == 0
