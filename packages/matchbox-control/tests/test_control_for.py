@@ -52,6 +52,28 @@ def test_unbind_zero_and_one_length_examples(lengths, dtype):
 
 
 @matchbox.batch
+def from_learned_state(x, w, h0):
+    # A learned initial state: `x.size(0)` is 1 for one example and the batch size
+    # for a batch, so `h` is plain, expanded (stride 0) to the batch size, as core
+    # takes it beside a batch; an empty example keeps it, merged with the batch
+    # the others' steps give.
+    h = h0.expand(x.size(0), -1)
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+    return h
+
+
+@pytest.mark.parametrize("lengths", [[0, 2], [2, 0, 3], [0], [3], [1, 2]])
+def test_a_learned_initial_state_expanded_to_the_batch_size(lengths, dtype):
+    # Values and gradients, that of h0 included (one leaf shared by every example).
+    w = torch.randn(3, 3, dtype=dtype)
+    h0 = torch.randn(1, 3, dtype=dtype)
+    n = len(lengths)
+    assert_batch_equals_loop(from_learned_state, sequences(lengths, dtype=dtype),
+                             ([w] * n, w), ([h0] * n, h0))
+
+
+@matchbox.batch
 def backwards(x, w):
     h = x.batch_zeros(x.size(-1))
     for xt in reversed(x.unbind(1)):

@@ -285,3 +285,56 @@ def test_else_reads_the_value_the_then_side_rebinds_for_its_examples(dtype):
     assert_batch_equals_loop(else_reads_what_then_rebinds, scalars([2.0, -3.0, 0.0], dtype))
     assert_batch_equals_loop(elif_reads_what_then_rebinds,
                              scalars([2.0, 0.5, -3.0, 1.5, -0.2], dtype))
+
+
+@matchbox.batch
+def learned_state_updated_if_long(x, h0):
+    h = h0.expand(x.size(0), -1)  # plain, stride 0: the same row for every example
+    if x.size_as_tensor(1) > 2:
+        h = h + x.sum(1)
+    return h
+
+
+@matchbox.batch
+def learned_state_chosen_per_example(x, h0, h1):
+    if x.size_as_tensor(1) > 2:
+        h = (h0 * 2).expand(x.size(0), -1)  # two plain states, neither defined before
+    else:
+        h = h1.expand(x.size(0), -1)
+    return h * x.sum(1)
+
+
+@pytest.mark.parametrize("lengths", [[2, 3], [0, 3], [1, 4, 0], [3], [0]])
+def test_a_plain_state_expanded_to_the_batch_size_is_merged_as_one_row(lengths, dtype):
+    # Core takes a plain tensor expanded from size one to the batch size as its one
+    # row beside a batch; so does a merge, on either side (values and gradients).
+    h0, h1 = torch.randn(1, 3, dtype=dtype), torch.randn(1, 3, dtype=dtype)
+    n = len(lengths)
+    x = sequences(lengths, dtype=dtype)
+    assert_batch_equals_loop(learned_state_updated_if_long, x, ([h0] * n, h0))
+    assert_batch_equals_loop(learned_state_chosen_per_example, x, ([h0] * n, h0),
+                             ([h1] * n, h1))
+
+
+def test_a_plain_tensor_copied_to_the_batch_size_says_what_to_write():
+    @matchbox.batch
+    def f(x, h0):
+        h = h0.expand(x.size(0), -1) * 2  # an op copied the expand: rows, not one row
+        if x.size_as_tensor(1) > 2:
+            h = x.sum(1)
+        return h
+
+    _, xb = sequences([2, 3])
+    with pytest.raises(ValueError,
+                       match=r"@batch: 'h' is a plain tensor of shape \(2, 3\) on one path and "
+                             r"a batch of examples of rank 2 on another; a plain tensor is the "
+                             r"same for every example, so it needs size 1 in dimension 0 .*"
+                             r"keep it of shape \(1, d\) \(h = h0 \+ 0\.0\), or expand after "
+                             r"the op \(\(h0 \* 2\)\.expand\(x\.size\(0\), -1\)\)"):
+        f(xb, torch.randn(1, 3, dtype=torch.float64))
+    with pytest.raises(ValueError,
+                       match=r"@batch: 'h' is a plain tensor of shape \(2, 3\) that differs "
+                             r"between examples, so it becomes a batch, whose examples need a "
+                             r"leading dimension of size one; a plain tensor is the same"):
+        learned_state_chosen_per_example(xb, torch.randn(2, 3, dtype=torch.float64),
+                                         torch.randn(1, 3, dtype=torch.float64))

@@ -1,7 +1,7 @@
-"""Writes into a plain tensor under a per-example condition: the tensor differs
-between examples afterwards, so the local variable becomes a batch (one copy per
-example), as the loop over examples gives; where that cannot be, the error says
-what to write."""
+"""Writes into a plain tensor under a per-example condition, or of a batch value: the
+tensor differs between examples afterwards, so the local variable becomes a batch (one
+copy per example), as the loop over examples gives; where that cannot be, the error
+says what to write."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from control_cases import assert_batch_equals_loop, assert_oracle, scalars, sequ
 
 import matchbox
 import matchbox.functional as F
+from matchbox import MaskedBatch
 
 
 @matchbox.batch
@@ -140,3 +141,68 @@ def test_plain_conditions_write_in_place_as_python():
         return alias
 
     assert torch.equal(f(torch.ones(1, 2)), torch.tensor([[1.0, 3.0, 1.0]]))
+
+
+@matchbox.batch
+def seen_above(ids):
+    seen = torch.zeros(1, 3, dtype=torch.bool)
+    for tok in ids.unbind(1):
+        seen[:, 0] = seen[:, 0] | (tok > 4)  # every example runs the steps all have
+    return seen
+
+
+@pytest.mark.parametrize("lengths", [[1], [0], [2, 3], [0, 2], [1, 1], [3, 0, 1]])
+def test_a_batch_written_into_a_plain_local_where_every_example_runs(lengths):
+    # A batch value makes the write differ between examples even where every example
+    # runs it: the local becomes a batch of copies, as under a condition (before, the
+    # steps every example has raised an AttributeError from inside core).
+    xs = [torch.randint(0, 9, (1, n)) for n in lengths]
+    assert_batch_equals_loop(seen_above, (xs, MaskedBatch.fromlist(xs, (True,))))
+
+
+@matchbox.batch
+def decayed_sums(x):
+    w = torch.zeros(1, 3, dtype=x.dtype)
+    w[:, 2] = x.sum(1).sum(1)  # no condition at all
+    for xt in x.unbind(1):
+        w[:, 0] = w[:, 0] * 0.5 + xt.sum(1)
+        w[:, 1] += xt[:, 0].exp()
+    return w * 2
+
+
+@pytest.mark.parametrize("lengths", [[2, 3], [0, 2], [1], [0], [3, 0, 1]])
+def test_item_writes_of_batches_into_a_plain_local_values_and_gradients(lengths, dtype):
+    assert_batch_equals_loop(decayed_sums, sequences(lengths, dtype=dtype))
+
+
+def test_a_batch_written_into_a_plain_tensor_reached_otherwise_is_refused_by_core():
+    class Holder:
+        buffer = torch.zeros(1, 3)
+
+    @matchbox.batch
+    def f(x, holder):
+        holder.buffer[:, 0] = x.sum(1).sum(1)
+        return x
+
+    _, xb = sequences([2, 3])
+    with pytest.raises(ValueError, match=r"^Tensor.__setitem__: x\[:, 0\] = value is an in-place "
+                                         r"op on a plain tensor of shape \(1, 3\), which cannot "
+                                         r"take a batch argument"):
+        f(xb, Holder())
+    assert not Holder.buffer.any()
+
+
+def test_a_batch_written_into_a_plain_local_without_a_leading_size_one_says_what_to_write():
+    @matchbox.batch
+    def f(x):
+        w = torch.zeros(3, dtype=x.dtype)
+        w[0] = x.sum()
+        return w
+
+    _, xb = sequences([2, 3])
+    with pytest.raises(ValueError,
+                       match=r"@batch: w\[\.\.\.\] = \.\.\. writes into the plain tensor 'w' of "
+                             r"shape \(3,\) with a batch value or index, so it differs between "
+                             r"examples and becomes a batch, whose examples need a leading "
+                             r"dimension of size one: create it as torch.zeros\(1, 3\)"):
+        f(xb)

@@ -333,6 +333,25 @@ def test_item_assignment_errors_are_the_loops():
         short[:, 0] = step
 
 
+def test_item_assignment_into_a_plain_tensor_with_a_batch_is_refused():
+    # As plain += batch, plain.copy_(batch) are: the plain tensor cannot hold every
+    # example (before, an AttributeError from inside getitem).
+    _, xb = batch_of(3, 1)
+    n = MaskedBatch.fromlist([torch.tensor([k]) for k in (0, 2)], ())
+    seen = torch.zeros(1, 3, dtype=torch.bool)
+    message = (r"^Tensor.__setitem__: x\[:, 0\] = value is an in-place op on a plain tensor of "
+               r"shape \(1, 3\), which cannot take a batch argument \(the tensor would have to "
+               r"hold every example\); create x from a batch \(b.batch_zeros\(3\), zeros of "
+               r"shape \(1, 3\) for each example of b\).*under @matchbox.batch a plain tensor "
+               r"held by a local variable becomes a batch of per-example copies")
+    with pytest.raises(ValueError, match=message):
+        seen[:, 0] = seen[:, 0] | (xb[:, 0, 0] > 4)
+    with pytest.raises(ValueError, match=r"^Tensor.__setitem__: x\[:, MaskedBatch.*\] = value "
+                                         r"is an in-place op on a plain tensor of shape \(1, 3\)"):
+        seen[:, n] = True  # a per-example index is a batch argument too
+    assert not seen.any()
+
+
 @pytest.mark.parametrize("step", [0, -1])
 def test_a_non_positive_step_along_a_dynamic_dim_is_refused(step):
     _, xb = batch_of(3, 1)

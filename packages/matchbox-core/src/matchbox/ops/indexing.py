@@ -397,6 +397,18 @@ def copy_(func, input, src, non_blocking=False):
 @_registry.implements(torch.Tensor.__setitem__, family="indexing")
 def setitem(func, input, index, value):
     """``x[index] = value``: ``copy_`` into the view ``x[index]`` (see the module docstring)."""
+    if not isinstance(input, MaskedBatch):
+        # A batch value or index: the plain tensor would have to hold every example.
+        sizes = ", ".join(map(str, input.shape[1:])) if input.dim() else ""
+        raise ValueError(
+            f"Tensor.__setitem__: x[{_format_index(index)}] = value is an in-place op on a "
+            f"plain tensor of shape {tuple(input.shape)}, which cannot take a batch argument "
+            "(the tensor would have to hold every example); create x from a batch "
+            f"(b.batch_zeros({sizes}), zeros of shape (1, {sizes}) for each example of b), "
+            "or build the result out of place (torch.where on positions, torch.cat of the "
+            "parts); under @matchbox.batch a plain tensor held by a local variable becomes "
+            "a batch of per-example copies when so written"
+        )
     if any(is_tensor_index(item) for item in (index if isinstance(index, tuple) else (index,))):
         # x[:, idx] is a copy: writing into it would silently leave x as it was.
         raise NotImplementedError(

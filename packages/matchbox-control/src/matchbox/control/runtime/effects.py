@@ -72,10 +72,12 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
     if type(obj) is list:
         refuse_positional_write(obj, "item assignment")
     if mask is None:
+        obj = _copied_if_written_per_example(obj, index, value, local, "= ...")
         obj[index] = value
         return obj
     if isinstance(obj, torch.Tensor) and type(obj) is not MaskedBatch:
-        obj = _per_example_copy(mask, obj, f"{local or '...'}[...] = ...", local)
+        obj = _per_example_copy(mask.size(0), mask.device, obj,
+                                f"{local or '...'}[...] = ...", local)
     if type(obj) is MaskedBatch:
         written = obj
         while written is not None:
@@ -106,9 +108,27 @@ def delete_item(mask: Any, obj: Any, index: Any) -> None:
     del obj[index]
 
 
-def _per_example_copy(mask: torch.Tensor, tensor: torch.Tensor, what: str,
-                      local: str | None) -> MaskedBatch:
-    """A plain tensor written under a per-example condition, as a batch of copies."""
+def _copied_if_written_per_example(obj: Any, index: Any, value: Any, local: str | None,
+                                   what: str) -> Any:
+    """With no batch mask, ``local[index] = value`` (or ``op= value``) where the value or
+    the index is a batch: the write differs between examples, so the plain tensor the
+    local variable holds becomes a batch of copies, as under a mask.  A plain tensor
+    reached otherwise is left to core, which refuses the batch argument."""
+    if local is None or not isinstance(obj, torch.Tensor) or type(obj) is MaskedBatch:
+        return obj
+    batch = next((v for v in (value, *(index if type(index) is tuple else (index,)))
+                  if type(v) is MaskedBatch), None)
+    if batch is None:
+        return obj
+    return _per_example_copy(batch.data.size(0), batch.device, obj, f"{local}[...] {what}",
+                             local, "with a batch value or index")
+
+
+def _per_example_copy(batch: int, device: torch.device, tensor: torch.Tensor, what: str,
+                      local: str | None, why: str = "under a per-example condition"
+                      ) -> MaskedBatch:
+    """A plain tensor written under a per-example condition (or with a batch value or
+    index), as a batch of copies."""
     if local is None:
         raise NotImplementedError(
             f"@batch: {what} writes into a plain tensor of shape {tuple(tensor.shape)} under "
@@ -118,13 +138,12 @@ def _per_example_copy(mask: torch.Tensor, tensor: torch.Tensor, what: str,
     if tensor.dim() and tensor.size(0) != 1:
         shape = tuple(tensor.shape)
         raise ValueError(
-            f"@batch: {what} writes into the plain tensor '{local}' of shape {shape} under a "
-            "per-example condition, so it differs between examples and becomes a batch, "
+            f"@batch: {what} writes into the plain tensor '{local}' of shape {shape} {why}, "
+            "so it differs between examples and becomes a batch, "
             "whose examples need a leading dimension of size one: create it as "
             f"torch.zeros(1, {', '.join(map(str, shape))}) and index past that dimension "
             f"({local}[:, i] = v), or compute it without item assignment (torch.where)")
-    batch = mask.size(0)
-    data = tensor.to(mask.device).expand(batch, *tensor.shape[1:]).clone()
+    data = tensor.to(device).expand(batch, *tensor.shape[1:]).clone()
     return MaskedBatch._make(data, None, (False,) * max(tensor.dim() - 1, 0))
 
 
@@ -157,6 +176,8 @@ def aug_attr(mask: Any, op: str, obj: Any, name: str, value: Any) -> None:
 def aug_item(mask: Any, op: str, obj: Any, index: Any, value: Any,
              local: str | None = None) -> Any:
     """``obj[index] op= value``; returns the object written (see ``set_item``)."""
+    if mask is None:
+        obj = _copied_if_written_per_example(obj, index, value, local, f"{op} ...")
     return set_item(mask, obj, index, aug_assign(mask, op, obj[index], value, f"[{index!r}]"),
                     local)
 

@@ -12,7 +12,9 @@ examples that ran the region take the new value, the others keep the old one.
 |                                | old one, as ``matchbox.functional.update``)        |
 | two batches, dynamic dims      | per example; padded sizes are aligned first       |
 | a batch and a plain tensor or  | the plain value is the same for every example:    |
-| number                         | broadcast, then as two batches                    |
+| number                         | broadcast, then as two batches (a plain tensor    |
+|                                | expanded from size one to the batch size, stride  |
+|                                | 0, is that one row, as core takes it)             |
 | two plain tensors / numbers    | a new batch (one value per example)               |
 | two equal plain values         | the new one                                       |
 | tuples, lists, dicts           | element by element                                |
@@ -311,10 +313,12 @@ def _lift(value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
         return MaskedBatch._make(data, None, like.dims)
     if isinstance(value, torch.Tensor):
         shape = like.data.shape
+        value = _first_row(value, shape[0], len(shape))
         if value.dim() > len(shape) or (value.dim() == len(shape) and value.size(0) != 1):
             raise ValueError(
                 f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} on one "
-                f"path and a batch of examples of rank {len(shape)} on another"
+                f"path and a batch of examples of rank {len(shape)} on another; "
+                + _ONE_ROW_HINT
             )
         try:
             data = value.expand(shape)
@@ -341,14 +345,36 @@ def _broadcast(value: torch.Tensor, mask: torch.Tensor, name: str) -> MaskedBatc
     batch = mask.size(0)
     if value.dim() == 0:
         return MaskedBatch._make(value.to(mask.device).expand(batch), None, ())
+    value = _first_row(value, batch, value.dim())
     if value.size(0) != 1:
         raise ValueError(
             f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} that differs "
-            "between examples; to batch it, each example's tensor needs a leading "
-            "dimension of size one"
+            "between examples, so it becomes a batch, whose examples need a leading "
+            "dimension of size one; " + _ONE_ROW_HINT
         )
     return MaskedBatch._make(value.expand(batch, *value.shape[1:]), None,
                              (False,) * (value.dim() - 1))
+
+
+_ONE_ROW_HINT = (
+    "a plain tensor is the same for every example, so it needs size 1 in dimension 0 "
+    "(each example's batch dimension), or is one expanded to the batch size "
+    "(h0.expand(x.size(0), -1)) and not yet copied by an op (as core takes it beside a "
+    "batch): keep it of shape (1, d) (h = h0 + 0.0), or expand after the op "
+    "((h0 * 2).expand(x.size(0), -1))"
+)
+
+
+def _first_row(value: torch.Tensor, batch: int, rank: int) -> torch.Tensor:
+    """A plain tensor of full rank expanded from size one to the batch size (stride 0
+    in dimension 0: ``h0.expand(x.size(0), -1)``, where ``size(0)`` is 1 for one
+    example and the batch size for a batch) as that one row, the same for every
+    example: core takes it so beside a batch (``check_plain_batch_dim``), and so
+    must a merge, whichever path the batch is on."""
+    if (value.dim() == rank and rank and value.size(0) == batch and batch != 1
+            and value.stride(0) == 0):
+        return value.narrow(0, 0, 1)
+    return value
 
 
 def _scalar(value: Any, mask: torch.Tensor) -> torch.Tensor:
