@@ -93,9 +93,10 @@ def test_the_graph_does_not_depend_on_the_lengths_it_was_captured_with():
 
 def test_padded_sizes_are_rounded_up_to_buckets():
     w = torch.randn(3, 3)
-    by_eight = matchbox.compile(scores, backend=BACKEND, bucket=8)
-    exact = matchbox.compile(scores, backend=BACKEND, bucket=None)
-    powers = matchbox.compile(scores, backend=BACKEND, bucket="pow2")
+    # (reuse=None: each padded size its own graph, none run on a larger one)
+    by_eight = matchbox.compile(scores, backend=BACKEND, bucket=8, reuse=None)
+    exact = matchbox.compile(scores, backend=BACKEND, bucket=None, reuse=None)
+    powers = matchbox.compile(scores, backend=BACKEND, bucket="pow2", reuse=None)
     for longest in (5, 7, 9, 12, 3):
         examples, xb = batch_of([longest, 2], requires_grad=False)
         loop = [scores(x, w) for x in examples]

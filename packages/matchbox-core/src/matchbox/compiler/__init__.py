@@ -9,30 +9,23 @@ compiles it with ``torch.compile``::
     model = matchbox.compile(Model(...))          # an nn.Module (or a function)
     h = model(batch)                              # the first call of a shape compiles
 
-Specialisations.  A graph holds for the arguments' structure (which are
-batches, their dims, plain Python values), dtypes, devices, ``requires_grad``,
-grad mode, the module's ``training`` flag and the padded sizes of every
-tensor.  Padded sizes of dynamic dimensions are rounded up to a *bucket*
-(``bucket=8``: multiples of 8; ``"pow2"``: powers of two; ``None``: as
-given), so a training run over batches of varied lengths compiles a handful
-of graphs.  A graph never depends on the values of masks or data (see
-``matchbox._capture``): a step where no example runs still runs, masked.
+Specialisations.  A graph holds for the arguments' structure (which are batches,
+their dims, plain Python values), dtypes, devices, ``requires_grad``, grad mode, the
+module's ``training`` flag and padded sizes, rounded up to a *bucket* (``bucket=8``,
+``"pow2"``, ``None``).  A call with no graph of its own runs on one compiled for larger
+batches when that costs at most ``reuse`` times its own work (``compiler/reuse.py``).
+A graph never depends on mask or data values (``matchbox._capture``).  Loops: a
+``for`` is one ``scan`` node (``compiler/loops.py``; unrolled where torch has no scan);
+a ``while`` (or a ``range`` of per-example counts) is unrolled to a step bound
+(``max_steps``, else the largest padded size, at least 16, doubled when a call needs more).  A call never returns a result cut short: each run reports (one
+device sync) whether a loop reached its bound with examples still in it, or a per-example
+check failed (the call then runs again eagerly and raises the check's own error).
 
-Loops are unrolled inside the graph: a ``for`` over a dynamic dimension to
-its padded size, a ``while`` (or a ``range`` of per-example counts) to a step
-bound: ``max_steps`` if given, else the largest padded size of the arguments
-(at least 16), doubled and compiled again whenever a call needs more steps.
-A call never returns a result cut short: each run of a graph reports (one
-device sync) whether a loop reached the bound with examples still in it, and
-whether one of Matchbox's per-example checks failed, in which case the call
-runs again eagerly and raises the check's own error.
-
-What cannot be captured runs eagerly, with a warning naming the reason and
-the line (``fallback="raise"`` raises instead): code that reads a value
-(``.tolist()``, ``.item()``, printing a batch), ops whose result size depends
-on the mask, ``PackedBatch`` arguments, and a function that
-reads tensors that are not its arguments (a closed-over module: compile the
-module instead).
+What cannot be captured runs eagerly, with a warning naming the reason and the line
+(``fallback="raise"`` raises instead): code that reads a value (``.tolist()``,
+``.item()``, printing a batch), ops whose result size depends on the mask,
+``PackedBatch`` arguments, and a function that reads tensors that are not its
+arguments (a closed-over module: compile the module instead).
 
 Gradients: the compiled graph's backward pass is derived by ``torch.compile``
 from the recorded ops, so values and gradients equal eager Matchbox (and so
@@ -53,6 +46,7 @@ from torch import nn
 
 from matchbox.compiler import graph as _graph
 from matchbox.compiler import loops
+from matchbox.compiler import reuse as reuse_module
 from matchbox.compiler.graph import CaptureError, Specialization
 from matchbox.compiler.state import globals_key, module_functions, module_key
 from matchbox.compiler.structure import (
@@ -79,7 +73,8 @@ MANY_GRAPHS = 8
 
 def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: int | None = None,
             backend: Any = "inductor", mode: str | None = None,
-            options: dict[str, Any] | None = None, fallback: str = "warn") -> Any:
+            options: dict[str, Any] | None = None, fallback: str = "warn",
+            reuse: float | None = 2.0) -> Any:
     """Compile ``model`` (an ``nn.Module`` or a function) for batches.
 
     Returns a :class:`CompiledModule` (an ``nn.Module`` sharing ``model``'s
@@ -95,14 +90,17 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
       runs the captured graph without compiling it.
     - ``fallback``: ``"warn"`` runs what cannot be captured eagerly, with a
       warning; ``"raise"`` raises :class:`CaptureError` instead.
+    - ``reuse``: run a call on a graph compiled for larger batches when that costs at
+      most ``reuse`` times its own work (``compiler/reuse.py``); ``None``: never.
     """
     check_bucket(bucket)
+    reuse_module.check_reuse(reuse)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"matchbox.compile: max_steps must be a positive int, got {max_steps!r}")
     if fallback not in ("warn", "raise"):
         raise ValueError(f"matchbox.compile: fallback must be 'warn' or 'raise', got {fallback!r}")
     settings = dict(bucket=bucket, max_steps=max_steps, backend=backend, mode=mode,
-                    options=options, fallback=fallback)
+                    options=options, fallback=fallback, reuse=reuse)
     if model is None:
         return functools.partial(compile, **settings)
     if isinstance(model, type):
@@ -157,7 +155,7 @@ class _Specializations:
 
     def __init__(self, run: Callable[..., Any], name: str, *, bucket: Any, max_steps: int | None,
                  backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str,
-                 module: nn.Module | None = None):
+                 reuse: float | None, module: nn.Module | None = None):
         self.run = run  # run(params, args, kwargs): the eager call
         self.name = name
         self.module = module
@@ -167,6 +165,7 @@ class _Specializations:
         self.mode = mode
         self.options = options
         self.fallback = fallback
+        self.reuse = reuse
         self.graphs: dict[tuple[Any, ...], Specialization] = {}
         self.uncaptured: dict[str, Specialization] = {}
 
@@ -185,10 +184,22 @@ class _Specializations:
                _autocast_state(), key_extra)
         call = _Call(params, args, kwargs, structure, tensors, key)
         spec = self.graphs.get(key)
+        if spec is None and self.reuse is not None:
+            larger = reuse_module.larger_graph(self.graphs, key, self.reuse)
+            if larger is not None:
+                return self._run_on_larger(*larger, call)
         if spec is None:
             bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
             spec = self._specialize(call, bound)
         return self._run(spec, call)
+
+    def _run_on_larger(self, key: tuple[Any, ...], spec: Specialization, call: _Call) -> Any:
+        """``call`` on the graph keyed ``key``, compiled for larger batches (``reuse``)."""
+        tensors, examples = reuse_module.padded(call.structure, call.tensors, key[2])
+        spec.padded_calls += 1
+        result = self._run(spec, _Call(call.params, call.args, call.kwargs, call.structure,
+                                       tensors, key))
+        return reuse_module.first_examples(result, examples)
 
     def _run(self, spec: Specialization, call: _Call) -> Any:
         """``call`` under ``spec``: eagerly when the specialisation or this call needs it,

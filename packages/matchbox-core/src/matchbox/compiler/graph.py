@@ -46,6 +46,9 @@ class Specialization:
     #: Seconds spent capturing the graph and compiling it (its first run included).
     compile_seconds: float = 0.0
     calls: int = 0
+    #: Calls of smaller batches run on this graph, padded to its sizes
+    #: (``matchbox.compiler.reuse``); counted in ``calls`` too.
+    padded_calls: int = 0
     #: Why this specialisation runs eagerly (``None``: it runs the compiled graph).
     eager_reason: str | None = None
     nodes: int = 0

@@ -197,7 +197,7 @@ def _summarize(structure: Structure, tensors: Any, parts: list[str]) -> None:
     elif kind == "value":
         parts.append(repr(structure[1])[:20])
     else:
-        for item in _items(structure):
+        for item in contents(structure):
             _summarize(item, tensors, parts)
 
 
@@ -218,10 +218,10 @@ def _dynamic_sizes(structure: Structure, tensors: Any, sizes: list[int]) -> None
             next(tensors)
         sizes.extend(s for d, s in zip(structure[1], data.shape[1:]) if d)
     elif kind != "value":
-        for item in _items(structure):
+        for item in contents(structure):
             _dynamic_sizes(item, tensors, sizes)
 
 
-def _items(structure: Structure) -> tuple[Structure, ...]:
-    """The structures a container's (or a view's) holds."""
+def contents(structure: Structure) -> tuple[Structure, ...]:
+    """The structures a container (or a view) holds."""
     return structure[2:] if structure[0] in ("dict", "view") else structure[1:]

@@ -36,7 +36,7 @@ import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
-from matchbox.ops.gather import is_tensor_index, tensor_index
+from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.pointwise import _pointwise_inplace
 
 
@@ -335,6 +335,8 @@ def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBat
 @_registry.implements(torch.Tensor.__getitem__, family="indexing")
 def getitem(func, input, index):
     op = _registry.op_name(func)
+    if not isinstance(input, MaskedBatch):  # a plain table, a batch among its indices
+        return table_lookup(op, input, index)
     items = _expand_index(op, index, input.dim())
     x, d = input, 1
     # Whether the result is a view of each example's positions, as in the loop

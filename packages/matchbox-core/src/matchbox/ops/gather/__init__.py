@@ -30,7 +30,8 @@ size-one batch dimension) the only position is 0.  ``out=`` is refused.
 
 One family (``gather``), a module per concern: ``_indices`` (the index as a batch, its
 checks, its positions), ``gathering`` (``gather``, ``take_along_dim``, ``index_select``),
-``scattering`` (the ``scatter`` ops) and ``tensor_indices`` (``x[:, idx]``).
+``scattering`` (the ``scatter`` ops) and ``tensor_indices`` (``x[:, idx]``, and a plain
+tensor indexed by a batch, ``W[idx]``).
 """
 
 # Importing the modules registers their ops.
@@ -41,7 +42,7 @@ from matchbox.ops.gather._indices import (
     checked_positions,
     refuse_partly_empty,
 )
-from matchbox.ops.gather.tensor_indices import is_tensor_index, tensor_index
+from matchbox.ops.gather.tensor_indices import is_tensor_index, table_lookup, tensor_index
 
 __all__ = ["as_batch", "check_not_larger", "checked_positions", "is_tensor_index",
-           "refuse_partly_empty", "tensor_index"]
+           "refuse_partly_empty", "table_lookup", "tensor_index"]

@@ -27,6 +27,7 @@ from matchbox.ops.gather._indices import (
     check_not_larger,
     checked_positions,
 )
+from matchbox.ops.gather.tensor_indices import table_lookup
 
 
 def _take_along_dim_counts_from_the_end() -> bool:
@@ -172,6 +173,10 @@ def index_select(func, input, dim, index, *, out=None):
     op = _registry.op_name(func)
     _registry.refuse_out(op, out)
     like = _first_batch(input, index)
+    if (not isinstance(input, MaskedBatch) and isinstance(index, MaskedBatch)
+            and index.dims == () and normalize_dim(op, dim, input.dim()) == 0):
+        # A plain table's rows, one per example (as table[index]): a lookup.
+        return table_lookup(op, input, index, negative=False)
     x = as_batch(op, input, like, "input")
     d = normalize_dim(op, dim, x.dim())
     if d == 0:

@@ -3,6 +3,9 @@
 The index's shape replaces the indexed dimension: a plain index (a tensor or a list) is
 the same for every example, static; a batch index holds each example's own index
 tensor, with its dims.  Negative values count from each example's end.
+
+A plain tensor indexed by a batch (``W[prev, cur]``, ``W[tags]``: a weight shared by
+every example, a CRF's transition scores) is a lookup per example (:func:`table_lookup`).
 """
 
 from __future__ import annotations
@@ -82,3 +85,41 @@ def tensor_index(op: str, x: MaskedBatch, d: int, item: Any) -> tuple[MaskedBatc
                                  for j in range(1, b.dim()) if j != skip and b.dims[j - 1]])
     mask = _masking.fit_mask(_masking.combine_masks([mask, index_mask]), out, dims)
     return MaskedBatch._make(_masking.guard_gradient(out, mask), mask, dims), k
+
+
+def table_lookup(op: str, table: torch.Tensor, index: Any, *, negative: bool = True
+                 ) -> MaskedBatch:
+    """``table[idx, ...]``: a plain tensor (shared by every example) indexed along its
+    dimension 0 by a batch of integers, each example reading its own rows, as in the
+    loop (and as ``F.embedding(idx, table)``).
+
+    ``idx`` of one int per example (dims ``()``) gives each example ``(1, *rest)``, which
+    the remaining indices then index (``W[prev, cur]``); a batch of index tensors
+    ``(1, *J)`` gives ``(1, *J, *rest)``.  A real index outside ``[-n, n)`` (``[0, n)``
+    without ``negative``, as ``index_select``) of a running example raises ``IndexError``
+    naming it, as the loop would.
+    """
+    items = list(index) if isinstance(index, tuple) else [index]
+    first, rest = items[0], items[1:]
+    if not isinstance(first, MaskedBatch) or first.dtype == torch.bool \
+            or first.dtype.is_floating_point or first.dtype.is_complex:
+        raise IndexError(
+            f"{op}: a plain tensor of shape {tuple(table.shape)} indexed with a batch takes "
+            "the batch as its first index, holding integers: each example looks up its own "
+            "rows (as F.embedding(index, table)); index the rest per example afterwards")
+    if first.dims and any(item != slice(None) for item in rest):
+        raise NotImplementedError(
+            f"{op}: a plain tensor indexed by a batch of index tensors takes no further "
+            "index in the same subscript; index the looked-up batch afterwards")
+    sizes = torch.full((first.data.size(0),), table.size(0), device=first.data.device)
+    positions = checked_positions(op, first, sizes, 0, negative=negative).long()
+    data = table[positions]
+    dims = first.dims + (False,) * (table.dim() - 1)
+    mask = first._mask
+    if mask is not None:
+        mask = _masking.fit_mask(mask.reshape(*mask.shape, *[1] * (table.dim() - 1)), data,
+                                 dims)
+    looked = MaskedBatch._make(_masking.guard_gradient(data, mask), mask, dims)
+    if first.dims or not rest:
+        return looked
+    return looked[(slice(None), *rest)]
