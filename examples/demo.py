@@ -292,6 +292,9 @@ def main(argv: list[str] | None = None) -> None:
         total = time.perf_counter() - start
         print(f"compiled {len(compiled.specializations)} graphs in {spent:.0f} s: "
               f"{100 * spent / total:.0f}% of the {total:.0f} s of training")
+        for spec in compiled.specializations:  # (smaller batches run padded on larger graphs)
+            print(f"  {spec.summary}: {spec.calls} calls ({spec.padded_calls} padded to it), "
+                  f"{spec.compile_seconds:.0f} s to compile")
 
     timed = field.process(lines[-args.timing_examples:], device=args.device)
     if compiled is None and not args.eager_only:

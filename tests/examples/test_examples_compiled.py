@@ -216,3 +216,38 @@ def test_inductor_holds_an_lstm_as_a_masked_loop_with_the_loops_gradients():
     mb_assert(run_compiled(compiled, model), [xs], [xb], 3, params=list(model.parameters()))
     scans = 2 if loops.available() else 0  # torch 2.3 has no scan: the loop unrolls
     assert [(s.eager_reason, s.scans) for s in compiled.specializations] == [(None, scans)]
+
+
+class ChunkedGRU(nn.Module):
+    """An encoder GRU, then a GRU run from its state over each chunk of two positions."""
+
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.GRU(3, 4, batch_first=True)
+        self.dec = nn.GRU(3, 4, batch_first=True)
+
+    @matchbox.batch
+    def forward(self, x):
+        _, h = self.enc(x)
+        total = x.new_zeros(1, 4)
+        for t in range(x.size_as_tensor(1)):
+            o, h = self.dec(x[:, t:t + 2], h)
+            total = total + o.sum(1)
+        return total, h
+
+
+def test_a_recurrent_module_inside_a_loop_unrolls_into_its_step_not_the_whole_graph():
+    # The module's own loop inside a captured loop's step made scan fail ("no rule
+    # registered for HigherOrderOperator scan"), and the graph fell back to unrolling every
+    # loop; now the inner loop unrolls into the step, as a Python loop there does.
+    torch.manual_seed(0)
+    model = ChunkedGRU().double()
+    compiled = matchbox.compile(model, backend="aot_eager", fallback="raise")
+    for lengths in [(3, 1, 5, 2), (1,)]:
+        xs = [torch.randn(1, n, 3, dtype=torch.float64) for n in lengths]
+        xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+        mb_assert(run_compiled(compiled, model), [xs], [xb], len(xs),
+                  params=list(model.parameters()))
+    for spec in compiled.specializations:
+        assert spec.eager_reason is None
+        assert not any(why.startswith("every loop") for why in spec.unrolled), spec.unrolled

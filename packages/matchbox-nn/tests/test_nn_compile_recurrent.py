@@ -151,3 +151,37 @@ def test_unrolled_on_request_the_same_loop(monkeypatch):
     mb_assert(run, [xs], [MaskedBatch.fromlist(xs, (True, False))], 3,
               params=list(model.parameters()))
     assert compiled.specializations[0].scans == 0
+
+
+class LastLayer(nn.Module):
+    """A classifier on the last layer's final state, ``fc(h[-1])``."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.module = module
+        self.fc = nn.Linear(getattr(module, "proj_size", 0) or module.hidden_size, 2)
+
+    def forward(self, x):
+        _, h = self.module(x)
+        h = h[0] if isinstance(h, tuple) else h
+        return self.fc(h[-1] + h[0])
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+@pytest.mark.parametrize("lengths", [(5,), (3,), (4, 2)])
+def test_one_layers_final_state_keeps_every_loop_a_scan_at_batch_size_one(name, lengths):
+    # A slice of the stack of final states sent the scan's backward a gradient whose
+    # size-one batch dimension had the stack's stride, and scan refused its carries: the
+    # graph fell back to unrolling every loop (matchbox.compiler.loops._dense_gradient).
+    torch.manual_seed(0)
+    model = LastLayer(MODULES[name]()).double()
+    compiled = matchbox.compile(model, backend=BACKEND, fallback="raise")
+    xs = examples(lengths)
+
+    def run(x):
+        return (compiled if isinstance(x, MaskedBatch) else model)(x)
+
+    mb_assert(run, [xs], [MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)],
+              len(xs), params=list(model.parameters()))
+    [spec] = compiled.specializations
+    assert (spec.scans, spec.unrolled) == (loops_in(model.module), [])

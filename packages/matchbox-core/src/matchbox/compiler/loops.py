@@ -235,7 +235,10 @@ def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any
     rest = steps[done:]
     if not rest:
         return state, emitted
-    if settled and capture is not None and capture.scan_loops is True:
+    # A loop inside the step of another (a recurrent module in a scanned for) unrolls
+    # into that step: scan has no rule for the step's recording mode.
+    if settled and capture is not None and capture.scan_loops is True \
+            and not capture.in_loop_step:
         try:
             state, more = _scan(step, state, rest, constants, record, capture)
             return state, emitted + more
@@ -305,6 +308,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
             ys: list[torch.Tensor] = []
             emits[0] = loop_state.flatten(new[len(state):], ys)
             out, ys = _owned([swap.swap(t) for t in out], [swap.swap(t) for t in ys], leaves)
+            out = [_dense(t) for t in out]
             failures = capture.failures[n_failures:]
             overflows = capture.overflows[n_overflows:]
             del capture.failures[n_failures:], capture.overflows[n_overflows:]
@@ -321,10 +325,10 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
 
     def trace() -> torch.fx.GraphModule:
         with disable_proxy_modes_tracing():
-            samples = [loop_state.sample(loop_state.encode(t)) for t in init] + [
+            samples = [loop_state.sample(_dense(loop_state.encode(t))) for t in init] + [
                 torch.zeros((), device=device) for _ in range(nf[0])] + [
                 loop_state.sample(t) for t in item_leaves[0]] + [
-                loop_state.sample(t) for t in free]
+                loop_state.sample(_dense(t)) for t in free]
         try:
             with _inside_a_step(capture):
                 return reenter_make_fx(body)(*samples)
@@ -345,14 +349,15 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
     xs = [stacked([leaves[i] for leaves in item_leaves]).contiguous() for i in range(n_items)]
     flag_init = [torch.zeros((), device=device) for _ in range(nf[0])]
     with torch.no_grad():
-        result = list(scan_op(graph, [loop_state.encode(t) for t in init] + flag_init, xs,
-                              tuple(free)))
+        result = list(scan_op(graph, [_dense(loop_state.encode(t)) for t in init] + flag_init, xs,
+                              tuple(_dense(t) for t in free)))
     final = [loop_state.decode(t, like.dtype) for t, like in zip(result[:n_init], init)]
     n_carry = n_init + nf[0]
     ys = [loop_state.decode(t, meta[1])
           for t, meta in zip(result[n_carry:], loop_state.metas(emits[0]))]
     _as_in_the_loop(final, structure)
     _as_in_the_loop(ys, emits[0])
+    final = [_dense_gradient(t) for t in final]
     if flags_seen[0]:
         capture.failures.append(result[n_init] > 0)
     if flags_seen[1]:
@@ -447,6 +452,31 @@ def _owned(out: list[torch.Tensor], ys: list[torch.Tensor], inputs: tuple[torch.
             t = t.clone()
         owned.append(t)
     return owned[:len(out)], owned[len(out):]
+
+
+def _dense_gradient(t: torch.Tensor) -> torch.Tensor:
+    """``t``, seen through a flat view and back, so that the gradient reaching the scan's
+    backward (its carries' first value) has a fresh tensor's strides: reading one slice of
+    a stack of final states (``h[-1]`` of a recurrent module, batch of one) gave it a
+    size-one dimension's stride of the stack's, and ``scan`` refused the carries."""
+    if t.dim() < 2 or 1 not in t.shape:
+        return t
+    return t.reshape(-1).view(t.shape)
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with the strides of a fresh contiguous tensor.  ``scan`` wants a carry's strides
+    to equal its initial value's (in its backward too, where the gradients of the extra
+    inputs are carries starting from ``zeros_like``), and ``contiguous()`` keeps any
+    stride of a size-one dimension (a batch of one: a chunk of the gates, ``(1, H)`` with
+    stride ``(4H, 1)``)."""
+    strides, step = [], 1
+    for size in reversed(t.shape):
+        strides.append(step)
+        step *= max(size, 1)
+    if tuple(reversed(strides)) == t.stride():
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
 
 
 def _or(flag: torch.Tensor, new: list[torch.Tensor], swap: _Substitute) -> torch.Tensor:
