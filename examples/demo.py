@@ -16,9 +16,12 @@ of different lengths, and the demo then:
    (the limit Matchbox aims for) — and writes the loss curve (PNG) and the
    table (Markdown) under ``examples/out/``.
 
-With ``--compile`` it also trains the model under ``matchbox.compile`` (one
-graph per padded-size bucket, ``docs/compile.md``) and says how much of the
-training time went into compiling; ``--eager-only`` leaves the compiled row out.
+With ``--compile`` it also trains the model under ``matchbox.compile`` and says how
+much of the training time went into compiling: a padded size runs on a graph compiled
+for a larger one when that costs at most twice its work (``reuse``), and runs eagerly
+until its eager calls have cost what a compile costs (``warmup="auto"``), so sizes that
+come rarely do not compile (``docs/compile.md``); ``--eager-only`` leaves the compiled
+row out.
 
 ``python3 dev.py demo --help`` lists the options (model, batch size, steps,
 device).
@@ -261,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed repeats per variant")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--compile", action="store_true",
-                        help="train under matchbox.compile (one graph per padded-size bucket)")
+                        help="train under matchbox.compile (rare padded sizes run eagerly)")
     parser.add_argument("--eager-only", action="store_true",
                         help="leave matchbox.compile out of the speed table")
     parser.add_argument("--out", type=Path, default=OUT,
@@ -284,7 +287,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"training a {args.model} language model, batch {args.batch_size}, "
           f"{args.steps} steps{', compiled' if args.compile else ''}:")
-    compiled = matchbox.compile(model) if args.compile else None
+    # (rare padded sizes run eagerly rather than compile: docs/compile.md, "warmup")
+    compiled = matchbox.compile(model, warmup="auto") if args.compile else None
     start = time.perf_counter()
     curve = train(compiled or model, loader, args.steps, args.device)
     if compiled is not None:
@@ -294,11 +298,13 @@ def main(argv: list[str] | None = None) -> None:
               f"{100 * spent / total:.0f}% of the {total:.0f} s of training")
         for spec in compiled.specializations:  # (smaller batches run padded on larger graphs)
             print(f"  {spec.summary}: {spec.calls} calls ({spec.padded_calls} padded to it), "
-                  f"{spec.compile_seconds:.0f} s to compile")
+                  f"{spec.warmup_calls} eager before it, {spec.compile_seconds:.0f} s to compile")
+        eager = args.steps - sum(spec.calls for spec in compiled.specializations)
+        print(f"  {eager} calls ran eagerly (warming up, or of sizes never compiled)")
 
     timed = field.process(lines[-args.timing_examples:], device=args.device)
-    if compiled is None and not args.eager_only:
-        compiled = matchbox.compile(model)  # the table's compiled row: one graph
+    # The table's compiled row: its own graph, compiled at its first call (no warm-up).
+    compiled = None if args.eager_only else matchbox.compile(model)
     _, table = speed_table(model, timed, args.repeats, compiled)
     header = (f"CodeLM ({args.model}, hidden {args.size}), one training step on "
               f"{args.timing_examples} lines of 3–40 tokens, {args.device}; "

@@ -94,3 +94,40 @@ def test_bad_reuse_is_refused():
     with pytest.raises(ValueError, match=r"reuse must be a number >= 1 \(run a call on a "
                                          r"graph compiled for larger batches"):
         matchbox.compile(scores, reuse=0.5)
+
+
+def test_warmup_runs_a_specialisation_eagerly_until_its_calls_cost_a_compile():
+    # A budget of a nanosecond: the first call of each size runs eagerly (no graph), the
+    # second compiles; an effectively endless budget never compiles.  Each call's value
+    # is the loop's either way.
+    w = torch.randn(3, 3)
+    soon = matchbox.compile(scores, backend=BACKEND, warmup=1e-9, reuse=None)
+    never = matchbox.compile(scores, backend=BACKEND, warmup=1e9)
+    for lengths in ([5, 2], [5, 3], [12, 1], [12, 4], [5, 1]):
+        examples, xb = batch_of(lengths, requires_grad=False)
+        loop = [scores(x, w) for x in examples]
+        for compiled in (soon, never):
+            assert_examples_close(compiled(xb, w), loop)
+    assert [(s.summary, s.warmup_calls, s.calls) for s in soon.specializations] == [
+        ("batch(B=2, <=8, 3), tensor(3, 3)", 1, 2), ("batch(B=2, <=16, 3), tensor(3, 3)", 1, 1)]
+    assert never.specializations == []
+
+
+def test_warmup_auto_takes_the_models_compile_time_as_its_budget(monkeypatch):
+    from matchbox.compiler import reuse
+
+    monkeypatch.setattr(reuse, "FIRST_COMPILE_SECONDS", 0.0)  # the first compiles at once
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(scores, backend=BACKEND, warmup="auto", reuse=None)
+    for lengths in ([5, 2], [12, 1]):
+        examples, xb = batch_of(lengths, requires_grad=False)
+        assert_examples_close(compiled(xb, w), [scores(x, w) for x in examples])
+    # The second size's budget is the first's compile seconds: its first call is eager.
+    [first] = compiled.specializations
+    assert first.warmup_calls == 0 and first.compile_seconds > 0
+
+
+def test_bad_warmup_is_refused():
+    with pytest.raises(ValueError, match=r"warmup must be None \(compile at a specialisation's "
+                                         r"first call\), 'auto' or a number of seconds"):
+        matchbox.compile(scores, warmup="soon")

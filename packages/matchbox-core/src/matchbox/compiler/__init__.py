@@ -48,7 +48,7 @@ from matchbox.compiler import graph as _graph
 from matchbox.compiler import loops
 from matchbox.compiler import reuse as reuse_module
 from matchbox.compiler.graph import CaptureError, Specialization
-from matchbox.compiler.state import globals_key, module_functions, module_key
+from matchbox.compiler.state import autocast_key, globals_key, module_functions, module_key
 from matchbox.compiler.structure import (
     Unsupported,
     check_bucket,
@@ -74,7 +74,7 @@ MANY_GRAPHS = 8
 def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: int | None = None,
             backend: Any = "inductor", mode: str | None = None,
             options: dict[str, Any] | None = None, fallback: str = "warn",
-            reuse: float | None = 2.0) -> Any:
+            reuse: float | None = 2.0, warmup: float | str | None = None) -> Any:
     """Compile ``model`` (an ``nn.Module`` or a function) for batches.
 
     Returns a :class:`CompiledModule` (an ``nn.Module`` sharing ``model``'s
@@ -92,15 +92,18 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
       warning; ``"raise"`` raises :class:`CaptureError` instead.
     - ``reuse``: run a call on a graph compiled for larger batches when that costs at
       most ``reuse`` times its own work (``compiler/reuse.py``); ``None``: never.
+    - ``warmup``: ``"auto"`` (or seconds) runs a new specialisation eagerly until its
+      eager calls cost what a compile does, then compiles; ``None``: at its first call.
     """
     check_bucket(bucket)
     reuse_module.check_reuse(reuse)
+    reuse_module.check_warmup(warmup)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"matchbox.compile: max_steps must be a positive int, got {max_steps!r}")
     if fallback not in ("warn", "raise"):
         raise ValueError(f"matchbox.compile: fallback must be 'warn' or 'raise', got {fallback!r}")
     settings = dict(bucket=bucket, max_steps=max_steps, backend=backend, mode=mode,
-                    options=options, fallback=fallback, reuse=reuse)
+                    options=options, fallback=fallback, reuse=reuse, warmup=warmup)
     if model is None:
         return functools.partial(compile, **settings)
     if isinstance(model, type):
@@ -155,7 +158,8 @@ class _Specializations:
 
     def __init__(self, run: Callable[..., Any], name: str, *, bucket: Any, max_steps: int | None,
                  backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str,
-                 reuse: float | None, module: nn.Module | None = None):
+                 reuse: float | None, warmup: float | str | None,
+                 module: nn.Module | None = None):
         self.run = run  # run(params, args, kwargs): the eager call
         self.name = name
         self.module = module
@@ -166,6 +170,7 @@ class _Specializations:
         self.options = options
         self.fallback = fallback
         self.reuse = reuse
+        self.warmup = reuse_module.Warmup(warmup)
         self.graphs: dict[tuple[Any, ...], Specialization] = {}
         self.uncaptured: dict[str, Specialization] = {}
 
@@ -181,16 +186,20 @@ class _Specializations:
         except Unsupported as error:
             return self._run_uncaptured(str(error), params, args, kwargs)
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
-               _autocast_state(), key_extra)
+               autocast_key(), key_extra)
         call = _Call(params, args, kwargs, structure, tensors, key)
         spec = self.graphs.get(key)
         if spec is None and self.reuse is not None:
             larger = reuse_module.larger_graph(self.graphs, key, self.reuse)
             if larger is not None:
                 return self._run_on_larger(*larger, call)
+        if spec is None and self.warmup.runs_eagerly(
+                key, [s.compile_seconds for s in self.graphs.values() if s.compiled is not None]):
+            return self.warmup.run(key, lambda: self.run(params, args, kwargs))
         if spec is None:
             bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
             spec = self._specialize(call, bound)
+            spec.warmup_calls = self.warmup.calls.pop(key, 0)
         return self._run(spec, call)
 
     def _run_on_larger(self, key: tuple[Any, ...], spec: Specialization, call: _Call) -> Any:
@@ -350,17 +359,6 @@ class _Specializations:
                 summary="(arguments not captured)", bound=0, eager_reason=reason)
         spec.calls += 1
         return self.run(params, args, kwargs)
-
-
-def _autocast_state() -> tuple[Any, ...]:
-    """Whether autocast is on, per device, and its dtypes: a graph captured under autocast
-    holds its casts."""
-    try:
-        return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
-                     for d in ("cpu", "cuda"))
-    except TypeError:  # torch 2.3: the per-device functions of the time
-        return (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
-                torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
 
 
 def _warn(message: str) -> None:

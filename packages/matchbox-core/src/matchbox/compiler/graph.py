@@ -49,6 +49,8 @@ class Specialization:
     #: Calls of smaller batches run on this graph, padded to its sizes
     #: (``matchbox.compiler.reuse``); counted in ``calls`` too.
     padded_calls: int = 0
+    #: Calls run eagerly before this graph compiled (``warmup=``), not counted in ``calls``.
+    warmup_calls: int = 0
     #: Why this specialisation runs eagerly (``None``: it runs the compiled graph).
     eager_reason: str | None = None
     nodes: int = 0

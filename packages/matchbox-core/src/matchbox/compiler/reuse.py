@@ -17,10 +17,17 @@ mode, static sizes and plain tensor arguments; a graph that changes an argument 
 place is not reused; nor, when examples are added, one with a plain tensor among its
 results (it may sum over the examples).  ``Specialization.padded_calls`` counts the calls
 a graph ran for smaller batches.
+
+With ``warmup="auto"`` (or a number of seconds), a call that neither has a graph nor fits
+one runs eagerly until the eager calls of its specialisation have cost what compiling
+costs (:class:`Warmup`), and only then compiles: a size that comes a few times never
+compiles.  This is ski rental: in hindsight, at most twice the cost of the better of
+never compiling and compiling at once.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -33,6 +40,54 @@ from matchbox.masked_batch import MaskedBatch, constant_pad
 # What a flattened tensor is: ("data", dims) of a batch, ("mask", dims), ("lengths", ()),
 # or ("plain", ()).
 Role = tuple[str, tuple[bool, ...]]
+
+
+#: What the first compile of a model is expected to cost, before one has been measured.
+FIRST_COMPILE_SECONDS = 10.0
+
+
+class Warmup:
+    """Eager calls of each specialisation not yet compiled, and what they cost.
+
+    The cost of an eager call is its time, three times over when it records gradients (a
+    backward pass runs after it, outside the call: about twice the forward's).  The
+    budget is ``warmup`` seconds, or with ``"auto"`` the mean of the model's compiles so
+    far (:data:`FIRST_COMPILE_SECONDS` before the first).
+    """
+
+    def __init__(self, warmup: float | str | None):
+        self.warmup = warmup
+        self.spent: dict[tuple[Any, ...], float] = {}
+        self.calls: dict[tuple[Any, ...], int] = {}
+
+    def runs_eagerly(self, key: tuple[Any, ...], compiles: list[float]) -> bool:
+        """Whether the call keyed ``key`` should run eagerly rather than compile now."""
+        if self.warmup is None:
+            return False
+        if self.warmup == "auto":
+            budget = sum(compiles) / len(compiles) if compiles else FIRST_COMPILE_SECONDS
+        else:
+            budget = float(self.warmup)
+        return self.spent.get(key, 0.0) < budget
+
+    def run(self, key: tuple[Any, ...], call: Any) -> Any:
+        """``call()``, timed and counted against ``key``'s budget."""
+        start = time.perf_counter()
+        result = call()
+        seconds = time.perf_counter() - start
+        self.spent[key] = self.spent.get(key, 0.0) + seconds * (
+            3 if torch.is_grad_enabled() else 1)
+        self.calls[key] = self.calls.get(key, 0) + 1
+        return result
+
+
+def check_warmup(warmup: Any) -> None:
+    if warmup is None or warmup == "auto" or (
+            isinstance(warmup, (int, float)) and not isinstance(warmup, bool) and warmup >= 0):
+        return
+    raise ValueError(f"matchbox.compile: warmup must be None (compile at a specialisation's "
+                     f"first call), 'auto' or a number of seconds of eager calls before "
+                     f"compiling, got {warmup!r}")
 
 
 def check_reuse(reuse: Any) -> None:

@@ -177,3 +177,14 @@ def _refuse_hooks(module: nn.Module) -> None:
         if sub._forward_hooks or sub._forward_pre_hooks:
             raise NotCapturable(f"{name or 'the module'} has forward hooks: a graph runs no "
                                 "hooks (they would run once, while it is captured)")
+
+
+def autocast_key() -> tuple[Any, ...]:
+    """Whether autocast is on, per device, and its dtypes: a graph captured under autocast
+    holds its casts."""
+    try:
+        return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                     for d in ("cpu", "cuda"))
+    except TypeError:  # torch 2.3: the per-device functions of the time
+        return (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
+                torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
