@@ -491,3 +491,18 @@ def test_new_zeros_of_a_per_example_size_computed_from_values_says_what_to_write
     with pytest.warns(UserWarning, match=r"size 1 is a per-example size computed from values"):
         out = matchbox.compile(fn, backend=BACKEND)(xb)
     assert [e.tolist() for e in out.examples()] == [[[0.0, 0.0]]] * 2
+
+
+def test_compile_seconds_count_the_first_backward_which_compiles_the_backward_graph():
+    # AOTAutograd compiles a graph's backward at its first backward pass, after the call.
+    model = Scores()
+    compiled = matchbox.compile(model, backend=BACKEND)
+    _, xb = batch_of([3, 5], requires_grad=False)
+    out = matchbox.batch_sum(compiled(xb))
+    [spec] = compiled.specializations
+    before = spec.compile_seconds
+    out.backward()
+    after = spec.compile_seconds
+    assert after > before > 0
+    matchbox.batch_sum(compiled(xb)).backward()  # later backward passes are not counted
+    assert spec.compile_seconds == after

@@ -43,7 +43,8 @@ class Specialization:
     compiled: Callable[..., Any] | None = None
     out_structure: Structure | None = None
     has_flags: bool = False
-    #: Seconds spent capturing the graph and compiling it (its first run included).
+    #: Seconds spent capturing the graph and compiling it (its first run included, and its
+    #: first backward pass, which compiles the backward graph).
     compile_seconds: float = 0.0
     calls: int = 0
     #: Calls of smaller batches run on this graph, padded to its sizes
@@ -172,7 +173,31 @@ def timed_first_run(spec: Specialization, inputs: list[torch.Tensor]) -> Any:
     result = spec.compiled(*inputs)
     spec.compile_seconds += time.perf_counter() - start
     spec._first_run = False
+    _time_first_backward(spec, inputs, result)
     return result
+
+
+def _time_first_backward(spec: Specialization, inputs: list[torch.Tensor], outputs: Any) -> None:
+    """AOTAutograd compiles a graph's backward pass at its first backward, after the call:
+    that counts as compile time too (from the gradient reaching one of the graph's outputs
+    to one of its inputs' gradients; the backward's first run included)."""
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    out = next((t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad), None)
+    first = next((t for t in inputs if t.requires_grad), None)
+    if out is None or first is None:
+        return
+    started: list[float] = []
+
+    def begin(grad: torch.Tensor) -> None:
+        started.append(time.perf_counter())
+        handles[0].remove()
+
+    def end(grad: torch.Tensor) -> None:
+        if started:  # (a backward that did not start at this graph's output: not timed)
+            spec.compile_seconds += time.perf_counter() - started[0]
+        handles[1].remove()
+
+    handles = [out.register_hook(begin), first.register_hook(end)]
 
 
 def _refuse_external_tensors(graph: torch.fx.GraphModule) -> None:
