@@ -18,7 +18,7 @@ of different lengths, and the demo then:
 
 With ``--compile`` it also trains the model under ``matchbox.compile`` and says how
 much of the training time went into compiling: a padded size runs on a graph compiled
-for a larger one when that costs at most twice its work (``reuse``), and runs eagerly
+for a longer one when that costs at most twice its work (``reuse``), and runs eagerly
 until its eager calls have cost what a compile costs (``warmup="auto"``), so sizes that
 come rarely do not compile (``docs/compile.md``); ``--eager-only`` leaves the compiled
 row out.
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         total = time.perf_counter() - start
         print(f"compiled {len(compiled.specializations)} graphs in {spent:.0f} s: "
               f"{100 * spent / total:.0f}% of the {total:.0f} s of training")
-        for spec in compiled.specializations:  # (smaller batches run padded on larger graphs)
+        for spec in compiled.specializations:  # (shorter batches run padded on longer graphs)
             print(f"  {spec.summary}: {spec.calls} calls ({spec.padded_calls} padded to it), "
                   f"{spec.warmup_calls} eager before it, {spec.compile_seconds:.0f} s to compile")
         eager = args.steps - sum(spec.calls for spec in compiled.specializations)

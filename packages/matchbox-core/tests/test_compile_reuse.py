@@ -1,8 +1,8 @@
 """``matchbox.compile(..., reuse=2.0)``: a call with no graph of its own runs on a graph
-compiled for larger batches (more examples, longer padded sizes) when that costs at most
-``reuse`` times its own work, padded to the graph's sizes (extra examples are copies of
-the first, dropped from the result).  Against the loop, values and gradients (NaN
-padding, empty and one-long examples, batch size one).
+compiled for the same batch size and longer padded sizes when that costs at most
+``reuse`` times its own work, padded to the graph's sizes; never on a graph for more
+examples.  Against the loop, values and gradients (NaN padding, empty and one-long
+examples, batch size one).  Also ``warmup=``: eager calls before compiling.
 """
 
 from __future__ import annotations
@@ -17,63 +17,67 @@ from matchbox.testing import mb_assert
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_smaller_batches_run_on_the_larger_graph_equal_to_the_loop(dtype):
+def test_shorter_batches_run_on_the_longer_graph_equal_to_the_loop(dtype):
     torch.manual_seed(0)
     model = Scores().to(dtype)
-    # (reuse=16: any of these smaller batches runs on the first graph, batch size one too)
+    # (reuse=16: any of these shorter batches of four runs on the first graph)
     compiled = matchbox.compile(model, backend=BACKEND, reuse=16)
     calls = []
 
     def run(x):
         if isinstance(x, MaskedBatch):
-            calls.append(x.data.shape[:2])
+            calls.append(tuple(x.data.shape[:2]))
             return compiled(x)
         return model(x)
 
-    for lengths in ([9, 3, 16, 1], [12, 1, 4], [5], [16, 16, 2, 7]):  # (amax: none empty)
+    for lengths in ([9, 3, 16, 1], [12, 1, 4, 2], [5, 1, 1, 1], [16, 16, 2, 7]):  # (amax)
         examples = [torch.randn(1, n, 3, dtype=dtype) for n in lengths]
         xb = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
         mb_assert(run, [examples], [xb], len(examples), params=list(model.parameters()))
     [spec] = compiled.specializations  # batch 4, padded 16: every call ran on it
-    own = sum(1 for shape in calls if tuple(shape) == (4, 16))
-    assert (spec.calls, spec.padded_calls) == (len(calls), len(calls) - own)
+    shorter = sum(1 for _, length in calls if length <= 8)  # the bucket of 8, not 16
+    assert (spec.calls, spec.padded_calls) == (len(calls), shorter)
     assert spec.padded_calls > 0
 
 
 def test_a_graph_more_than_reuse_times_the_work_is_not_used():
     w = torch.randn(3, 3)
     compiled = matchbox.compile(scores, backend=BACKEND)
-    for lengths in ([16, 16, 16, 16], [16, 16, 3], [5, 2], [8, 8, 8, 8], [5]):
+    for lengths in ([32, 2], [20, 3], [9, 1], [5, 2], [16, 16], [3, 3]):
         examples, xb = batch_of(lengths, requires_grad=False)
         assert_examples_close(compiled(xb, w), [scores(x, w) for x in examples])
-    # Work (examples x padded length): the first graph's 4 x 16 serves 3 x 16 and 4 x 8
-    # (at most twice theirs), not 2 x 8, which compiles its own, and serves 1 x 8.
+    # Padded 32 serves 24 and 16 (at most twice their work) but not 8, which compiles its
+    # own and then serves 8 again.
     assert [s.summary for s in compiled.specializations] == [
-        "batch(B=4, <=16, 3), tensor(3, 3)", "batch(B=2, <=8, 3), tensor(3, 3)"]
-    assert [s.padded_calls for s in compiled.specializations] == [2, 1]
+        "batch(B=2, <=32, 3), tensor(3, 3)", "batch(B=2, <=8, 3), tensor(3, 3)"]
+    assert [s.padded_calls for s in compiled.specializations] == [3, 0]
 
 
 def test_reuse_none_compiles_every_size():
     w = torch.randn(3, 3)
     compiled = matchbox.compile(scores, backend=BACKEND, reuse=None)
-    for lengths in ([16, 4], [7, 2], [3]):
+    for lengths in ([16, 4], [9, 2], [3, 1]):
         examples, xb = batch_of(lengths, requires_grad=False)
         assert_examples_close(compiled(xb, w), [scores(x, w) for x in examples])
-    assert len(compiled.specializations) == 3
+    assert len(compiled.specializations) == 2  # 16 and 8: the bucket, not reuse
 
 
-def test_a_plain_tensor_result_keeps_its_own_batch_size():
-    # A plain result may sum over the examples: copies of the first would change it, so a
-    # smaller batch compiles its own graph; a shorter one (same examples) is padded.
-    def total(x, w):
-        return matchbox.batch_sum(scores(x, w))
+def test_a_smaller_batch_is_never_run_on_a_graph_for_more_examples():
+    # A user trial: a model reading the batch size (x.size(0), a constant in the graph)
+    # or mixing the examples (batch_mean into a per-example result) gave wrong values when
+    # a batch of three ran on a graph for four, filled with copies of its first example.
+    def scaled(x, w):
+        per = (x @ w).tanh().sum(1).sum(-1)
+        return per / x.size(0) + matchbox.batch_mean(per)
 
     w = torch.randn(3, 3)
-    compiled = matchbox.compile(total, backend=BACKEND)
-    for lengths in ([16, 4, 2], [8, 3, 1], [7, 5]):
+    compiled = matchbox.compile(scaled, backend=BACKEND, reuse=100)
+    for lengths in ([5, 2, 7, 1], [5, 2, 7], [6, 2]):
         examples, xb = batch_of(lengths, requires_grad=False)
-        torch.testing.assert_close(compiled(xb, w), sum(scores(x, w) for x in examples).sum())
-    assert [s.padded_calls for s in compiled.specializations] == [1, 0]
+        assert_examples_close(compiled(xb, w), list(scaled(xb, w).examples()))
+    assert [s.summary.split(",")[0] for s in compiled.specializations] == [
+        "batch(B=4", "batch(B=3", "batch(B=2"]
+    assert [s.padded_calls for s in compiled.specializations] == [0, 0, 0]
 
 
 def test_a_failing_check_in_a_padded_call_raises_the_eager_error_naming_its_example():
@@ -81,7 +85,7 @@ def test_a_failing_check_in_a_padded_call_raises_the_eager_error_naming_its_exam
         return x[:, 2] * 2
 
     compiled = matchbox.compile(third, backend=BACKEND)
-    _, xb = batch_of([4, 3, 5, 6], requires_grad=False)
+    _, xb = batch_of([14, 3, 5], requires_grad=False)
     compiled(xb)
     _, short = batch_of([4, 2, 5], requires_grad=False)
     with pytest.raises(IndexError, match="index 2 is out of range for example 1, which has "
@@ -92,7 +96,7 @@ def test_a_failing_check_in_a_padded_call_raises_the_eager_error_naming_its_exam
 
 def test_bad_reuse_is_refused():
     with pytest.raises(ValueError, match=r"reuse must be a number >= 1 \(run a call on a "
-                                         r"graph compiled for larger batches"):
+                                         r"graph compiled for longer padded sizes"):
         matchbox.compile(scores, reuse=0.5)
 
 

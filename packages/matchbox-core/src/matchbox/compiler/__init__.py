@@ -12,8 +12,8 @@ compiles it with ``torch.compile``::
 Specialisations.  A graph holds for the arguments' structure (which are batches,
 their dims, plain Python values), dtypes, devices, ``requires_grad``, grad mode, the
 module's ``training`` flag and padded sizes, rounded up to a *bucket* (``bucket=8``,
-``"pow2"``, ``None``).  A call with no graph of its own runs on one compiled for larger
-batches when that costs at most ``reuse`` times its own work (``compiler/reuse.py``).
+``"pow2"``, ``None``).  A call with no graph of its own runs on one compiled for longer
+padded sizes when that costs at most ``reuse`` times its own work (``compiler/reuse.py``).
 A graph never depends on mask or data values (``matchbox._capture``).  Loops: a
 ``for`` is one ``scan`` node (``compiler/loops.py``; unrolled where torch has no scan);
 a ``while`` (or a ``range`` of per-example counts) is unrolled to a step bound
@@ -90,8 +90,8 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
       runs the captured graph without compiling it.
     - ``fallback``: ``"warn"`` runs what cannot be captured eagerly, with a
       warning; ``"raise"`` raises :class:`CaptureError` instead.
-    - ``reuse``: run a call on a graph compiled for larger batches when that costs at
-      most ``reuse`` times its own work (``compiler/reuse.py``); ``None``: never.
+    - ``reuse``: run a call on a graph compiled for longer padded sizes when that costs
+      at most ``reuse`` times its own work (``compiler/reuse.py``); ``None``: never.
     - ``warmup``: ``"auto"`` (or seconds) runs a new specialisation eagerly until its
       eager calls cost what a compile does, then compiles; ``None``: at its first call.
     """
@@ -203,12 +203,11 @@ class _Specializations:
         return self._run(spec, call)
 
     def _run_on_larger(self, key: tuple[Any, ...], spec: Specialization, call: _Call) -> Any:
-        """``call`` on the graph keyed ``key``, compiled for larger batches (``reuse``)."""
-        tensors, examples = reuse_module.padded(call.structure, call.tensors, key[2])
+        """``call`` on the graph keyed ``key``, compiled for longer padded sizes (``reuse``)."""
         spec.padded_calls += 1
-        result = self._run(spec, _Call(call.params, call.args, call.kwargs, call.structure,
-                                       tensors, key))
-        return reuse_module.first_examples(result, examples)
+        tensors = reuse_module.padded(call.structure, call.tensors, key[2])
+        return self._run(spec, _Call(call.params, call.args, call.kwargs, call.structure,
+                                     tensors, key))
 
     def _run(self, spec: Specialization, call: _Call) -> Any:
         """``call`` under ``spec``: eagerly when the specialisation or this call needs it,

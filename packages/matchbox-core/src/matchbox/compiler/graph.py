@@ -47,7 +47,7 @@ class Specialization:
     #: first backward pass, which compiles the backward graph).
     compile_seconds: float = 0.0
     calls: int = 0
-    #: Calls of smaller batches run on this graph, padded to its sizes
+    #: Calls of shorter batches run on this graph, padded to its sizes
     #: (``matchbox.compiler.reuse``); counted in ``calls`` too.
     padded_calls: int = 0
     #: Calls run eagerly before this graph compiled (``warmup=``), not counted in ``calls``.

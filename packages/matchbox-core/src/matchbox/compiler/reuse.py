@@ -1,22 +1,19 @@
-"""Running a call on a graph compiled for larger batches, rather than compiling its own.
+"""Running a call on a graph compiled for longer padded sizes, rather than compiling its own.
 
-A graph is specialised on the padded sizes and the batch size of its arguments, so a
-training run whose batches vary (buckets of lengths, a last smaller batch) compiles a
-graph for each.  Padding costs run time; compiling costs tens of seconds.  So a call
-with no graph of its own runs on a graph already compiled for larger batches when that
-graph's *work* (examples × padded positions, summed over the batch arguments) is at
-most ``reuse`` times the call's own (``matchbox.compile(..., reuse=2.0)``):
+A graph is specialised on the padded sizes of its arguments, so a training run whose
+batches vary in length compiles a graph for each bucket.  Padding costs run time;
+compiling costs tens of seconds.  So a call with no graph of its own runs on a graph
+already compiled for the same batch size and longer padded sizes when that graph's
+*work* (examples × padded positions, summed over the batch arguments) is at most
+``reuse`` times the call's own (``matchbox.compile(..., reuse=2.0)``): the call's batches
+are padded further, as the bucket pads them (padding holds nothing a graph reads).
 
-- longer padded sizes: the call's batches are padded further, as the bucket pads them
-  (padding holds nothing a graph reads);
-- more examples: each batch gets copies of its first example (whose checks and loops
-  then go as the first's do), and the graph's results keep the call's examples only.
-
-Only where that is exact: the same structure, dtypes, devices, ``requires_grad``, grad
-mode, static sizes and plain tensor arguments; a graph that changes an argument in
-place is not reused; nor, when examples are added, one with a plain tensor among its
-results (it may sum over the examples).  ``Specialization.padded_calls`` counts the calls
-a graph ran for smaller batches.
+Only where that is exact: the same structure, batch size, dtypes, devices,
+``requires_grad``, grad mode, static sizes and plain tensor arguments; a graph that
+changes an argument in place is not reused.  A smaller batch is never run on a graph for
+more examples: code may read the batch size (``x.size(0)``, a constant in the graph) or
+mix the examples (``batch_mean``), and copies added to fill the graph would change its
+result.  ``Specialization.padded_calls`` counts the calls a graph ran for shorter batches.
 
 With ``warmup="auto"`` (or a number of seconds), a call that neither has a graph nor fits
 one runs eagerly until the eager calls of its specialisation have cost what compiling
@@ -32,10 +29,8 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths
-from matchbox._batch_views import BATCH_VIEWS
 from matchbox.compiler.structure import Structure, contents
-from matchbox.masked_batch import MaskedBatch, constant_pad
+from matchbox.masked_batch import constant_pad
 
 # What a flattened tensor is: ("data", dims) of a batch, ("mask", dims), ("lengths", ()),
 # or ("plain", ()).
@@ -95,7 +90,7 @@ def check_reuse(reuse: Any) -> None:
                          and reuse >= 1):
         return
     raise ValueError(f"matchbox.compile: reuse must be a number >= 1 (run a call on a graph "
-                     f"compiled for larger batches when that costs at most this many times "
+                     f"compiled for longer padded sizes when that costs at most this many times "
                      f"its own work) or None (never), got {reuse!r}")
 
 
@@ -134,8 +129,7 @@ def larger_graph(graphs: dict[tuple[Any, ...], Any], key: tuple[Any, ...], reuse
         if (spec.eager_reason is not None or spec.compiled is None or spec.mutated
                 or other[0] != structure or other[1] != params or list(other[3:]) != rest):
             continue
-        ratio = _batch_ratio(kinds, tensors, other[2])
-        if ratio is None or (ratio[0] != ratio[1] and _plain_results(spec.out_structure)):
+        if not _holds(kinds, tensors, other[2]):
             continue
         cost = work(kinds, other[2])
         if cost <= reuse * own and (best is None or cost < best[0]):
@@ -156,72 +150,28 @@ def work(kinds: list[Role], tensors: tuple[Any, ...]) -> int:
     return max(total, 1)
 
 
-def _batch_ratio(kinds: list[Role], mine: tuple[Any, ...], theirs: tuple[Any, ...]
-                 ) -> tuple[int, int] | None:
-    """``(examples, graph's examples)`` if the graph's tensors hold the call's, else ``None``."""
-    pair = None
+def _holds(kinds: list[Role], mine: tuple[Any, ...], theirs: tuple[Any, ...]) -> bool:
+    """Whether the graph's tensors (``theirs``: their keys) hold the call's: the same but
+    for longer padded sizes of dynamic dimensions."""
     for (role, dims), (shape, *meta), (other, *other_meta) in zip(kinds, mine, theirs):
-        if meta != other_meta or len(shape) != len(other):
-            return None
-        if role == "plain":
-            if shape != other:
-                return None
-            continue
-        if pair is None:
-            pair = (shape[0], other[0])
-        if (shape[0], other[0]) != pair or shape[0] > other[0]:
-            return None
-        flags = dims if role != "lengths" else (False,) * (len(shape) - 1)
+        if meta != other_meta or len(shape) != len(other) or shape[0] != other[0]:
+            return False
+        flags = dims if role in ("data", "mask") else (False,) * (len(shape) - 1)
         for d, s, t in zip(flags, shape[1:], other[1:]):
             if (d and s > t) or (not d and s != t):
-                return None
-    return pair or (1, 1)
-
-
-def _plain_results(structure: Structure | None) -> bool:
-    return structure is None or any(role == "plain" for role, _ in roles(structure))
+                return False
+    return True
 
 
 def padded(structure: Structure, tensors: list[torch.Tensor], graph: tuple[Any, ...]
-           ) -> tuple[list[torch.Tensor], int | None]:
-    """The call's tensors padded to the graph's sizes (``graph``: their keys), and how
-    many examples the call has (``None``: no batch)."""
-    out, examples = [], None
+           ) -> list[torch.Tensor]:
+    """The call's tensors padded to the graph's sizes (``graph``: their keys)."""
+    out = []
     for (role, _), t, (shape, *_) in zip(roles(structure), tensors, graph):
-        if role == "plain":
-            out.append(t)
-            continue
-        examples = t.size(0)
-        if examples < shape[0]:  # copies of the first example
-            rows = torch.zeros(shape[0], dtype=torch.long, device=t.device)
-            rows[:examples] = torch.arange(examples, device=t.device)
-            t = t.index_select(0, rows)
         pads: list[int] = []
         for j in range(t.dim() - 1, 0, -1):
             pads += [0, shape[j] - t.size(j)]
-        if any(pads):
+        if role != "plain" and any(pads):
             t = constant_pad(t, pads, False if t.dtype == torch.bool else 0)
         out.append(t)
-    return out, examples
-
-
-def first_examples(value: Any, count: int | None) -> Any:
-    """``value`` (a graph's result) with each batch cut to its first ``count`` examples."""
-    kind = type(value)
-    if count is None:
-        return value
-    if kind is MaskedBatch:
-        mask = value._mask
-        if mask is not None:
-            lengths = _lengths.carried_by(value)
-            mask = mask[:count]
-            if lengths is not None:
-                mask = _lengths.carry(mask, lengths[:count])
-        return MaskedBatch._make(value.data[:count], mask, value.dims)
-    if kind in BATCH_VIEWS:
-        return kind(first_examples(value.batch, count))
-    if kind in (tuple, list):
-        return kind(first_examples(v, count) for v in value)
-    if kind is dict:
-        return {k: first_examples(v, count) for k, v in value.items()}
-    return value
+    return out

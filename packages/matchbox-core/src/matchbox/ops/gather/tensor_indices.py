@@ -110,7 +110,13 @@ def table_lookup(op: str, table: torch.Tensor, index: Any, *, negative: bool = T
     if first.dims and any(item != slice(None) for item in rest):
         raise NotImplementedError(
             f"{op}: a plain tensor indexed by a batch of index tensors takes no further "
-            "index in the same subscript; index the looked-up batch afterwards")
+            "index in the same subscript (torch would pair the indices element by element); "
+            "for pairs, index the flattened table: W.view(-1)[a * W.size(1) + b]")
+    if any(is_tensor_index(item) for item in rest):
+        raise NotImplementedError(
+            f"{op}: a plain tensor indexed by one int per example and a tensor index in the "
+            "same subscript (torch broadcasts them together) is not supported; write "
+            "W[i][:, idx], which keeps the example's leading dimension of size one")
     sizes = torch.full((first.data.size(0),), table.size(0), device=first.data.device)
     positions = checked_positions(op, first, sizes, 0, negative=negative).long()
     data = table[positions]
