@@ -251,3 +251,37 @@ def test_a_recurrent_module_inside_a_loop_unrolls_into_its_step_not_the_whole_gr
     for spec in compiled.specializations:
         assert spec.eager_reason is None
         assert not any(why.startswith("every loop") for why in spec.unrolled), spec.unrolled
+
+
+class SteppedLSTM(nn.Module):
+    """``nn.LSTM`` used as a cell: called on each position, its state views carried."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(3, 4, batch_first=True, num_layers=2)
+        self.out = nn.Linear(4, 1)
+
+    @matchbox.batch
+    def forward(self, x):
+        h = x.new_zeros(1, 2, 4).transpose(0, 1)
+        c = x.new_zeros(1, 2, 4).transpose(0, 1)
+        total = x.new_zeros(1, 1)
+        for xt in x.unbind(1):
+            o, (h, c) = self.lstm(xt.unsqueeze(1), (h, c))
+            total = total + self.out(o).sum(1)
+        return total, h
+
+
+def test_a_loop_carrying_state_views_is_one_scan():
+    # Views of a batch (a recurrent module's states) were no loop state a scan could
+    # carry: the loop unrolled, saying nothing (found by a user trial).
+    from matchbox.compiler import loops
+
+    torch.manual_seed(0)
+    model = SteppedLSTM().double()
+    compiled = matchbox.compile(model, backend="aot_eager", fallback="raise")
+    xs = [torch.randn(1, n, 3, dtype=torch.float64) for n in (3, 1, 5, 2)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+    mb_assert(run_compiled(compiled, model), [xs], [xb], 4, params=list(model.parameters()))
+    [spec] = compiled.specializations
+    assert (spec.eager_reason, spec.scans) == (None, 1 if loops.available() else 0)

@@ -1,7 +1,8 @@
 """The state of a loop captured as a ``scan``: its batches and tensors as flat tensors.
 
 ``scan`` carries flat tensors from step to step; a loop's state is made of tensors,
-batches (data, mask, lengths, the examples that have an item) and tuples of them.
+batches (data, mask, lengths, the examples that have an item), views of batches (a
+recurrent module's state views) and tuples of them.
 :func:`flatten` gives the structure and appends the tensors; :func:`unflatten` rebuilds
 the value from them.  Anything else raises :class:`NotStructured` (the loop is then
 unrolled).
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths
+from matchbox._batch_views import BATCH_VIEWS
 
 
 class NotStructured(Exception):
@@ -46,6 +48,8 @@ def flatten(value: Any, leaves: list[torch.Tensor]) -> Any:
         return ("tensor", meta(value))
     if type(value) is tuple:
         return ("tuple", tuple(flatten(v, leaves) for v in value))
+    if type(value) in BATCH_VIEWS:
+        return ("view", type(value), flatten(value.batch, leaves))
     raise NotStructured(f"loop state of type {type(value).__name__}")
 
 
@@ -55,6 +59,8 @@ def unflatten(structure: Any, leaves: Iterator[torch.Tensor]) -> Any:
         return next(leaves)
     if kind == "tuple":
         return tuple(unflatten(s, leaves) for s in structure[1])
+    if kind == "view":
+        return structure[1](unflatten(structure[2], leaves))
     _, dims, present, not_a_view, _ = structure
     data, mask, lengths, real = (next(leaves) if p else None for p in present)
     if lengths is not None:
@@ -83,6 +89,8 @@ def metas(structure: Any) -> Iterator[tuple[Any, ...]]:
     elif kind == "tuple":
         for s in structure[1]:
             yield from metas(s)
+    elif kind == "view":
+        yield from metas(structure[2])
     else:
         yield from structure[4]
 
