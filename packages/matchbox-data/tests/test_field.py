@@ -308,3 +308,29 @@ def test_a_given_vocab_backs_the_field():
     vocab = Vocab.from_itos(["<unk>", "<pad>", "x"])
     field = MaskedBatchField(vocab=vocab)
     assert field.process(["x y"]).data.tolist() == [[2, 0]]
+
+
+def test_special_tokens_missing_from_a_given_vocabulary_are_refused_naming_them():
+    # A user trial: they read as the unknown token (padding as id 0), silently.
+    text = MaskedBatchField(init_token="<S>", eos_token="</S>")
+    text.build_vocab(["hello world"])
+    borrowing = MaskedBatchField(init_token="<bos>", eos_token="<eos>", vocab=text.vocab,
+                                 name="t2")
+    with pytest.raises(FieldError, match=r"MaskedBatchField 't2': its init_token '<bos>' is not "
+                                         r"in its vocabulary \(given with vocab=, or built by "
+                                         r"another field\?\), where it would read as the unknown "
+                                         r"token"):
+        borrowing.numericalize("hello")
+    padding = MaskedBatchField(pad_token="<PAD>", vocab=text.vocab, name="t3")
+    with pytest.raises(FieldError, match=r"its pad_token '<PAD>' is not in its vocabulary"):
+        padding.process(["hello world", "hello"])
+    same = MaskedBatchField(init_token="<S>", eos_token="</S>", vocab=text.vocab)
+    assert same.numericalize("hello").tolist() == text.numericalize("hello").tolist()
+
+
+def test_a_missing_label_is_refused_not_read_as_the_unknown_token():
+    labels = MaskedBatchField(sequential=False)
+    labels.build_vocab(["x", "y"])
+    with pytest.raises(FieldError, match=r"MaskedBatchField: example 1 is None; a field with a "
+                                         r"vocabulary takes one token per example"):
+        labels.process(["x", None])

@@ -189,6 +189,7 @@ class _Field:
                 f"{self._label(label)}: the field has no vocabulary; call build_vocab first "
                 "(or pass vocab=)"
             )
+        self._check_specials(label)
         values = [self._numericalize_one(self._preprocess(ex, i, label), i, label)
                   for i, ex in enumerate(examples)]
         if self.postprocessing is not None:
@@ -200,6 +201,23 @@ class _Field:
                 )
             values = list(processed)
         return values
+
+    def _check_specials(self, label: str | None) -> None:
+        """The field's special tokens are in its vocabulary: one given with ``vocab=`` (or
+        built by another field) may lack them, and a missing one would silently read as the
+        unknown token (padding as id 0)."""
+        if not self.use_vocab:
+            return
+        roles = [("init_token", self.init_token), ("eos_token", self.eos_token)]
+        if self.sequential:
+            roles.append(("pad_token", self.pad_token))
+        for role, token in roles:
+            if token is not None and token not in self.vocab:
+                raise FieldError(
+                    f"{self._label(label)}: its {role} {token!r} is not in its vocabulary "
+                    "(given with vocab=, or built by another field?), where it would read as "
+                    "the unknown token; build the vocabulary with this field (build_vocab), or "
+                    f"set {role} to the vocabulary's own token")
 
     def _numericalize_one(self, value: Any, index: int, label: str | None) -> Any:
         if self.use_vocab:
@@ -242,6 +260,10 @@ class _Field:
         )
 
     def _check_single_token(self, token: Any, index: int, label: str | None) -> None:
+        if token is None:  # a missing label would read as the unknown token
+            raise FieldError(
+                f"{self._label(label)}: example {index} is None; a field with a vocabulary "
+                "takes one token per example")
         if isinstance(token, list | tuple | torch.Tensor):
             raise FieldError(
                 f"{self._label(label)}: example {index} is a sequence of {len(token)} items, "
