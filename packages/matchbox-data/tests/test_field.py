@@ -334,3 +334,25 @@ def test_a_missing_label_is_refused_not_read_as_the_unknown_token():
     with pytest.raises(FieldError, match=r"MaskedBatchField: example 1 is None; a field with a "
                                          r"vocabulary takes one token per example"):
         labels.process(["x", None])
+
+
+def test_reverse_of_a_padded_tensor_of_ids_drops_padding_and_cuts_at_the_end_token():
+    # A user trial: the end token and the padding of a plain (batch, length) tensor stayed,
+    # and a 1-D tensor was read as one example per id.
+    text = MaskedBatchField(init_token="<S>", eos_token="</S>", name="text")
+    text.build_vocab(["a b c"])
+    ids = text.process(["a b", "c"])
+    padded = torch.where(ids.mask, ids.data, text.vocab["<pad>"])
+    assert text.reverse(padded) == [["a", "b"], ["c"]]
+    assert text.reverse(ids) == [["a", "b"], ["c"]]
+    decoded = torch.tensor([[text.vocab[t] for t in ("<S>", "c", "</S>", "a", "b")]])
+    assert text.reverse(decoded) == [["c"]]  # decoding ran on past its end token
+    assert text.reverse(decoded, strip_specials=False) == [["<S>", "c", "</S>", "a", "b"]]
+    with pytest.raises(FieldError, match=r"MaskedBatchField 'text': reverse takes a batch of "
+                                         r"this field, a list of per-example id tensors, or a "
+                                         r"tensor of ids with one row per example \(batch, "
+                                         r"length\); got a tensor of shape \(3,\)"):
+        text.reverse(torch.tensor([2, 4, 3]))
+    labels = MaskedBatchField(sequential=False)
+    labels.build_vocab(["x", "y"])
+    assert labels.reverse(torch.tensor([labels.vocab["y"], labels.vocab["x"]])) == ["y", "x"]

@@ -345,12 +345,22 @@ class _Field:
     def reverse(self, batch: Any, *, strip_specials: bool = True) -> list:
         """Ids back to tokens: a list of token lists (sequential) or of tokens.
 
-        ``batch`` is a batch from this field (anything with ``examples()``) or a
-        list of per-example id tensors. ``init_token``/``eos_token`` that the field
-        added are removed unless ``strip_specials=False``; padding never appears.
+        ``batch`` is a batch from this field (anything with ``examples()``), a list of
+        per-example id tensors, or a plain tensor of ids, one row per example (``(batch,
+        length)``, padded with the pad token's id; ``(batch,)`` for a field that is not
+        sequential).  ``init_token`` is removed, and each example cut at its first
+        ``eos_token`` (decoded output may run on past it), unless ``strip_specials=False``;
+        padding never appears.
         """
         if not self.use_vocab or self.vocab is None:
             raise ValueError(f"{self._label()}: reverse needs a field with a vocabulary")
+        padded = isinstance(batch, torch.Tensor)
+        if padded and batch.dim() != (2 if self.sequential else 1):
+            rows = "(batch, length)" if self.sequential else "(batch,)"
+            raise FieldError(
+                f"{self._label()}: reverse takes a batch of this field, a list of per-example "
+                f"id tensors, or a tensor of ids with one row per example {rows}; got a "
+                f"tensor of shape {tuple(batch.shape)}")
         examples = batch.examples() if hasattr(batch, "examples") else batch
         result = []
         for index, example in enumerate(examples):
@@ -367,6 +377,9 @@ class _Field:
                     )
                 result.append(tokens[0])
                 continue
+            if padded and self.pad_token is not None:  # a row's padding, after its end
+                while tokens and tokens[-1] == self.pad_token:
+                    tokens.pop()
             if strip_specials:
                 tokens = self._strip(tokens)
             result.append(tokens)
@@ -375,8 +388,8 @@ class _Field:
     def _strip(self, tokens: list) -> list:
         if self.init_token is not None and tokens[:1] == [self.init_token]:
             tokens = tokens[1:]
-        if self.eos_token is not None and tokens[-1:] == [self.eos_token]:
-            tokens = tokens[:-1]
+        if self.eos_token is not None and self.eos_token in tokens:
+            tokens = tokens[:tokens.index(self.eos_token)]
         return tokens
 
     # ------------------------------------------------------------------ batching
