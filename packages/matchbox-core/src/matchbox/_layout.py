@@ -1,6 +1,7 @@
 """The layout of a ``MaskedBatch`` as tensors, below the class: masks made from lengths
 (:func:`mask_from_lengths`, :func:`full_mask`), constant padding (:func:`constant_pad`),
-the record that padding holds zeros (:func:`mark_zero_padding`), and the checks of a
+the record that padding holds zeros (:func:`mark_zero_padding`), the one row a plain
+tensor expanded to the batch size stands for (:func:`expanded_row`), and the checks of a
 layout and of a list of examples (:func:`validate_layout`, :func:`check_examples`).
 
 A batch here is anything with ``data`` and ``_mask``; ``matchbox.masked_batch``
@@ -267,3 +268,15 @@ def validate_lengths(data: torch.Tensor, lengths: Any, dims: tuple[bool, ...]) -
         raise ValueError("MaskedBatch: lengths must lie between 0 and the padded size of "
                          "their dimension")
     return lengths.long()
+
+
+def expanded_row(tensor: torch.Tensor, batch_size: int | None) -> torch.Tensor:
+    """A plain tensor expanded from size one to the batch size in dimension 0 (stride 0:
+    ``h0.expand(x.size(0), -1)``, ``encodings.unsqueeze(0).expand(x.maxsize())``, where
+    the size is 1 for one example and the batch size for a batch) as that one row, the
+    same for every example: how a batch op, and a ``@batch`` merge, take it.  Any other
+    tensor as it is."""
+    if (tensor.dim() and batch_size not in (None, 1) and tensor.size(0) == batch_size
+            and tensor.stride(0) == 0):
+        return tensor.narrow(0, 0, 1)
+    return tensor

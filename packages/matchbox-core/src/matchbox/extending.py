@@ -75,6 +75,7 @@ from matchbox._capture import (
     with_failed_flags,
 )
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
+from matchbox._layout import expanded_row
 from matchbox._masking import _ZERO as ZERO
 from matchbox._masking import (
     EXECUTION_MASK,
@@ -155,7 +156,7 @@ __all__ = [
     "fill_padding", "guard_gradient", "mixing_mask", "weight_input_data", "combine_masks",
     "same_mask", "fit_mask", "align", "raise_rank", "pad_to", "check_lengths_agree",
     "lengths_along", "sizes_along", "running", "and_running", "real_rows", "pack_rows",
-    "unpack_rows",
+    "unpack_rows", "expanded_row",
     # checks on values, compile-safe
     "fails", "check", "failed_flags", "with_failed_flags", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)

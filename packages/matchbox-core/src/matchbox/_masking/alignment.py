@@ -22,7 +22,7 @@ import torch
 from matchbox import _lengths
 from matchbox._capture import check, fails
 from matchbox._execution import EXECUTION_MASK, and_running, running, same_mask
-from matchbox._layout import constant_pad
+from matchbox._layout import constant_pad, expanded_row
 from matchbox._op_table import op_name
 from matchbox._padding import _ZERO, combine_masks
 from matchbox.masked_batch import MaskedBatch
@@ -406,8 +406,8 @@ def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int,
     out = list(args)
     for k, a in enumerate(args):
         if isinstance(a, torch.Tensor) and a.dim() == rank and a.size(0) != 1:
-            if a.size(0) == batch_size and a.stride(0) == 0:
-                out[k] = a.narrow(0, 0, 1)
+            if (row := expanded_row(a, batch_size)) is not a:
+                out[k] = row
                 continue
             if rank == 1:
                 raise ValueError(_against_scalars(op, a.size(0)))

@@ -39,7 +39,7 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox.control.runtime.masks import example_mask, mask_view
-from matchbox.extending import BATCH_VIEWS, fit_mask, mask_and, pad_to, same_mask
+from matchbox.extending import BATCH_VIEWS, expanded_row, fit_mask, mask_and, pad_to, same_mask
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.masked_batch import MaskedBatch
 
@@ -313,7 +313,8 @@ def _lift(value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
         return MaskedBatch._make(data, None, like.dims)
     if isinstance(value, torch.Tensor):
         shape = like.data.shape
-        value = _first_row(value, shape[0], len(shape))
+        if value.dim() == len(shape):  # h0.expand(x.size(0), -1): its one row, as core's
+            value = expanded_row(value, shape[0])
         if value.dim() > len(shape) or (value.dim() == len(shape) and value.size(0) != 1):
             raise ValueError(
                 f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} on one "
@@ -345,7 +346,7 @@ def _broadcast(value: torch.Tensor, mask: torch.Tensor, name: str) -> MaskedBatc
     batch = mask.size(0)
     if value.dim() == 0:
         return MaskedBatch._make(value.to(mask.device).expand(batch), None, ())
-    value = _first_row(value, batch, value.dim())
+    value = expanded_row(value, batch)  # h0.expand(x.size(0), -1): its one row, as core's
     if value.size(0) != 1:
         raise ValueError(
             f"@batch: '{name}' is a plain tensor of shape {tuple(value.shape)} that differs "
@@ -363,18 +364,6 @@ _ONE_ROW_HINT = (
     "batch): keep it of shape (1, d) (h = h0 + 0.0), or expand after the op "
     "((h0 * 2).expand(x.size(0), -1))"
 )
-
-
-def _first_row(value: torch.Tensor, batch: int, rank: int) -> torch.Tensor:
-    """A plain tensor of full rank expanded from size one to the batch size (stride 0
-    in dimension 0: ``h0.expand(x.size(0), -1)``, where ``size(0)`` is 1 for one
-    example and the batch size for a batch) as that one row, the same for every
-    example: core takes it so beside a batch (``check_plain_batch_dim``), and so
-    must a merge, whichever path the batch is on."""
-    if (value.dim() == rank and rank and value.size(0) == batch and batch != 1
-            and value.stride(0) == 0):
-        return value.narrow(0, 0, 1)
-    return value
 
 
 def _scalar(value: Any, mask: torch.Tensor) -> torch.Tensor:
