@@ -17,9 +17,10 @@ padded sizes when that costs at most ``reuse`` times its own work (``compiler/re
 A graph never depends on mask or data values (``matchbox._capture``).  Loops: a
 ``for`` is one ``scan`` node (``compiler/loops.py``; unrolled where torch has no scan);
 a ``while`` (or a ``range`` of per-example counts) is unrolled to a step bound
-(``max_steps``, else the largest padded size, at least 16, doubled when a call needs more).  A call never returns a result cut short: each run reports (one
-device sync) whether a loop reached its bound with examples still in it, or a per-example
-check failed (the call then runs again eagerly and raises the check's own error).
+(``max_steps``, else the largest padded size, at least 16, doubled when a call needs
+more).  A call never returns a result cut short: each run reports (one device sync)
+whether a loop reached its bound with examples still in it, or a per-example check failed
+(the call then runs again eagerly and raises the check's own error).
 
 What cannot be captured runs eagerly, with a warning naming the reason and the line
 (``fallback="raise"`` raises instead): code that reads a value (``.tolist()``,

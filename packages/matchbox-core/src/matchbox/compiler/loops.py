@@ -328,7 +328,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
             samples = [loop_state.sample(_dense(loop_state.encode(t))) for t in init] + [
                 torch.zeros((), device=device) for _ in range(nf[0])] + [
                 loop_state.sample(t) for t in item_leaves[0]] + [
-                loop_state.sample(_dense(t)) for t in free]
+                loop_state.sample(t) for t in free]
         try:
             with _inside_a_step(capture):
                 return reenter_make_fx(body)(*samples)
@@ -350,7 +350,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
     flag_init = [torch.zeros((), device=device) for _ in range(nf[0])]
     with torch.no_grad():
         result = list(scan_op(graph, [_dense(loop_state.encode(t)) for t in init] + flag_init, xs,
-                              tuple(_dense(t) for t in free)))
+                              tuple(free)))
     final = [loop_state.decode(t, like.dtype) for t, like in zip(result[:n_init], init)]
     n_carry = n_init + nf[0]
     ys = [loop_state.decode(t, meta[1])
@@ -465,11 +465,10 @@ def _dense_gradient(t: torch.Tensor) -> torch.Tensor:
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:
-    """``t`` with the strides of a fresh contiguous tensor.  ``scan`` wants a carry's strides
-    to equal its initial value's (in its backward too, where the gradients of the extra
-    inputs are carries starting from ``zeros_like``), and ``contiguous()`` keeps any
-    stride of a size-one dimension (a batch of one: a chunk of the gates, ``(1, H)`` with
-    stride ``(4H, 1)``)."""
+    """``t`` with the strides of a fresh contiguous tensor, for a carry and its first value:
+    ``scan`` wants their strides equal, and a loop's state may start as a view (a recurrent
+    module's state views, transposed) or come out of a step as one (a chunk of the gates),
+    while ``contiguous()`` keeps any stride of a size-one dimension (a batch of one)."""
     strides, step = [], 1
     for size in reversed(t.shape):
         strides.append(step)

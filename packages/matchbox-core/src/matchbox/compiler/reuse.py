@@ -29,13 +29,8 @@ from typing import Any
 
 import torch
 
-from matchbox.compiler.structure import Structure, contents
+from matchbox.compiler.structure import Role, Structure, roles
 from matchbox.masked_batch import constant_pad
-
-# What a flattened tensor is: ("data", dims) of a batch, ("mask", dims), ("lengths", ()),
-# or ("plain", ()).
-Role = tuple[str, tuple[bool, ...]]
-
 
 #: What the first compile of a model is expected to cost, before one has been measured.
 FIRST_COMPILE_SECONDS = 10.0
@@ -92,29 +87,6 @@ def check_reuse(reuse: Any) -> None:
     raise ValueError(f"matchbox.compile: reuse must be a number >= 1 (run a call on a graph "
                      f"compiled for longer padded sizes when that costs at most this many times "
                      f"its own work) or None (never), got {reuse!r}")
-
-
-def roles(structure: Structure) -> list[Role]:
-    """What each of the tensors ``structure`` flattens to is, in order."""
-    found: list[Role] = []
-    _roles(structure, found)
-    return found
-
-
-def _roles(structure: Structure, found: list[Role]) -> None:
-    kind = structure[0]
-    if kind == "tensor":
-        found.append(("plain", ()))
-    elif kind == "batch":
-        _, dims, has_mask, has_lengths = structure
-        found.append(("data", dims))
-        if has_mask:
-            found.append(("mask", dims))
-        if has_lengths:
-            found.append(("lengths", ()))
-    elif kind != "value":
-        for item in contents(structure):
-            _roles(item, found)
 
 
 def larger_graph(graphs: dict[tuple[Any, ...], Any], key: tuple[Any, ...], reuse: float

@@ -36,6 +36,9 @@ from matchbox._batch_views import BATCH_VIEWS
 from matchbox.masked_batch import MaskedBatch, constant_pad
 
 Structure = tuple[Any, ...]
+#: What a flattened tensor is (:func:`roles`): ("data", dims) of a batch, ("mask", dims),
+#: ("lengths", ()), or ("plain", ()).
+Role = tuple[str, tuple[bool, ...]]
 _PLAIN = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device,
           torch.layout, torch.memory_format)
 
@@ -197,31 +200,39 @@ def _summarize(structure: Structure, tensors: Any, parts: list[str]) -> None:
     elif kind == "value":
         parts.append(repr(structure[1])[:20])
     else:
-        for item in contents(structure):
+        for item in _contents(structure):
             _summarize(item, tensors, parts)
 
 
 def largest_dynamic_size(structure: Structure, tensors: list[torch.Tensor]) -> int:
     """The largest padded size of a dynamic dimension among the batches (0 if none)."""
-    sizes: list[int] = []
-    _dynamic_sizes(structure, iter(tensors), sizes)
-    return max(sizes, default=0)
+    return max((s for (role, dims), t in zip(roles(structure), tensors) if role == "data"
+                for d, s in zip(dims, t.shape[1:]) if d), default=0)
 
 
-def _dynamic_sizes(structure: Structure, tensors: Any, sizes: list[int]) -> None:
+def roles(structure: Structure) -> list[Role]:
+    """What each of the tensors ``structure`` flattens to is, in order."""
+    found: list[Role] = []
+    _roles(structure, found)
+    return found
+
+
+def _roles(structure: Structure, found: list[Role]) -> None:
     kind = structure[0]
     if kind == "tensor":
-        next(tensors)
+        found.append(("plain", ()))
     elif kind == "batch":
-        data = next(tensors)
-        for _ in range(structure[2] + structure[3]):
-            next(tensors)
-        sizes.extend(s for d, s in zip(structure[1], data.shape[1:]) if d)
+        _, dims, has_mask, has_lengths = structure
+        found.append(("data", dims))
+        if has_mask:
+            found.append(("mask", dims))
+        if has_lengths:
+            found.append(("lengths", ()))
     elif kind != "value":
-        for item in contents(structure):
-            _dynamic_sizes(item, tensors, sizes)
+        for item in _contents(structure):
+            _roles(item, found)
 
 
-def contents(structure: Structure) -> tuple[Structure, ...]:
+def _contents(structure: Structure) -> tuple[Structure, ...]:
     """The structures a container (or a view) holds."""
     return structure[2:] if structure[0] in ("dict", "view") else structure[1:]

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.compiler import loops
-from matchbox.extending import MaskedBatch, fill_padding, guard_gradient
+from matchbox.extending import MaskedBatch, fill_padding
 
 Step = Callable[..., tuple[torch.Tensor, ...]]
 
@@ -134,8 +134,3 @@ def _rnn(activation: Callable[[torch.Tensor], torch.Tensor]) -> Step:
 
 _CELLS: dict[str, Step] = {"lstm": _lstm, "gru": _gru, "rnn_tanh": _rnn(torch.tanh),
                            "rnn_relu": _rnn(torch.relu)}
-
-
-def as_batch(out: torch.Tensor, input: MaskedBatch) -> MaskedBatch:
-    """The padded output as the module's output batch (the input's mask)."""
-    return MaskedBatch._make(guard_gradient(out, None), input._mask, input.dims)

@@ -137,15 +137,14 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
         # A captured graph cannot read the lengths packing needs: a masked loop instead.
         states, real = initial_states(op, hx, input.data.size(0))
         out, final = recurrent_loop.run_masked(op, input, states, settings)
-        return (recurrent_loop.as_batch(out, input), *final_states(final, real))
+        return (_output(out, input), *final_states(final, real))
     data = weight_input_data(input)
     if input._mask is None and data.size(1) > 0:
         # Every example has the padded length: there is no padding to skip, so the
         # dense op is the packed op.
         states, real = initial_states(op, hx, data.size(0))
         result = func(data, _as_hx(hx, states), *settings, True)
-        return (MaskedBatch._make(guard_gradient(result[0], None), None, input.dims),
-                *final_states(result[1:], real))
+        return (_output(result[0], input), *final_states(result[1:], real))
     refuse_under_functorch(op)
     # A static length (dims (False, False)) may still carry a mask, of size one there
     # (from a reduction, or marking examples that are not real): expand it first.
@@ -155,8 +154,13 @@ def run_packed(op: str, func: Any, input: Any, hx: Any, settings: tuple) -> tupl
     rows = packing.gather_padded(data, layout)
     out_rows, final = run_on_rows(op, func, rows, layout, hx, settings)
     out = packing.scatter_padded(out_rows, layout, data.size(1))
-    out = guard_gradient(out, None)  # under @batch: no gradient at examples not running
-    return (MaskedBatch._make(out, input._mask, input.dims), *final)
+    return (_output(out, input), *final)
+
+
+def _output(out: torch.Tensor, input: MaskedBatch) -> MaskedBatch:
+    """The module's padded output ``(B, T, D*H)`` as a batch with the input's mask; under
+    ``@batch``, no gradient at the examples not running."""
+    return MaskedBatch._make(guard_gradient(out, None), input._mask, input.dims)
 
 
 def refuse_under_functorch(op: str, batch: str = "a MaskedBatch of examples of different "
