@@ -117,6 +117,27 @@ def saved_bytes(fn: Callable[[], object]) -> int:
     return sum(storages.values())
 
 
+class _OutputBytes(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bytes = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and not t._is_view():
+                self.bytes += t.numel() * t.element_size()
+        return out
+
+
+def written_bytes(fn: Callable[[], object]) -> int:
+    """Bytes of the new tensors the ops of ``fn()`` write (views not counted): the memory
+    traffic of a forward, where a copy of a whole stack shows."""
+    with _OutputBytes() as counter:
+        fn()
+    return counter.bytes
+
+
 @dataclasses.dataclass
 class Model:
     """A model's forwards: ``@batch`` and hand-written, and its loop iterations."""

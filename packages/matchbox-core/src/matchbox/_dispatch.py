@@ -7,7 +7,9 @@ This module owns running an op on batches:
   it: hands the call to another batch type when one it converts into is among
   the arguments (the mixing rule, :func:`register_conversion`); looks up the
   handler (an unknown op raises :func:`unsupported`); refuses a batch inside an
-  ``autograd.Function``'s forward (``matchbox._autograd_function``); labels the
+  ``autograd.Function``'s forward (``matchbox._autograd_function``); applies a
+  ``@batch`` region's deferred gradient guard, or carries it through the op
+  (``matchbox._region_guard``); labels the
   op while a profiler records (:func:`labelled`); converts arguments of other
   batch types that join it; binds the arguments to ``func``'s own signature
   (``matchbox._binding``); runs the handler; and, while a mask carrying lengths
@@ -35,7 +37,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _lengths
+from matchbox import _lengths, _region_guard
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._binding import binding_for
 from matchbox._op_table import (
@@ -63,9 +65,21 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
     joins = kind.joins
     conversions = kind.conversions
     live = _LIVE
+    deferred = _region_guard.LIVE
 
     def dispatch(func: Any, types: Any, args: tuple[Any, ...] = (),
                  kwargs: dict[str, Any] | None = None) -> Any:
+        if deferred[0]:  # a @batch region's gradient guard, deferred to the op needing it
+            guard = _region_guard.passes(func, args, kwargs)
+            if guard is not None:
+                result = run(func, types, args, kwargs)
+                if _region_guard.carry(result, guard):
+                    return result
+                _region_guard.resolve_all(args, kwargs)
+        return run(func, types, args, kwargs)
+
+    def run(func: Any, types: Any, args: tuple[Any, ...] = (),
+            kwargs: dict[str, Any] | None = None) -> Any:
         if joins and (types is None or len(types) > 1):
             # A batch type this one converts into is among the arguments: the op is its.
             target = _joined(args, kwargs, joins)

@@ -36,7 +36,7 @@ from typing import Any
 
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _lengths
+from matchbox import _lengths, _region_guard
 from matchbox._autograd_function import grad_enabled
 from matchbox._dispatch import make_dispatch
 from matchbox._op_table import Kind, OpEntry, add_kind, op_name, tensor_method_names
@@ -99,9 +99,11 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
     dispatch = kind.dispatch
     foreign = kind.foreign  # a set: conversions registered later are seen
     profiler = autograd_profiler
+    deferred = _region_guard.LIVE  # a region's guard to apply first: the dispatch does
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs and grad_enabled() and not profiler._is_profiler_enabled:
+        if (not kwargs and grad_enabled() and not profiler._is_profiler_enabled
+                and not (deferred[0] and _region_guard.any_deferred(self, args))):
             for value in args:
                 if type(value) in foreign:
                     break

@@ -103,6 +103,9 @@ from matchbox._masking import (
     unpack_rows,
     weight_input_data,
 )
+from matchbox._region_guard import defer as defer_region_guard
+from matchbox._region_guard import deferred_mask as deferred_region_guard
+from matchbox._region_guard import resolve as apply_region_guard
 from matchbox._registry import (
     BATCH_VIEWS,
     batch_types,
@@ -162,6 +165,8 @@ __all__ = [
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
     "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
     "mask_and", "ZERO",
+    # a @batch region's gradient guard, deferred to the op that needs it
+    "defer_region_guard", "deferred_region_guard", "apply_region_guard",
     # lengths that a mask cannot tell
     "mask_lengths", "lengths_aware",
     # jagged torch.nested tensors (the layout of to_nested / from_nested)

@@ -72,7 +72,7 @@ class MaskedBatch(Batch):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
-                 "_present", "_kept_outside")
+                 "_present", "_kept_outside", "_deferred_guard")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -100,6 +100,9 @@ class MaskedBatch(Batch):
     # Set (to None) at construction: it is read on hot paths (a ``for``'s steps, the
     # parts of ``cat``/``stack``), where an unset slot would go through ``__getattr__``.
     _present: torch.Tensor | None
+    # None, or the ``(mask, rows)`` of the @batch region whose gradient guard this batch
+    # has yet to apply (``matchbox._region_guard``).
+    _deferred_guard: tuple | None
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool], *,
@@ -133,6 +136,7 @@ class MaskedBatch(Batch):
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
         self._present = self._zero_padding = self._not_a_view = self._kept_outside = None
+        self._deferred_guard = None
 
     @staticmethod
     def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
@@ -148,6 +152,7 @@ class MaskedBatch(Batch):
         batch.dims = dims
         # All set: reading an unset slot costs an AttributeError (Batch.__getattr__).
         batch._present = batch._zero_padding = batch._not_a_view = batch._kept_outside = None
+        batch._deferred_guard = None
         return batch
 
     @property

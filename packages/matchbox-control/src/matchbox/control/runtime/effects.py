@@ -34,6 +34,7 @@ import torch
 
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import per_example_item, refuse_positional_write
+from matchbox.extending import apply_region_guard
 from matchbox.masked_batch import MaskedBatch
 
 _MISSING = object()
@@ -208,6 +209,7 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
             "per-example values in a tensor"
         )
     if type(obj) is MaskedBatch and name.endswith("_") and not name.startswith("_"):
+        apply_region_guard(obj)  # the in-place op's backward may need it
         copy = MaskedBatch._make(obj.data.clone(), obj._mask, obj.dims)
         getattr(copy, name)(*args, **kwargs)
         _update_running(mask, obj, copy, name)

@@ -30,15 +30,17 @@ from torch.autograd import profiler as autograd_profiler
 from matchbox.extending import (
     BATCH_VIEWS,
     EXECUTION_MASK,
+    apply_region_guard,
     capturing,
+    defer_region_guard,
+    deferred_region_guard,
     mask_and,
-    mask_view,
+    mask_view,  # noqa: F401 (the runtime's modules import it from here)
     mask_view_for,
     reads_values,
     some,
 )
-from matchbox.extending import ZERO as _ZERO
-from matchbox.masked_batch import MaskedBatch, mark_zero_padding
+from matchbox.masked_batch import MaskedBatch
 
 Mask = Any  # None | torch.Tensor | False
 
@@ -285,21 +287,20 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
         return value
     if type(value) is not MaskedBatch:
         if type(value) in BATCH_VIEWS:  # a time-major view: guard the batch it holds
-            return type(value)(guard(mask, outer, value.batch))
+            # at once (the view's ops read the batch's data themselves)
+            return type(value)(apply_region_guard(guard(mask, outer, value.batch)))
         return value
     data = value.data
     if not data.requires_grad or not torch.is_grad_enabled():
         return value
-    view = mask_view(example_mask(mask, value, "a value read in the region"), data.dim())
-    if value._mask is None and data.is_floating_point():
-        # The region's values for the examples that do not run it are discarded:
-        # zeros serve, and recorded as such they spare ops with a weight, which
-        # must not read those rows (``_masking.mixing_mask``), a fill of their own.
-        guarded = MaskedBatch._make(torch.where(view, data, _ZERO), None, value.dims)
-        mark_zero_padding(guarded, view)
-    else:
-        guarded = MaskedBatch._make(torch.where(view, data, data.detach()), value._mask,
-                                    value.dims)
+    if deferred_region_guard(value) is mask:
+        return value  # guarded for this region already
+    apply_region_guard(value)  # an enclosing region's guard, deferred: applied first
+    # Deferred (core's _region_guard): the first op that needs the guard applies it, on
+    # what the region reads (a stack's two items, not the stack); the ops that commute
+    # with it (where, cat, indexing) carry it; this region's merge needs none.
+    rows = example_mask(mask, value, "a value read in the region")
+    guarded = defer_region_guard(value, mask, rows)
     guarded._guards = value  # an in-place update in the region reaches ``value``
     return guarded
 

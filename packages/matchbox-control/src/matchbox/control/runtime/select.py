@@ -39,7 +39,16 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox.control.runtime.masks import example_mask, mask_view
-from matchbox.extending import BATCH_VIEWS, expanded_row, fit_mask, mask_and, pad_to, same_mask
+from matchbox.extending import (
+    BATCH_VIEWS,
+    apply_region_guard,
+    deferred_region_guard,
+    expanded_row,
+    fit_mask,
+    mask_and,
+    pad_to,
+    same_mask,
+)
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.masked_batch import MaskedBatch
 
@@ -95,6 +104,9 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
 
 
 def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any:
+    new, old = _settled(mask, new, old)
+    if new is old:
+        return new
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):
@@ -105,6 +117,22 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
             _keep(merged, old, outer)
         return merged
     return select(mask, new, old, name)
+
+
+def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:
+    """``new`` and ``old`` of a selection under ``mask``, their deferred region guards
+    (core's ``_region_guard``) dealt with: applied, except ``new``'s when deferred under
+    ``mask`` itself and selected against a batch, with a ``where`` that already gives
+    ``new`` no gradient outside ``mask`` (a batch the region only read is ``old``)."""
+    deferred = deferred_region_guard(new)
+    if deferred is not None and deferred is mask and type(old) is MaskedBatch:
+        if new.data is old.data and new._mask is old._mask:
+            return old, old
+        new = MaskedBatch._make(new.data, new._mask, new.dims)  # the where guards it
+    else:
+        apply_region_guard(new)
+    apply_region_guard(old)
+    return new, old
 
 
 # A merge under ``mask`` inside ``outer`` gives a batch equal to ``old`` outside ``mask``,
@@ -149,6 +177,7 @@ def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
 
 def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     """``new`` for the examples in ``mask``, ``old`` for the others."""
+    new, old = _settled(mask, new, old)
     if new is old:
         return new
     if type(new) is MaskedBatch and type(old) is MaskedBatch:

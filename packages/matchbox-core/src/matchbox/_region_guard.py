@@ -1,0 +1,168 @@
+"""A ``@batch`` region's gradient guard, applied only where an op needs it.
+
+Inside a region (a branch, a loop step) every example computes, also those that do not
+run it; their results are discarded by the region's merge.  matchbox-control sees each
+batch the region reads through a *gradient guard*, ``where(running, x, x.detach())``, so
+that the discarded computation sends no gradient (``0 * inf = nan``) into ``x``.
+
+Applied at once, that guard copies the whole batch: a tree's stack, read in both sides of
+an ``if`` in every step, was copied twice a step for the guard alone (issue 22).  A guard
+only matters going in to an op whose backward could turn a zero gradient into a non-finite
+one; the ops below are linear in each example's values and copy them (their backward
+only moves or sums gradients, example by example), so the guard commutes with them:
+guarding their result is guarding their inputs.  So the guard is *deferred*
+(:func:`defer`): the batch keeps its data and records the region's mask, the dispatch
+runs a pass-through op on it as it is and records the mask on the result
+(:func:`passes`, :func:`carry`), any other op first applies the guard, in place on the
+batch object (:func:`resolve`), and the region's merge, whose ``where`` already drops the
+gradient of the examples outside its mask, takes a batch deferred under that mask as
+it is (matchbox-control's ``select``).  The guard is applied at most once per batch, on
+what is actually read: a stack's two items, not the stack.
+
+Values are the same either way; only the rows of the examples not running the region
+differ (zeros once a batch without padding is guarded, as before), and those the merge
+discards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+#: ``[True]`` once a guard has been deferred in this process: until then the dispatch
+#: skips looking for one (and the names below, which the dispatch's own modules import,
+#: are bound).
+LIVE = [False]
+MaskedBatch: Any = None
+mask_view: Any = None
+mark_zero_padding: Any = None
+_ZERO: Any = None
+
+
+def _bind_names() -> None:
+    global MaskedBatch, mask_view, mark_zero_padding, _ZERO
+    from matchbox._execution import mask_view
+    from matchbox._layout import mark_zero_padding
+    from matchbox._padding import _ZERO
+    from matchbox.masked_batch import MaskedBatch
+
+# The ops through which a guard is carried: per example linear in their batch arguments
+# and returning new tensors (a view would share data with a batch whose guard is applied
+# later, in a new tensor, and miss the in-place writes made after).  ``Tensor.__getitem__``
+# only with a tensor among its indices (advanced indexing copies); a result that is a view
+# all the same is refused by :func:`carry`, and the op runs again on guarded inputs.
+_PASS_THROUGH = frozenset({torch.where, torch.Tensor.where, torch.cat, torch.concat,
+                           torch.stack})
+_GETITEM = torch.Tensor.__getitem__
+
+
+def defer(value: Any, mask: torch.Tensor, rows: torch.Tensor) -> Any:
+    """``value`` guarded for the region running ``mask`` (``(batch,)``), as a new batch
+    whose guard is deferred; ``rows``: ``mask`` with one entry per example of ``value``
+    (the same tensor, unless the batch holds several slices of each example)."""
+    if not LIVE[0]:
+        _bind_names()
+        LIVE[0] = True
+    guarded = MaskedBatch._make(value.data, value._mask, value.dims)
+    guarded._zero_padding = value._zero_padding  # the same data, mask and version
+    guarded._deferred_guard = (mask, rows)
+    return guarded
+
+
+def deferred_mask(batch: Any) -> torch.Tensor | None:
+    """The mask of the region whose guard ``batch`` defers (``None``: none)."""
+    if type(batch) is not MaskedBatch or batch._deferred_guard is None:
+        return None
+    return batch._deferred_guard[0]
+
+
+def resolve(batch: Any) -> Any:
+    """Apply ``batch``'s deferred guard (if any) in place: the object every holder of the
+    batch sees becomes the guarded batch.  Returns ``batch``."""
+    if type(batch) is not MaskedBatch:
+        return batch
+    deferred = batch._deferred_guard
+    if deferred is None:
+        return batch
+    batch._deferred_guard = None
+    data = batch.data
+    if not data.requires_grad or not torch.is_grad_enabled():
+        return batch
+    view = mask_view(deferred[1], data.dim())
+    if batch._mask is None and data.is_floating_point():
+        # The region's values for the examples that do not run it are discarded: zeros
+        # serve, and recorded as such they spare ops with a weight, which must not read
+        # those rows (``_masking.mixing_mask``), a fill of their own.
+        batch.data = torch.where(view, data, _ZERO)
+        mark_zero_padding(batch, view)
+    else:
+        batch.data = torch.where(view, data, data.detach())
+        batch._zero_padding = None
+    return batch
+
+
+def _deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None):
+    """The batches among the arguments (one level into lists and tuples) whose guard is
+    deferred."""
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        kind = type(value)
+        if kind is MaskedBatch:
+            if value._deferred_guard is not None:
+                yield value
+        elif kind is list or kind is tuple:
+            for item in value:
+                if type(item) is MaskedBatch and item._deferred_guard is not None:
+                    yield item
+
+
+def _advanced(index: Any) -> bool:
+    """Whether an index holds a tensor or a batch (per-example ints): indexing copies."""
+    items = index if type(index) is tuple else (index,)
+    return any(isinstance(item, torch.Tensor) or type(item) is MaskedBatch for item in items)
+
+
+def passes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """Before ``func`` runs on batches: the guard its result carries (the deferred guard
+    of its batch arguments, when ``func`` lets it through and they share one region), or
+    ``None`` after applying every deferred guard among the arguments."""
+    deferred = list(_deferred_arguments(args, kwargs))
+    if not deferred:
+        return None
+    first = deferred[0]._deferred_guard
+    if ((func in _PASS_THROUGH or (func is _GETITEM and len(args) > 1 and _advanced(args[1])))
+            and all(b._deferred_guard[0] is first[0] for b in deferred)):
+        return first
+    for batch in deferred:
+        resolve(batch)
+    return None
+
+
+def carry(result: Any, guard: tuple[torch.Tensor, torch.Tensor]) -> bool:
+    """Record ``guard`` (what :func:`passes` answered) on the batches of ``result``, the
+    op's result; ``False`` if one of them is a view, which must not be, or of another
+    batch size: the op is then run again on guarded inputs."""
+    parts = result if type(result) is tuple or type(result) is list else (result,)
+    for part in parts:
+        if type(part) is MaskedBatch and part.data._is_view():
+            return False
+    for part in parts:
+        if type(part) is MaskedBatch and part.data.requires_grad:
+            if part.data.size(0) != guard[1].size(0):
+                return False
+            part._deferred_guard = guard
+    return True
+
+
+def resolve_all(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
+    """Apply the deferred guards among an op's arguments."""
+    for batch in list(_deferred_arguments(args, kwargs)):
+        resolve(batch)
+
+
+def any_deferred(first: Any, args: tuple[Any, ...]) -> bool:
+    """Whether a method call's batch (``first``) or an argument defers a guard (a fast
+    method then leaves the call to the dispatch, which applies it)."""
+    if type(first) is MaskedBatch and first._deferred_guard is not None:
+        return True
+    return any(type(a) is MaskedBatch and a._deferred_guard is not None for a in args)
