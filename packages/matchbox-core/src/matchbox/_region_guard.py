@@ -30,28 +30,30 @@ from typing import Any
 
 import torch
 
+from matchbox._execution import mask_view
+from matchbox._layout import mark_zero_padding
+from matchbox._padding import _ZERO
+
 #: ``[True]`` once a guard has been deferred in this process: until then the dispatch
-#: skips looking for one (and the names below, which the dispatch's own modules import,
-#: are bound).
+#: skips looking for one.
 LIVE = [False]
+
+# The batch type whose guards are deferred: ``matchbox.masked_batch`` names it when it is
+# defined (it imports the dispatch, which imports this module).
 MaskedBatch: Any = None
-mask_view: Any = None
-mark_zero_padding: Any = None
-_ZERO: Any = None
 
 
-def _bind_names() -> None:
-    global MaskedBatch, mask_view, mark_zero_padding, _ZERO
-    from matchbox._execution import mask_view
-    from matchbox._layout import mark_zero_padding
-    from matchbox._padding import _ZERO
-    from matchbox.masked_batch import MaskedBatch
+def bind_batch_type(cls: type) -> None:
+    global MaskedBatch
+    MaskedBatch = cls
+
 
 # The ops through which a guard is carried: per example linear in their batch arguments
 # and returning new tensors (a view would share data with a batch whose guard is applied
 # later, in a new tensor, and miss the in-place writes made after).  ``Tensor.__getitem__``
-# only with a tensor among its indices (advanced indexing copies); a result that is a view
-# all the same is refused by :func:`carry`, and the op runs again on guarded inputs.
+# only with a tensor or a batch among its indices (advanced indexing copies); a result
+# that is a view all the same is refused by :func:`carry`, and the op runs again on
+# guarded inputs.
 _PASS_THROUGH = frozenset({torch.where, torch.Tensor.where, torch.cat, torch.concat,
                            torch.stack})
 _GETITEM = torch.Tensor.__getitem__
@@ -61,9 +63,7 @@ def defer(value: Any, mask: torch.Tensor, rows: torch.Tensor) -> Any:
     """``value`` guarded for the region running ``mask`` (``(batch,)``), as a new batch
     whose guard is deferred; ``rows``: ``mask`` with one entry per example of ``value``
     (the same tensor, unless the batch holds several slices of each example)."""
-    if not LIVE[0]:
-        _bind_names()
-        LIVE[0] = True
+    LIVE[0] = True
     guarded = MaskedBatch._make(value.data, value._mask, value.dims)
     guarded._zero_padding = value._zero_padding  # the same data, mask and version
     guarded._deferred_guard = (mask, rows)

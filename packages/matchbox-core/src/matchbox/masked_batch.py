@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths
+from matchbox import _lengths, _region_guard
 from matchbox._arguments import normalize_dim
 from matchbox._batch import Batch, pytree_rank_error
 from matchbox._jagged import jagged_rows, make_jagged, read_jagged
@@ -493,3 +493,6 @@ def _example_shape(batch: MaskedBatch, sizes: Sequence[int]) -> str:
     parts = ["1"] + [str(next(it)) if d else str(batch.data.size(i + 1))
                      for i, d in enumerate(batch.dims)]
     return "(" + ", ".join(parts) + ")"
+
+
+_region_guard.bind_batch_type(MaskedBatch)  # the batch type whose region guards defer
