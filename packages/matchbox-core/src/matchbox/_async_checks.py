@@ -8,16 +8,19 @@ them (per thread), to be read later without waiting for the device:
 
 - on CUDA the bool is copied into pinned host memory (``non_blocking=True``) and a
   ``torch.cuda.Event`` is recorded after the copy on the device's current stream;
-- on the CPU the bool is already computed: it is read at once (no sync there), and
-  only a failed call's record is queued;
+- on the CPU the bool is already computed: it is read at once (no sync there);
 - on another device type (mps, xpu, ...) the flags are read when the call ends, as
   with async checks off.
 
-A queued record surfaces (its first failed check's own error, with a note saying it
-came from an earlier call) at the start of the next outermost ``@batch`` call of the
-thread if its event has completed (never waiting; records are read oldest first, and
-one not complete holds back those after it), at :func:`raise_pending_checks` (which
-waits for every record), or, failed and never raised, on stderr at interpreter exit.
+A record already done when the call ends (the CPU's; a CUDA event that has passed) is
+read then, and only a failed one is queued.  A queued record surfaces (its first failed
+check's own error, with a PEP 678 note saying it came from an earlier call) at the
+start of the next outermost ``@batch`` call of the thread if it is done (never waiting;
+records are read oldest first, and one not done holds back those after it; the record
+raised is dropped, later ones stay queued), at :func:`raise_pending_checks` (which
+waits for every record and empties the queue), or, failed and never raised, on stderr
+at interpreter exit.  A call whose body raises lets a failed check of its own win
+(as with async checks off) only if its record is done when it ends.
 This module imports nothing of Matchbox: ``_capture`` asks it.
 """
 
@@ -195,7 +198,7 @@ def defer(pending: Pending, body_raised: bool, name: str | None = None) -> None:
         else:
             parts.append((flag, None))
     record = _Record(parts, pending, name)
-    if all(event is None for _, event in parts):  # read now, at no cost: queue a failure only
+    if record.done():  # the CPU's, or a CUDA event already passed: read now, at no cost
         if not record.failed():
             return
         if body_raised:
