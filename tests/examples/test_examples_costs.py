@@ -15,6 +15,7 @@ import random
 import pytest
 import torch
 
+import matchbox
 from benchmarks.control_costs import count, models, saved_bytes, written_bytes
 from examples import treelstm as example
 from matchbox import MaskedBatch
@@ -65,6 +66,20 @@ def test_treelstm_makes_no_host_sync(costs):
     # counter skips matchbox._capture); a sync made by an op would show its op's site.
     assert batched.syncs == 1, batched.sync_sites
     assert batched.sync_sites == {"model": 1}, batched.sync_sites
+
+
+def test_treelstm_makes_no_host_sync_with_async_checks():
+    # matchbox.set_async_checks(True): the call queues its checks' flags (a pinned copy
+    # and an event on CUDA) and a later call or matchbox.raise_pending_checks() reads
+    # them, so the forward makes no sync at all. Two forwards: on the CPU each reads its
+    # own flags' bool at its end, and on CUDA the second the first's pinned copy once its
+    # event completed: host memory both, read with no ATen op (no sync).
+    model = next(m for m in models(BATCH, SIZE, LONGEST) if m.name.startswith("TreeLSTM"))
+    matchbox.raise_pending_checks()
+    with host_reads(False), matchbox.set_async_checks(True):
+        batched = count(lambda: (model.batched(), model.batched()))
+        matchbox.raise_pending_checks()  # every check passed
+    assert batched.syncs == 0, batched.sync_sites
 
 
 def test_treelstm_ops_against_hand_written(costs):

@@ -15,6 +15,7 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 
 # Importing ops fills the registry (ops.conversion refuses a batch beside a nested tensor).
 from matchbox import _registry, extending, ops  # noqa: E402,F401
+from matchbox._async_checks import raise_pending_checks, set_async_checks  # noqa: E402
 from matchbox.batch_reduce import batch_mean, batch_sum  # noqa: E402
 from matchbox.compiler import compile, hide_from_torch_compile  # noqa: E402
 from matchbox.convenience import install as _install_convenience  # noqa: E402
@@ -90,7 +91,8 @@ _load_op_providers()
 
 # Core's own names, and those of the sibling distributions that are installed: a name
 # whose distribution is missing would make `from matchbox import *` raise ImportError.
-_CORE_NAMES = ["MaskedBatch", "batch_sum", "batch_mean", "compile", "extending"]
+_CORE_NAMES = ["MaskedBatch", "batch_sum", "batch_mean", "compile", "extending",
+               "set_async_checks", "raise_pending_checks"]
 _SIBLING_NAMES = ["batch", "PackedBatch", "as_masked", "as_packed", "data"]
 __all__ = _CORE_NAMES + [name for name in _SIBLING_NAMES
                          if name in _entry_points(NAMES_GROUP)]

@@ -33,7 +33,9 @@ error (``fails(failing, error)``, :func:`check`): matchbox-control opens
 per-example flags (device tensors, no sync) and answers ``False`` (the op goes on
 with its indices clamped, its result for a failing example discarded), and the
 outermost call reads every flag it recorded at its end, with one sync, raising
-the first failed check's own error.  Elsewhere, and with host reads on (the CPU's
+the first failed check's own error.  With ``matchbox.set_async_checks(True)`` that
+call makes no sync: it queues the flags, and a later call raises the error
+(``matchbox._async_checks``).  Elsewhere, and with host reads on (the CPU's
 default), a check reads its flags at once.
 
 Anything else that reads a value (``.tolist()``, ``.item()``, an index of
@@ -50,6 +52,7 @@ from typing import Any
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
+from matchbox import _async_checks
 from matchbox._host_reads import reads_values
 
 __all__ = ["Capture", "NotCapturable", "capturing", "check", "deferred_checks", "fails",
@@ -263,19 +266,31 @@ _DEFERRED: contextvars.ContextVar[list[tuple[torch.Tensor, Callable[[], BaseExce
 
 
 class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like a function)
-    """``with deferred_checks():`` around a ``@batch`` call (matchbox-control opens it).
+    """``with deferred_checks(name):`` around a ``@batch`` call (matchbox-control opens it;
+    ``name``: the decorated function's, for the note of an error raised later).
 
     The outermost one collects the checks that :func:`fails` defers while it is
     open and, when it closes, reads all their flags with one host sync (none when
     no check was deferred), raising the error of the first that failed: the error
     the check would have raised at once, only later.  Nested ones (a ``@batch``
     function calling another, or itself) leave the checks to the outermost.
+
+    With async checks on (``matchbox.set_async_checks``) the outermost one queues
+    them instead, unread (``matchbox._async_checks``), and, when it opens, raises
+    the error of a call queued before whose flags the device has computed.
     """
 
-    __slots__ = ("_token",)
+    __slots__ = ("_token", "_name")
+
+    def __init__(self, name: str | None = None) -> None:
+        self._name = name
 
     def __enter__(self) -> None:
         if _DEFERRED.get() is None:
+            # Earlier calls' checks, read where the device is done with them (not while
+            # capturing: a graph's capture is no place for an eager call's error).
+            if _async_checks.has_pending() and _CAPTURE.get() is None:
+                _async_checks.surface()
             self._token = _DEFERRED.set([])
             _LAST_FAILED.set(None)  # a failed check of an earlier call is no answer here
         else:
@@ -293,19 +308,15 @@ class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like 
         # __context__. With no failed check, the body's error goes on. Not for a
         # KeyboardInterrupt or the like: those go on without a sync.
         if pending and (kind is None or issubclass(kind, Exception)):
-            _raise_first_failure(pending)
+            if _async_checks.enabled():  # queued, unread (a failure wins if read already)
+                _async_checks.defer(pending, kind is not None, self._name)
+            else:
+                _raise_first_failure(pending)
 
 
 def _raise_first_failure(
         pending: list[tuple[torch.Tensor, Callable[[], BaseException]]]) -> None:
     """Read the flags of ``pending`` checks (one sync per device) and raise the first
     failed check's error."""
-    by_device: dict[torch.device, list[torch.Tensor]] = {}
-    for failing, _ in pending:
-        by_device.setdefault(failing.device, []).append(
-            failing if failing.dim() == 1 else failing.reshape(-1))
-    if not any(bool(torch.cat(flags).any()) for flags in by_device.values()):
-        return
-    for failing, error in pending:  # only on failure: one read each, up to the first
-        if bool(failing.any()):
-            raise error()
+    if any(bool(flag) for flag in _async_checks.any_by_device(pending).values()):
+        raise _async_checks.first_failure(pending)

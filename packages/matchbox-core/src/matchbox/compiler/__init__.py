@@ -45,6 +45,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from matchbox._async_checks import set_async_checks
 from matchbox.compiler import graph as _graph
 from matchbox.compiler import loops
 from matchbox.compiler import reuse as reuse_module
@@ -264,8 +265,9 @@ class _Specializations:
         return result
 
     def _rerun_for_the_error(self, call: _Call) -> Any:
-        """A per-example check failed in the graph: the eager call raises its own error."""
-        return self.run(call.params, call.args, call.kwargs)
+        """A check failed in the graph: the eager call raises its error (async checks off)."""
+        with set_async_checks(False):
+            return self.run(call.params, call.args, call.kwargs)
 
     def _run_grown(self, spec: Specialization, call: _Call) -> Any:
         """A loop reached the graph's step bound: compiled again with twice the bound (the

@@ -3,7 +3,7 @@
 Every converted function starts by reading the execution mask it was called
 under (``mb__mask = mb__.entry_mask()``) and binding to ``Undefined`` the
 variables a region may save before the user's code assigned them; its body then
-runs in ``with mb__.deferred_checks():``, where the outermost call reads the
+runs in ``with mb__.deferred_checks(name):``, where the outermost call reads the
 checks that ops deferred (``matchbox.extending.deferred_checks``).  A
 function defined inside it is converted the same way, on its own.
 """
@@ -33,7 +33,10 @@ def add_prologue(function: Any) -> None:
     # The checks of ops that can go on safely (an index in range, parts real for the
     # same examples) are read when the outermost @batch call ends, with one device sync,
     # on an accelerator (matchbox.extending.deferred_checks), instead of once per op.
-    scope = templates.replace("with mb__.deferred_checks():\n    mb__body", origin=function,
+    # The function's name is for the note of an error raised by a later call
+    # (matchbox.set_async_checks).
+    scope = templates.replace("with mb__.deferred_checks(name):\n    mb__body", origin=function,
+                              name=templates.constant(function.name),
                               mb__body=body or [gast.Pass()])
     function.body = head + prologue + scope
 
