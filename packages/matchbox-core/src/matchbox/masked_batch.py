@@ -93,15 +93,11 @@ class MaskedBatch(Batch):
     _not_a_view: bool
     # None, or matchbox-control's record that it equals a batch outside a region's mask.
     _kept_outside: tuple
-    # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an
-    # item of a Python list (matchbox-control sets it on an item appended, or made by
-    # a comprehension step, under a per-example condition; the others' rows are
-    # padding).  ``len(items)`` and ``items[-1]`` in ``@batch`` count per example by it.
-    # Set (to None) at construction: it is read on hot paths (a ``for``'s steps, the
-    # parts of ``cat``/``stack``), where an unset slot would go through ``__getattr__``.
+    # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an item of
+    # a Python list (appended under a per-example condition), by which ``len(items)``
+    # counts. Every slot is set at construction: an unset one goes through __getattr__.
     _present: torch.Tensor | None
-    # None, or the ``(mask, rows)`` of the @batch region whose gradient guard this batch
-    # has yet to apply (``matchbox._region_guard``).
+    # None, or the (mask, rows) of the region whose guard is deferred (_region_guard).
     _deferred_guard: tuple | None
 
     def __init__(
@@ -132,11 +128,17 @@ class MaskedBatch(Batch):
             mask = mask if mask.dtype == torch.bool else mask != 0
         else:
             validate_layout(data, full_mask(data, dims), dims)
+        guarded = mask is not None and data.requires_grad and torch.is_grad_enabled()
+        if guarded:  # padding may hold NaN: an op's backward may give it 0 * NaN, which
+            # must not flow back into the data or what it was computed from
+            data = torch.where(mask, data, data.new_zeros(()))
         self.data = data
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
         self._present = self._zero_padding = self._not_a_view = self._kept_outside = None
         self._deferred_guard = None
+        if guarded:
+            mark_zero_padding(self)
 
     @staticmethod
     def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
