@@ -10,6 +10,7 @@ import torch
 from control_cases import assert_batch_equals_loop
 
 import matchbox
+import matchbox.functional as MF
 from matchbox import MaskedBatch
 from matchbox._region_guard import deferred_mask
 
@@ -134,8 +135,57 @@ def test_a_batch_the_region_only_reads_through_a_where_is_not_copied_for_the_gua
     # merge took as it is: neither was applied (no copy of the stack for it).
     assert deferred_mask(_SEEN["read"]) is not None
     assert deferred_mask(_SEEN["written"]) is not None
-    assert _SEEN["read"].data is stack
+    assert _SEEN["read"]._data is stack  # (reading .data would apply the guard)
     written = (item.sum(-1) > 0).view(3, 1, 1) & at
     torch.testing.assert_close(out.data, torch.where(written, item.unsqueeze(1), stack))
     out.data.sum().backward()
     torch.testing.assert_close(stack.grad, (~written).expand(3, 4, 2).to(stack.dtype))
+
+
+@matchbox.batch
+def read_by_methods(x):
+    # Methods and helpers that read a batch's data themselves, not through the dispatch,
+    # see it guarded (MaskedBatch.data applies a deferred guard when read).
+    if x[:, 0] > 0:
+        y = (x.to(x.dtype).sqrt() + x.cpu().log() + x.split_dim(-1, 2).join_dims(-1, 1).sqrt()
+             + MF.stack([x, x], 1, dynamic=False).sum(1).sqrt())
+    else:
+        y = x * 1
+    return y.sum(-1)
+
+
+def test_a_guard_applies_when_a_method_reads_the_data_itself(dtype):
+    xs, xb = _rows([[1.0, 4.0], [-1.0, 0.0], [2.0, -3.0], [0.0, 1.0]], dtype)
+    assert_batch_equals_loop(read_by_methods, (xs, xb))
+
+
+@matchbox.batch
+def no_grad_inside(x):
+    if x[:, 0] > 0:
+        with torch.no_grad():
+            scale = x.abs().max()  # read without gradient: the guard stays deferred
+        y = x.log() * scale
+    else:
+        y = x * 1
+    return y.sum(-1)
+
+
+def test_a_read_without_gradient_leaves_the_guard_for_the_ops_after(dtype):
+    xs, xb = _rows([[1.0, 4.0], [-1.0, 0.0], [2.0, -3.0]], dtype)
+    assert_batch_equals_loop(no_grad_inside, (xs, xb))
+
+
+@matchbox.batch
+def appended_in_branch(x):
+    out = []
+    if x[:, 0] > 0:
+        out.append(x)
+    total = x.sum(-1) * 0
+    for item in out:
+        total = total + item.sqrt().sum(-1)
+    return total
+
+
+def test_an_item_appended_in_a_branch_is_guarded(dtype):
+    xs, xb = _rows([[1.0, 4.0], [-1.0, 0.0], [2.0, -3.0]], dtype)
+    assert_batch_equals_loop(appended_in_branch, (xs, xb))

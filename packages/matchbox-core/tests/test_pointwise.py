@@ -323,21 +323,3 @@ def test_only_the_running_examples_are_checked_beside_a_static_batch():
     finally:
         EXECUTION_MASK.reset(token)
 
-
-@pytest.mark.parametrize("op", ["log", "sqrt", "rsqrt", "reciprocal"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_a_batch_built_from_data_with_nan_padding_gives_that_data_a_finite_gradient(op, dtype):
-    # Padding holding NaN and inf, and ops whose slope there is infinite: the backward gives
-    # padding 0 * inf, which the constructor's guard keeps out of the data's gradient.
-    data = torch.tensor([[1.0, 2.0, float("nan")], [3.0, float("inf"), 0.0], [0.0] * 3],
-                        dtype=dtype).unsqueeze(-1).requires_grad_()
-    lengths = [2, 1, 0]
-    mask = (torch.arange(3) < torch.tensor(lengths).unsqueeze(1)).unsqueeze(-1)
-    batch = MaskedBatch(data, mask, (True, False))
-    matchbox.batch_sum(getattr(batch, op)().tanh().sum(1).sum(-1)).backward()
-    expected = torch.zeros_like(data)
-    for b, n in enumerate(lengths):
-        example = data.detach()[b:b + 1, :n].clone().requires_grad_()
-        getattr(example, op)().tanh().sum().backward()
-        expected[b, :n] = example.grad[0]
-    torch.testing.assert_close(data.grad, expected)

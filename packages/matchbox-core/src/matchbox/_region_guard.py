@@ -37,6 +37,11 @@ from matchbox._padding import _ZERO
 #: ``[True]`` once a guard has been deferred in this process: until then the dispatch
 #: skips looking for one.
 LIVE = [False]
+#: Above zero while an op the guard passes through runs: ``MaskedBatch.data`` then gives
+#: a batch's data as it is.  Any other read of a batch whose guard is deferred applies it
+#: first (``MaskedBatch.data``), so code that reads a batch's data itself, not through
+#: the dispatch (a method, a helper, a conversion), always sees it guarded.
+RAW_READS = [0]
 
 # The batch type whose guards are deferred: ``matchbox.masked_batch`` names it when it is
 # defined (it imports the dispatch, which imports this module).
@@ -64,7 +69,7 @@ def defer(value: Any, mask: torch.Tensor, rows: torch.Tensor) -> Any:
     whose guard is deferred; ``rows``: ``mask`` with one entry per example of ``value``
     (the same tensor, unless the batch holds several slices of each example)."""
     LIVE[0] = True
-    guarded = MaskedBatch._make(value.data, value._mask, value.dims)
+    guarded = MaskedBatch._make(value._data, value._mask, value.dims)
     guarded._zero_padding = value._zero_padding  # the same data, mask and version
     guarded._deferred_guard = (mask, rows)
     return guarded
@@ -85,9 +90,11 @@ def resolve(batch: Any) -> Any:
     deferred = batch._deferred_guard
     if deferred is None:
         return batch
+    data = batch._data
+    if not torch.is_grad_enabled():
+        return batch  # read without gradient (torch.no_grad): the guard stays deferred
     batch._deferred_guard = None
-    data = batch.data
-    if not data.requires_grad or not torch.is_grad_enabled():
+    if not data.requires_grad:
         return batch
     view = mask_view(deferred[1], data.dim())
     if batch._mask is None and data.is_floating_point():
@@ -144,11 +151,11 @@ def carry(result: Any, guard: tuple[torch.Tensor, torch.Tensor]) -> bool:
     batch size: the op is then run again on guarded inputs."""
     parts = result if type(result) is tuple or type(result) is list else (result,)
     for part in parts:
-        if type(part) is MaskedBatch and part.data._is_view():
+        if type(part) is MaskedBatch and part._data._is_view():
             return False
     for part in parts:
-        if type(part) is MaskedBatch and part.data.requires_grad:
-            if part.data.size(0) != guard[1].size(0):
+        if type(part) is MaskedBatch and part._data.requires_grad:
+            if part._data.size(0) != guard[1].size(0):
                 return False
             part._deferred_guard = guard
     return True

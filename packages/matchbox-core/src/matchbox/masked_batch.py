@@ -65,13 +65,14 @@ from matchbox._sizes import (
 )
 
 _new = object.__new__
+_RAW_READS = _region_guard.RAW_READS
 _MT = torch.Tensor.mT.__get__  # Tensor.mT, as __torch_function__ names it (ops/ordering.py)
 
 
 class MaskedBatch(Batch):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
-    __slots__ = ("data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
+    __slots__ = ("_data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
                  "_present", "_kept_outside", "_deferred_guard")
 
     data: torch.Tensor
@@ -128,17 +129,11 @@ class MaskedBatch(Batch):
             mask = mask if mask.dtype == torch.bool else mask != 0
         else:
             validate_layout(data, full_mask(data, dims), dims)
-        guarded = mask is not None and data.requires_grad and torch.is_grad_enabled()
-        if guarded:  # padding may hold NaN: an op's backward may give it 0 * NaN, which
-            # must not flow back into the data or what it was computed from
-            data = torch.where(mask, data, data.new_zeros(()))
-        self.data = data
+        self._data = data
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
         self._present = self._zero_padding = self._not_a_view = self._kept_outside = None
         self._deferred_guard = None
-        if guarded:
-            mark_zero_padding(self)
 
     @staticmethod
     def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
@@ -149,13 +144,24 @@ class MaskedBatch(Batch):
         it saves them binding a method.
         """
         batch = _new(MaskedBatch)
-        batch.data = data
+        batch._data = data
         batch._mask = mask
         batch.dims = dims
         # All set: reading an unset slot costs an AttributeError (Batch.__getattr__).
         batch._present = batch._zero_padding = batch._not_a_view = batch._kept_outside = None
         batch._deferred_guard = None
         return batch
+
+    @property
+    def data(self) -> torch.Tensor:
+        """The padded values, dimension 0 the batch (see the module docstring)."""
+        if self._deferred_guard is not None and not _RAW_READS[0]:
+            _region_guard.resolve(self)  # a @batch region's guard, applied when read
+        return self._data
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        self._data = value
 
     @property
     def mask(self) -> torch.Tensor:
@@ -284,11 +290,11 @@ class MaskedBatch(Batch):
 
     @property
     def batch_size(self) -> int:
-        return self.data.size(0)
+        return self._data.size(0)
 
     @property
     def ndim(self) -> int:
-        return self.data.dim()
+        return self._data.dim()
 
     @property
     def shape(self) -> BatchShape:
@@ -296,7 +302,7 @@ class MaskedBatch(Batch):
 
     def dim(self) -> int:
         """The rank of every example (dimension 0, the batch, included)."""
-        return self.data.dim()
+        return self._data.dim()
 
     def size(self, dim: int | None = None) -> Any:
         """The size of a static dimension; ``size(0)`` is the batch size.
@@ -315,14 +321,14 @@ class MaskedBatch(Batch):
             return tuple(self.size(i) for i in range(self.dim()))
         i = normalize_dim("size", dim, self.dim())
         if i == 0:
-            return batch_size_as_asked(self.data.size(0))
+            return batch_size_as_asked(self._data.size(0))
         if self.dims[i - 1]:
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "
                 "examples; use maxsize(dim) for the padded size or size_as_tensor(dim) "
                 f"for each example's size{why_size_was_asked('MaskedBatch', i)}"
             )
-        return self.data.size(i)
+        return self._data.size(i)
 
     @property
     def mT(self) -> MaskedBatch:
@@ -337,8 +343,8 @@ class MaskedBatch(Batch):
         ``encodings.expand(x.maxsize())``.
         """
         if dim is None:
-            return self.data.size()
-        return self.data.size(normalize_dim("maxsize", dim, self.dim()))
+            return self._data.size()
+        return self._data.size(normalize_dim("maxsize", dim, self.dim()))
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through the validating constructor: a loaded batch (torch.load,

@@ -221,13 +221,13 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
     length: position for position the same values, so it needs no check.
     """
     first = next((a for a in args if isinstance(a, MaskedBatch)), None)
-    shape = first.data.shape
+    shape = first._data.shape
     rank = len(shape)
     for a in args:
         if isinstance(a, MaskedBatch) and a is not first:
             if a.dims != first.dims:
                 return False
-            if a.data.shape != shape:
+            if a._data.shape != shape:
                 shape = _static_broadcast(first, a, shape)
                 if shape is None:
                     return False
@@ -254,7 +254,7 @@ def _static_broadcast(first: MaskedBatch, other: MaskedBatch, shape: torch.Size
     write into a stack: ``where(at, item.unsqueeze(1), stack)``); else ``None``."""
     if any(first.dims) or other._mask is not first._mask:
         return None
-    theirs = other.data.shape
+    theirs = other._data.shape
     if len(theirs) != len(shape) or theirs[0] != shape[0]:
         return None
     out = []
@@ -284,7 +284,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
     values = []
     for a in args:
         if isinstance(a, MaskedBatch):
-            values.append(a.data)
+            values.append(a._data)
             if first is None:
                 first, mask = a, a._mask
             elif a._mask is not mask:
@@ -302,7 +302,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
     if len(values) > 1 and (mask is not None or _masking.EXECUTION_MASK.get() is not None):
         values = _masking.guard_wider(args, values, mask, dims)
     result = func(*values)
-    if isinstance(result, torch.Tensor) and result.shape == first.data.shape:
+    if isinstance(result, torch.Tensor) and result.shape == first._data.shape:
         return MaskedBatch._make(result, mask, dims)
     return _wrap(result, mask, dims)
 
@@ -356,7 +356,7 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     if type(self) is MaskedBatch:
         make = MaskedBatch._make
         if not args:
-            out = make(func(self.data), self._mask, self.dims)
+            out = make(func(self._data), self._mask, self.dims)
             if self._zero_padding is not None and keeps_zeros(func)[0]:
                 zeros_outside = zero_padding_mask(self)
                 if zeros_outside is not None:  # f(0) == 0: zeros where the input's are
@@ -365,12 +365,12 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
         if len(args) == 1:
             other = args[0]
             if isinstance(other, (int, float)):
-                return make(func(self.data, other), self._mask, self.dims)
+                return make(func(self._data, other), self._mask, self.dims)
             if (type(other) is MaskedBatch and other.dims == self.dims
-                    and other.data.shape == self.data.shape):
+                    and other._data.shape == self._data.shape):
                 if other._mask is self._mask:
                     # Same layout and mask: elementwise, so the result has both.
-                    out = make(func(self.data, other.data), self._mask, self.dims)
+                    out = make(func(self._data, other._data), self._mask, self.dims)
                     if self._zero_padding is not None and other._zero_padding is not None \
                             and keeps_zeros(func)[1]:
                         zeros_outside = zero_padding_mask(self)
@@ -381,9 +381,9 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
                 return _run_same_layout(func, (self, other))
             if isinstance(other, torch.Tensor):  # a weight, a bias
                 if (self._mask is None and _masking.EXECUTION_MASK.get() is None
-                        and _fits_each_example(other, self.data)):
+                        and _fits_each_example(other, self._data)):
                     # Nothing to guard: no padding, and every example runs.
-                    return make(func(self.data, other), None, self.dims)
+                    return make(func(self._data, other), None, self.dims)
                 pair = (self, other)
                 if _same_layout(pair):
                     return _run_same_layout(func, pair)

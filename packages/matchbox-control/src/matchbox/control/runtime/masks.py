@@ -290,12 +290,11 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
             # at once (the view's ops read the batch's data themselves)
             return type(value)(apply_region_guard(guard(mask, outer, value.batch)))
         return value
-    data = value.data
-    if not data.requires_grad or not torch.is_grad_enabled():
-        return value
     if deferred_region_guard(value) is mask:
         return value  # guarded for this region already
-    apply_region_guard(value)  # an enclosing region's guard, deferred: applied first
+    # Reading the data applies an enclosing region's guard, if deferred, first.
+    if not value.data.requires_grad or not torch.is_grad_enabled():
+        return value
     # Deferred (core's _region_guard): the first op that needs the guard applies it, on
     # what the region reads (a stack's two items, not the stack); the ops that commute
     # with it (where, cat, indexing) carry it; this region's merge needs none.

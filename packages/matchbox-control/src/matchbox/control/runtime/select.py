@@ -126,9 +126,9 @@ def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:
     ``new`` no gradient outside ``mask`` (a batch the region only read is ``old``)."""
     deferred = deferred_region_guard(new)
     if deferred is not None and deferred is mask and type(old) is MaskedBatch:
-        if new.data is old.data and new._mask is old._mask:
+        if new._data is old._data and new._mask is old._mask:
             return old, old
-        new = MaskedBatch._make(new.data, new._mask, new.dims)  # the where guards it
+        new = MaskedBatch._make(new._data, new._mask, new.dims)  # the where guards it
     else:
         apply_region_guard(new)
     apply_region_guard(old)
