@@ -33,6 +33,7 @@ from collections.abc import Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import matchbox
 from benchmarks._harness import machine, median_seconds, table, write
 
 #: The ops that read a value on the host: a device-to-host sync on an accelerator.
@@ -210,25 +211,37 @@ def host_reads(allowed: bool):  # noqa: ANN201
     return reads(allowed)
 
 
+def async_checks(enabled: bool):  # noqa: ANN201
+    """``matchbox.set_async_checks`` (a no-op on code from before it existed)."""
+    setting = getattr(matchbox, "set_async_checks", None)
+    return contextlib.nullcontext() if setting is None or not enabled else setting(True)
+
+
 def model_rows(model: Model) -> list[list[str]]:
     hand = count(model.hand)
-    hand_bytes = saved_bytes(model.hand)
+    hand_sizes = (saved_bytes(model.hand), written_bytes(model.hand))
     rows = []
-    for variant, reads in (("@batch (accelerator)", False), ("@batch (CPU)", True)):
-        with host_reads(reads):
+    for variant, reads, asynchronous in (("@batch (accelerator)", False, False),
+                                         ("@batch (accelerator, async checks)", False, True),
+                                         ("@batch (CPU)", True, False)):
+        with host_reads(reads), async_checks(asynchronous):
             counts = count(model.batched)
-            kept = saved_bytes(model.batched)
-        rows.append(_row(model, variant, counts, kept, hand, hand_bytes))
-    rows.append(_row(model, "hand-written", hand, hand_bytes, hand, hand_bytes))
+            sizes = (saved_bytes(model.batched), written_bytes(model.batched))
+            if asynchronous and hasattr(matchbox, "raise_pending_checks"):
+                matchbox.raise_pending_checks()
+        rows.append(_row(model, variant, counts, sizes, hand, hand_sizes))
+    rows.append(_row(model, "hand-written", hand, hand_sizes, hand, hand_sizes))
     return rows
 
 
-def _row(model: Model, variant: str, counts: Counts, kept: int, hand: Counts,
-         hand_bytes: int) -> list[str]:
+def _row(model: Model, variant: str, counts: Counts, sizes: tuple[int, int], hand: Counts,
+         hand_sizes: tuple[int, int]) -> list[str]:
+    (kept, written), (hand_kept, hand_written) = sizes, hand_sizes
     return [model.name, variant, str(model.iterations), str(counts.total),
             f"{counts.total / hand.total:.2f}", str(counts.ops["where"]),
             str(counts.ops["any"]), str(counts.syncs),
-            f"{kept / 2 ** 20:.1f}", f"{kept / max(hand_bytes, 1):.2f}"]
+            f"{kept / 2 ** 20:.1f}", f"{kept / max(hand_kept, 1):.2f}",
+            f"{written / 2 ** 20:.1f}", f"{written / max(hand_written, 1):.2f}"]
 
 
 def single_op_rows(batch: int, size: int, repeats: int) -> list[list[str]]:
@@ -257,7 +270,7 @@ def single_op_rows(batch: int, size: int, repeats: int) -> list[list[str]]:
 
 
 HEADERS = ["model", "variant", "iterations", "ATen ops", "× hand", "where", "any",
-           "host syncs", "saved MiB", "× hand"]
+           "host syncs", "saved MiB", "× hand", "written MiB", "× hand"]
 
 
 def main(argv: list[str] | None = None) -> str:
@@ -272,7 +285,8 @@ def main(argv: list[str] | None = None) -> str:
     timed = single_op_rows(args.batch, args.size, max(args.repeats, 3))
     text = (f"### What a forward of @batch runs: batch {args.batch}\n\n{machine()}\n\n"
             "Per forward (counts do not depend on the machine; saved MiB: what autograd "
-            "keeps for the backward):\n\n"
+            "keeps for the backward; written MiB: the new tensors the ops write, views "
+            "not counted):\n\n"
             + table(HEADERS, rows)
             + f"\n\nOne op on ({args.batch}, {args.size}) floats, µs:\n\n"
             + table(["op", "with autograd", "no grad"], timed))
