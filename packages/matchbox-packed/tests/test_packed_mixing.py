@@ -80,6 +80,38 @@ def test_in_place_op_on_packed_with_masked_argument_changes_the_packed_batch(op,
     mb_assert(f, [xs, ys], [pb, mb], len(xs))
 
 
+def _in_place_running(op, x, y, runs):
+    """``op`` in place on a copy of ``x`` under the execution mask ``runs`` (as
+    matchbox-control's ``@batch`` sets it under a per-example condition)."""
+    from matchbox.extending import EXECUTION_MASK
+
+    x = x * 1
+    token = EXECUTION_MASK.set(runs)
+    try:
+        assert getattr(x, op)(y) is x
+    finally:
+        EXECUTION_MASK.reset(token)
+    return x
+
+
+def test_in_place_op_on_packed_with_masked_argument_under_a_mask_changes_running_examples():
+    # Handed over to the masked dispatch, which writes the running examples only.
+    runs = [True, False, True, False]
+    xs, ys, pb, mb = pair()
+    out = _in_place_running("add_", pb, mb, torch.tensor(runs))
+    assert isinstance(out, PackedBatch)
+    for got, x, y, run in zip(out.examples(), xs, ys, runs):
+        torch.testing.assert_close(got, x + y if run else x)
+
+
+def test_in_place_op_on_packed_alone_under_a_mask_is_refused():
+    # A packed batch has no per-example write back: refused, not written for every example.
+    _, _, pb, _ = pair()
+    with pytest.raises(NotImplementedError, match=r"Tensor.mul_: an in-place op on a "
+                                                  r"PackedBatch under a per-example condition"):
+        _in_place_running("mul_", pb, 2.0, torch.tensor([True, False, True, False]))
+
+
 def test_reductions_over_the_packed_dimension_give_masked_batches():
     _, _, pb, _ = pair(lengths=[3, 1, 5, 2])  # max of an empty example raises
     for result in (pb.sum(1), pb.mean(1, keepdim=True), pb.max(1).values, pb.sum()):

@@ -40,6 +40,8 @@ from torch.autograd import profiler as autograd_profiler
 from matchbox import _lengths, _region_guard
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._binding import binding_for
+from matchbox._execution import EXECUTION_MASK
+from matchbox._masked_writes import in_place_copy, write_running
 from matchbox._op_table import (
     _KIND_OF,
     _KINDS,
@@ -67,6 +69,7 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
     live = _LIVE
     deferred = _region_guard.LIVE
     raw_reads = _region_guard.RAW_READS
+    running = EXECUTION_MASK.get
 
     def dispatch(func: Any, types: Any, args: tuple[Any, ...] = (),
                  kwargs: dict[str, Any] | None = None) -> Any:
@@ -93,7 +96,7 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
         route = routes.get(func)
         if route is None:
             raise unsupported(func, name, kwargs)
-        handler, prefix, keywords = route
+        handler, prefix, keywords, writes = route
         if not grad_enabled():  # an autograd.Function's forward would lose the gradient
             refuse_untracked(func, args)
         if autograd_profiler._is_profiler_enabled:
@@ -101,6 +104,11 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
         if conversions and (types is None or len(types) > 1):
             # Another batch type among the arguments joins this one (PackedBatch -> Masked).
             args, kwargs = adopt_with(conversions, args, kwargs)
+        if (writes or (kwargs and kwargs.get("inplace"))) and running() is not None:
+            # In place under a per-example condition: the running examples only.
+            result = _write_running(kind, handler, func, args, kwargs)
+            if result is not None:
+                return result
         if kwargs:
             if len(args) > prefix or not keywords.issuperset(kwargs):
                 args, kwargs = _bind(kind, func, args, kwargs)
@@ -123,9 +131,9 @@ def _bind(kind: Kind, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     call of ``func`` and kept (its route then lets calls that need none through)."""
     binding = kind.bindings.get(func)
     if binding is None:
-        handler = kind.routes[func][0]
+        handler, _, _, writes = kind.routes[func]
         binding = kind.bindings[func] = binding_for(op_name(func), func, handler)
-        kind.routes[func] = (handler, binding.prefix, binding.keywords)
+        kind.routes[func] = (handler, binding.prefix, binding.keywords, writes)
         if len(args) <= binding.prefix and binding.keywords.issuperset(kwargs):
             return args, kwargs
     return binding.bind(args, kwargs)
@@ -140,6 +148,37 @@ def binding(batch_type: str, func: Any) -> Any:
         _bind(kind, func, (), {})
         found = kind.bindings[func]
     return found
+
+
+def _write_running(kind: Kind, handler: Handler, func: Any, args: tuple[Any, ...],
+                   kwargs: dict[str, Any] | None) -> Any:
+    """An op that writes its first argument in place, run while an execution mask is
+    active: on a copy of the batch, whose values the running examples then take
+    (``matchbox._masked_writes``).  ``None`` when the first argument is not a batch of
+    ``kind`` (a handler refuses a plain tensor; a view's ops reach its batch's dispatch)."""
+    if args:
+        target = args[0]
+    else:
+        key = "input" if "input" in (kwargs or {}) else "self"
+        target = (kwargs or {}).get(key)
+    if not isinstance(target, kind.cls):
+        return None
+    if not kind.masked_writes:
+        if kind.view:
+            return None
+        raise NotImplementedError(
+            f"{op_name(func)}: an in-place op on a {kind.name} under a per-example "
+            "condition is not supported (it would change the examples that do not run "
+            "the code too); write it out of place (y = op(x)), which @batch merges per "
+            "example")
+    copy = in_place_copy(target)
+    if args:
+        args = (copy, *args[1:])
+    else:
+        kwargs = {**kwargs, key: copy}
+    args, kwargs = _bind(kind, func, args, kwargs or {})
+    handler(func, *args, **kwargs)
+    return write_running(target, copy, name=f"the batch written by {op_name(func)}")
 
 
 def _joined(args: tuple[Any, ...], kwargs: dict[str, Any] | None, joins: list[Kind]

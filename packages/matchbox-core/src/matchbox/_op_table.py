@@ -60,10 +60,10 @@ _TABLE: dict[tuple[str, Any], OpEntry] = {}
 class Kind:
     """A batch type as the dispatch knows it: its class, its handlers and its neighbours.
 
-    ``routes`` maps each torch callable to ``(handler, prefix, keywords)``: the
-    handler and what of a call reaches it unbound (see ``matchbox._binding``);
-    a fresh entry has ``prefix`` -1, so that its first call works the binding
-    out.  ``joins`` are the batch types this one converts into when they meet
+    ``routes`` maps each torch callable to ``(handler, prefix, keywords, writes)``:
+    the handler, what of a call reaches it unbound (see ``matchbox._binding``; a
+    fresh entry has ``prefix`` -1, so that its first call works the binding out),
+    and whether the op writes values into its first argument (:func:`writes_values`).  ``joins`` are the batch types this one converts into when they meet
     in one op; ``conversions`` the classes that convert into this one;
     ``foreign`` the classes of both (exact types), which a fast method hands to
     the dispatch.  ``dispatch`` and ``install`` (which puts a route's method on
@@ -71,7 +71,7 @@ class Kind:
     """
 
     __slots__ = ("name", "cls", "view", "routes", "bindings", "joins", "conversions",
-                 "foreign", "dispatch", "install")
+                 "foreign", "dispatch", "install", "masked_writes")
 
     def __init__(self, name: str, cls: type, view: bool):
         self.name = name
@@ -84,6 +84,9 @@ class Kind:
         self.foreign: set[type] = set()
         self.dispatch: Callable[..., Any] | None = None
         self.install: Callable[[Any, OpEntry], None] | None = None
+        # Whether an in-place op on this type under an execution mask can change only the
+        # running examples (``matchbox._masked_writes``: a MaskedBatch's data and mask).
+        self.masked_writes = name == "MaskedBatch"
 
 
 _KINDS: dict[str, Kind] = {}
@@ -180,6 +183,16 @@ def writes_first_argument(func: Any) -> bool:
     return not name.startswith("__") and name.endswith("_")
 
 
+# In-place methods that change no value (flags, storage).
+_NOT_VALUE_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_"})
+
+
+def writes_values(func: Any) -> bool:
+    """Whether ``func`` writes values into its first argument: :func:`writes_first_argument`
+    but for the in-place methods that set a flag (``requires_grad_``, ``detach_``)."""
+    return writes_first_argument(func) and getattr(func, "__name__", "") not in _NOT_VALUE_WRITES
+
+
 # ---------------------------------------------------------------------------- registering
 
 
@@ -231,7 +244,9 @@ def register(
 def _route(kind: Kind, entry: OpEntry) -> None:
     """Make ``kind`` run ``entry``'s handler for its op (and give it the op's methods)."""
     func = entry.func
-    kind.routes[func] = (entry.handler, -1, frozenset())  # bound on the first call
+    # Bound on the first call; the last item: whether the op writes values into its
+    # first argument (the dispatch runs it for the running examples only under a mask).
+    kind.routes[func] = (entry.handler, -1, frozenset(), writes_values(func))
     kind.bindings.pop(func, None)
     if kind.install is not None:
         kind.install(func, entry)

@@ -42,7 +42,10 @@ over its examples, values and gradients, whatever the padding holds):
   (:class:`deferred_checks`), instead of syncing once per op;
 - a handler that builds a new mask from a mask that carries lengths builds their
   lengths too and is marked :func:`lengths_aware` (see ``mask_lengths``);
-  otherwise the dispatch refuses it for such a batch.
+  otherwise the dispatch refuses it for such a batch;
+- a handler of an in-place op writes the batch as if every example ran it: under an
+  execution mask the dispatch runs it on a copy and writes back only the running
+  examples' values (:func:`write_running`).
 
 A distribution registers its ops when it is imported.  To be imported with
 ``import matchbox``, it declares an entry point in the group
@@ -76,6 +79,7 @@ from matchbox._capture import (
 )
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._layout import expanded_row
+from matchbox._masked_writes import write_running
 from matchbox._masking import _ZERO as ZERO
 from matchbox._masking import (
     EXECUTION_MASK,
@@ -164,7 +168,7 @@ __all__ = [
     "fails", "check", "failed_flags", "with_failed_flags", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
     "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
-    "mask_and", "ZERO",
+    "mask_and", "ZERO", "write_running",
     # a @batch region's gradient guard, deferred to the op that needs it
     "defer_region_guard", "deferred_region_guard", "apply_region_guard",
     # lengths that a mask cannot tell

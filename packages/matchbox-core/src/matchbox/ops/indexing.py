@@ -19,7 +19,8 @@ Only running examples (see ``_masking.EXECUTION_MASK``) must reach an int
 index; for the others the result is padding.
 
 Assignment ``x[index] = value`` writes into the positions ``x[index]`` views
-(``copy_`` on the view, broadcasting ``value`` as in the loop), for an index
+(``copy_`` on the view, broadcasting ``value`` as in the loop; under an execution
+mask for the running examples only, ``matchbox._masked_writes``), for an index
 that is the same position in every example: static positions, and ints and
 slices counted from the start along a dynamic dimension.  Positions counted
 from each example's end or given per example are at different places in
@@ -35,6 +36,8 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._masked_writes import in_place_copy, write_into
+from matchbox._region_guard import resolve as resolve_region_guard
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.pointwise import _pointwise_inplace
@@ -428,7 +431,21 @@ def setitem(func, input, index, value):
         )
     if not isinstance(value, (torch.Tensor, MaskedBatch)):
         value = torch.as_tensor(value, dtype=input.dtype, device=input.device)
-    copy_(torch.Tensor.copy_, target, value)
+    mask = _masking.EXECUTION_MASK.get()
+    if mask is None:
+        copy_(torch.Tensor.copy_, target, value)
+        return
+    # Under a per-example condition: the positions as each example would hold them after
+    # the write, taken by the running examples only, in ``input`` and the batches it
+    # stands for in a @batch region (see ``matchbox._masked_writes``).
+    new = in_place_copy(target)
+    copy_(torch.Tensor.copy_, new, value)
+    written, done = input, []
+    while written is not None:
+        resolve_region_guard(written)
+        view = target if written is input else getitem(torch.Tensor.__getitem__, written, index)
+        write_into(view, new, mask, f"x[{_format_index(index)}]", done)
+        written = getattr(written, "_guards", None)
 
 
 def _format_index(index: Any) -> str:

@@ -1,0 +1,124 @@
+"""In-place writes into a batch under an execution mask: only the running examples change.
+
+Under a per-example condition (``@batch``'s ``if``, a loop whose examples stop at
+different steps) every op runs on every example, and what the examples that do not
+run the code compute is discarded (``matchbox._execution``).  An op that writes into
+its first argument in place (``relu_``, ``F.relu(h, inplace=True)``, ``h += v``,
+``h[i] = v``) cannot be discarded afterwards: in the loop over examples the others'
+values never change.  So the dispatch runs such an op on a copy of the batch
+(:func:`in_place_copy`) and writes the copy's values back for the running examples
+only (:func:`write_running`), wherever the op is called from: a ``@batch`` function,
+a plain helper it calls, a module (``nn.ReLU(inplace=True)``).
+
+The write-back is itself in place, ``data.copy_(where(running, new, data))``: every
+alias of the batch and every view of its data (another batch made by ``x[:, 0]`` or
+``x.view(...)``) sees it, and autograd records it, as PyTorch records the op in the
+loop (the running examples' gradient flows through the op, the others' around it).
+Inside a region a batch may be a gradient guard of the one its name held before
+(``_guards``, set by matchbox-control): the write reaches that batch too, and the one
+it guards in turn, as Python writes into the object itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from matchbox import _lengths
+from matchbox._execution import EXECUTION_MASK, mask_and, mask_view_for, same_mask
+from matchbox._region_guard import resolve
+
+
+def in_place_copy(target: Any) -> Any:
+    """A batch with a copy of ``target``'s data (same mask and dims) for an in-place op to
+    write into; it keeps ``target``'s refusal of in-place ops (``_not_a_view``)."""
+    copy = type(target)._make(target.data.clone(), target._mask, target.dims)
+    copy._not_a_view = target._not_a_view
+    return copy
+
+
+def write_running(target: Any, new: Any, mask: torch.Tensor | None = None,
+                  name: str = "the batch") -> Any:
+    """Write ``new`` into the batch ``target`` for the running examples, in place.
+
+    ``mask``: the running examples, ``(batch,)`` bool (default: the execution mask,
+    ``matchbox.extending.EXECUTION_MASK``; ``None`` there: every example).  ``new`` has
+    ``target``'s dims and padded shape (an in-place op's result, or the same op out of
+    place).  The write reaches every alias and view of ``target``'s data, and the
+    batches ``target`` stands for inside a ``@batch`` region (see the module
+    docstring).  Returns ``target``.
+    """
+    if mask is None:
+        mask = EXECUTION_MASK.get()
+    resolve(new)  # a region's deferred gradient guard: applied before its values are read
+    written = target
+    done: list[torch.Tensor] = []
+    while written is not None:
+        resolve(written)
+        write_into(written, new, mask, name, done)
+        written = getattr(written, "_guards", None)
+    return target
+
+
+def write_into(target: Any, new: Any, mask: torch.Tensor | None, name: str,
+               done: list[torch.Tensor] | None = None) -> None:
+    """``target`` (one batch, not those it guards) takes ``new``'s values for the examples
+    in ``mask``; ``done``: data tensors written already (a guard that still shares its
+    data with the batch it guards is written once)."""
+    if new.dims != target.dims or new.data.shape != target.data.shape:
+        raise ValueError(
+            f"an in-place update of {name} under a per-example condition would change its "
+            f"shape from {_shape(target)} to {_shape(new)}; examples that do not run the "
+            "code keep their shape, and a batch holds one per dimension: write it out of "
+            "place (y = ...) so that each example keeps its own value")
+    data = target.data
+    rows = None
+    if isinstance(mask, torch.Tensor):
+        rows = mask_view_for(mask, data.size(0), data.dim())
+        if rows is None:
+            raise ValueError(
+                f"{name} holds {data.size(0)} examples but the code runs on a batch of "
+                f"{mask.size(0)}")
+    if rows is None:
+        chosen, merged_mask = None, new._mask
+    else:
+        chosen, merged_mask = _chosen(rows, mask, new, target)
+    if done is None or not any(data is d for d in done):  # a guard sharing it: written
+        merged = new.data if chosen is None else torch.where(chosen, new.data, data)
+        if _writable(data):
+            data.copy_(merged)  # in place: aliases and views see it, autograd records it
+            if done is not None:
+                done.append(data)
+        else:
+            target.data = merged  # expanded data (one row for every example): a new one
+    target._mask = merged_mask
+
+
+def _chosen(rows: torch.Tensor, mask: torch.Tensor, new: Any, old: Any
+            ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Where the result takes ``new``'s values, and its mask: ``new``'s for the running
+    examples (``rows``), ``old``'s for the others.  With static dims only (one mask entry
+    per example) an example whose new value is padding keeps its old one, as a merge in
+    ``@batch`` does (``matchbox.functional.update``'s rule), without a where on masks."""
+    real = new._mask
+    if real is old._mask:
+        return rows, real
+    if not any(old.dims):
+        chosen = rows if real is None or same_mask(rows, real) else mask_and(rows, real)
+        return chosen, None if old._mask is None else chosen | old._mask
+    merged = torch.where(rows, new.mask, old.mask)
+    if _lengths.any_carried((new, old)):
+        merged = _lengths.selected(merged, rows.reshape(-1), new, old)
+    return rows, merged
+
+
+def _writable(data: torch.Tensor) -> bool:
+    """Whether ``data`` can be written in place: no position shares memory with another
+    (an expanded tensor's do)."""
+    return all(stride or size < 2 for stride, size in zip(data.stride(), data.shape))
+
+
+def _shape(batch: Any) -> str:
+    sizes = ["*" if d else str(n) for d, n in zip(batch.dims, batch.data.shape[1:])]
+    return f"(1, {', '.join(sizes)})" if sizes else "(1,)"
