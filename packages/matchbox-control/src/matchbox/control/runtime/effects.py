@@ -16,7 +16,8 @@ place) is written at once, and under a mask only for the examples that run:
 | ``del items[i]``, ``d[k]``   | ``NotImplementedError``, as ``items.pop()``          |
 | ``items.pop()`` and the      | ``NotImplementedError``: a Python list or dict is    |
 | other list/dict writes       | shared by every example                              |
-| ``x.add_(v)``                | the in-place op on a copy, written back where running |
+| ``x.add_(v)``                | core's: the in-place op on a copy, written back where |
+|                              | running (also when a plain helper or module does it) |
 
 An in-place update of a batch reaches the object itself: inside a region a
 local batch is seen through a gradient guard (``masks.guard``), a new batch
@@ -34,7 +35,7 @@ import torch
 
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import per_example_item, refuse_positional_write
-from matchbox.extending import apply_region_guard
+from matchbox.extending import write_running
 from matchbox.masked_batch import MaskedBatch
 
 _MISSING = object()
@@ -80,10 +81,9 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
         obj = _per_example_copy(mask.size(0), mask.device, obj,
                                 f"{local or '...'}[...] = ...", local)
     if type(obj) is MaskedBatch:
-        written = obj
-        while written is not None:
-            written[index] = select(mask, value, written[index], f"item [{index!r}]")
-            written = getattr(written, "_guards", None)
+        # Core writes a batch under the execution mask (this region's) for the running
+        # examples only, and through to the batch it guards (matchbox._masked_writes).
+        obj[index] = value
         return obj
     try:
         old = obj[index]
@@ -208,12 +208,8 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
             "dict update) are supported. Call it where every example runs it, or keep the "
             "per-example values in a tensor"
         )
-    if type(obj) is MaskedBatch and name.endswith("_") and not name.startswith("_"):
-        apply_region_guard(obj)  # the in-place op's backward may need it
-        copy = MaskedBatch._make(obj.data.clone(), obj._mask, obj.dims)
-        getattr(copy, name)(*args, **kwargs)
-        _update_running(mask, obj, copy, name)
-        return obj
+    # An in-place method of a batch (x.add_(v)) is core's: under the execution mask
+    # (this region's) it changes the running examples only (matchbox._masked_writes).
     if (isinstance(obj, torch.Tensor) and name.endswith("_") and not name.startswith("_")
             and name not in _NOT_VALUE_WRITES):
         raise NotImplementedError(
@@ -244,8 +240,15 @@ def _update_running(mask: Any, target: MaskedBatch, new: MaskedBatch, name: str)
 
     Inside a region ``target`` may be a gradient guard of the batch the name
     held before (``masks.guard``): the update is written through to that batch,
-    and to the one it guards in turn, as Python writes into the object itself.
+    and to the one it guards in turn, as Python writes into the object itself
+    (core's ``write_running``, which in-place ops under a mask use too).  A new
+    value of another padded size (``acc += v``, ``v`` padded further) is merged
+    as a variable is, and the batch takes the merged value.
     """
+    if (type(new) is MaskedBatch and new.dims == target.dims
+            and new.data.shape == target.data.shape):
+        write_running(target, new, mask, f"'{name}'")
+        return
     while target is not None:
         _write_back(target, select(mask, new, target, name), name)
         target = getattr(target, "_guards", None)
