@@ -48,6 +48,17 @@ def _check_node(node: Any, ctx: Context) -> None:
             "contextlib.suppress", node,
             "an error raised for only some examples would be suppressed for every example; "
             "write try/except, whose except clause refuses such an error")
+    if isinstance(node, gast.Nonlocal):
+        # A nested function that rebinds an enclosing variable, called under a per-example
+        # condition, would rebind it for every example (and in a loop the rebinding is
+        # not merged per step): a silent wrong answer, refused for every nonlocal.
+        variables = ", ".join(node.names)
+        raise ctx.unsupported(
+            f"nonlocal {variables}", node,
+            "a function that rebinds a variable of its enclosing function cannot do so for "
+            "only the examples that call it; return the new value and assign it where the "
+            f"variable lives ({node.names[0]} = add({node.names[0]}, v), with add "
+            "returning it)")
     if isinstance(node, gast.Match):
         raise ctx.unsupported("the match statement", node, "use if/elif/else")
     if isinstance(node, gast.BoolOp):
