@@ -261,10 +261,11 @@ def test_a_method_is_written_once_not_masked_twice():
         with CountOps() as counter:
             method_relu_(xb.detach().requires_grad_(grad))
         ops = counter.ops
-        # One copy, one op, one selection of the running examples; the write back is
-        # in place (a copy_ into the batch, and into the batch its region guard stands for).
+        # One copy, one op; the write back is in place: a where into the data without
+        # a gradient; with one, a where and a copy_ into the batch and into the batch
+        # its region guard stands for (a where for the guard itself).
         assert ops["clone"] == 1 and ops["relu_"] == 1, ops
-        assert ops["copy_"] == (2 if grad else 1), ops
+        assert (ops["where"], ops["copy_"]) == ((3, 2) if grad else (1, 0)), ops
 
 
 @matchbox.batch

@@ -160,9 +160,10 @@ def test_a_write_into_a_view_reaches_the_batch_for_the_running_examples():
 
 
 def _ops(fn):
+    """The ops ``fn`` runs, but views (of the execution mask as ``(batch, 1)``, made once)."""
     with CountOps() as counter:
         fn()
-    return counter.ops
+    return {op: n for op, n in counter.ops.items() if op != "view"}
 
 
 def test_the_op_runs_once_on_one_copy_and_not_without_a_mask():
@@ -170,10 +171,26 @@ def test_the_op_runs_once_on_one_copy_and_not_without_a_mask():
     mask = torch.tensor([True, False, True])
     with running(mask):
         ops = _ops(lambda: torch.relu_(xb))
-    assert ops["relu_"] == 1 and ops["clone"] == 1 and ops["where"] == 1, ops
-    assert ops["copy_"] == 1, ops  # the write back, in place
+    # The write back is a where into the data itself (nothing for autograd to record).
+    assert ops == {"clone": 1, "relu_": 1, "where": 1}, ops
+    hb = xb.detach().requires_grad_() * 1
+    with running(mask):
+        ops = _ops(lambda: torch.relu_(hb))
+    # With a gradient: the where, then a copy_ into the data, which autograd records
+    # (relu_ saving its result for backward is a detach).
+    assert ops == {"clone": 1, "relu_": 1, "detach": 1, "where": 1, "copy_": 1}, ops
     ops = _ops(lambda: torch.relu_(xb))
     assert ops == {"relu_": 1}, ops  # no mask: the op itself, nothing else
+
+
+def test_a_write_torch_would_refuse_for_its_dtype_is_refused():
+    # In the loop, an integer tensor cannot take a float result in place.
+    nb = MaskedBatch.fromlist([torch.tensor([k]) for k in range(3)], ())
+    new = MaskedBatch._make(torch.full((3,), 0.5), None, ())
+    with running(torch.tensor([True, False, True])), pytest.raises(
+            RuntimeError, match=r"result type Float can't be cast to the desired output type "
+                                r"Long"):
+        write_running(nb, new)
 
 
 def test_out_is_refused_under_a_mask_too():

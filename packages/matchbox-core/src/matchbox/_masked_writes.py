@@ -27,7 +27,6 @@ import torch
 
 from matchbox import _lengths
 from matchbox._execution import EXECUTION_MASK, mask_and, mask_view_for, same_mask
-from matchbox._region_guard import resolve
 
 
 def in_place_copy(target: Any) -> Any:
@@ -51,11 +50,12 @@ def write_running(target: Any, new: Any, mask: torch.Tensor | None = None,
     """
     if mask is None:
         mask = EXECUTION_MASK.get()
-    resolve(new)  # a region's deferred gradient guard: applied before its values are read
+    # A region's deferred gradient guard (``matchbox._region_guard``) is left deferred,
+    # on ``new`` (the where below takes its running examples only, inside the region's)
+    # and on the batches written (their data, written in place, is guarded when read).
     written = target
     done: list[torch.Tensor] = []
     while written is not None:
-        resolve(written)
         write_into(written, new, mask, name, done)
         written = getattr(written, "_guards", None)
     return target
@@ -85,14 +85,34 @@ def write_into(target: Any, new: Any, mask: torch.Tensor | None, name: str,
     else:
         chosen, merged_mask = _chosen(rows, mask, new, target)
     if done is None or not any(data is d for d in done):  # a guard sharing it: written
-        merged = new.data if chosen is None else torch.where(chosen, new.data, data)
-        if _writable(data):
-            data.copy_(merged)  # in place: aliases and views see it, autograd records it
-            if done is not None:
-                done.append(data)
-        else:
-            target.data = merged  # expanded data (one row for every example): a new one
+        _write_data(target, new.data, chosen)
+        if done is not None:
+            done.append(data)
     target._mask = merged_mask
+
+
+def _write_data(target: Any, source: torch.Tensor, chosen: torch.Tensor | None) -> None:
+    """``target.data`` takes ``source`` where ``chosen`` (everywhere for ``None``), in place:
+    aliases and views see it, autograd records it."""
+    data = target.data
+    if source.dtype != data.dtype and not torch.can_cast(source.dtype, data.dtype):
+        raise RuntimeError(f"result type {_type_name(source)} can't be cast to the desired "
+                           f"output type {_type_name(data)}")  # PyTorch's in-place error
+    if not _writable(data):  # expanded data (one row for every example): a new tensor
+        merged = source if chosen is None else torch.where(chosen, source, data)
+        target.data = merged.to(data.dtype)
+    elif chosen is None:
+        data.copy_(source)
+    elif torch.is_grad_enabled() and (data.requires_grad or source.requires_grad):
+        data.copy_(torch.where(chosen, source, data))
+    else:
+        torch.where(chosen, source, data, out=data)  # nothing to record: one kernel
+
+
+def _type_name(tensor: torch.Tensor) -> str:
+    """PyTorch's name of a dtype in its errors (``Float``, ``Long``)."""
+    return torch.empty(0, dtype=tensor.dtype).type().removeprefix("torch.").removesuffix(
+        "Tensor")
 
 
 def _chosen(rows: torch.Tensor, mask: torch.Tensor, new: Any, old: Any

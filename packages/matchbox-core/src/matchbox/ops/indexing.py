@@ -37,7 +37,6 @@ import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
 from matchbox._masked_writes import in_place_copy, write_into
-from matchbox._region_guard import resolve as resolve_region_guard
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.pointwise import _pointwise_inplace
@@ -442,7 +441,6 @@ def setitem(func, input, index, value):
     copy_(torch.Tensor.copy_, new, value)
     written, done = input, []
     while written is not None:
-        resolve_region_guard(written)
         view = target if written is input else getitem(torch.Tensor.__getitem__, written, index)
         write_into(view, new, mask, f"x[{_format_index(index)}]", done)
         written = getattr(written, "_guards", None)
