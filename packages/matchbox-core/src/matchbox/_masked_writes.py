@@ -50,9 +50,9 @@ def write_running(target: Any, new: Any, mask: torch.Tensor | None = None,
     """
     if mask is None:
         mask = EXECUTION_MASK.get()
-    # A region's deferred gradient guard (``matchbox._region_guard``) is left deferred,
-    # on ``new`` (the where below takes its running examples only, inside the region's)
-    # and on the batches written (their data, written in place, is guarded when read).
+    # ``new`` is read as any batch is (``MaskedBatch.data`` applies a region's deferred
+    # gradient guard); the batches written are written as they are: a deferred guard of
+    # theirs stays deferred, and applies to the written data when they are read.
     written = target
     done: list[torch.Tensor] = []
     while written is not None:
@@ -66,13 +66,13 @@ def write_into(target: Any, new: Any, mask: torch.Tensor | None, name: str,
     """``target`` (one batch, not those it guards) takes ``new``'s values for the examples
     in ``mask``; ``done``: data tensors written already (a guard that still shares its
     data with the batch it guards is written once)."""
-    if new.dims != target.dims or new.data.shape != target.data.shape:
+    data = target._data  # as it is: a region's deferred guard stays deferred (above)
+    if new.dims != target.dims or new.data.shape != data.shape:
         raise ValueError(
             f"an in-place update of {name} under a per-example condition would change its "
             f"shape from {_shape(target)} to {_shape(new)}; examples that do not run the "
             "code keep their shape, and a batch holds one per dimension: write it out of "
             "place (y = ...) so that each example keeps its own value")
-    data = target.data
     rows = None
     if isinstance(mask, torch.Tensor):
         rows = mask_view_for(mask, data.size(0), data.dim())
@@ -94,7 +94,7 @@ def write_into(target: Any, new: Any, mask: torch.Tensor | None, name: str,
 def _write_data(target: Any, source: torch.Tensor, chosen: torch.Tensor | None) -> None:
     """``target.data`` takes ``source`` where ``chosen`` (everywhere for ``None``), in place:
     aliases and views see it, autograd records it."""
-    data = target.data
+    data = target._data
     if source.dtype != data.dtype and not torch.can_cast(source.dtype, data.dtype):
         raise RuntimeError(f"result type {_type_name(source)} can't be cast to the desired "
                            f"output type {_type_name(data)}")  # PyTorch's in-place error
@@ -140,5 +140,5 @@ def _writable(data: torch.Tensor) -> bool:
 
 
 def _shape(batch: Any) -> str:
-    sizes = ["*" if d else str(n) for d, n in zip(batch.dims, batch.data.shape[1:])]
+    sizes = ["*" if d else str(n) for d, n in zip(batch.dims, batch._data.shape[1:])]
     return f"(1, {', '.join(sizes)})" if sizes else "(1,)"
