@@ -280,3 +280,11 @@ def expanded_row(tensor: torch.Tensor, batch_size: int | None) -> torch.Tensor:
             and tensor.stride(0) == 0):
         return tensor.narrow(0, 0, 1)
     return tensor
+
+
+def example_shape(batch: MaskedBatch, sizes: Sequence[int]) -> str:
+    """One example's shape, written out: ``(1, <sizes along dynamic dims>, <static>)``."""
+    it = iter(sizes)
+    parts = ["1"] + [str(next(it)) if d else str(batch.data.size(i + 1))
+                     for i, d in enumerate(batch.dims)]
+    return "(" + ", ".join(parts) + ")"

@@ -47,6 +47,7 @@ from matchbox._layout import (
     check_padding_value,
     constant_pad,
     dims_argument,
+    example_shape,
     full_mask,
     has_zero_padding,  # noqa: F401  (this module is the helpers' public address)
     mark_zero_padding,
@@ -354,10 +355,10 @@ class MaskedBatch(Batch):
     def __repr__(self) -> str:
         if any(self.dims):
             sizes = [tuple(row) for row in self.lengths().tolist()]
-            shown = ", ".join(_example_shape(self, s) for s in sizes[:8])
+            shown = ", ".join(example_shape(self, s) for s in sizes[:8])
             more = f", ... ({len(sizes)} examples)" if len(sizes) > 8 else ""
         else:
-            shown = _example_shape(self, ())
+            shown = example_shape(self, ())
             more = f" x {self.batch_size}"
         grad = ", requires_grad=True" if self.requires_grad else ""
         device = "" if self.device.type == "cpu" else f", device='{self.device}'"
@@ -494,13 +495,6 @@ class MaskedBatch(Batch):
     @staticmethod
     def _tree_load_context(dumped: list[Any]) -> tuple[tuple[bool, ...], bool]:
         return (tuple(bool(d) for d in dumped[0]), bool(dumped[1]))
-
-
-def _example_shape(batch: MaskedBatch, sizes: Sequence[int]) -> str:
-    it = iter(sizes)
-    parts = ["1"] + [str(next(it)) if d else str(batch.data.size(i + 1))
-                     for i, d in enumerate(batch.dims)]
-    return "(" + ", ".join(parts) + ")"
 
 
 _region_guard.bind_batch_type(MaskedBatch)  # the batch type whose region guards defer
