@@ -63,8 +63,8 @@ class Kind:
     ``routes`` maps each torch callable to ``(handler, prefix, keywords, writes)``:
     the handler, what of a call reaches it unbound (see ``matchbox._binding``; a
     fresh entry has ``prefix`` -1, so that its first call works the binding out),
-    and whether the op writes values into its first argument (:func:`writes_values`).  ``joins`` are the batch types this one converts into when they meet
-    in one op; ``conversions`` the classes that convert into this one;
+    and whether the op writes values into its first argument (:func:`writes_values`).
+    ``joins`` are the batch types this one converts into when they meet in one op; ``conversions`` the classes that convert into this one;
     ``foreign`` the classes of both (exact types), which a fast method hands to
     the dispatch.  ``dispatch`` and ``install`` (which puts a route's method on
     the class) are set by ``matchbox._methods.register_host``.
@@ -77,7 +77,7 @@ class Kind:
         self.name = name
         self.cls = cls
         self.view = view  # a view of a batch (TimeMajorBatch): no shared rules
-        self.routes: dict[Any, tuple[Handler, int, Any]] = {}
+        self.routes: dict[Any, tuple[Handler, int, Any, bool]] = {}
         self.bindings: dict[Any, Any] = {}
         self.joins: list[Kind] = []
         self.conversions: dict[type, Callable[[Any], Any]] = {}

@@ -31,7 +31,6 @@ import torch
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.sequences import prefix_steps
 from matchbox.extending import (
-    apply_region_guard,
     capturing,
     combine_masks,
     fails,
@@ -112,7 +111,7 @@ def _restrict(item: tuple[Any, ...], present: torch.Tensor) -> tuple[Any, ...]:
 
 
 def _only_present(batch: MaskedBatch, present: torch.Tensor) -> MaskedBatch:
-    data = apply_region_guard(batch).data
+    data = batch.data  # (a region's deferred gradient guard applies when read)
     view = present.view(data.size(0), *(1,) * (data.dim() - 1))
     if data.requires_grad and torch.is_grad_enabled():
         data = torch.where(view, data, data.detach())

@@ -287,7 +287,8 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
         return value
     if type(value) is not MaskedBatch:
         if type(value) in BATCH_VIEWS:  # a time-major view: guard the batch it holds
-            # at once (the view's ops read the batch's data themselves)
+            # at once, as before the guard of a batch could be deferred (not carried
+            # through a view's own ops)
             return type(value)(apply_region_guard(guard(mask, outer, value.batch)))
         return value
     if deferred_region_guard(value) is mask:

@@ -41,7 +41,6 @@ from torch.autograd import profiler as autograd_profiler
 from matchbox.control.runtime.masks import example_mask, mask_view
 from matchbox.extending import (
     BATCH_VIEWS,
-    apply_region_guard,
     deferred_region_guard,
     expanded_row,
     fit_mask,
@@ -120,18 +119,15 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
 
 
 def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:
-    """``new`` and ``old`` of a selection under ``mask``, their deferred region guards
-    (core's ``_region_guard``) dealt with: applied, except ``new``'s when deferred under
-    ``mask`` itself and selected against a batch, with a ``where`` that already gives
-    ``new`` no gradient outside ``mask`` (a batch the region only read is ``old``)."""
-    deferred = deferred_region_guard(new)
-    if deferred is not None and deferred is mask and type(old) is MaskedBatch:
+    """``new`` and ``old`` of a selection under ``mask``: ``new`` without its deferred
+    region guard (core's ``_region_guard``) when deferred under ``mask`` itself and
+    selected against a batch, with a ``where`` that already gives ``new`` no gradient
+    outside ``mask`` (a batch the region only read is ``old``).  Any other deferred guard
+    applies when the selection reads the batch's data (``MaskedBatch.data``)."""
+    if deferred_region_guard(new) is mask and type(old) is MaskedBatch:
         if new._data is old._data and new._mask is old._mask:
             return old, old
         new = MaskedBatch._make(new._data, new._mask, new.dims)  # the where guards it
-    else:
-        apply_region_guard(new)
-    apply_region_guard(old)
     return new, old
 
 
