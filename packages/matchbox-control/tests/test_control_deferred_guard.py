@@ -7,7 +7,7 @@ send NaN back through the op that needs the guard."""
 from __future__ import annotations
 
 import torch
-from control_cases import assert_batch_equals_loop
+from control_cases import assert_batch_equals_loop, sequences
 
 import matchbox
 import matchbox.functional as MF
@@ -189,3 +189,26 @@ def appended_in_branch(x):
 def test_an_item_appended_in_a_branch_is_guarded(dtype):
     xs, xb = _rows([[1.0, 4.0], [-1.0, 0.0], [2.0, -3.0]], dtype)
     assert_batch_equals_loop(appended_in_branch, (xs, xb))
+
+
+@matchbox.batch
+def sequence_branch(x):
+    # A batch with a dynamic dimension (NaN padding, empty and one-long examples): the
+    # guard carried through cat and a per-example index, then a log outside its domain
+    # for the examples that do not take the branch.
+    last = x.size_as_tensor(1) - 1
+    if x.sum() > 0:
+        y = torch.cat([x, x], -1).log().sum(1) + x[:, last].sqrt().sum(-1)
+    else:
+        y = x.sum(1) * 3
+    return y.sum(-1)
+
+
+def test_a_guard_carried_over_a_batch_with_padding_and_empty_examples(dtype):
+    torch.manual_seed(0)
+    xs, _ = sequences([2, 0, 1, 4], dtype=dtype)
+    # Positive examples take the branch; the negative one does not, and its log and
+    # sqrt there are NaN, whose slope must not reach its gradient.
+    xs = [xs[0].abs() + 0.1, xs[1], -xs[2].abs() - 0.1, xs[3].abs() + 0.1]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    assert_batch_equals_loop(sequence_branch, (xs, xb))
