@@ -98,6 +98,11 @@ def metas(structure: Any) -> Iterator[tuple[Any, ...]]:
 #: Integer carries travel as floating-point tensors of the same width, bit for bit.
 _SAME_WIDTH = {torch.int64: torch.float64, torch.int32: torch.float32}
 
+#: The dtype masks, flags and other carries of bools and small integers travel as: fixed,
+#: never torch's default dtype (``torch.set_default_dtype(torch.float64)`` made the flags'
+#: first values float64 and the body's float32, and scan refused the carries).
+FLAG_DTYPE = torch.float32
+
 
 def encode(t: torch.Tensor) -> torch.Tensor:
     """A carry of scan as a floating-point tensor: torch 2.13's backward of ``scan``
@@ -108,7 +113,12 @@ def encode(t: torch.Tensor) -> torch.Tensor:
         return t
     if t.dtype in _SAME_WIDTH:
         return t.view(_SAME_WIDTH[t.dtype])
-    return t.to(torch.float32)
+    return t.to(FLAG_DTYPE)
+
+
+def flag(device: torch.device) -> torch.Tensor:
+    """A flag's first value (no failure) as a carry: what :func:`encode` makes of ``False``."""
+    return torch.zeros((), dtype=FLAG_DTYPE, device=device)
 
 
 def decode(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -321,12 +321,12 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
             # At least one per-step output: inductor (torch 2.13) failed to compile a
             # scan with none ("getitem is not an OpOverload") without autograd.
             return [loop_state.encode(t) for t in out + flags + ys] + (
-                [] if ys else [torch.zeros((), device=device)])
+                [] if ys else [loop_state.flag(device)])
 
     def trace() -> torch.fx.GraphModule:
         with disable_proxy_modes_tracing():
             samples = [loop_state.sample(_dense(loop_state.encode(t))) for t in init] + [
-                torch.zeros((), device=device) for _ in range(nf[0])] + [
+                loop_state.flag(device) for _ in range(nf[0])] + [
                 loop_state.sample(t) for t in item_leaves[0]] + [
                 loop_state.sample(t) for t in free]
         try:
@@ -347,7 +347,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
     # Contiguous steps: given a strided view of x (steps along dimension 1), inductor's
     # loop (torch 2.13, CPU) copied all of it at every step (quadratic in the length).
     xs = [stacked([leaves[i] for leaves in item_leaves]).contiguous() for i in range(n_items)]
-    flag_init = [torch.zeros((), device=device) for _ in range(nf[0])]
+    flag_init = [loop_state.flag(device) for _ in range(nf[0])]
     with torch.no_grad():
         result = list(scan_op(graph, [_dense(loop_state.encode(t)) for t in init] + flag_init, xs,
                               tuple(free)))
