@@ -26,9 +26,12 @@ How a step becomes a body:
 - what a step emits (the items a ``for`` appends to a list, once a step) becomes the
   scan's per-step output, handed back as one value per step.
 
-Anything this cannot hold raises :class:`NotStructured` before the graph is
-changed, and the caller goes on unrolling: a loop is never captured differently
-from the unrolled loop's values.
+Anything this cannot hold raises :class:`NotStructured`; an error torch raises where
+it refuses the scan (its checks of the carries, its trace of the body) is taken the
+same way.  The attempt is undone (:mod:`matchbox.compiler.scan_attempt`: the graph's
+new nodes, the capture's flags) and the remaining steps are unrolled, saying why in
+``capture.unrolled``: a loop is never captured differently from the unrolled loop's
+values.
 
 A ``for`` is a scan by default where torch has ``scan``, a ``while`` only with
 ``MATCHBOX_COMPILE_LOOPS=scan`` (:func:`whiles_too`); ``MATCHBOX_COMPILE_LOOPS=unroll``
@@ -49,7 +52,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map_only
 
 from matchbox import _capture
-from matchbox.compiler import loop_state
+from matchbox.compiler import loop_state, scan_attempt
 from matchbox.compiler.loop_state import NotStructured
 
 #: How many steps may run unrolled before the loop's state settles.
@@ -240,10 +243,13 @@ def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any
     if settled and capture is not None and capture.scan_loops is True \
             and not capture.in_loop_step:
         try:
-            state, more = _scan(step, state, rest, constants, record, capture)
-            return state, emitted + more
+            with scan_attempt.undone_on_failure(capture):
+                scanned, more = _scan(step, state, rest, constants, record, capture)
+            return scanned, emitted + more
         except NotStructured as error:
             capture.unrolled.append(str(error))
+        except Exception as error:  # noqa: BLE001 -- torch refused the scan: unrolled instead
+            capture.unrolled.append(scan_attempt.why(error))
     for item in rest:
         new = tuple(step(item, *state, *constants))
         state = new[:n_state]
