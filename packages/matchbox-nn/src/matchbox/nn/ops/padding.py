@@ -18,19 +18,23 @@ PyTorch accepts it and returns uninitialised memory.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import _disable_current_modes
 
 from matchbox.extending import (
     MaskedBatch,
+    fails,
     guard_gradient,
     implements,
     lengths_along,
     mask_from_lengths,
     mask_lengths,
     op_name,
+    running,
 )
 from matchbox.nn.ops._windows import example_sizes
 
@@ -132,31 +136,98 @@ def _gather(data: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
 
 def _check_examples(op: str, func: Any, input: MaskedBatch, pad: Any, mode: str, value: Any,
                     padded: list[tuple[int, int, int]]) -> None:
-    """Raise PyTorch's own error for the first example it would refuse alone.
+    """Raise PyTorch's own error for the shortest running example it would refuse alone.
 
-    PyTorch's checks are per dimension and hold for every size above the
-    smallest refused one, so each padded dynamic dimension is checked (on the
-    meta device: no data) at its shortest example's size.
+    PyTorch's checks are per dimension and refuse, in each, the sizes below some
+    threshold (a bad pad elsewhere refuses every size), found on the meta device (no
+    data) for each padded dynamic dimension: :func:`_smallest_padded`.  Whether an
+    example is that short is asked through ``fails``: one host sync eagerly, a flag of
+    the graph while ``matchbox.compile`` captures it.  Nothing is asked where every size
+    can be padded (a constant pad that does not crop).
     """
+    shape = list(input.data.shape)
+    shape[0] = 1
     for dim, left, right in padded:
         if not input.dims[dim - 1]:
             continue
+        smallest = _smallest_padded(func, tuple(shape), dim, tuple(pad), mode, value,
+                                    input.dtype, left, right)
+        if smallest == 0:
+            continue
         sizes = lengths_along(input, dim)
-        shortest = int(sizes.argmin())
-        core = int(sizes[shortest]) - max(-left, 0) - max(-right, 0)
-        if mode == "circular" and min(left, right) < 0 and max(left, right) > core:
-            # PyTorch checks the wrap against the uncropped size and then reads
-            # uninitialised memory: refuse rather than copy that.
-            raise ValueError(
-                f"{op}: circular padding {(left, right)} of dimension {dim} wraps example "
-                f"{shortest} more than once after cropping (it keeps {core} positions); "
-                "PyTorch gives undefined values for it")
-        shape = list(input.data.shape)
-        shape[0], shape[dim] = 1, int(sizes[shortest])
-        try:
-            func(torch.empty(shape, dtype=input.dtype, device="meta"), pad, mode=mode,
-                 value=value)
-        except (RuntimeError, ValueError, NotImplementedError) as error:
-            raise type(error)(
-                f"{op}: example {shortest} (size {shape[dim]} in dimension {dim}) cannot be "
-                f"padded with {tuple(pad)} in mode {mode!r}: {error}") from None
+        failing = running(sizes < smallest if smallest is not None
+                          else torch.ones_like(sizes, dtype=torch.bool))
+        if fails(failing):
+            raise _refusal(op, func, input, pad, mode, value, (dim, left, right), sizes,
+                           failing) from None
+
+
+@functools.lru_cache(maxsize=512)
+def _smallest_padded(func: Any, shape: tuple[int, ...], dim: int, pad: tuple[int, ...],
+                     mode: str, value: Any, dtype: torch.dtype, left: int, right: int
+                     ) -> int | None:
+    """The smallest size of dimension ``dim`` from which on PyTorch pads an example of
+    ``shape`` (and Matchbox does not refuse a circular pad; see :func:`_refused`);
+    ``None``: no size.
+
+    Every size from the smallest one padded on is padded (checked for every mode and
+    pads in [-4, 4]), and it is at most ``|left| + |right| + 1``: a binary search."""
+
+    def padded(size: int) -> bool:
+        return _refused(func, shape, dim, pad, mode, value, dtype, left, right, size) is None
+
+    high = abs(left) + abs(right) + 2
+    if not padded(high):
+        return None
+    low = 0
+    while low < high:  # padded(high) holds
+        middle = (low + high) // 2
+        if padded(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
+def _refused(func: Any, shape: tuple[int, ...], dim: int, pad: Any, mode: str, value: Any,
+             dtype: torch.dtype, left: int, right: int, size: int,
+             op: str = "", example: int = 0) -> Exception | None:
+    """The error for an example of size ``size`` in dimension ``dim``, or ``None``."""
+    core = size - max(-left, 0) - max(-right, 0)
+    if mode == "circular" and min(left, right) < 0 and max(left, right) > core:
+        # PyTorch checks the wrap against the uncropped size and then reads
+        # uninitialised memory: refuse rather than copy that.
+        return ValueError(
+            f"{op}: circular padding {(left, right)} of dimension {dim} wraps example "
+            f"{example} more than once after cropping (it keeps {core} positions); "
+            "PyTorch gives undefined values for it")
+    shape = list(shape)
+    shape[dim] = size
+    try:
+        # Outside any mode: a capture in progress (its fake and proxy modes) would record
+        # the probe in the graph.
+        with _disable_current_modes():
+            func(torch.empty(shape, dtype=dtype, device="meta"), pad, mode=mode, value=value)
+    except (RuntimeError, ValueError, NotImplementedError) as error:
+        return type(error)(
+            f"{op}: example {example} (size {size} in dimension {dim}) cannot be "
+            f"padded with {tuple(pad)} in mode {mode!r}: {error}")
+    return None
+
+
+def _refusal(op: str, func: Any, input: MaskedBatch, pad: Any, mode: str, value: Any,
+             padded: tuple[int, int, int], sizes: torch.Tensor, failing: torch.Tensor
+             ) -> Exception:
+    """The error for the shortest of the ``failing`` examples (read on the host: it is
+    raised next)."""
+    dim, left, right = padded
+    candidates = failing.nonzero().flatten()
+    example = int(candidates[sizes[candidates].argmin()])
+    shape = list(input.data.shape)
+    shape[0] = 1
+    error = _refused(func, tuple(shape), dim, tuple(pad), mode, value, input.dtype,
+                     left, right, int(sizes[example]), op, example)
+    if error is None:  # not expected: the sizes refused are those below the smallest padded
+        error = RuntimeError(f"{op}: example {example} cannot be padded with {tuple(pad)} "
+                             f"in mode {mode!r}")
+    return error
