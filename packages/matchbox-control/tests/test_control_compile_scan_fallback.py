@@ -125,3 +125,25 @@ def test_a_scan_op_that_fails_after_its_inputs_are_recorded_leaves_no_node(monke
     never_tried = matchbox.compile(halting_sums, backend="fx", fallback="raise")
     assert_equals_loop_and_eager(never_tried)
     assert _graph_ops(refused) == _graph_ops(never_tried)
+
+
+@matchbox.batch
+def masked_weight_sums(x, w):
+    tot = x.sum(1) * 0
+    for xt in x.unbind(1):
+        tot = tot + xt * w[w > 0].sum()  # a size that depends on values, in the step
+    return tot
+
+
+def test_a_step_torch_cannot_scan_is_unrolled_not_a_failed_capture():
+    # torch 2.13's scan refuses a body whose sizes depend on values (an unbacked symbol
+    # "is not tracked with proxy"): the capture went on unrolled, where it had failed.
+    compiled = matchbox.compile(masked_weight_sums, backend="fx", fallback="raise")
+    w = torch.randn(4, dtype=torch.float64)
+    examples, batch = sequences(LENGTHS)
+    assert_batch_equals_loop(compiled_for_batches(masked_weight_sums, compiled),
+                             (examples, batch), ([w] * len(LENGTHS), w))
+    for spec in compiled.specializations:
+        assert spec.eager_reason is None
+        assert spec.scans == 1 or spec.unrolled[0].startswith(
+            "torch could not capture the loop as a scan (")

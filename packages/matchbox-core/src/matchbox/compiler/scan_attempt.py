@@ -36,13 +36,14 @@ def undone_on_failure(capture: Any) -> Iterator[None]:
     before = set(graph.nodes) if graph is not None else set()
     n_failures, n_overflows = len(capture.failures), len(capture.overflows)
     shape_env = _shape_env()
-    pending = list(shape_env.pending_fresh_unbacked_symbols) if shape_env is not None else []
+    pending = getattr(shape_env, "pending_fresh_unbacked_symbols", None)
+    pending_before = list(pending) if pending is not None else []
     try:
         yield
     except Exception:
         del capture.failures[n_failures:], capture.overflows[n_overflows:]
-        if shape_env is not None:
-            shape_env.pending_fresh_unbacked_symbols[:] = pending
+        if pending is not None:
+            pending[:] = pending_before
         if graph is not None:
             _erase_new_nodes(graph, before)
         raise
