@@ -21,6 +21,7 @@ from op_counts import CountOps
 import matchbox
 from matchbox import MaskedBatch
 from matchbox._masking import host_reads
+from matchbox.extending import EXAMPLE_SCALAR, mark_example_scalar
 from matchbox.testing import mb_assert
 
 
@@ -217,6 +218,7 @@ def test_a_check_failing_in_a_loop_raises(reads):
         return total
 
     x, i = batches(index=(0, 0, 0))
+    i = mark_example_scalar(i, EXAMPLE_SCALAR)  # a Python int in the loop: x[:, i] drops the dim
     n = MaskedBatch.fromlist([torch.tensor([k]) for k in (2, 4, 1)], ())
     with host_reads(reads):
         walk(x, i, n)  # every index in range
@@ -332,7 +334,8 @@ def test_an_index_out_of_range_for_an_example_not_running_is_no_error(reads):
     fs = [torch.tensor([f]) for f in flags]
     ss = [torch.randn(1, 2, dtype=torch.float64) for _ in lengths]
     xb = MaskedBatch.fromlist(xs, (True, False))
-    ib, fb = MaskedBatch(torch.tensor(index), None, ()), MaskedBatch.fromlist(fs, ())
+    ib = mark_example_scalar(MaskedBatch(torch.tensor(index), None, ()), EXAMPLE_SCALAR)  # 0-d
+    fb = MaskedBatch.fromlist(fs, ())
     sb = MaskedBatch.fromlist(ss, (False,))
     with host_reads(reads):
         mb_assert(doubled_where_flagged, [xs, indices, fs, ss], [xb, ib, fb, sb], len(xs))
@@ -368,12 +371,17 @@ def test_an_error_caught_for_only_some_examples_is_refused(reads):
         first_or_zero(xb, kb)
 
 
+def _ints(values):
+    """One Python int per example (the loop's first_or_zero(x, k))."""
+    return mark_example_scalar(MaskedBatch(torch.tensor(values), None, ()), EXAMPLE_SCALAR)
+
+
 def test_an_error_caught_for_every_example_takes_except_as_the_loop_does():
     xs = _rows(3, 5)
     xb = MaskedBatch.fromlist(xs, (True, False))
     with host_reads(True):
-        out = first_or_zero(xb, MaskedBatch(torch.tensor([4, 7]), None, ()))
-        again = first_or_zero(xb, MaskedBatch(torch.tensor([1, 1]), None, ()))
+        out = first_or_zero(xb, _ints([4, 7]))
+        again = first_or_zero(xb, _ints([1, 1]))
     assert [e.tolist() for e in out.examples()] == [
         first_or_zero(x, k).tolist() for x, k in zip(xs, (4, 7))] == [[[0.0, 0.0, 0.0]]] * 2
     assert [e.tolist() for e in again.examples()] == [first_or_zero(x, 1).tolist() for x in xs]

@@ -16,6 +16,7 @@ from op_counts import CountOps
 from strategies import example_lists
 
 from matchbox import MaskedBatch, _registry
+from matchbox.extending import EXAMPLE_SCALAR, mark_example_scalar
 from matchbox.testing import mb_assert, mb_rand
 
 
@@ -210,9 +211,13 @@ def test_an_index_of_per_example_ints_equals_the_loop(dynamic, data):
     xs = [torch.randn(1, n, 2, dtype=torch.float64) for n in lengths]
     xb = MaskedBatch.fromlist(xs, (dynamic, False), padding_value=float("nan"))
     indices = [torch.tensor([data.draw(st.integers(-n, n - 1))]) for n in lengths]
+    # Examples of shape (1,): the loop's tensor index keeps the dimension.
     ib = MaskedBatch.fromlist(indices, ())
+    mb_assert(lambda x, i: x[:, i], [xs, indices], [xb, ib], len(xs))
+    # Python ints (0-d in the loop): the dimension is dropped.
+    ints = mark_example_scalar(MaskedBatch(torch.cat(indices), None, ()), EXAMPLE_SCALAR)
     mb_assert(lambda x, i: x[:, int(i)] if isinstance(i, torch.Tensor) else x[:, i],
-              [xs, indices], [xb, ib], len(xs))
+              [xs, indices], [xb, ints], len(xs))
 
 
 def test_reads_at_per_example_ints_share_the_batchs_mask():
@@ -221,12 +226,12 @@ def test_reads_at_per_example_ints_share_the_batchs_mask():
     # guard between them (a shift-reduce stack's two top items).
     torch.manual_seed(0)
     stack = MaskedBatch(torch.randn(3, 4, 2), None, (False, False))
-    top = MaskedBatch(torch.tensor([1, 3, 2]), None, ())
+    top = mark_example_scalar(MaskedBatch(torch.tensor([1, 3, 2]), None, ()), EXAMPLE_SCALAR)
     left, right = stack[:, top - 1], stack[:, top]
     assert left._mask is None and right._mask is None
     xs = [torch.randn(1, n, 2) for n in (3, 1, 2)]
     xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
-    at = MaskedBatch(torch.tensor([2, 0, -1]), None, ())
+    at = mark_example_scalar(MaskedBatch(torch.tensor([2, 0, -1]), None, ()), EXAMPLE_SCALAR)
     first = xb[:, at]  # the only dynamic dimension: every element read is real
     assert first._mask is None
     assert [e.tolist() for e in first.examples()] == [xs[0][:, 2].tolist(), xs[1][:, 0].tolist(),
@@ -476,7 +481,8 @@ def test_a_per_example_index_reads_one_element_and_saves_only_the_index():
     # (a gather kept the whole tensor: the TreeLSTM's stack, once per read).
     x = torch.randn(8, 16, 32, requires_grad=True)
     xb = MaskedBatch(x, None, (False, False))
-    index = MaskedBatch(torch.tensor([0, 1, 2, 3, -1, -2, 15, 7]), None, ())
+    index = mark_example_scalar(MaskedBatch(torch.tensor([0, 1, 2, 3, -1, -2, 15, 7]), None, ()),
+                                EXAMPLE_SCALAR)  # Python ints, as a @batch counter
     saved = []
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         with CountOps() as counted:
@@ -491,7 +497,8 @@ def test_per_example_indices_into_one_batch_sum_its_lengths_once():
     # A loop reads one batch at a new index each step (the TreeLSTM's leaves[:, position]).
     xs, xb = batch_of(3, 2)
     with CountOps() as counted:
-        reads = [xb[:, MaskedBatch(torch.tensor([k, 0]), None, ())] for k in (0, 1, -1)]
+        reads = [xb[:, mark_example_scalar(MaskedBatch(torch.tensor([k, 0]), None, ()),
+                                           EXAMPLE_SCALAR)] for k in (0, 1, -1)]
     assert counted.ops["sum"] == 1
     for k, read in zip((0, 1, -1), reads):
         torch.testing.assert_close(next(iter(read.examples())), xs[0][:, k])

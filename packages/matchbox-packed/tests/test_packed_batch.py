@@ -406,7 +406,8 @@ def test_indexing_by_a_masked_batch_goes_to_masked_batch():
     got = pb[:, index]
     assert isinstance(got, MaskedBatch)
     for g, x, i in zip(got.examples(), examples, (1, -1, 0)):
-        torch.testing.assert_close(g, x[:, i], rtol=0, atol=0)
+        # Each example's index is a (1,) tensor: the loop's advanced index keeps the dim.
+        torch.testing.assert_close(g, x[:, torch.tensor([i])], rtol=0, atol=0)
 
 
 def test_top_level_names():

@@ -16,6 +16,7 @@ import torch
 
 from matchbox import _capture
 from matchbox._autograd_function import grad_enabled, refuse_untracked
+from matchbox._example_scalars import SCALAR, mark
 from matchbox._masking import lengths_along
 from matchbox._op_table import declare_convenience
 from matchbox.masked_batch import MaskedBatch, normalize_dim
@@ -60,7 +61,7 @@ def size_as_tensor(x: Any, dim: int) -> Any:
         sizes = torch.full((batch,), 1 if d == 0 else x.data.size(d), device=x.device)
     _capture.note_size_bound(sizes, 1 if d == 0 else x.data.size(d))
     mask = torch.ones(batch, dtype=torch.bool, device=x.device)
-    return MaskedBatch._make(sizes, mask, ())
+    return mark(MaskedBatch._make(sizes, mask, ()), SCALAR)  # the loop's is 0-d
 
 
 def maxsize(x: Any, dim: int | None = None) -> Any:

@@ -77,6 +77,9 @@ from matchbox._capture import (
     some,
     with_failed_flags,
 )
+from matchbox._example_scalars import SCALAR as EXAMPLE_SCALAR
+from matchbox._example_scalars import VECTOR as EXAMPLE_VECTOR
+from matchbox._example_scalars import mark as mark_example_scalar
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._layout import expanded_row
 from matchbox._masked_writes import write_running
@@ -148,6 +151,8 @@ from matchbox.ops.reductions import (
 lengths_aware = mask_lengths.aware
 
 __all__ = [
+    # what a batch of one value per example is in the loop (matchbox._example_scalars)
+    "EXAMPLE_SCALAR", "EXAMPLE_VECTOR", "mark_example_scalar",
     # the registry and the dispatch
     "implements", "register", "op_name", "lookup", "entries", "dispatch", "unsupported",
     "refuse_out", "register_conversion", "writes_first_argument", "batch_types", "is_batch",

@@ -39,8 +39,10 @@ from typing import Any
 import torch
 
 from matchbox import _lengths, _region_guard
+from matchbox._absent import batch_backward, refuse_absent
 from matchbox._arguments import normalize_dim
 from matchbox._batch import Batch, pytree_rank_error
+from matchbox._example_scalars import VECTOR, mark
 from matchbox._jagged import jagged_rows, make_jagged, read_jagged
 from matchbox._layout import (
     check_examples,
@@ -74,7 +76,7 @@ class MaskedBatch(Batch):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("_data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
-                 "_present", "_kept_outside", "_deferred_guard")
+                 "_present", "_kept_outside", "_deferred_guard", "_scalar")
 
     data: torch.Tensor
     dims: tuple[bool, ...]
@@ -101,6 +103,9 @@ class MaskedBatch(Batch):
     _present: torch.Tensor | None
     # None, or the (mask, rows) of the region whose guard is deferred (_region_guard).
     _deferred_guard: tuple | None
+    # dims == (): each example is, in the loop, a number or 0-d (True), a (1,) tensor
+    # (False) or not known (None): ``matchbox._example_scalars``.
+    _scalar: bool | None
 
     def __init__(
         self, data: torch.Tensor, mask: torch.Tensor | None, dims: Sequence[bool], *,
@@ -135,6 +140,7 @@ class MaskedBatch(Batch):
         self.dims = tuple(bool(d) for d in dims)
         self._present = self._zero_padding = self._not_a_view = self._kept_outside = None
         self._deferred_guard = None
+        self._scalar = VECTOR  # the layout's own meaning: examples of shape (1, ...)
 
     @staticmethod
     def _make(data: torch.Tensor, mask: torch.Tensor | None, dims: tuple[bool, ...]
@@ -150,7 +156,7 @@ class MaskedBatch(Batch):
         batch.dims = dims
         # All set: reading an unset slot costs an AttributeError (Batch.__getattr__).
         batch._present = batch._zero_padding = batch._not_a_view = batch._kept_outside = None
-        batch._deferred_guard = None
+        batch._deferred_guard = batch._scalar = None
         return batch
 
     @property
@@ -195,7 +201,7 @@ class MaskedBatch(Batch):
         shapes = check_examples("MaskedBatch.fromlist", examples, dims)
         if all(shape == shapes[0] for shape in shapes):
             # Every example has the same size: one cat, no padding.
-            return cls._make(torch.cat(list(examples), 0), None, dims)
+            return mark(cls._make(torch.cat(list(examples), 0), None, dims), VECTOR)
         max_sizes = [max(s[i] for s in shapes) for i in range(1, len(dims) + 1)]
         check_padding_value(padding_value, examples[0].dtype)
         rows = []
@@ -212,7 +218,7 @@ class MaskedBatch(Batch):
         if some_example_empty_in_part(shapes, dims):
             # The mask of such an example is all false: it carries the lengths.
             mask = _lengths.carry(mask, lengths)
-        batch = cls._make(data, mask, dims)
+        batch = mark(cls._make(data, mask, dims), VECTOR)
         if padding_value == 0:
             mark_zero_padding(batch)
         return batch
@@ -274,8 +280,12 @@ class MaskedBatch(Batch):
     def examples(self) -> Iterator[torch.Tensor]:
         """Each example as a tensor of batch size one, trimmed to its true size.
 
-        The examples are views of ``data``: gradients flow back to the batch.
+        Views of ``data`` (gradients flow back); an absent example raises (``_absent``).
         """
+        refuse_absent(self, "MaskedBatch.examples")
+        return self._examples()
+
+    def _examples(self) -> Iterator[torch.Tensor]:
         sizes = self.lengths().tolist() if any(self.dims) else None
         dynamic = [i for i, d in enumerate(self.dims) if d]
         for b in range(self.data.size(0)):
@@ -375,7 +385,7 @@ class MaskedBatch(Batch):
         mask = self._mask
         if mask is not None and data.device != mask.device:
             mask = _lengths.kept(mask.to(data.device), mask)
-        return MaskedBatch._make(data, mask, self.dims)
+        return mark(MaskedBatch._make(data, mask, self.dims), self._scalar)
 
     # ------------------------------------------------------------------ the rows protocol
     # (matchbox._batch: row-wise ops such as F.linear are written once, over it)
@@ -448,20 +458,10 @@ class MaskedBatch(Batch):
     def backward(self, gradient: Any = None, **kwargs: Any) -> None:
         """Backward on a batch of per-example scalars: the gradient of their sum.
 
-        Equals calling ``backward()`` on every example's scalar in a loop.
+        Equals calling ``backward()`` on every example's scalar in a loop.  A batch with
+        an absent example (a step past its end) is refused (``matchbox._absent``).
         """
-        if gradient is not None:
-            gradient = gradient.data if isinstance(gradient, MaskedBatch) else gradient
-            masked = torch.where(self.mask, self.data, torch.zeros_like(self.data))
-            masked.backward(torch.where(self.mask, gradient, torch.zeros_like(gradient)), **kwargs)
-            return
-        if self.dims:
-            raise RuntimeError(
-                "backward(): grad can be implicitly created only for a batch of "
-                f"per-example scalars (dims == ()), but this batch has dims {self.dims}; "
-                "reduce each example first (for example .sum()) or pass gradient="
-            )
-        fill_padding(self, 0).sum().backward(**kwargs)  # matchbox.batch_sum(self)
+        batch_backward(self, gradient, kwargs)
 
     # ------------------------------------------------------------------ PyTorch's tools
 

@@ -40,7 +40,7 @@ def flatten(value: Any, leaves: list[torch.Tensor]) -> Any:
         present = tuple(p is not None for p in parts)
         leaves.extend(p for p in parts if p is not None)
         return ("batch", value.dims, present, bool(getattr(value, "_not_a_view", False)),
-                tuple(meta(p) for p in parts if p is not None))
+                tuple(meta(p) for p in parts if p is not None), value._scalar)
     if isinstance(value, torch.Tensor):
         if type(value) is not torch.Tensor and not is_fake(value):
             raise NotStructured(f"a tensor subclass {type(value).__name__}")
@@ -61,12 +61,13 @@ def unflatten(structure: Any, leaves: Iterator[torch.Tensor]) -> Any:
         return tuple(unflatten(s, leaves) for s in structure[1])
     if kind == "view":
         return structure[1](unflatten(structure[2], leaves))
-    _, dims, present, not_a_view, _ = structure
+    _, dims, present, not_a_view, _, scalar = structure
     data, mask, lengths, real = (next(leaves) if p else None for p in present)
     if lengths is not None:
         mask = _lengths.carry(mask, lengths)
     batch = _batch_type()._make(data, mask, dims)
     batch._present = real
+    batch._scalar = scalar
     if not_a_view:
         batch._not_a_view = True
     return batch

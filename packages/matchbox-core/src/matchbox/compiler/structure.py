@@ -10,7 +10,7 @@ put together again inside the graph and after it.
 |-------------------------|-------------------------|------------------------------------|
 | ``torch.Tensor``        | itself                  | ``("tensor",)``                    |
 | ``MaskedBatch``         | ``data`` (and ``mask``, | ``("batch", dims, has_mask,        |
-|                         | lengths its mask holds) | has_lengths)``                     |
+|                         | lengths its mask holds) | has_lengths, _scalar)``            |
 | a view of a batch       | those of its batch      | ``("view", class, batch's)``:      |
 | (``TimeMajorBatch``)    |                         | rebuilt as ``class(batch)``        |
 | tuple, list, dict       | those of its items      | ``(kind, items...)``               |
@@ -114,7 +114,7 @@ def _flatten_batch(batch: MaskedBatch, tensors: list[torch.Tensor], bucket: Any)
         tensors.append(mask)
     if lengths is not None:
         tensors.append(lengths)
-    return ("batch", dims, mask is not None, lengths is not None)
+    return ("batch", dims, mask is not None, lengths is not None, batch._scalar)
 
 
 def unflatten(structure: Structure, tensors: list[torch.Tensor], at: int = 0) -> tuple[Any, int]:
@@ -123,14 +123,16 @@ def unflatten(structure: Structure, tensors: list[torch.Tensor], at: int = 0) ->
     if kind == "tensor":
         return tensors[at], at + 1
     if kind == "batch":
-        _, dims, has_mask, has_lengths = structure
+        _, dims, has_mask, has_lengths, scalar = structure
         data, at = tensors[at], at + 1
         mask = None
         if has_mask:
             mask, at = tensors[at], at + 1
         if has_lengths:
             mask, at = _lengths.carry(mask, tensors[at]), at + 1
-        return MaskedBatch._make(data, mask, dims), at
+        batch = MaskedBatch._make(data, mask, dims)
+        batch._scalar = scalar  # what one value per example is in the loop
+        return batch, at
     if kind == "value":
         return structure[1], at
     if kind == "view":
@@ -222,7 +224,7 @@ def _roles(structure: Structure, found: list[Role]) -> None:
     if kind == "tensor":
         found.append(("plain", ()))
     elif kind == "batch":
-        _, dims, has_mask, has_lengths = structure
+        _, dims, has_mask, has_lengths, _ = structure
         found.append(("data", dims))
         if has_mask:
             found.append(("mask", dims))

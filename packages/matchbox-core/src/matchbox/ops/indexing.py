@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._example_scalars import VECTOR, ambiguous_index
 from matchbox._masked_writes import in_place_copy, write_into
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
@@ -44,9 +45,12 @@ from matchbox.ops.pointwise import _pointwise_inplace
 
 def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
-    tensor_indices = 0
+    tensor_indices = vectors = 0
     for item in items:
         if _is_per_example_int(item):
+            if item._scalar is VECTOR:
+                vectors = 1  # the loop's (1,) tensor: an advanced index
+                tensor_indices += 1
             continue
         if is_tensor_index(item):
             tensor_indices += 1
@@ -71,11 +75,19 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
                 f"{op}: a batch used as an index must hold integers (per-example ints, or "
                 f"per-example index tensors), got {item.dtype}"
             )
+    if vectors and any(
+            (type(i) is int or (_is_per_example_int(i) and i._scalar is not VECTOR))
+            for i in items):
+        # torch takes ints beside a tensor index as tensor indices too (and moves the
+        # result's dimensions to the front when a slice separates them).
+        tensor_indices += 1
     if tensor_indices > 1:
         raise NotImplementedError(
-            f"{op}: more than one tensor index in one subscript is not supported for batches "
-            "(torch would broadcast them together, and may move the result's dimensions in "
-            "front of each example's batch dimension); index one dimension at a time"
+            f"{op}: more than one tensor index in one subscript (or a tensor index beside an "
+            "int; a batch of one int per example that is a (1,) tensor in the loop, such as "
+            "s.argmax(1), is a tensor index) is not supported for batches (torch would "
+            "broadcast them together, and may move the result's dimensions in front of "
+            "each example's batch dimension); index one dimension at a time"
         )
     consuming = sum(1 for i in items if i is not None and i is not Ellipsis)
     # By identity: ``list.count`` and ``in`` compare a tensor item with ``==`` (an op).
@@ -358,8 +370,17 @@ def getitem(func, input, index):
                 x = MaskedBatch._make(x.data[(slice(None),) * d + (item,)], x.mask, x.dims)
             d += 1
         elif _is_per_example_int(item):
+            kind = item._scalar
+            if kind is None:
+                raise ambiguous_index(op, d)
             x = _select_per_example(x, d, item)
             view = False
+            if kind is VECTOR:
+                # The loop's index is a (1,) tensor: advanced indexing keeps the dimension.
+                mask = None if x._mask is None else _lengths.kept(x._mask.unsqueeze(d), x._mask)
+                x = MaskedBatch._make(x.data.unsqueeze(d), mask,
+                                      x.dims[: d - 1] + (False,) + x.dims[d - 1:])
+                d += 1
         elif isinstance(item, int):
             if not -x.data.size(d) <= item < x.data.size(d) and not x.dims[d - 1]:
                 raise IndexError(
@@ -382,6 +403,8 @@ def getitem(func, input, index):
             raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")
     if not view:
         x._not_a_view = True
+    if x is not input and not x.dims:
+        x._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return x
 
 

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _lengths, _masking, _registry
+from matchbox._example_scalars import combined
 from matchbox._layout import zero_padding_mask
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
@@ -184,6 +185,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
             path = _INPLACE
     if path == _INPLACE:
         return _pointwise_inplace(func, args, kwargs)
+    given = args  # (the checked path's fills lose what the batches stand for)
     if path == _CHECKED:
         fill = VALUE_CHECKED[func.__name__]
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
@@ -193,7 +195,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         if result is not None:
             return result
     if not kwargs and _same_layout(args):
-        return _run_same_layout(func, args)
+        return _kind_of(_run_same_layout(func, args), given)
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     op = _registry.op_name(func)
@@ -201,7 +203,18 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     values = _masking.guard_wider(flat, values, mask, dims)
     n = len(args)
     result = func(*values[:n], **dict(zip(names, values[n:])))
-    return _wrap(result, mask, dims)
+    return _kind_of(_wrap(result, mask, dims), [*given, *flat[n:]])
+
+
+def _kind_of(result: Any, args: Any) -> Any:
+    """``result``, with what a batch of one value per example stands for in the loop (a
+    number or a (1,) tensor: ``matchbox._example_scalars``) worked out from ``args``."""
+    if type(result) is MaskedBatch and not result.dims:
+        result._scalar = combined(args)
+    elif type(result) is tuple or isinstance(result, tuple):
+        for item in result:
+            _kind_of(item, args)
+    return result
 
 
 def _same_layout(args: tuple[Any, ...]) -> bool:
@@ -345,10 +358,18 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     n = len(args)
     func(*values[:n], **dict(zip(names, values[n:])))
     target.mask = _masking.fit_mask(mask, target.data, target.dims)
-    return target
+    return _kind_of(target, flat)
 
 
 def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
+    """:func:`_plain_call`, with what a result of one value per example stands for."""
+    result = _plain_call(func, self, args)
+    if result is not None and not result.dims:
+        result._scalar = combined((self, *args))
+    return result
+
+
+def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
     mask), ``x * w`` (a weight).  Any other call gives ``None``: the general rule then
     runs, or, for a method, the dispatch (arguments of another batch type,

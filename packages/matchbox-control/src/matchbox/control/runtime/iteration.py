@@ -30,6 +30,7 @@ import torch
 
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.sequences import prefix_steps
+from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import (
     capturing,
     combine_masks,
@@ -39,6 +40,7 @@ from matchbox.extending import (
     remember_mask_view,
     running,
 )
+from matchbox.extending import mark_example_scalar as mark
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.functional import stack
 from matchbox.masked_batch import MaskedBatch
@@ -117,7 +119,7 @@ def _only_present(batch: MaskedBatch, present: torch.Tensor) -> MaskedBatch:
         data = torch.where(view, data, data.detach())
     mask = view if batch._mask is None else batch._mask & view
     mask = _lengths.restricted(fit_mask(mask, data, batch.dims), batch, present)
-    return MaskedBatch._make(data, mask, batch.dims)
+    return mark(MaskedBatch._make(data, mask, batch.dims), batch._scalar)
 
 
 def _sequence_steps(items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
@@ -228,7 +230,7 @@ def _remember_items_mask(mask: torch.Tensor, item: Any, from_items: bool) -> tor
 
 def _without_mask(item: Any) -> Any:
     if type(item) is MaskedBatch and item._mask is not None and not any(item.dims):
-        return MaskedBatch._make(item.data, None, item.dims)
+        return mark(MaskedBatch._make(item.data, None, item.dims), item._scalar)
     return item
 
 
@@ -285,7 +287,8 @@ def iter_range(range_fn: Any, *args: Any) -> Any:
         items: list[Any] = list(builtins.range(int(start), int(start) + steps * int(step),
                                                int(step)))
     else:
-        items = [MaskedBatch._make(first + k * stride, None, ()) for k in builtins.range(steps)]
+        items = [mark(MaskedBatch._make(first + k * stride, None, ()), SCALAR)
+                 for k in builtins.range(steps)]
     return _Stepped(items, present, "range")
 
 
@@ -335,7 +338,8 @@ def iter_enumerate(enumerate_fn: Any, *args: Any, **kwargs: Any) -> Any:
                                and not bool((present[1:] & ~present[:-1]).any())):
         return _Stepped(list(enumerate_fn(items, start)), present, "enumerate")
     counts = present.long().cumsum(0) - 1 + start
-    indexed = [(MaskedBatch._make(counts[k], None, ()), item) for k, item in enumerate(items)]
+    indexed = [(mark(MaskedBatch._make(counts[k], None, ()), SCALAR), item)
+               for k, item in enumerate(items)]
     return _Stepped(indexed, present, "enumerate")
 
 
@@ -402,7 +406,7 @@ def _own_steps_first(items: list[Any], present: torch.Tensor) -> tuple[list[Any]
     if all(isinstance(item, int) and not isinstance(item, bool) for item in items):
         # A reversed batch range: each step's value, the same for every example.
         values = torch.tensor(items, device=present.device).unsqueeze(1).expand_as(present)
-        items = [MaskedBatch._make(v, None, ()) for v in values.unbind(0)]
+        items = [mark(MaskedBatch._make(v, None, ()), SCALAR) for v in values.unbind(0)]
     if not all(type(item) is MaskedBatch for item in items):
         raise NotImplementedError(
             "@batch: zip of an argument whose steps come, for some example, after steps it "
@@ -414,5 +418,9 @@ def _own_steps_first(items: list[Any], present: torch.Tensor) -> tuple[list[Any]
     # example's steps to the front (core's stack_batches).
     steps = [_only_present(item, real) for item, real in zip(items, present.unbind(0))]
     moved = list(stack(steps, 1, dynamic=True).unbind(1))
+    kinds = {item._scalar for item in items}  # numbers (a range's), or (1,) tensors
+    if len(kinds) == 1 and not moved[0].dims:
+        moved = [mark(item, kinds.pop()) for item in moved[:1]] + [
+            mark(item, moved[0]._scalar) for item in moved[1:]]
     positions = torch.arange(present.size(0), device=present.device).unsqueeze(1)
     return moved, positions < present.sum(0).unsqueeze(0)

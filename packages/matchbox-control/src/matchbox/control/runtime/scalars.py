@@ -31,6 +31,8 @@ from typing import Any
 import torch
 
 from matchbox.control.runtime.masks import _MASK, per_example_truth
+from matchbox.extending import EXAMPLE_SCALAR as SCALAR
+from matchbox.extending import mark_example_scalar as mark
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -50,7 +52,7 @@ def _values(batch: MaskedBatch, what: str) -> tuple[torch.Tensor, torch.Tensor |
 
 
 def _batch(values: torch.Tensor, real: torch.Tensor | None) -> MaskedBatch:
-    return MaskedBatch._make(values, real, ())
+    return mark(MaskedBatch._make(values, real, ()), SCALAR)  # Python numbers
 
 
 def item(obj: Any) -> Any:

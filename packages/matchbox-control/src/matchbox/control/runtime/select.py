@@ -48,6 +48,9 @@ from matchbox.extending import (
     pad_to,
     same_mask,
 )
+from matchbox.extending import EXAMPLE_SCALAR as SCALAR
+from matchbox.extending import EXAMPLE_VECTOR as VECTOR
+from matchbox.extending import mark_example_scalar as mark
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.masked_batch import MaskedBatch
 
@@ -127,7 +130,7 @@ def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:
     if deferred_region_guard(new) is mask and type(old) is MaskedBatch:
         if new._data is old._data and new._mask is old._mask:
             return old, old
-        new = MaskedBatch._make(new._data, new._mask, new.dims)  # the where guards it
+        new = mark(MaskedBatch._make(new._data, new._mask, new.dims), new._scalar)  # the where guards it
     return new, old
 
 
@@ -250,7 +253,7 @@ def only_active(mask: torch.Tensor, value: Any, name: str, strict: bool = True) 
         view = mask_view(example_mask(mask, value, name), value.data.dim())
         real = view if value._mask is None else value._mask & view
         real = _lengths.restricted(fit_mask(real, value.data, value.dims), value, mask)
-        return MaskedBatch._make(value.data, real, value.dims)
+        return mark(MaskedBatch._make(value.data, real, value.dims), value._scalar)
     if type(value) in BATCH_VIEWS:
         return type(value)(only_active(mask, value.batch, name, strict))
     if isinstance(value, torch.Tensor):
@@ -297,7 +300,9 @@ def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) 
     chosen = view if real is None or real is view or same_mask(view, real) else (
         mask_and(view, real))
     data = torch.where(chosen, new.data, old.data)
-    return MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
+    merged = MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
+    # One value per example: a number in the loop if both are, a (1,) tensor if both are.
+    return mark(merged, new._scalar if new._scalar is old._scalar else None)
 
 
 def _align_layouts(new: MaskedBatch, old: MaskedBatch, name: str):
@@ -332,6 +337,12 @@ def _dynamic(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
 
 def _lift(value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
     """A plain value (the same for every example) as a batch laid out like ``like``."""
+    lifted = _lifted(value, like, name)
+    # One value per example: a number (or 0-d tensor) in the loop, or a (1,) tensor.
+    return mark(lifted, not isinstance(value, torch.Tensor) or value.dim() == 0)
+
+
+def _lifted(value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
     if _is_number(value):
         dtype = torch.result_type(like.data, value)
         data = torch.full(like.data.shape, value, dtype=dtype, device=like.device)
@@ -370,7 +381,7 @@ def _broadcast(value: torch.Tensor, mask: torch.Tensor, name: str) -> MaskedBatc
     """A plain tensor of one example (leading size one, or 0-d) as a batch."""
     batch = mask.size(0)
     if value.dim() == 0:
-        return MaskedBatch._make(value.to(mask.device).expand(batch), None, ())
+        return mark(MaskedBatch._make(value.to(mask.device).expand(batch), None, ()), SCALAR)
     value = expanded_row(value, batch)  # h0.expand(x.size(0), -1): its one row, as core's
     if value.size(0) != 1:
         raise ValueError(
@@ -378,8 +389,8 @@ def _broadcast(value: torch.Tensor, mask: torch.Tensor, name: str) -> MaskedBatc
             "between examples, so it becomes a batch, whose examples need a leading "
             "dimension of size one; " + _ONE_ROW_HINT
         )
-    return MaskedBatch._make(value.expand(batch, *value.shape[1:]), None,
-                             (False,) * (value.dim() - 1))
+    return mark(MaskedBatch._make(value.expand(batch, *value.shape[1:]), None,
+                                  (False,) * (value.dim() - 1)), VECTOR)
 
 
 _ONE_ROW_HINT = (

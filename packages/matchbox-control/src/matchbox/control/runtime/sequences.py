@@ -53,6 +53,8 @@ import torch
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
 from matchbox.extending import BATCH_VIEWS, capturing, combine_masks, fails, refuse
+from matchbox.extending import EXAMPLE_SCALAR as SCALAR
+from matchbox.extending import mark_example_scalar as mark
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -249,7 +251,7 @@ def length(obj: Any) -> Any:
     present = per_example_presence(obj)
     if present is None:
         return builtins.len(obj)
-    return MaskedBatch._make(present.sum(0), None, ())
+    return mark(MaskedBatch._make(present.sum(0), None, ()), SCALAR)
 
 
 def get_item(obj: Any, index: Any) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from matchbox import _masking
+from matchbox._example_scalars import SCALAR, combined, mark
 from matchbox.masked_batch import MaskedBatch, constant_pad
 from matchbox.ops.gather._indices import checked_positions, refuse_partly_empty
 
@@ -127,5 +128,11 @@ def table_lookup(op: str, table: torch.Tensor, index: Any, *, negative: bool = T
                                  dims)
     looked = MaskedBatch._make(_masking.guard_gradient(data, mask), mask, dims)
     if first.dims or not rest:
-        return looked
-    return looked[(slice(None), *rest)]
+        return mark(looked, combined([first])) if not looked.dims else looked
+    kind = combined([first, *rest])  # the loop's result: 0-d, or of shape (1, ...)
+    # Ints per example after the first pair with it (torch broadcasts them together):
+    # each takes one position of its dimension, which the result does not keep.
+    rest = [mark(MaskedBatch._make(item._data, item._mask, ()), SCALAR)
+            if isinstance(item, MaskedBatch) and not item.dims else item for item in rest]
+    looked = looked[(slice(None), *rest)]
+    return mark(looked, kind) if not looked.dims else looked

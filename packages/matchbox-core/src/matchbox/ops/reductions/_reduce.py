@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _masking
+from matchbox._example_scalars import VECTOR, mark, reduced_over
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths, normalize_dim
 
 __all__ = ["Reducer", "check_mean_dtype", "count", "highest", "lowest", "reduce",
@@ -86,7 +87,8 @@ def reduce(
             # The commonest reduction (``h.sum(-1)``): one static dimension of a
             # batch without padding, which has no padding to mix in or keep.
             dims = x.dims[:single - 1] + ((False,) if keepdim else ()) + x.dims[single:]
-            return MaskedBatch._make(reducer(x.data, (single,), keepdim), None, dims)
+            return mark(MaskedBatch._make(reducer(x.data, (single,), keepdim), None, dims),
+                        VECTOR)
     reduced = reduced_dimensions(op, x, dim)
     mixes_padding = any(x.dims[i - 1] for i in reduced)
     data = x.data
@@ -99,8 +101,12 @@ def reduce(
         # Examples are scalars of shape (1,): "every dimension" is none, but
         # torch reads an empty dim list as all of them, which would reduce
         # across the batch.  Reduce each example's own one-element view.
-        return MaskedBatch._make(reducer(data.unsqueeze(1), (1,), False), mask, new_dims)
-    return MaskedBatch._make(reducer(data, reduced, keepdim), mask, new_dims)
+        result = MaskedBatch._make(reducer(data.unsqueeze(1), (1,), False), mask, new_dims)
+    else:
+        result = MaskedBatch._make(reducer(data, reduced, keepdim), mask, new_dims)
+    # What the loop's result is (a 0-d tensor or not), where ``dim`` is as the user wrote
+    # it: callers that pass dimensions they normalised leave it unknown, or mark it.
+    return reduced_over(result, dim, keepdim) if type(dim) is not tuple else result
 
 
 def count(x: MaskedBatch, reduced: tuple[int, ...]) -> torch.Tensor:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths, _masking, _registry
+from matchbox._example_scalars import VECTOR, mark, reduced_over
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.reductions._reduce import (
     _keep,
@@ -76,8 +77,8 @@ def _extreme_of_real(func: Any, x: MaskedBatch, reduced: tuple[int, ...], keepdi
 @_registry.implements(torch.amax, torch.Tensor.amax, torch.amin, torch.Tensor.amin,
                       family="reduction")
 def amax_amin(func, input, dim=(), keepdim=False):
-    return _extreme(_registry.op_name(func), func in (torch.amax, torch.Tensor.amax), input,
-                    dim, keepdim)
+    return reduced_over(_extreme(_registry.op_name(func), func in (torch.amax, torch.Tensor.amax),
+                                 input, dim, keepdim), dim, keepdim)
 
 
 def _extreme(op: str, is_max: bool, x: MaskedBatch, dim: Any, keepdim: bool) -> MaskedBatch:
@@ -108,15 +109,15 @@ def max_min(func, input, *args, **kwargs):
     op = _registry.op_name(func)
     fill = lowest(input.dtype) if is_max else highest(input.dtype)
     if dim is None:
-        return _extreme(op, is_max, input, None, False)
+        return reduced_over(_extreme(op, is_max, input, None, False), None)
     reduced = reduced_dimensions(op, input, dim)
     refuse_empty(op, input, reduced)
     data = _masking.fill_padding(input, fill) if input.dims[reduced[0] - 1] else input.data
     values, indices = func(data, reduced[0], keepdim)
     mask, new_dims = reduced_layout(input, reduced, keepdim)
     result_type = torch.return_types.max if is_max else torch.return_types.min
-    return result_type((MaskedBatch._make(values, mask, new_dims),
-                        MaskedBatch._make(indices, mask, new_dims)))
+    return result_type((mark(MaskedBatch._make(values, mask, new_dims), VECTOR),
+                        mark(MaskedBatch._make(indices, mask, new_dims), VECTOR)))
 
 
 @_lengths.aware
@@ -129,7 +130,8 @@ def argmax_argmin(func, input, dim=None, keepdim=False):
     if dim is not None:
         reduced = reduced_dimensions(op, input, dim)
         refuse_empty(op, input, reduced)
-        return reduce(op, input, reduced, keepdim, lambda d, ds, k: func(d, ds[0], k), fill)
+        return mark(reduce(op, input, reduced, keepdim, lambda d, ds, k: func(d, ds[0], k),
+                           fill), VECTOR)
     # Over every element: an index into each example's own flattened shape.
     reduced = reduced_dimensions(op, input, None)
     refuse_empty(op, input, reduced)
@@ -140,7 +142,7 @@ def argmax_argmin(func, input, dim=None, keepdim=False):
     if keepdim:
         index = index.reshape(-1, *[1] * len(input.dims))
         mask, new_dims = reduced_layout(input, reduced, True)
-    return MaskedBatch._make(index, mask, new_dims)
+    return reduced_over(MaskedBatch._make(index, mask, new_dims), None, keepdim)
 
 
 def _reflatten(flat: torch.Tensor, x: MaskedBatch) -> torch.Tensor:

@@ -1,0 +1,85 @@
+"""What a batch of one value per example (``dims == ()``) stands for in the loop.
+
+Such a batch holds one value per example in ``data`` of shape ``(batch,)``, and the
+loop over examples has two different values there:
+
+- a Python number or a 0-d tensor: a ``@batch`` counter (``n = n + 1`` merged per
+  example), a ``range`` over per-example counts, ``int(x)`` / ``x.item()`` under
+  ``@batch``, ``len`` of a per-example list, ``x.size_as_tensor(d)``, a full reduction
+  (``x.sum()``, ``x.argmax()``);
+- a tensor of shape ``(1,)``: a reduction over one dimension of a ``(1, T)`` example
+  (``s.argmax(1)``, ``s.max(1).indices``), ``x[:, k]`` of a ``(1, K)`` example, the
+  examples given to ``fromlist``.
+
+Most ops give the same per-example values for both; indexing does not: ``x[:, i]``
+drops the dimension for an int (or 0-d) ``i`` and keeps it (advanced indexing) for a
+``(1,)`` tensor.  So every batch records which one it is in its slot ``_scalar``:
+``True`` (a number or 0-d), ``False`` (``(1,)``) or ``None`` (not known: ops other
+than those below make a new batch with ``None``).  Whoever makes a batch of per-example
+numbers marks it (:func:`mark`); pointwise ops, casts and ``@batch``'s merges pass it
+on (:func:`combined`); an index that is ``None`` is refused (:func:`ambiguous_index`),
+never guessed.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+__all__ = ["SCALAR", "VECTOR", "ambiguous_index", "combined", "mark", "reduced_over"]
+
+# The slot of the batches that record it (MaskedBatch's; masked_batch imports this module).
+_SLOT = types.MemberDescriptorType
+
+SCALAR = True   # a Python number or a 0-d tensor in the loop
+VECTOR = False  # a tensor of shape (1,) in the loop
+
+
+def mark(batch: Any, kind: bool | None) -> Any:
+    """``batch`` recorded as ``kind`` (``SCALAR``, ``VECTOR`` or ``None``); returns it."""
+    batch._scalar = kind
+    return batch
+
+
+def reduced_over(batch: Any, dim: Any, keepdim: bool = False) -> Any:
+    """``batch``, a reduction's result, marked as the loop's: over every dimension
+    (``dim`` ``None`` or empty, without ``keepdim``) a 0-d tensor, over the dimensions
+    given (an int, or a tuple of them as the user wrote it) one of rank one or more."""
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        batch._scalar = VECTOR if keepdim else SCALAR
+    else:
+        batch._scalar = VECTOR
+    return batch
+
+
+def combined(values: Any) -> bool | None:
+    """What a pointwise op's result stands for, given its arguments (batches, tensors,
+    numbers): a ``(1,)`` tensor if any argument is one (a batch so marked, or a plain
+    tensor of rank one or more, which broadcasts the loop's 0-d value up to it), a
+    number if every batch argument is one, else not known."""
+    kind: bool | None = SCALAR
+    for value in values:
+        if type(type(value).__dict__.get("_scalar")) is _SLOT:  # a MaskedBatch
+            if value.dims or value._scalar is VECTOR:
+                return VECTOR
+            if value._scalar is None:
+                kind = None
+        elif isinstance(value, torch.Tensor) and value.dim() > 0:
+            return VECTOR
+    return kind
+
+
+def ambiguous_index(op: str, d: int) -> NotImplementedError:
+    """The error for ``x[..., i]`` along dimension ``d`` with ``i`` a batch of per-example
+    ints that may be a Python int (drops the dimension) or a ``(1,)`` tensor (keeps it)."""
+    return NotImplementedError(
+        f"{op}: the index along dimension {d} is a batch of one int per example that "
+        "Matchbox cannot tell apart as a Python int or 0-d tensor (which drops the "
+        "dimension) or a tensor of shape (1,) (which keeps it, as advanced indexing): it "
+        "came from an op that does not record which one its result is; write "
+        f"x.index_select({d}, i) to keep the dimension (the loop's (1,) index), or "
+        f"x.index_select({d}, i).squeeze({d}) to drop it (the loop's int index), both of "
+        "which mean the same for the loop and the batch"
+    )

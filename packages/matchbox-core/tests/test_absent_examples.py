@@ -1,0 +1,77 @@
+"""Values leaving Matchbox refuse a batch in which an example is absent (a step past its
+end, outside ``@matchbox.batch``): ``matchbox._absent``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import matchbox
+from matchbox import MaskedBatch
+from matchbox.testing import mb_assert
+
+ABSENT = (r"example {k} has no value here .*it is absent, as a step past the example's end "
+          r"is .*@matchbox\.batch")
+
+
+def _steps(lengths, dtype=torch.float64):
+    torch.manual_seed(0)
+    xs = [torch.randn(1, n, 3, dtype=dtype) for n in lengths]
+    return xs, MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+
+
+@pytest.mark.parametrize("exit_, op", [
+    (lambda y: list(y.examples()), "MaskedBatch.examples"),
+    (lambda y: matchbox.batch_sum(y.sum(-1)), "matchbox.batch_sum"),
+    (lambda y: matchbox.batch_mean(y.sum(-1)), "matchbox.batch_mean"),
+    (lambda y: y.sum(-1).backward(), "MaskedBatch.backward"),
+])
+def test_an_absent_example_is_refused_where_values_leave(exit_, op):
+    xs, xb = _steps((3, 1, 5))
+    xb.data.requires_grad_(True)
+    last = xb.unbind(1)[-1]  # every example's step 4: examples 0 and 1 have none
+    with pytest.raises(ValueError, match=f"^{op}: " + ABSENT.format(k=0)):
+        exit_(last)
+
+
+def test_the_undecorated_readme_rnn_is_refused():
+    cell = torch.nn.RNNCell(3, 3).double()
+
+    def forward(x):  # @matchbox.batch forgotten
+        h = x.new_zeros(x.size(0), x.size(-1))
+        for xt in x.unbind(1):
+            h = cell(xt, h)
+        return h
+
+    _, xb = _steps((3, 7, 1, 5))
+    with pytest.raises(ValueError, match=ABSENT.format(k=0)):
+        matchbox.batch_sum(forward(xb).sum(-1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("lengths", [(3, 1, 5), (2,), (0, 2, 1)])
+def test_the_decorated_rnn_and_own_last_steps_still_equal_the_loop(dtype, lengths):
+    cell = torch.nn.RNNCell(3, 3).to(dtype)
+
+    @matchbox.batch
+    def forward(x):
+        h = x.new_zeros(x.size(0), x.size(-1))
+        for xt in x.unbind(1):
+            h = cell(xt, h)
+        return h
+
+    xs, xb = _steps(lengths, dtype)
+    mb_assert(forward, [xs], [xb], len(xs), params=list(cell.parameters()))
+    present = [x for x in xs if x.size(1)]
+    if present:
+        _, pb = _steps([x.size(1) for x in present], dtype)
+        mb_assert(lambda x: x[:, -1], [present], [pb], len(present))
+
+
+def test_a_batch_without_absent_examples_leaves_as_before():
+    xs, xb = _steps((3, 1, 5))
+    total = matchbox.batch_sum(xb.sum(-1).sum(-1))
+    torch.testing.assert_close(total, sum(x.sum() for x in xs))
+    mean = matchbox.batch_mean(xb.sum(-1).sum(-1))
+    torch.testing.assert_close(mean, total / 3)
+    assert [e.shape for e in xb.unbind(1)[0].examples()] == [(1, 3)] * 3
