@@ -25,9 +25,10 @@ pytestmark = pytest.mark.skipif(not symbolic.available(),
 
 
 def mixed(x, w):
-    """Per example: a softmax over the sequence, mixed back into it (no size read)."""
+    """Per example: weights over the sequence, mixed back into it (no size read)."""
     h = (x @ w).tanh()
-    weights = torch.softmax(h.sum(-1), 1)
+    scores = h.sum(-1).exp()
+    weights = scores / scores.sum(1, keepdim=True)
     return (h * weights.unsqueeze(-1)).sum(1)
 
 
@@ -140,7 +141,7 @@ def test_code_that_cannot_take_a_symbolic_size_is_captured_with_its_own_sizes():
 
 def test_two_dynamic_dimensions_and_a_last_smaller_batch_share_one_graph():
     # The batch of a training run's last step is smaller: it must not compile again.
-    compiled = matchbox.compile(lambda q, k: (q @ k.transpose(1, 2)).softmax(-1).sum(-1),
+    compiled = matchbox.compile(lambda q, k: (q @ k.transpose(1, 2)).tanh().sum(-1),
                                 backend=BACKEND)
     for batch_size in (6, 6, 4):
         lengths = torch.randint(1, 9, (batch_size, 2)).tolist()
@@ -148,7 +149,7 @@ def test_two_dynamic_dimensions_and_a_last_smaller_batch_share_one_graph():
         keys = [torch.randn(1, m, 4) for _, m in lengths]
         q = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
         k = MaskedBatch.fromlist(keys, (True, False), padding_value=float("nan"))
-        loop = [(a @ b.transpose(1, 2)).softmax(-1).sum(-1) for a, b in zip(examples, keys)]
+        loop = [(a @ b.transpose(1, 2)).tanh().sum(-1) for a, b in zip(examples, keys)]
         assert_examples_close(compiled(q, k), loop)
     [spec] = compiled.specializations
     assert spec.calls == 3
