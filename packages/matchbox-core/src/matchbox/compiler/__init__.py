@@ -331,7 +331,7 @@ class _Specializations:
             self._fall_back(spec, str(error))
         else:
             spec.nodes = len(graph.graph.nodes)
-            spec.sizes = symbolic.guard_of(fakes)  # None: it holds for its own sizes only
+            spec.sizes = symbolic.guard_of(fakes)  # None: captured with its own sizes
             if spec.sizes is not None:
                 spec.summary = summarize(structure, spec.sizes.shapes(fakes[len(params):]))
             spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options,
@@ -343,7 +343,7 @@ class _Specializations:
                      spec.summary, spec.nodes, bound)
         self.graphs[call.key] = spec
         self.by_guards.drop(replaces)
-        if spec.sizes is not None:
+        if spec.sizes is not None and spec.sizes.free:
             self.by_guards.add(call.key, spec)
         return spec
 

@@ -64,7 +64,7 @@ class Specialization:
     scans: int = 0
     unrolled: list[str] = field(default_factory=list)
     #: The sizes the graph holds for, when captured with symbolic sizes
-    #: (``matchbox.compiler.symbolic.SizeGuard``; ``None``: its own sizes only).
+    #: (``matchbox.compiler.symbolic.SizeGuard``; ``None``: captured with its own sizes).
     sizes: Any = None
     #: Why the graph holds for its own sizes only, when capturing or compiling it with
     #: symbolic sizes failed (``None``: it did not, or ``dynamic=False``).

@@ -84,12 +84,10 @@ def _dynamic_dims(role: tuple[str, tuple[bool, ...]], tensor: torch.Tensor) -> t
 
 
 def guard_of(fakes: list[torch.Tensor] | None) -> SizeGuard | None:
-    """The sizes a graph captured on ``fakes`` holds for; ``None`` when its capture fixed
-    every size (or it was captured with the call's own sizes)."""
-    if fakes is None:
-        return None
-    guard = SizeGuard(fakes)
-    return guard if guard.free else None
+    """The sizes a graph captured on ``fakes`` holds for (``None``: it was captured with
+    the call's own sizes).  Its ``free`` sizes may be none: the code fixed them all (the
+    graph, which may still read sizes as symbols, is compiled as one of symbolic sizes)."""
+    return None if fakes is None else SizeGuard(fakes)
 
 
 class SizeGuard:
