@@ -515,6 +515,23 @@ def test_graphs_over_a_sequence_of_lengths(scan_loops):
         assert len({s.nodes for s in specs}) == 1  # the graph does not grow with the length
 
 
+def test_a_scanned_loop_serves_every_batch_size_of_its_padded_length():
+    # Sizes are symbolic (matchbox/compiler/symbolic.py): the loop steps through the padded
+    # length's items, which fixes it, but not the batch size; a batch of one example gets
+    # a graph of its own (PyTorch fixes sizes 0 and 1).
+    w = torch.randn(3, 3, dtype=torch.float64)
+    u = torch.randn(3, 3, dtype=torch.float64)
+    run = compiled_for_batches(gated_rnn)
+    for lengths in ([5, 2, 1], [7, 7, 0, 3, 6], [8, 1], [6], [4, 2, 2, 2, 2, 2, 2, 1]):
+        examples, batch = sequences(lengths)
+        n = len(lengths)
+        assert_batch_equals_loop(run, (examples, batch), ([w] * n, w), ([u] * n, u))
+    specs = run.compiled.specializations
+    assert [(s.summary.split(",")[0], s.calls) for s in specs] == [("batch(B=*", 4),
+                                                                  ("batch(B=1", 1)]
+    assert [s.scans for s in specs] == [scans_expected()] * 2
+
+
 class HaltingWhile(torch.nn.Module):
     """A halting ``while``: each example takes its own number of steps."""
 

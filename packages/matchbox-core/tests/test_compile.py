@@ -93,10 +93,12 @@ def test_the_graph_does_not_depend_on_the_lengths_it_was_captured_with():
 
 def test_padded_sizes_are_rounded_up_to_buckets():
     w = torch.randn(3, 3)
-    # (reuse=None: each padded size its own graph, none run on a larger one)
-    by_eight = matchbox.compile(scores, backend=BACKEND, bucket=8, reuse=None)
-    exact = matchbox.compile(scores, backend=BACKEND, bucket=None, reuse=None)
-    powers = matchbox.compile(scores, backend=BACKEND, bucket="pow2", reuse=None)
+    # (reuse=None, dynamic=False: each padded size its own graph, none run on a larger one
+    # nor on one of symbolic sizes)
+    fixed = dict(backend=BACKEND, reuse=None, dynamic=False)
+    by_eight = matchbox.compile(scores, bucket=8, **fixed)
+    exact = matchbox.compile(scores, bucket=None, **fixed)
+    powers = matchbox.compile(scores, bucket="pow2", **fixed)
     for longest in (5, 7, 9, 12, 3):
         examples, xb = batch_of([longest, 2], requires_grad=False)
         loop = [scores(x, w) for x in examples]

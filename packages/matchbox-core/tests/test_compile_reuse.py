@@ -3,6 +3,10 @@ compiled for the same batch size and longer padded sizes when that costs at most
 ``reuse`` times its own work, padded to the graph's sizes; never on a graph for more
 examples.  Against the loop, values and gradients (NaN padding, empty and one-long
 examples, batch size one).  Also ``warmup=``: eager calls before compiling.
+
+Reuse serves graphs of fixed sizes: these tests compile with ``dynamic=False`` (with
+symbolic sizes, the default, one graph serves most of these calls by itself:
+``test_compile_symbolic.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +20,17 @@ from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
 
 
+def compile_fixed(*args, **kwargs):
+    """``matchbox.compile`` with a graph per padded size and batch size."""
+    return matchbox.compile(*args, dynamic=False, **kwargs)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_shorter_batches_run_on_the_longer_graph_equal_to_the_loop(dtype):
     torch.manual_seed(0)
     model = Scores().to(dtype)
     # (reuse=16: any of these shorter batches of four runs on the first graph)
-    compiled = matchbox.compile(model, backend=BACKEND, reuse=16)
+    compiled = compile_fixed(model, backend=BACKEND, reuse=16)
     calls = []
 
     def run(x):
@@ -42,7 +51,7 @@ def test_shorter_batches_run_on_the_longer_graph_equal_to_the_loop(dtype):
 
 def test_a_graph_more_than_reuse_times_the_work_is_not_used():
     w = torch.randn(3, 3)
-    compiled = matchbox.compile(scores, backend=BACKEND)
+    compiled = compile_fixed(scores, backend=BACKEND)
     for lengths in ([32, 2], [20, 3], [9, 1], [5, 2], [16, 16], [3, 3]):
         examples, xb = batch_of(lengths, requires_grad=False)
         assert_examples_close(compiled(xb, w), [scores(x, w) for x in examples])
@@ -55,7 +64,7 @@ def test_a_graph_more_than_reuse_times_the_work_is_not_used():
 
 def test_reuse_none_compiles_every_size():
     w = torch.randn(3, 3)
-    compiled = matchbox.compile(scores, backend=BACKEND, reuse=None)
+    compiled = compile_fixed(scores, backend=BACKEND, reuse=None)
     for lengths in ([16, 4], [9, 2], [3, 1]):
         examples, xb = batch_of(lengths, requires_grad=False)
         assert_examples_close(compiled(xb, w), [scores(x, w) for x in examples])
@@ -71,7 +80,7 @@ def test_a_smaller_batch_is_never_run_on_a_graph_for_more_examples():
         return per / x.size(0) + matchbox.batch_mean(per)
 
     w = torch.randn(3, 3)
-    compiled = matchbox.compile(scaled, backend=BACKEND, reuse=100)
+    compiled = compile_fixed(scaled, backend=BACKEND, reuse=100)
     for lengths in ([5, 2, 7, 1], [5, 2, 7], [6, 2]):
         examples, xb = batch_of(lengths, requires_grad=False)
         assert_examples_close(compiled(xb, w), list(scaled(xb, w).examples()))
@@ -84,7 +93,7 @@ def test_a_failing_check_in_a_padded_call_raises_the_eager_error_naming_its_exam
     def third(x):
         return x[:, 2] * 2
 
-    compiled = matchbox.compile(third, backend=BACKEND)
+    compiled = compile_fixed(third, backend=BACKEND)
     _, xb = batch_of([14, 3, 5], requires_grad=False)
     compiled(xb)
     _, short = batch_of([4, 2, 5], requires_grad=False)
@@ -97,7 +106,7 @@ def test_a_failing_check_in_a_padded_call_raises_the_eager_error_naming_its_exam
 def test_bad_reuse_is_refused():
     with pytest.raises(ValueError, match=r"reuse must be a number >= 1 \(run a call on a "
                                          r"graph compiled for longer padded sizes"):
-        matchbox.compile(scores, reuse=0.5)
+        compile_fixed(scores, reuse=0.5)
 
 
 def test_warmup_runs_a_specialisation_eagerly_until_its_calls_cost_a_compile():
@@ -105,8 +114,8 @@ def test_warmup_runs_a_specialisation_eagerly_until_its_calls_cost_a_compile():
     # second compiles; an effectively endless budget never compiles.  Each call's value
     # is the loop's either way.
     w = torch.randn(3, 3)
-    soon = matchbox.compile(scores, backend=BACKEND, warmup=1e-9, reuse=None)
-    never = matchbox.compile(scores, backend=BACKEND, warmup=1e9)
+    soon = compile_fixed(scores, backend=BACKEND, warmup=1e-9, reuse=None)
+    never = compile_fixed(scores, backend=BACKEND, warmup=1e9)
     for lengths in ([5, 2], [5, 3], [12, 1], [12, 4], [5, 1]):
         examples, xb = batch_of(lengths, requires_grad=False)
         loop = [scores(x, w) for x in examples]
@@ -122,7 +131,7 @@ def test_warmup_auto_takes_the_models_compile_time_as_its_budget(monkeypatch):
 
     monkeypatch.setattr(reuse, "FIRST_COMPILE_SECONDS", 0.0)  # the first compiles at once
     w = torch.randn(3, 3)
-    compiled = matchbox.compile(scores, backend=BACKEND, warmup="auto", reuse=None)
+    compiled = compile_fixed(scores, backend=BACKEND, warmup="auto", reuse=None)
     for lengths in ([5, 2], [12, 1]):
         examples, xb = batch_of(lengths, requires_grad=False)
         assert_examples_close(compiled(xb, w), [scores(x, w) for x in examples])
@@ -134,4 +143,4 @@ def test_warmup_auto_takes_the_models_compile_time_as_its_budget(monkeypatch):
 def test_bad_warmup_is_refused():
     with pytest.raises(ValueError, match=r"warmup must be None \(compile at a specialisation's "
                                          r"first call\), 'auto' or a number of seconds"):
-        matchbox.compile(scores, warmup="soon")
+        compile_fixed(scores, warmup="soon")

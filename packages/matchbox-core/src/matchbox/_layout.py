@@ -10,7 +10,7 @@ re-exports the public names, their documented address.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -288,3 +288,15 @@ def example_shape(batch: MaskedBatch, sizes: Sequence[int]) -> str:
     parts = ["1"] + [str(next(it)) if d else str(batch.data.size(i + 1))
                      for i, d in enumerate(batch.dims)]
     return "(" + ", ".join(parts) + ")"
+
+
+def distinct_sizes(sizes: Iterable[Any]) -> list[Any]:
+    """The different ``sizes`` other than 1 (the arguments' sizes in one dimension, which
+    broadcast), in order.  Compared, not hashed: while ``matchbox.compile`` captures with
+    symbolic sizes a size is a ``torch.SymInt``, which has no hash (comparing two records
+    a guard)."""
+    found: list[Any] = []
+    for size in sizes:
+        if size != 1 and not any(size == other for other in found):
+            found.append(size)
+    return found

@@ -101,6 +101,10 @@ class SharedStateBatchSize(int):
 def batch_size_as_asked(size: int) -> int:
     """``size`` (a batch size that ``size(0)`` of a batch type returns), as a
     :class:`SharedStateBatchSize` when PyTorch's recurrent modules ask for it."""
-    if sys._getframe(2).f_globals.get("__name__") == "torch.nn.modules.rnn":
+    if isinstance(size, int) and sys._getframe(2).f_globals.get("__name__") == \
+            "torch.nn.modules.rnn":
         return SharedStateBatchSize(size)
+    # (A symbolic batch size, while ``matchbox.compile`` captures: an ``int`` of it would
+    # fix it.  A shared initial state then fails the module's check, and the call is
+    # captured again with its own sizes.)
     return size

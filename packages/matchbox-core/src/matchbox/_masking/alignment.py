@@ -22,7 +22,7 @@ import torch
 from matchbox import _lengths
 from matchbox._capture import check, fails
 from matchbox._execution import EXECUTION_MASK, and_running, running, same_mask
-from matchbox._layout import constant_pad, expanded_row
+from matchbox._layout import constant_pad, distinct_sizes, expanded_row
 from matchbox._op_table import op_name
 from matchbox._padding import _ZERO, combine_masks
 from matchbox.masked_batch import MaskedBatch
@@ -110,7 +110,7 @@ def align(
         any(lifted[id(b)].dims[i] for b in batches) for i in range(rank - 1)
     )
     for i in range(1, rank):
-        sizes = {lifted[id(b)].data.size(i) for b in batches} - {1}
+        sizes = distinct_sizes(lifted[id(b)].data.size(i) for b in batches)
         _check_plain_tensors(op, args, i, rank, dims[i - 1], sizes)
         if dims[i - 1]:
             # A batch static here (its size the same in every example) beside one
@@ -376,7 +376,7 @@ def fit_mask(
 
 
 def _check_plain_tensors(
-    op: str, args: Sequence[Any], i: int, rank: int, dynamic: bool, sizes: set[int]
+    op: str, args: Sequence[Any], i: int, rank: int, dynamic: bool, sizes: list[int]
 ) -> None:
     for a in args:
         if not isinstance(a, torch.Tensor):

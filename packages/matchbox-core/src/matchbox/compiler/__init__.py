@@ -10,27 +10,23 @@ compiles it with ``torch.compile``::
     h = model(batch)                              # the first call of a shape compiles
 
 Specialisations.  A graph holds for the arguments' structure (which are batches,
-their dims, plain Python values), dtypes, devices, ``requires_grad``, grad mode, the
-module's ``training`` flag and padded sizes, rounded up to a *bucket* (``bucket=8``,
-``"pow2"``, ``None``).  A call with no graph of its own runs on one compiled for longer
-padded sizes when that costs at most ``reuse`` times its own work (``compiler/reuse.py``).
-A graph never depends on mask or data values (``matchbox._capture``).  Loops: a
-``for`` is one ``scan`` node (``compiler/loops.py``; unrolled where torch has no scan);
-a ``while`` (or a ``range`` of per-example counts) is unrolled to a step bound
-(``max_steps``, else the largest padded size, at least 16, doubled when a call needs
-more).  A call never returns a result cut short: each run reports (one device sync)
-whether a loop reached its bound with examples still in it, or a per-example check failed
-(the call then runs again eagerly and raises the check's own error).
+their dims, plain Python values), dtypes, devices, ``requires_grad``, grad mode and the
+module's ``training`` flag; its batch size and padded sizes are symbols, fixed only where
+the code decides from them (``compiler/symbolic.py``; padded sizes are rounded up to a
+*bucket*).  A call with no graph runs on one for longer padded sizes when that costs at
+most ``reuse`` times its own work (``compiler/reuse.py``).  A graph never depends on mask
+or data values (``matchbox._capture``).  Loops: a ``for`` is one ``scan`` node
+(``compiler/loops.py``); a ``while`` is unrolled to a step bound (``max_steps``, else the
+largest padded size, at least 16, doubled when a call needs more).  A call never returns
+a result cut short: each run reports (one sync) whether a loop reached its bound with
+examples still in it, or a per-example check failed (the call then runs again eagerly
+and raises the check's own error).
 
 What cannot be captured runs eagerly, with a warning naming the reason and the line
-(``fallback="raise"`` raises instead): code that reads a value (``.tolist()``,
-``.item()``, printing a batch), ops whose result size depends on the mask,
-``PackedBatch`` arguments, and a function that reads tensors that are not its
-arguments (a closed-over module: compile the module instead).
-
-Gradients: the compiled graph's backward pass is derived by ``torch.compile``
-from the recorded ops, so values and gradients equal eager Matchbox (and so
-the loop over examples) up to floating-point rounding.
+(``fallback="raise"`` raises instead): code that reads a value (``.item()``, printing a
+batch), ops whose result size depends on the mask, ``PackedBatch`` arguments, a function
+reading tensors that are not its arguments.  Gradients are derived by ``torch.compile``
+from the recorded ops: values and gradients equal eager Matchbox's up to rounding.
 """
 
 from __future__ import annotations
@@ -47,16 +43,23 @@ from torch import nn
 
 from matchbox._async_checks import set_async_checks
 from matchbox.compiler import graph as _graph
-from matchbox.compiler import loops
+from matchbox.compiler import loops, symbolic
 from matchbox.compiler import reuse as reuse_module
 from matchbox.compiler.graph import CaptureError, Specialization
-from matchbox.compiler.state import autocast_key, globals_key, module_functions, module_key
+from matchbox.compiler.state import (
+    autocast_key,
+    before_run,
+    copied_and_changed,
+    globals_key,
+    module_functions,
+    module_key,
+    restore,
+)
 from matchbox.compiler.structure import (
     Unsupported,
     check_bucket,
     flatten,
     largest_dynamic_size,
-    own_tensors,
     summarize,
     tensor_key,
     unflatten,
@@ -76,7 +79,8 @@ MANY_GRAPHS = 8
 def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: int | None = None,
             backend: Any = "inductor", mode: str | None = None,
             options: dict[str, Any] | None = None, fallback: str = "warn",
-            reuse: float | None = 2.0, warmup: float | str | None = None) -> Any:
+            reuse: float | None = 2.0, warmup: float | str | None = None,
+            dynamic: bool = True) -> Any:
     """Compile ``model`` (an ``nn.Module`` or a function) for batches.
 
     Returns a :class:`CompiledModule` (an ``nn.Module`` sharing ``model``'s
@@ -96,6 +100,9 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
       at most ``reuse`` times its own work (``compiler/reuse.py``); ``None``: never.
     - ``warmup``: ``"auto"`` (or seconds) runs a new specialisation eagerly until its
       eager calls cost what a compile does, then compiles; ``None``: at its first call.
+    - ``dynamic``: capture the batch size and padded sizes as symbols, so that one graph
+      serves every size its code does not fix (``compiler/symbolic.py``); ``False``: a
+      graph per size.
     """
     check_bucket(bucket)
     reuse_module.check_reuse(reuse)
@@ -105,7 +112,8 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
     if fallback not in ("warn", "raise"):
         raise ValueError(f"matchbox.compile: fallback must be 'warn' or 'raise', got {fallback!r}")
     settings = dict(bucket=bucket, max_steps=max_steps, backend=backend, mode=mode,
-                    options=options, fallback=fallback, reuse=reuse, warmup=warmup)
+                    options=options, fallback=fallback, reuse=reuse, warmup=warmup,
+                    dynamic=dynamic)
     if model is None:
         return functools.partial(compile, **settings)
     if isinstance(model, type):
@@ -160,7 +168,7 @@ class _Specializations:
 
     def __init__(self, run: Callable[..., Any], name: str, *, bucket: Any, max_steps: int | None,
                  backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str,
-                 reuse: float | None, warmup: float | str | None,
+                 reuse: float | None, warmup: float | str | None, dynamic: bool,
                  module: nn.Module | None = None):
         self.run = run  # run(params, args, kwargs): the eager call
         self.name = name
@@ -173,6 +181,8 @@ class _Specializations:
         self.fallback = fallback
         self.reuse = reuse
         self.warmup = reuse_module.Warmup(warmup)
+        self.dynamic = dynamic and symbolic.available()
+        self.by_guards = symbolic.ByGuards()
         self.graphs: dict[tuple[Any, ...], Specialization] = {}
         self.uncaptured: dict[str, Specialization] = {}
 
@@ -190,7 +200,7 @@ class _Specializations:
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
                autocast_key(), key_extra)
         call = _Call(params, args, kwargs, structure, tensors, key)
-        spec = self.graphs.get(key)
+        spec = self.graphs.get(key) or self.by_guards.find(key, call.inputs)
         if spec is None and self.reuse is not None:
             larger = reuse_module.larger_graph(self.graphs, key, self.reuse)
             if larger is not None:
@@ -216,7 +226,7 @@ class _Specializations:
         else by the graph."""
         if spec.eager_reason is not None:
             return self._run_eagerly(spec, call)
-        if spec.mutated and _copied_and_changed(spec, len(call.params), call.tensors,
+        if spec.mutated and copied_and_changed(spec, len(call.params), call.tensors,
                                                 (call.args, call.kwargs)):
             return self._run_eagerly_for_the_copy(spec, call)
         return self._run_graph(spec, call)
@@ -237,14 +247,17 @@ class _Specializations:
     def _run_graph(self, spec: Specialization, call: _Call) -> Any:
         """The graph's run (its first compiles it), then the outcome its flags say."""
         inputs = call.inputs
-        kept = _before_run(spec, inputs)
+        kept = before_run(spec, inputs)
         try:
             outputs = _graph.timed_first_run(spec, inputs)
         except Exception as error:  # noqa: BLE001
             if not spec.first_run_failed(error):
                 raise
-            _restore(kept)
+            restore(kept)
             why = f"torch.compile failed on the captured graph: {_graph.reason(error)}"
+            if spec.sizes is not None:  # the same call with its own sizes, as before
+                return self._run(self._specialize(call, spec.bound, replaces=spec,
+                                                  static_because=why), call)
             if spec.scans:  # the same call with its loops unrolled, as before scans
                 return self._run(self._specialize(call, spec.bound, unrolled_because=why),
                                  call)
@@ -256,7 +269,7 @@ class _Specializations:
             *outputs, flags = outputs
             failed, overflowed = flags.tolist()  # the one sync of a compiled call
             if failed or overflowed:
-                _restore(kept)  # the run is discarded: so are its in-place updates
+                restore(kept)  # the run is discarded: so are its in-place updates
             if failed:
                 return self._rerun_for_the_error(call)
             if overflowed:
@@ -279,9 +292,10 @@ class _Specializations:
                 "for a bound that grows as calls need it)")
         log.info("%s: a loop needs more than %d steps; compiling again with %d",
                  self.name, spec.bound, 2 * spec.bound)
-        return self._run(self._specialize(call, 2 * spec.bound), call)
+        return self._run(self._specialize(call, 2 * spec.bound, replaces=spec), call)
 
-    def _specialize(self, call: _Call, bound: int, unrolled_because: str | None = None
+    def _specialize(self, call: _Call, bound: int, unrolled_because: str | None = None,
+                    replaces: Specialization | None = None, static_because: str | None = None
                     ) -> Specialization:
         """Capture and compile ``call`` with loops bounded by ``bound`` (eager when it
         cannot be captured), stored under the call's key.
@@ -292,7 +306,8 @@ class _Specializations:
         import time
 
         params, structure, tensors = call.params, call.structure, call.tensors
-        spec = Specialization(summary=summarize(structure, tensors), bound=bound)
+        spec = Specialization(summary=summarize(structure, tensors), bound=bound,
+                              fixed_sizes_because=static_because)
         if unrolled_because is not None:
             spec.unrolled.append(f"every loop, as a graph with scans failed: {unrolled_because}")
         if len(self.graphs) + len(self.uncaptured) == MANY_GRAPHS:
@@ -301,23 +316,35 @@ class _Specializations:
                   "not round, a batch size) compiles a graph each time: pass it as a tensor, "
                   "or use a coarser bucket")
         start = time.perf_counter()
+        fakes = (symbolic.fake_inputs(structure, len(params), params + tensors)
+                 if self.dynamic and static_because is None else None)
         try:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
                                    spec, self.module, self.backend,
-                                   scans=unrolled_because is None)
+                                   scans=unrolled_because is None, fakes=fakes)
         except CaptureError as error:
+            if fakes is not None:  # with the call's own sizes, as before symbolic ones
+                return self._specialize(call, bound, unrolled_because, replaces, str(error))
             if unrolled_because is None and spec.scans:
-                return self._specialize(call, bound, unrolled_because=str(error))
+                return self._specialize(call, bound, unrolled_because=str(error),
+                                        replaces=replaces, static_because=static_because)
             self._fall_back(spec, str(error))
         else:
             spec.nodes = len(graph.graph.nodes)
-            spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options)
+            spec.sizes = symbolic.guard_of(fakes)  # None: captured with its own sizes
+            if spec.sizes is not None:
+                spec.summary = summarize(structure, spec.sizes.shapes(fakes[len(params):]))
+            spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options,
+                                                 dynamic=spec.sizes is not None)
             if spec.scans:
                 spec.compiled = loops.without_donated_buffers(spec.compiled)
             spec.compile_seconds = time.perf_counter() - start
             log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
                      spec.summary, spec.nodes, bound)
         self.graphs[call.key] = spec
+        self.by_guards.drop(replaces)
+        if spec.sizes is not None and spec.sizes.free:
+            self.by_guards.add(call.key, spec)
         return spec
 
     def _check_updates(self, spec: Specialization, inputs: list[torch.Tensor],
@@ -369,36 +396,10 @@ def _warn(message: str) -> None:
     warnings.warn_explicit(message, UserWarning, filename, line)
 
 
-def _copied_and_changed(spec: Specialization, n_params: int, tensors: list[torch.Tensor],
-                        arguments: Any) -> bool:
-    """Whether the call changes in place a tensor that the graph gets as a copy (a batch
-    padded to the bucket)."""
-    own = own_tensors(arguments)
-    return any(i >= n_params and id(tensors[i - n_params]) not in own for i in spec.mutated)
-
-
 def _warn_once(spec: Specialization, message: str) -> None:
     if not spec.warned:
         spec.warned = True
         _warn(message)
-
-
-def _before_run(spec: Specialization, inputs: list[torch.Tensor]
-                ) -> list[tuple[torch.Tensor, int, torch.Tensor | None]]:
-    """The tensors the run will change in place, their versions, and (when a run may be
-    discarded, see the flags) copies to put back."""
-    if not spec.mutated:
-        return []
-    keep = spec.has_flags
-    return [(inputs[i], inputs[i]._version, inputs[i].detach().clone() if keep else None)
-            for i in spec.mutated]
-
-
-def _restore(kept: list[tuple[torch.Tensor, int, torch.Tensor | None]]) -> None:
-    with torch.no_grad():
-        for tensor, _, copy in kept:
-            if copy is not None:
-                tensor.copy_(copy)
 
 
 class CompiledModule(nn.Module):

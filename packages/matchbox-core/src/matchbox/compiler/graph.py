@@ -63,6 +63,12 @@ class Specialization:
     #: and why the loops unrolled instead were (a loop that may not be a scan says nothing).
     scans: int = 0
     unrolled: list[str] = field(default_factory=list)
+    #: The sizes the graph holds for, when captured with symbolic sizes
+    #: (``matchbox.compiler.symbolic.SizeGuard``; ``None``: captured with its own sizes).
+    sizes: Any = None
+    #: Why the graph holds for its own sizes only, when capturing or compiling it with
+    #: symbolic sizes failed (``None``: it did not, or ``dynamic=False``).
+    fixed_sizes_because: str | None = None
     _first_run: bool = field(default=True, repr=False)
 
     def first_run_failed(self, error: BaseException) -> bool:
@@ -78,12 +84,14 @@ _KNOWN_CONSTANTS = (_masking._ZERO,)
 def capture(call: Callable[..., Any], n_params: int, structure: Structure,
             inputs: list[torch.Tensor], bound: int, spec: Specialization,
             module: torch.nn.Module | None = None, backend: Any = "inductor",
-            scans: bool = True) -> torch.fx.GraphModule:
+            scans: bool = True, fakes: list[torch.Tensor] | None = None) -> torch.fx.GraphModule:
     """The graph of ``call(params, args, kwargs)`` on ``inputs`` (the parameters first).
 
     ``module``: the module whose attributes the call must leave alone
     (:func:`matchbox.compiler.state.watch_effects`); ``scans``: whether loops may be
-    captured as scans (where the backend allows it).
+    captured as scans (where the backend allows it); ``fakes``: ``inputs`` as fake tensors
+    with symbolic sizes (``compiler/symbolic.py``), to capture with those (else the
+    inputs' own sizes).
 
     Records the result's structure and whether the graph returns flags in
     ``spec``; raises :class:`CaptureError` saying why a call cannot be captured.
@@ -123,7 +131,9 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
         return tuple(outputs) + ((flags,) if flags is not None else ())
 
     try:
-        graph = make_fx(flat, tracing_mode="fake", _allow_non_fake_inputs=True)(*inputs)
+        mode = "fake" if fakes is None else "symbolic"
+        graph = make_fx(flat, tracing_mode=mode, _allow_non_fake_inputs=True)(
+            *(inputs if fakes is None else fakes))
     except Exception as error:  # noqa: BLE001 -- every failure to capture falls back to eager
         raise CaptureError(reason(error)) from error
     _refuse_external_tensors(graph)
@@ -148,11 +158,12 @@ def _batches_in(value: Any) -> list[Any]:
 
 
 def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
-                  options: dict[str, Any] | None) -> Callable[..., Any]:
-    """``graph`` compiled by ``torch.compile`` (one static graph: no guards on values)."""
+                  options: dict[str, Any] | None, dynamic: bool = False) -> Callable[..., Any]:
+    """``graph`` compiled by ``torch.compile`` (no guards on values; ``dynamic``: a graph
+    captured with symbolic sizes, compiled once for all of them)."""
     if backend == "fx":  # the captured graph as it is, run by PyTorch op by op
         return graph
-    kwargs: dict[str, Any] = {"backend": backend, "fullgraph": True, "dynamic": False}
+    kwargs: dict[str, Any] = {"backend": backend, "fullgraph": True, "dynamic": dynamic}
     if mode is not None:
         kwargs["mode"] = mode
     elif backend == "inductor":

@@ -420,14 +420,15 @@ def stacked(parts: list[torch.Tensor]) -> torch.Tensor:
     graph does not grow with the steps.  Plain views (``movedim``, ``narrow``), whose
     backward passes are those of every other view."""
     first, base = parts[0], parts[0]._base
-    if len(parts) > 1 and base is not None and not _has_symbols([base, *parts[:2]]):
+    if len(parts) > 1 and base is not None:
         step = parts[1].storage_offset() - first.storage_offset()
         for j in range(base.dim()):
             if (base.stride(j) != step or step <= 0
                     or base.shape[:j] + base.shape[j + 1:] != first.shape
                     or base.stride()[:j] + base.stride()[j + 1:] != first.stride()):
                 continue
-            start, rest = divmod(first.storage_offset() - base.storage_offset(), step)
+            offset = first.storage_offset() - base.storage_offset()
+            start, rest = offset // step, offset % step  # (divmod refuses symbolic sizes)
             if rest or start + len(parts) > base.size(j) or not all(
                     p._base is base and p.shape == first.shape and p.stride() == first.stride()
                     and p.storage_offset() == first.storage_offset() + k * step
@@ -435,11 +436,6 @@ def stacked(parts: list[torch.Tensor]) -> torch.Tensor:
                 break
             return base.movedim(j, 0).narrow(0, start, len(parts))
     return torch.stack(parts)
-
-
-def _has_symbols(parts: list[torch.Tensor]) -> bool:
-    return any(not isinstance(v, int) for p in parts
-               for v in (*p.shape, *p.stride(), p.storage_offset()))
 
 
 def _owned(out: list[torch.Tensor], ys: list[torch.Tensor], inputs: tuple[torch.Tensor, ...]

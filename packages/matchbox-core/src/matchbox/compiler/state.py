@@ -24,12 +24,16 @@ import functools
 import inspect
 import types
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from matchbox._capture import NotCapturable
+from matchbox.compiler.structure import own_tensors
+
+if TYPE_CHECKING:
+    from matchbox.compiler.graph import Specialization
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
 _MISSING = object()
@@ -188,3 +192,32 @@ def autocast_key() -> tuple[Any, ...]:
     except TypeError:  # torch 2.3: the per-device functions of the time
         return (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
                 torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
+
+
+# ---------------------------------------------------------------------- in-place updates
+
+def copied_and_changed(spec: Specialization, n_params: int, tensors: list[torch.Tensor],
+                       arguments: Any) -> bool:
+    """Whether the call changes in place a tensor that the graph gets as a copy (a batch
+    padded to the bucket)."""
+    own = own_tensors(arguments)
+    return any(i >= n_params and id(tensors[i - n_params]) not in own for i in spec.mutated)
+
+
+def before_run(spec: Specialization, inputs: list[torch.Tensor]
+               ) -> list[tuple[torch.Tensor, int, torch.Tensor | None]]:
+    """The tensors the run will change in place, their versions, and (when a run may be
+    discarded, see the flags) copies to put back."""
+    if not spec.mutated:
+        return []
+    keep = spec.has_flags
+    return [(inputs[i], inputs[i]._version, inputs[i].detach().clone() if keep else None)
+            for i in spec.mutated]
+
+
+def restore(kept: list[tuple[torch.Tensor, int, torch.Tensor | None]]) -> None:
+    """Puts back the tensors a discarded run changed in place (see :func:`before_run`)."""
+    with torch.no_grad():
+        for tensor, _, copy in kept:
+            if copy is not None:
+                tensor.copy_(copy)

@@ -1,0 +1,155 @@
+"""``matchbox.compile(..., dynamic=True)`` (the default): a graph is captured with its
+batch size and padded sizes symbolic, and serves every call whose sizes pass the guards
+its capture recorded (``matchbox/compiler/symbolic.py``).  Against the loop, values and
+gradients (NaN padding, empty and one-long examples); the number of graphs pinned; code
+that decides from a size gets a graph per decision, never a graph for another size.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_compile import (
+    BACKEND,
+    assert_examples_close,
+    assert_values_and_gradients_equal_the_loop,
+    batch_of,
+)
+
+import matchbox
+from matchbox import MaskedBatch
+from matchbox.compiler import symbolic
+
+pytestmark = pytest.mark.skipif(not symbolic.available(),
+                                reason="this torch cannot capture with symbolic sizes")
+
+
+def mixed(x, w):
+    """Per example: weights over the sequence, mixed back into it (no size read)."""
+    h = (x @ w).tanh()
+    scores = h.sum(-1).exp()
+    weights = scores / scores.sum(1, keepdim=True)
+    return (h * weights.unsqueeze(-1)).sum(1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_one_graph_serves_every_batch_size_and_length_equal_to_the_loop(dtype):
+    w = torch.randn(3, 3, dtype=dtype, requires_grad=True)
+    compiled = matchbox.compile(mixed, backend=BACKEND)
+    for lengths in ([3, 1, 4], [9, 0, 2, 13, 1], [30, 7], [5, 5, 5, 5, 5, 5, 1]):
+        examples, xb = batch_of(lengths, dtype=dtype)
+        loop = [mixed(x, w) for x in examples]
+        assert_values_and_gradients_equal_the_loop(compiled(xb, w), loop, examples, xb, w)
+    [spec] = compiled.specializations
+    assert spec.calls == 4
+    assert spec.summary == "batch(B=*, <=*, 3), tensor(3, 3)"
+    assert spec.sizes is not None and spec.fixed_sizes_because is None
+
+
+def test_a_batch_of_one_gets_its_own_graph():
+    # PyTorch's shape environment fixes sizes 0 and 1: a graph for two or more examples
+    # does not serve one.
+    w = torch.randn(3, 3, requires_grad=True)
+    compiled = matchbox.compile(mixed, backend=BACKEND)
+    for lengths in ([3, 1], [4], [2, 6, 1], [7]):
+        examples, xb = batch_of(lengths)
+        loop = [mixed(x, w) for x in examples]
+        assert_values_and_gradients_equal_the_loop(compiled(xb, w), loop, examples, xb, w)
+    assert [(s.summary.split(",")[0], s.calls) for s in compiled.specializations] == [
+        ("batch(B=*", 2), ("batch(B=1", 2)]
+
+
+def halved_when_large(x, w):
+    # A decision from the batch size and one from the padded length: each is a guard.
+    h = (x @ w).tanh()
+    if x.size(0) > 3:
+        h = h * 0.5
+    if x.maxsize(1) > 8:
+        h = h + 1.0
+    return h.sum(1)
+
+
+def test_a_size_the_code_decides_from_is_fixed_by_a_guard():
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(halved_when_large, backend=BACKEND)
+    eager_of = {}
+    for lengths in ([3, 1, 4, 2], [2, 6], [5, 1, 2, 2, 3], [13, 2], [12, 1, 1, 1], [4, 4, 4]):
+        _, xb = batch_of(lengths, requires_grad=False)
+        eager_of[len(lengths)] = halved_when_large(xb, w)
+        assert_examples_close(compiled(xb, w), list(halved_when_large(xb, w).examples()))
+    # (batch > 3, length <= 8), (<= 3, <= 8), (<= 3, > 8), (> 3, > 8): four graphs, each
+    # serving the calls on its side of both guards.
+    assert [s.calls for s in compiled.specializations] == [2, 2, 1, 1]
+
+
+def scaled_and_mixed(x, w):
+    # Reads the batch size and mixes the examples: a graph for another batch size would
+    # be wrong for both (a user trial found that with padded batches, see reuse).
+    per = (x @ w).tanh().sum(1).sum(-1)
+    return per / x.size(0) + matchbox.batch_mean(per)
+
+
+def test_one_graph_for_every_batch_size_reads_each_calls_own_batch_size():
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(scaled_and_mixed, backend=BACKEND)
+    for lengths in ([5, 2, 7, 1], [5, 2, 7], [6, 2]):
+        _, xb = batch_of(lengths, requires_grad=False)
+        assert_examples_close(compiled(xb, w), list(scaled_and_mixed(xb, w).examples()))
+    [spec] = compiled.specializations
+    assert spec.summary.startswith("batch(B=*")
+
+
+def test_a_failing_check_names_its_example_from_a_graph_for_another_size():
+    compiled = matchbox.compile(lambda x: x[:, 2] * 2, backend=BACKEND)
+    _, xb = batch_of([14, 3, 5], requires_grad=False)
+    compiled(xb)
+    _, short = batch_of([4, 2, 5, 6], requires_grad=False)
+    with pytest.raises(IndexError, match="index 2 is out of range for example 1, which has "
+                                         "size 2 in dynamic dimension 1"):
+        compiled(short)
+    assert len(compiled.specializations) == 1
+
+
+def test_dynamic_false_compiles_a_graph_per_batch_size():
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(mixed, backend=BACKEND, dynamic=False)
+    for lengths in ([3, 1, 4], [2, 6], [3, 1, 4]):
+        examples, xb = batch_of(lengths, requires_grad=False)
+        assert_examples_close(compiled(xb, w), [mixed(x, w) for x in examples])
+    assert [s.summary for s in compiled.specializations] == [
+        "batch(B=3, <=8, 3), tensor(3, 3)", "batch(B=2, <=8, 3), tensor(3, 3)"]
+    assert all(s.sizes is None for s in compiled.specializations)
+
+
+def by_a_quotient_of_the_batch_size(x):
+    quotient, _ = divmod(12, x.size(0))  # divmod refuses a symbolic size
+    return x * quotient
+
+
+def test_code_that_cannot_take_a_symbolic_size_is_captured_with_its_own_sizes():
+    compiled = matchbox.compile(by_a_quotient_of_the_batch_size, backend=BACKEND,
+                                fallback="raise")
+    for lengths in ([3, 1, 4], [2, 6]):
+        _, xb = batch_of(lengths, requires_grad=False)
+        expected = by_a_quotient_of_the_batch_size(xb)
+        assert_examples_close(compiled(xb), list(expected.examples()))
+    specs = compiled.specializations
+    assert [s.summary.split(",")[0] for s in specs] == ["batch(B=3", "batch(B=2"]
+    assert all(s.sizes is None for s in specs)
+    assert "divmod" in specs[0].fixed_sizes_because
+
+
+def test_two_dynamic_dimensions_and_a_last_smaller_batch_share_one_graph():
+    # The batch of a training run's last step is smaller: it must not compile again.
+    compiled = matchbox.compile(lambda q, k: (q @ k.transpose(1, 2)).tanh().sum(-1),
+                                backend=BACKEND)
+    for batch_size in (6, 6, 4):
+        lengths = torch.randint(1, 9, (batch_size, 2)).tolist()
+        examples = [torch.randn(1, n, 4) for n, _ in lengths]
+        keys = [torch.randn(1, m, 4) for _, m in lengths]
+        q = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+        k = MaskedBatch.fromlist(keys, (True, False), padding_value=float("nan"))
+        loop = [(a @ b.transpose(1, 2)).tanh().sum(-1) for a, b in zip(examples, keys)]
+        assert_examples_close(compiled(q, k), loop)
+    [spec] = compiled.specializations
+    assert spec.calls == 3
