@@ -22,7 +22,7 @@ and one run), i.e. what a training run pays once per graph; a second process
 finds inductor's caches warm (``--cold`` empties them first).
 
     python -m benchmarks.compiled [--batches 8 64] [--models ...] [--repeats 5] [--device cuda]
-        [--mode reduce-overhead]
+        [--mode reduce-overhead] [--fixed-sizes]
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ LIMIT = "hand-padded"
 LIMIT_COMPILED = "hand-padded, torch.compile"
 EAGER = "Matchbox"
 COMPILED = "Matchbox, matchbox.compile"
+#: Settings of every ``matchbox.compile`` here (``--fixed-sizes``: ``dynamic=False``).
+COMPILE_SETTINGS: dict = {}
 
 
 class Parse(torch.nn.Module):
@@ -64,7 +66,7 @@ def readme_rnn(lengths: list[int], size: int, device: str, mode: str | None) -> 
     examples = [torch.randn(1, n, size, device=device) for n in lengths]
     xb = MaskedBatch.fromlist(examples, (True, False))
     lengths = torch.tensor([x.size(1) for x in examples], device=device)
-    compiled = matchbox.compile(model, mode=mode)
+    compiled = matchbox.compile(model, mode=mode, **COMPILE_SETTINGS)
     hand = torch.compile(module.hand_padded, mode=mode)
     return {
         EAGER: lambda: model(xb).data,
@@ -82,7 +84,7 @@ def halting_while(lengths: list[int], size: int, device: str, mode: str | None) 
     model = module.Halting(size).to(device)
     xb = MaskedBatch.fromlist([torch.randn(1, size, device=device) * 2 for _ in lengths],
                               (False,))
-    compiled = matchbox.compile(model, mode=mode)
+    compiled = matchbox.compile(model, mode=mode, **COMPILE_SETTINGS)
     hand = torch.compile(module.hand_written, mode=mode)
     return {
         EAGER: lambda: model(xb).data,
@@ -104,7 +106,7 @@ def treelstm(lengths: list[int], size: int, device: str, mode: str | None) -> di
     steps = torch.tensor([t.size(1) for _, t in trees], device=device)
     padded_transitions = torch.where(transitions.mask, transitions.data, module.SHIFT)
     padded_leaves = torch.where(leaves.mask, leaves.data, 0.0)
-    compiled = matchbox.compile(Parse(model), mode=mode)
+    compiled = matchbox.compile(Parse(model), mode=mode, **COMPILE_SETTINGS)
     hand = torch.compile(module.hand_padded_parse, mode=mode)
     return {
         EAGER: lambda: model.parse(leaves, transitions).data,
@@ -127,7 +129,7 @@ def transformer_layer(lengths: list[int], size: int, device: str, mode: str | No
     fns = module.variants(layer, examples)
     xb = MaskedBatch.fromlist(examples, (True, False))
     real = xb.mask.to(xb.dtype)
-    compiled = matchbox.compile(layer, mode=mode)
+    compiled = matchbox.compile(layer, mode=mode, **COMPILE_SETTINGS)
     padded_layer = torch.compile(layer, mode=mode)
     key_padding_mask = ~xb.mask[:, :, 0]
     return {
@@ -154,7 +156,7 @@ def lstm(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
         def forward(self, x):
             return self.layer(x)[0]
 
-    compiled = matchbox.compile(Outputs(), mode=mode)
+    compiled = matchbox.compile(Outputs(), mode=mode, **COMPILE_SETTINGS)
     packed = torch.compile(fns[module.BASELINE], mode=mode)
     return {
         EAGER: lambda: fns["Matchbox"]()[0],
@@ -223,12 +225,17 @@ def main(argv: list[str] | None = None) -> str:
                         help="torch.compile mode of both compiled variants (e.g. reduce-overhead)")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads (default: torch's); 1 is steadier on a shared machine")
+    parser.add_argument("--fixed-sizes", action="store_true",
+                        help="matchbox.compile(..., dynamic=False): a graph per batch size and "
+                             "padded size, as before symbolic sizes")
     parser.add_argument("--cold", action="store_true",
                         help="empty inductor's caches first (compile times of a first run)")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     compile_in_process()
+    if args.fixed_sizes:
+        COMPILE_SETTINGS["dynamic"] = False
     if args.cold:
         import os
         import tempfile
@@ -242,7 +249,8 @@ def main(argv: list[str] | None = None) -> str:
                 rows += part
                 print("\n".join(" | ".join(r) for r in part), flush=True)
     text = "\n".join([
-        f"Compiled execution, {args.device}, mode {args.mode}, training step unless noted; "
+        f"Compiled execution, {args.device}, mode {args.mode}, "
+        f"{'fixed' if args.fixed_sizes else 'symbolic'} sizes, training step unless noted; "
         f"{machine()}.",
         "`× limit`: ÷ hand-padded eager; `× compiled limit`: forward+backward ÷ hand-padded "
         "under torch.compile; `compile s`: the first training step of a compiled variant.",
