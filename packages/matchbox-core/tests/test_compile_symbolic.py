@@ -46,6 +46,22 @@ def test_one_graph_serves_every_batch_size_and_length_equal_to_the_loop(dtype):
     assert spec.sizes is not None and spec.fixed_sizes_because is None
 
 
+def test_torch_compile_compiles_a_symbolic_graph_once_for_every_size_it_serves():
+    # The first call's batch size, padded length and feature size are all 8: TorchDynamo's
+    # duck sizing made them one symbol, fixed by the weight's static 8, and every other
+    # size compiled again inside the one graph Matchbox counted.
+    from torch._dynamo.utils import counters
+
+    w = torch.randn(8, 8)
+    compiled = matchbox.compile(mixed, backend=BACKEND)
+    before = counters["stats"]["unique_graphs"]
+    for lengths in ([8, 1, 2, 3, 4, 5, 6, 7], [13, 2, 9], [3, 3, 3, 3, 1]):
+        examples, xb = batch_of(lengths, size=8, requires_grad=False)
+        assert_examples_close(compiled(xb, w), [mixed(x, w) for x in examples])
+    assert len(compiled.specializations) == 1
+    assert counters["stats"]["unique_graphs"] - before == 1
+
+
 def test_a_batch_of_one_gets_its_own_graph():
     # PyTorch's shape environment fixes sizes 0 and 1: a graph for two or more examples
     # does not serve one.

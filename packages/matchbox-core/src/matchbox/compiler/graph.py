@@ -173,7 +173,27 @@ def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
         options = {"realize_opcount_threshold": 30, **(options or {})}
     if options is not None:
         kwargs["options"] = options
-    return torch.compile(graph, **kwargs)
+    compiled = torch.compile(graph, **kwargs)
+    return _without_duck_sizing(compiled) if dynamic else compiled
+
+
+def _without_duck_sizing(compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """``compiled`` (symbolic sizes) run with TorchDynamo's *duck sizing* off.
+
+    With it on, input sizes equal at the first call share one symbol: a batch of 32 padded
+    to 32 steps with 32 features made the batch size and the length the features' static
+    32, and every other size compiled again (about 10 s each).  Dynamo makes its shape
+    environment when it compiles, at a call, so every call runs under the setting."""
+    from torch.fx.experimental import _config
+
+    if not hasattr(_config, "use_duck_shape"):  # (torch 2.3: recompiles as it does)
+        return compiled
+
+    def run(*inputs: torch.Tensor) -> Any:
+        with _config.patch(use_duck_shape=False):
+            return compiled(*inputs)
+
+    return run
 
 
 def timed_first_run(spec: Specialization, inputs: list[torch.Tensor]) -> Any:
