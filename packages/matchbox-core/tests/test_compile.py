@@ -508,3 +508,27 @@ def test_compile_seconds_count_the_first_backward_which_compiles_the_backward_gr
     assert after > before > 0
     matchbox.batch_sum(compiled(xb)).backward()  # later backward passes are not counted
     assert spec.compile_seconds == after
+
+
+def two_weights(x, w_in, w_out):
+    return ((x @ w_in).tanh() @ w_out).sum(1)
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_one_tensor_in_two_arguments_is_part_of_the_key(dynamic):
+    # A user trial: captured as f(x, W, W) the graph read one input for both weights, and
+    # f(x, W, U) then ran on it with W twice; f(x, x) then f(a, b) likewise.
+    w, u = torch.randn(3, 3), torch.randn(3, 3)
+    compiled = matchbox.compile(two_weights, backend=BACKEND, dynamic=dynamic)
+    examples, xb = batch_of([5, 3, 8], requires_grad=False)  # (no padding: xb itself)
+    for first, second in ((w, w), (w, u), (u, u)):
+        loop = [two_weights(x, first, second) for x in examples]
+        assert_examples_close(compiled(xb, first, second), loop)
+    assert len(compiled.specializations) == 2  # tied and untied
+
+    pair = matchbox.compile(lambda q, k: (q @ k.transpose(1, 2)).tanh().sum(-1),
+                            backend=BACKEND, dynamic=dynamic)
+    keys, kb = batch_of([5, 3, 8], requires_grad=False)
+    pair(xb, xb)
+    loop = [(q @ k.transpose(1, 2)).tanh().sum(-1) for q, k in zip(examples, keys)]
+    assert_examples_close(pair(xb, kb), loop)

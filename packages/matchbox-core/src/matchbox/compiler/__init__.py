@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ from matchbox.compiler.state import (
 )
 from matchbox.compiler.structure import (
     Unsupported,
+    aliases,
     check_bucket,
     flatten,
     largest_dynamic_size,
@@ -198,7 +200,7 @@ class _Specializations:
         except Unsupported as error:
             return self._run_uncaptured(str(error), params, args, kwargs)
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
-               autocast_key(), key_extra)
+               autocast_key(), key_extra, aliases(params + tensors))
         call = _Call(params, args, kwargs, structure, tensors, key)
         spec = self.graphs.get(key) or self.by_guards.find(key, call.inputs)
         if spec is None and self.reuse is not None:
@@ -303,8 +305,6 @@ class _Specializations:
         ``unrolled_because``: why a graph holding loops as scans failed; this one unrolls
         every loop.  A capture that fails after making a scan is tried again unrolled too
         (one that fails before, for a reason of its own, is not captured twice)."""
-        import time
-
         params, structure, tensors = call.params, call.structure, call.tensors
         spec = Specialization(summary=summarize(structure, tensors), bound=bound,
                               fixed_sizes_because=static_because)

@@ -181,6 +181,21 @@ def tensor_key(tensors: list[torch.Tensor]) -> tuple[Any, ...]:
     return tuple((tuple(t.shape), t.dtype, t.device, t.requires_grad) for t in tensors)
 
 
+def aliases(tensors: list[torch.Tensor]) -> tuple[tuple[int, int], ...]:
+    """Which of a graph's inputs are one tensor, as pairs (position, first position).
+
+    Part of a graph's key: captured with one tensor in two places (``f(x, x)``, a weight
+    passed twice), the graph reads one input for both, and run later on two different
+    tensors it read the first twice (a silent wrong answer a user trial found)."""
+    first: dict[int, int] = {}
+    pairs = []
+    for i, t in enumerate(tensors):
+        j = first.setdefault(id(t), i)
+        if j != i:
+            pairs.append((i, j))
+    return tuple(pairs)
+
+
 def summarize(structure: Structure, tensors: list[torch.Tensor]) -> str:
     """A short readable summary of a specialisation's arguments (for reports)."""
     parts: list[str] = []
