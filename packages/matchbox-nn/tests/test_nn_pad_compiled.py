@@ -105,3 +105,19 @@ def test_an_example_not_running_the_pad_is_not_checked():
     for f in (reflect_the_long_ones, run):
         mb_assert(f, [xs], [batch(xs, (False, True))], len(xs))
     assert run.compiled.specializations[0].eager_reason is None
+
+
+def test_a_pad_along_a_dynamic_dimension_serves_every_size_from_one_graph():
+    # Sizes are symbolic (matchbox/compiler/symbolic.py): the check's probe of which sizes
+    # PyTorch pads must neither fix the padded size nor see the capture's Python
+    # dispatcher (whose constant-pad decomposition let a crop of an empty example through).
+    f = padding([-1, 2], "constant")
+    run = compiled_for_batches(f)
+    for lengths in ([5, 1, 3, 1], [9, 2, 12], [4, 4, 4, 4, 4, 1]):
+        xs = examples(lengths, 2)
+        mb_assert(run, [xs], [batch(xs, (False, True))], len(xs))
+    [spec] = run.compiled.specializations
+    assert spec.summary == "batch(B=*, 2, <=*)" and spec.has_flags
+    with pytest.raises(RuntimeError, match=r"example 1 \(size 0 in dimension 2\) cannot be "
+                                           r"padded with \(-1, 2\) in mode 'constant'"):
+        run(batch(examples([5, 0, 4], 2), (False, True)))

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch._dispatch.python import no_python_dispatcher
 from torch.utils._python_dispatch import _disable_current_modes
 
 from matchbox.extending import (
@@ -145,7 +146,11 @@ def _check_examples(op: str, func: Any, input: MaskedBatch, pad: Any, mode: str,
     the graph while ``matchbox.compile`` captures it.  Nothing is asked where every size
     can be padded (a constant pad that does not crop).
     """
-    shape = list(input.data.shape)
+    # While matchbox.compile captures with symbolic sizes a padded size is a symbol (no
+    # hash for the cache, and an int of it would fix it): any size that every pad fits
+    # stands for it (each dimension's own sizes are checked in its own turn).
+    fits = sum(abs(p) for p in pad) + 2
+    shape = [s if isinstance(s, int) else fits for s in input.data.shape]
     shape[0] = 1
     for dim, left, right in padded:
         if not input.dims[dim - 1]:
@@ -205,8 +210,10 @@ def _refused(func: Any, shape: tuple[int, ...], dim: int, pad: Any, mode: str, v
     shape[dim] = size
     try:
         # Outside any mode: a capture in progress (its fake and proxy modes) would record
-        # the probe in the graph.
-        with _disable_current_modes():
+        # the probe in the graph; and outside the Python dispatcher a capture with symbolic
+        # sizes turns on, whose decomposition of a constant pad let a crop of an empty
+        # example through (a threshold of 0, cached for eager calls too).
+        with _disable_current_modes(), no_python_dispatcher():
             func(torch.empty(shape, dtype=dtype, device="meta"), pad, mode=mode, value=value)
     except (RuntimeError, ValueError, NotImplementedError) as error:
         return type(error)(
