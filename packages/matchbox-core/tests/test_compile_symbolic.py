@@ -137,12 +137,17 @@ def test_dynamic_false_compiles_a_graph_per_batch_size():
     assert all(s.sizes is None for s in compiled.specializations)
 
 
+TRACED = []
+
+
 def by_a_quotient_of_the_batch_size(x):
+    TRACED.append(x.size(0))
     quotient, _ = divmod(12, x.size(0))  # divmod refuses a symbolic size
     return x * quotient
 
 
 def test_code_that_cannot_take_a_symbolic_size_is_captured_with_its_own_sizes():
+    TRACED.clear()
     compiled = matchbox.compile(by_a_quotient_of_the_batch_size, backend=BACKEND,
                                 fallback="raise")
     for lengths in ([3, 1, 4], [2, 6]):
@@ -153,6 +158,9 @@ def test_code_that_cannot_take_a_symbolic_size_is_captured_with_its_own_sizes():
     assert [s.summary.split(",")[0] for s in specs] == ["batch(B=3", "batch(B=2"]
     assert all(s.sizes is None for s in specs)
     assert "divmod" in specs[0].fixed_sizes_because
+    # Captured with symbolic sizes once, then with each call's own sizes only (eager calls
+    # for the expected values, a failed and a fixed capture, a fixed capture):
+    assert len(TRACED) == 2 + 2 + 1
 
 
 def test_two_dynamic_dimensions_and_a_last_smaller_batch_share_one_graph():

@@ -183,8 +183,7 @@ class _Specializations:
         self.fallback = fallback
         self.reuse = reuse
         self.warmup = reuse_module.Warmup(warmup)
-        self.dynamic = dynamic and symbolic.available()
-        self.by_guards = symbolic.ByGuards()
+        self.by_guards = symbolic.ByGuards(dynamic and symbolic.available())
         self.graphs: dict[tuple[Any, ...], Specialization] = {}
         self.uncaptured: dict[str, Specialization] = {}
 
@@ -316,14 +315,14 @@ class _Specializations:
                   "not round, a batch size) compiles a graph each time: pass it as a tensor, "
                   "or use a coarser bucket")
         start = time.perf_counter()
-        fakes = (symbolic.fake_inputs(structure, len(params), params + tensors)
-                 if self.dynamic and static_because is None else None)
+        fakes = None if static_because else self.by_guards.fakes(call.key, len(params), call.inputs)
         try:
             graph = _graph.capture(self.run, len(params), structure, params + tensors, bound,
                                    spec, self.module, self.backend,
                                    scans=unrolled_because is None, fakes=fakes)
         except CaptureError as error:
             if fakes is not None:  # with the call's own sizes, as before symbolic ones
+                self.by_guards.refused(call.key)
                 return self._specialize(call, bound, unrolled_because, replaces, str(error))
             if unrolled_because is None and spec.scans:
                 return self._specialize(call, bound, unrolled_because=str(error),

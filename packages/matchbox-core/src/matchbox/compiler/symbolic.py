@@ -142,9 +142,25 @@ class ByGuards:
     """The graphs captured with symbolic sizes, each found by its guards, and which graph
     each key (each combination of sizes) was found to run on."""
 
-    def __init__(self) -> None:
+    def __init__(self, dynamic: bool) -> None:
+        self.dynamic = dynamic  # (False: every graph is captured with its call's own sizes)
         self.graphs: dict[tuple[Any, ...], list[Any]] = {}
         self.served: dict[tuple[Any, ...], Any] = {}
+        #: Keys (sizes left out) whose capture failed with symbolic sizes: captured with
+        #: their own sizes from then on, not tried twice at every new size.
+        self.fixed: set[tuple[Any, ...]] = set()
+
+    def fakes(self, key: tuple[Any, ...], n_params: int, inputs: list[torch.Tensor]
+              ) -> list[torch.Tensor] | None:
+        """The inputs to capture the call keyed ``key`` on (:func:`fake_inputs`), or ``None``
+        to capture it with its own sizes."""
+        if not self.dynamic or without_sizes(key) in self.fixed:
+            return None
+        return fake_inputs(key[0], n_params, inputs)
+
+    def refused(self, key: tuple[Any, ...]) -> None:
+        """A capture with symbolic sizes failed for ``key``'s arguments."""
+        self.fixed.add(without_sizes(key))
 
     def find(self, key: tuple[Any, ...], inputs: list[torch.Tensor]) -> Any:
         """The graph that holds for ``key``'s sizes (the newest first), or ``None``."""
