@@ -59,8 +59,7 @@ def fake_inputs(structure: Structure, n_params: int, inputs: list[torch.Tensor]
 
     mode = FakeTensorMode(allow_non_fake_inputs=True,
                           shape_env=ShapeEnv(duck_shape=False))
-    dynamic = [()] * n_params + [_dynamic_dims(role, t) for role, t in
-                                 zip(roles(structure), inputs[n_params:])]
+    dynamic = [()] * n_params + [_dynamic_dims(role) for role in roles(structure)]
     fakes = []
     for tensor, dims in zip(inputs, dynamic):
         sizes = [DimDynamic.DYNAMIC if d in dims else DimDynamic.STATIC
@@ -70,7 +69,7 @@ def fake_inputs(structure: Structure, n_params: int, inputs: list[torch.Tensor]
     return fakes
 
 
-def _dynamic_dims(role: tuple[str, tuple[bool, ...]], tensor: torch.Tensor) -> tuple[int, ...]:
+def _dynamic_dims(role: tuple[str, tuple[bool, ...]]) -> tuple[int, ...]:
     """The dimensions of an argument's tensor that are symbolic: a batch's data and mask
     have the batch size first, then the padded sizes of its dynamic dimensions; its
     lengths (examples × dynamic dimensions) the batch size.  A plain tensor keeps its
