@@ -133,9 +133,11 @@ def first_large_state(x, w):
 def test_a_return_inside_a_for_is_a_scan_equal_to_the_loop(dtype):
     w = torch.randn(3, 3, dtype=dtype)
     run = compiled_for_batches(first_large_state)
-    for lengths in ([4, 1, 6, 0, 9], [7, 7, 2]):  # two padded sizes: two graphs
+    for lengths in ([4, 1, 6, 0, 9], [7, 7, 2]):
         assert_batch_equals_loop(run, sequences(lengths, dtype=dtype), ([w] * len(lengths), w))
-    assert [s.scans for s in run.compiled.specializations] == [scans_expected()] * 2
+    # Two padded sizes: one graph whose scan takes any length, else one graph for each.
+    graphs = 1 if scans_expected() else 2
+    assert [s.scans for s in run.compiled.specializations] == [scans_expected()] * graphs
     assert_captured(run)
 
 
@@ -497,9 +499,10 @@ def test_a_loop_that_uses_its_list_otherwise_stays_unrolled(f, scan_loops):
 
 
 def test_graphs_over_a_sequence_of_lengths(scan_loops):
-    # One graph per padded size rounded up to the bucket (8): lengths whose longest is
-    # 5, 7, 8 share one; 13 and 16 another; 17 a third.  With the loop a scan, each graph
-    # holds one body, whatever its length.
+    # With the loop a scan, its steps are slices of the sequence whose number stays a
+    # symbol: one graph serves every padded length (matchbox/compiler/loop_steps.py).
+    # Unrolled (no scan in torch 2.3), one graph per padded size rounded up to the
+    # bucket (8): lengths whose longest is 5, 7, 8 share one; 13 and 16 another; 17 a third.
     w = torch.randn(3, 3, dtype=torch.float64)
     u = torch.randn(3, 3, dtype=torch.float64)
     run = compiled_for_batches(gated_rnn)
@@ -508,17 +511,38 @@ def test_graphs_over_a_sequence_of_lengths(scan_loops):
         examples, batch = sequences(lengths)
         assert_batch_equals_loop(run, (examples, batch), ([w] * 3, w), ([u] * 3, u))
     specs = run.compiled.specializations
-    assert len(specs) == 3
-    assert [s.calls for s in specs] == [4, 2, 1]
-    assert [s.scans for s in specs] == [scans_expected()] * 3
     if scans_expected():
-        assert len({s.nodes for s in specs}) == 1  # the graph does not grow with the length
+        assert [(s.calls, s.scans) for s in specs] == [(7, 1)]
+        assert "<=*" in specs[0].summary
+    else:
+        assert [(s.calls, s.scans) for s in specs] == [(4, 0), (2, 0), (1, 0)]
+
+
+def test_inductor_compiles_one_graph_for_every_padded_length():
+    # The scan's length is a symbol (T - 2 after two peeled steps).  Inductor's lowering of
+    # a scan rebuilds its per-step outputs' shapes from the symbols among its inputs, and
+    # failed on T (compiler/loops.py, _length_symbols): each length then fell back to a
+    # graph of its own fixed sizes.  Lengths 5 to 19, no bucket: one graph, one compile.
+    w = torch.randn(3, 3, dtype=torch.float64)
+    u = torch.randn(3, 3, dtype=torch.float64)
+    compiled = matchbox.compile(gated_rnn, bucket=None, fallback="raise")  # inductor
+
+    def run(*args):
+        return compiled(*args) if isinstance(args[0], MaskedBatch) else gated_rnn(*args)
+
+    for lengths in ([5, 2, 1], [11, 0, 4, 7], [19, 19, 3]):
+        n = len(lengths)
+        assert_batch_equals_loop(run, sequences(lengths), ([w] * n, w), ([u] * n, u))
+    specs = compiled.specializations
+    if scans_expected():
+        assert [(s.calls, s.scans, s.fixed_sizes_because) for s in specs] == [(3, 1, None)]
+    else:  # torch 2.3: no scan, the loop unrolls to each length
+        assert len(specs) == 3
 
 
 def test_a_scanned_loop_serves_every_batch_size_of_its_padded_length():
-    # Sizes are symbolic (matchbox/compiler/symbolic.py): the loop steps through the padded
-    # length's items, which fixes it, but not the batch size; a batch of one example gets
-    # a graph of its own (PyTorch fixes sizes 0 and 1).
+    # Sizes are symbolic (matchbox/compiler/symbolic.py): the batch size too; a batch of
+    # one example gets a graph of its own (PyTorch fixes sizes 0 and 1).
     w = torch.randn(3, 3, dtype=torch.float64)
     u = torch.randn(3, 3, dtype=torch.float64)
     run = compiled_for_batches(gated_rnn)

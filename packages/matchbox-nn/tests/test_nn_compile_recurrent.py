@@ -185,3 +185,26 @@ def test_one_layers_final_state_keeps_every_loop_a_scan_at_batch_size_one(name, 
               len(xs), params=list(model.parameters()))
     [spec] = compiled.specializations
     assert (spec.scans, spec.unrolled) == (loops_in(model.module), [])
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru, 2 layers, bidirectional"])
+def test_one_graph_serves_every_padded_length(name):
+    # The loop's steps are slices of the positions, not a list of them, so their number
+    # stays a symbol (compiler/loop_steps.py): lengths 5 to 17, one graph.  Backwards, the
+    # steps read the positions flipped.  Without scan (torch 2.3) each length unrolls.
+    model = make(name)
+    compiled = matchbox.compile(model, backend=BACKEND, bucket=None, fallback="raise")
+
+    def run(x):
+        return (compiled if isinstance(x, MaskedBatch) else model)(x)
+
+    for lengths in ((5, 1, 3), (9, 9, 2, 4), (17, 6)):
+        xs = examples(lengths)
+        xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+        mb_assert(run, [xs], [xb], len(lengths), params=list(model.parameters()))
+    specs = compiled.specializations
+    if loops.available():
+        assert [(s.calls, s.scans, s.summary) for s in specs] == [
+            (3, loops_in(model.module), "batch(B=*, <=*, 3)")]
+    else:
+        assert len(specs) == 3

@@ -24,7 +24,10 @@ How a step becomes a body:
 - Matchbox's per-example checks and step-bound flags raised inside the body are
   or-ed over the steps and become flags of the graph, as in an unrolled loop;
 - what a step emits (the items a ``for`` appends to a list, once a step) becomes the
-  scan's per-step output, handed back as one value per step.
+  scan's per-step output, handed back as one value per step (:func:`scan_steps`) or
+  stacked (:func:`scan_stacked`);
+- the steps (:mod:`matchbox.compiler.loop_steps`) are a list, or slices along a
+  dimension whose number may stay a symbol: then one graph serves every length.
 
 Anything this cannot hold raises :class:`NotStructured`; an error torch raises where
 it refuses the scan (its checks of the carries, its trace of the body) is taken the
@@ -52,7 +55,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map_only
 
 from matchbox import _capture
-from matchbox.compiler import loop_state, scan_attempt
+from matchbox.compiler import loop_state, loop_steps, scan_attempt
 from matchbox.compiler.loop_state import NotStructured
 
 #: How many steps may run unrolled before the loop's state settles.
@@ -208,24 +211,49 @@ class _Substitute(TorchDispatchMode):
 
 # ---------------------------------------------------------------------- the loop
 
-def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any],
+def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
                constants: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
     """The state after ``for s in steps: state = step(s, *state, *constants)``, and what
-    each step emitted.
+    each step emitted (nothing for the steps of a scan that emits nothing).
 
     ``step`` returns the new state (as many values as ``state``) followed by what the step
     emits (the values it appended to a list, say: scan's per-step outputs).  ``steps``:
-    each step's input (a tuple of tensors and batches, one structure for every step).
+    each step's input (a tuple of tensors and batches, one structure for every step), as
+    a list or :mod:`~matchbox.compiler.loop_steps` steps.
     The first steps run unrolled (peeled) until the state keeps its structure; the rest
     run as one ``scan`` when torch has it, else unrolled.
     """
+    state, emitted, scanned = _run(step, state, loop_steps.as_steps(steps), constants)
+    if scanned is not None:
+        structure, ys = scanned
+        emitted += [loop_state.unflatten(structure, iter(parts))
+                    for parts in zip(*(y.unbind(0) for y in ys))]
+    return state, emitted
+
+
+def scan_stacked(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
+                 constants: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], list[torch.Tensor]]:
+    """As :func:`scan_steps` for a step that emits tensors: what the steps emitted comes
+    back stacked along a new first dimension, one tensor for each value a step emits (the
+    scan's own per-step outputs, not taken apart: their number may be symbolic)."""
+    state, emitted, scanned = _run(step, state, loop_steps.as_steps(steps), constants)
+    parts = [[torch.stack(values)] for values in zip(*emitted)]
+    if scanned is not None:
+        parts = [p + [y] for p, y in zip(parts, scanned[1])] if parts else [[y] for y in scanned[1]]
+    return state, [p[0] if len(p) == 1 else torch.cat(p) for p in parts]
+
+
+def _run(step: Callable[..., Any], state: tuple[Any, ...], steps: loop_steps.Steps,
+         constants: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[tuple[Any, ...]], Any]:
+    """The state after the steps, what the steps run one by one emitted, and the scan's
+    ``(structure, per-step outputs)`` when the other steps ran as one (else ``None``)."""
     state = tuple(state)
     n_state = len(state)
     capture = _capture.capturing()
     emitted: list[tuple[Any, ...]] = []
     done = 0
     settled = False
-    while done < len(steps) and done < MAX_PEELED:
+    while done < MAX_PEELED and done < steps.length:
         before = _structure_of(state)
         with _Record() as record, _inside_a_step(capture):
             new = tuple(step(steps[done], *state, *constants))
@@ -235,26 +263,25 @@ def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: list[Any
         if before is not None and _structure_of(state) == before:
             settled = True
             break
-    rest = steps[done:]
-    if not rest:
-        return state, emitted
+    if steps.length <= done:
+        return state, emitted, None
     # A loop inside the step of another (a recurrent module in a scanned for) unrolls
     # into that step: scan has no rule for the step's recording mode.
     if settled and capture is not None and capture.scan_loops is True \
             and not capture.in_loop_step:
         try:
             with scan_attempt.undone_on_failure(capture):
-                scanned, more = _scan(step, state, rest, constants, record, capture)
-            return scanned, emitted + more
+                final, scanned = _scan(step, state, steps, done, constants, record, capture)
+            return final, emitted, scanned
         except NotStructured as error:
             capture.unrolled.append(str(error))
         except Exception as error:  # noqa: BLE001 -- torch refused the scan: unrolled instead
             capture.unrolled.append(scan_attempt.why(error))
-    for item in rest:
+    for item in steps.listed(done):
         new = tuple(step(item, *state, *constants))
         state = new[:n_state]
         emitted.append(new[n_state:])
-    return state, emitted
+    return state, emitted, None
 
 
 @contextlib.contextmanager
@@ -277,30 +304,33 @@ def _structure_of(state: tuple[Any, ...]) -> Any:
         return None
 
 
-def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
-          constants: tuple[Any, ...], record: _Record, capture: Any
-          ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]]]:
+def _scan(step: Callable[..., Any], state: tuple[Any, ...], steps: loop_steps.Steps,
+          start: int, constants: tuple[Any, ...], record: _Record, capture: Any
+          ) -> tuple[tuple[Any, ...], tuple[Any, list[torch.Tensor]]]:
+    """The state after the steps from ``start`` on, run as one ``scan``, and the
+    structure of what a step emits with the scan's per-step outputs."""
     from torch._higher_order_ops.utils import reenter_make_fx
     from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 
     scan_op = _scan_op()
     init: list[torch.Tensor] = []
     structure = loop_state.flatten(state, init)
-    item_structure, item_leaves = _items(rest)
+    item_structure, xs = steps.stacked(start)
     seen = {id(t) for t in init}
     free = [t for i, t in record.read.items() if i not in seen]
-    n_init, n_items = len(init), len(item_leaves[0])
+    n_init, n_items = len(init), len(xs)
     n_failures, n_overflows = len(capture.failures), len(capture.overflows)
     flags_seen = [False, False]
     nf = [2]  # the flags' carries: none when the body raises no flag (traced again)
     emits: list[Any] = [None]  # the structure of what a step emits (set by the trace)
     device = loop_state.device(init)
+    sizes = _length_symbols(steps.length, device)
 
     def body(*leaves: torch.Tensor) -> list[torch.Tensor]:
-        # scan's order: the carry, the step's slices, the rest
+        # scan's order: the carry, the step's slices, the rest (tensors, then sizes)
         n = n_init + nf[0]
         item_args = list(leaves[n:n + n_items])
-        outside = leaves[n + n_items:]
+        outside = leaves[n + n_items:len(leaves) - len(sizes)]
         mapping = {id(t): inner for t, inner in zip(free, outside)}
         with _Substitute(mapping, list(leaves)) as swap:
             carry = [loop_state.decode(t, like.dtype) for t, like in zip(leaves[:n_init], init)]
@@ -333,8 +363,8 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
         with disable_proxy_modes_tracing():
             samples = [loop_state.sample(_dense(loop_state.encode(t))) for t in init] + [
                 loop_state.flag(device) for _ in range(nf[0])] + [
-                loop_state.sample(t) for t in item_leaves[0]] + [
-                loop_state.sample(t) for t in free]
+                loop_state.sample(t[0]) for t in xs] + [
+                loop_state.sample(t) for t in free] + sizes
         try:
             with _inside_a_step(capture):
                 return reenter_make_fx(body)(*samples)
@@ -348,15 +378,12 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
         nf[0] = 0
         graph = trace()
     graph.graph.eliminate_dead_code()
-    free = _drop_unread(graph, free)
+    free = _drop_unread(graph, free, len(sizes))
     graph.recompile()
-    # Contiguous steps: given a strided view of x (steps along dimension 1), inductor's
-    # loop (torch 2.13, CPU) copied all of it at every step (quadratic in the length).
-    xs = [stacked([leaves[i] for leaves in item_leaves]).contiguous() for i in range(n_items)]
     flag_init = [loop_state.flag(device) for _ in range(nf[0])]
     with torch.no_grad():
         result = list(scan_op(graph, [_dense(loop_state.encode(t)) for t in init] + flag_init, xs,
-                              tuple(free)))
+                              (*free, *sizes)))
     final = [loop_state.decode(t, like.dtype) for t, like in zip(result[:n_init], init)]
     n_carry = n_init + nf[0]
     ys = [loop_state.decode(t, meta[1])
@@ -369,24 +396,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], rest: list[Any],
     if flags_seen[1]:
         capture.overflows.append(result[n_init + 1] > 0)
     capture.scans += 1
-    steps = zip(*(y.unbind(0) for y in ys)) if ys else ((),) * len(rest)
-    return (loop_state.unflatten(structure, iter(final)),
-            [loop_state.unflatten(emits[0], iter(parts)) for parts in steps])
-
-
-def _items(rest: list[Any]) -> tuple[Any, list[list[torch.Tensor]]]:
-    """The structure of the steps' inputs (one for all) and each step's tensors."""
-    item_leaves: list[list[torch.Tensor]] = []
-    item_structure = None
-    for item in rest:
-        leaves: list[torch.Tensor] = []
-        s = loop_state.flatten(item, leaves)
-        if item_structure is None:
-            item_structure = s
-        elif s != item_structure:
-            raise NotStructured("the loop's steps differ in structure")
-        item_leaves.append(leaves)
-    return item_structure, item_leaves
+    return loop_state.unflatten(structure, iter(final)), (emits[0], ys)
 
 
 def _as_in_the_loop(outputs: list[torch.Tensor], structure: Any) -> None:
@@ -397,13 +407,28 @@ def _as_in_the_loop(outputs: list[torch.Tensor], structure: Any) -> None:
             t.requires_grad_(True)
 
 
-def _drop_unread(graph: torch.fx.GraphModule, free: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The tensors from outside that the body reads; the others' placeholders removed.
+def _length_symbols(length: Any, device: torch.device) -> list[torch.Tensor]:
+    """An empty tensor whose shape holds the symbolic size a scan's length is computed
+    from (``T`` for ``T - 2`` steps), as one more input of the scan, which its body does
+    not read.  Inductor's lowering of a scan (``decompose_scan_to_while_loop``, torch
+    2.13) rebuilds the shapes of its per-step outputs from the symbols among the scan's
+    inputs (TorchDynamo lifts those of its tensor inputs' shapes), and failed
+    (``KeyError``) on a length that is an expression of a symbol no input holds."""
+    if not isinstance(length, torch.SymInt):
+        return []
+    return [torch.empty(0, length, device=device)]
+
+
+def _drop_unread(graph: torch.fx.GraphModule, free: list[torch.Tensor], n_sizes: int
+                 ) -> list[torch.Tensor]:
+    """The tensors from outside that the body reads; the others' placeholders removed
+    (not those of the ``n_sizes`` sizes after them).
 
     The last peeled step's own inputs are among those it read from outside, and an extra
     input the body does not read got a wrong gradient from inductor's scan backward
     (torch 2.13, CPU)."""
     placeholders = [n for n in graph.graph.nodes if n.op == "placeholder"]
+    placeholders = placeholders[:len(placeholders) - n_sizes]
     outside = placeholders[len(placeholders) - len(free):] if free else []
     kept = []
     for node, tensor in zip(outside, free):
@@ -412,30 +437,6 @@ def _drop_unread(graph: torch.fx.GraphModule, free: list[torch.Tensor]) -> list[
         else:
             graph.graph.erase_node(node)
     return kept
-
-
-def stacked(parts: list[torch.Tensor]) -> torch.Tensor:
-    """``torch.stack(parts)``; as one view of their base when they are its consecutive
-    slices along one dimension (the steps of ``x.unbind(1)``, rows of a mask), so that the
-    graph does not grow with the steps.  Plain views (``movedim``, ``narrow``), whose
-    backward passes are those of every other view."""
-    first, base = parts[0], parts[0]._base
-    if len(parts) > 1 and base is not None:
-        step = parts[1].storage_offset() - first.storage_offset()
-        for j in range(base.dim()):
-            if (base.stride(j) != step or step <= 0
-                    or base.shape[:j] + base.shape[j + 1:] != first.shape
-                    or base.stride()[:j] + base.stride()[j + 1:] != first.stride()):
-                continue
-            offset = first.storage_offset() - base.storage_offset()
-            start, rest = offset // step, offset % step  # (divmod refuses symbolic sizes)
-            if rest or start + len(parts) > base.size(j) or not all(
-                    p._base is base and p.shape == first.shape and p.stride() == first.stride()
-                    and p.storage_offset() == first.storage_offset() + k * step
-                    for k, p in enumerate(parts)):
-                break
-            return base.movedim(j, 0).narrow(0, start, len(parts))
-    return torch.stack(parts)
 
 
 def _owned(out: list[torch.Tensor], ys: list[torch.Tensor], inputs: tuple[torch.Tensor, ...]

@@ -110,8 +110,19 @@ def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constan
             return ({state})
         ({state}) = mb__.scan_for(mb__ITEMS, {subs["outer"]}, {function}, ({values}),
                                   {len(outputs)}, ({lists}))
-    """, origin=subs["origin"], mb__BODY=body, mb__ITEMS=subs["items"])
+    """, origin=subs["origin"], mb__BODY=body, mb__ITEMS=_scanned_items(subs["items"]))
     return _scan_or_plain("mb__.scan_capturing()", subs["origin"], scan, plain)
+
+
+def _scanned_items(items: Any) -> Any:
+    """The ``for``'s sequence for ``scan_for``: ``x.unbind(d)`` (``mb__.unbind(x, d)`` by
+    now) as ``mb__.unbind_steps(x, d)``, whose steps along a dynamic dimension are not
+    taken apart (their number may then stay a symbol in the graph)."""
+    items = copy.deepcopy(items)
+    if (isinstance(items, gast.Call) and isinstance(items.func, gast.Attribute)
+            and _runtime_call(items) and items.func.attr == "unbind"):
+        items.func.attr = "unbind_steps"
+    return items
 
 
 def while_as_scan(function: str, subs: dict[str, Any], outputs: list[str],

@@ -76,6 +76,7 @@ from matchbox.control.runtime.structured import (
     scan_loop_mask,
     scan_while,
     scan_while_capturing,
+    unbind_steps,
 )
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.extending import deferred_checks, failed_flags, fails, with_failed_flags
@@ -148,5 +149,5 @@ __all__ = [
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
     "scan_while_capturing", "select", "set_attr", "set_comp", "set_item",
-    "slice_", "still_running", "truth", "operand", "unbind", "unpack",
+    "slice_", "still_running", "truth", "operand", "unbind", "unbind_steps", "unpack",
 ]

@@ -116,36 +116,53 @@ def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
     that ``len(x.unbind(1))``, ``x.unbind(1)[-1]`` and slices of the steps are
     each example's own, as in the loop.
     """
-    if owner is torch:
-        steps = torch.unbind(*args, **kwargs)
-        batch, rest = (args[0], args[1:]) if args else (kwargs.get("input"), ())
-    else:
-        steps = owner.unbind(*args, **kwargs)
-        batch, rest = owner, args
-    if type(batch) is not MaskedBatch or batch._mask is None:
+    steps = torch.unbind(*args, **kwargs) if owner is torch else owner.unbind(*args, **kwargs)
+    batch, d = unbound_dimension(owner, args, kwargs)
+    if d is None:
         return steps
-    dim = rest[0] if rest else kwargs.get("dim", 0)
-    d = dim % batch.dim() if type(dim) is int else 0
-    if d == 0 or not batch.dims[d - 1]:
-        return steps
-    steps_first = batch._mask.movedim(d, 0)
-    # The size of the rest spelled out, not -1: a reshape cannot infer it when the
-    # dimension has no step (every example empty in it).
-    rest_size = math.prod(steps_first.shape[2:])
-    if rest_size == 1 and capturing() is None:
+    if capturing() is None and _rest_size(batch, d) == 1:
         # One mask entry per example and step: each step's record is a view of the mask,
         # the step's own (one memory: ``same_mask`` tells a condition on the step that
         # it lies within the step, with no *and*).  (Eager only: a captured scan takes
         # the steps' records as rows of one tensor of its own.)
+        steps_first = batch._mask.movedim(d, 0)
         present = steps_first.reshape(*steps_first.shape[:2])
     else:
-        present = steps_first.reshape(*steps_first.shape[:2], rest_size).any(-1)
+        present = steps_present(batch, d)
     for k, (step, row) in enumerate(zip(steps, present.unbind(0))):
         step._present = row
         # Each example's steps come first (a dynamic dimension's extent is a prefix):
         # ``enumerate`` counts them with plain ints, also while capturing.
         row._unbind_step = (present, k)
     return steps
+
+
+def unbound_dimension(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> tuple[Any, int | None]:
+    """The value a call written ``owner.unbind(*args, **kwargs)`` takes apart, and the
+    dimension, when it is a dynamic dimension of a batch with a mask (else ``None``)."""
+    if owner is torch:
+        batch, rest = (args[0], args[1:]) if args else (kwargs.get("input"), ())
+    else:
+        batch, rest = owner, args
+    if type(batch) is not MaskedBatch or batch._mask is None:
+        return batch, None
+    dim = rest[0] if rest else kwargs.get("dim", 0)
+    d = dim % batch.dim() if type(dim) is int else 0
+    return batch, (d if d and batch.dims[d - 1] else None)
+
+
+def steps_present(batch: MaskedBatch, d: int) -> torch.Tensor:
+    """``(steps, batch)``: which examples have each step of ``batch`` along its dynamic
+    dimension ``d``."""
+    steps_first = batch._mask.movedim(d, 0)
+    return steps_first.reshape(*steps_first.shape[:2], _rest_size(batch, d)).any(-1)
+
+
+def _rest_size(batch: MaskedBatch, d: int) -> Any:
+    # The size of the rest spelled out, not -1: a reshape cannot infer it when the
+    # dimension has no step (every example empty in it).
+    return math.prod(batch._mask.movedim(d, 0).shape[2:])
 
 
 def prefix_steps(items: Any) -> bool:

@@ -30,11 +30,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from matchbox.compiler import loops
+from matchbox.compiler import loop_steps, loops
 from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask, narrow
 from matchbox.control.runtime.select import Undefined
-from matchbox.extending import capturing
+from matchbox.control.runtime.sequences import steps_present, unbind, unbound_dimension
+from matchbox.extending import capturing, has_zero_padding, mark_zero_padding
 from matchbox.masked_batch import MaskedBatch
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
@@ -57,6 +58,8 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
     constants = tuple(values[n_state:])
     state = tuple(values[:n_state])
     if not _may_scan(items, state, constants, appended, values):
+        if isinstance(items, _Unbound):
+            items = items.listed()
         for mask, item in for_steps(items, outer):
             state = body(mask, item, *state, *constants)
         return state
@@ -69,6 +72,45 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
         return _with_own_lists(lambda *a: body(mask, item, *a), args, n_state, appended)
 
     return _scanned(step, state, _steps(items, outer), constants, appended)
+
+
+def unbind_steps(owner: Any, *args: Any, **kwargs: Any) -> Any:
+    """The items of a ``for`` over ``owner.unbind(...)`` that a scan may take.
+
+    Along a dynamic dimension whose padded size is a symbol (``matchbox.compile``'s
+    symbolic sizes), the steps are not taken apart: a list of them would fix their
+    number, and the graph would hold for one padded length only.  :func:`scan_for`
+    takes them as slices (``loop_steps.SlicedSteps``): the same steps, recording the
+    same examples, as :func:`~matchbox.control.runtime.sequences.unbind`'s.  Anything
+    else is that ``unbind``'s list."""
+    batch, d = unbound_dimension(owner, args, kwargs)
+    if d is not None and sum(batch.dims) == 1 and isinstance(batch.data.size(d), torch.SymInt):
+        return _Unbound(batch, d, lambda: unbind(owner, *args, **kwargs))
+    return unbind(owner, *args, **kwargs)
+
+
+class _Unbound:
+    """The steps of ``batch.unbind(d)`` along its one dynamic dimension, not taken apart."""
+
+    def __init__(self, batch: MaskedBatch, d: int, listed: Any):
+        self.batch, self.d, self.listed = batch, d, listed
+
+    def steps(self, outer: Mask) -> loop_steps.SlicedSteps:
+        """Each step's mask (the examples that have it, within ``outer``) and batch."""
+        batch, d = self.batch, self.d
+        data, mask, present = batch.data, batch._mask, steps_present(batch, d)
+        dims = batch.dims[:d - 1] + batch.dims[d:]
+        zero_padding = has_zero_padding(batch)
+
+        def make(take: loop_steps.Take) -> tuple[Any, MaskedBatch]:
+            row = take(present, 0)
+            step = MaskedBatch._make(take(data, d), take(mask, d), dims)
+            step._present = row
+            if zero_padding:  # views of zero padding are zero padding, as unbind's
+                mark_zero_padding(step)
+            return (row if outer is None else row & outer), step
+
+        return loop_steps.SlicedSteps(data.size(d), make)
 
 
 def scan_while_capturing(mask: Mask) -> bool:
@@ -139,7 +181,7 @@ def _may_scan(items: Any, state: tuple[Any, ...], constants: tuple[Any, ...],
               appended: tuple[int, ...], values: tuple[Any, ...]) -> bool:
     """Whether the steps are materialised, and no step can change a value other than
     through the state it hands back and the lists it appends to."""
-    if not isinstance(items, (tuple, list, _Stepped)):  # not materialised: a generator
+    if not isinstance(items, (tuple, list, _Stepped, _Unbound)):  # a generator
         return False
     if not all(type(constants[i]) is list and _held_only_by(constants[i], values, constants)
                for i in appended):
@@ -151,13 +193,15 @@ def _may_scan(items: Any, state: tuple[Any, ...], constants: tuple[Any, ...],
         type(v) in (list, dict) for v in state)
 
 
-def _steps(items: Any, outer: Mask) -> list[tuple[Any, Any]]:
+def _steps(items: Any, outer: Mask) -> Any:
     """``list(for_steps(items, outer))``.  For the steps of a dynamic dimension (each
     records its examples, see ``runtime.sequences.unbind``) the masks are the rows of one
     tensor, not a stack of every step's: the graph then does not grow with the steps."""
+    if isinstance(items, _Unbound):
+        return items.steps(outer)
     if (isinstance(items, (tuple, list)) and items
             and all(type(i) is MaskedBatch and i._present is not None for i in items)):
-        present = loops.stacked([i._present for i in items])
+        present = loop_steps.stacked([i._present for i in items])
         if outer is not None:
             present = present & outer
         return list(zip(present.unbind(0), items))

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox.compiler import loops
+from matchbox.compiler import loop_steps, loops
 from matchbox.extending import MaskedBatch, fill_padding
 
 Step = Callable[..., tuple[torch.Tensor, ...]]
@@ -84,11 +84,13 @@ def _run_direction(cell: Step, data: torch.Tensor, mask: torch.Tensor | None,
     length = data.size(1)
     if length == 0:  # no step: the final states are the initial ones
         return inputs.new_zeros(data.size(0), 0, state[0].size(-1)), tuple(state)
-    positions = inputs.unbind(1)
-    real = mask.unbind(1) if mask is not None else [None] * length
-    steps = list(zip(positions, real))
-    if reverse:
-        steps.reverse()
+
+    if reverse:  # backwards: step k reads position length - 1 - k
+        inputs = inputs.flip(1)
+        mask = None if mask is None else mask.flip(1)
+
+    def positions(take: loop_steps.Take) -> tuple[Any, Any]:
+        return take(inputs, 1), (None if mask is None else take(mask, 1))
 
     def step(item: tuple[Any, Any], *values: torch.Tensor) -> tuple[torch.Tensor, ...]:
         x, here = item
@@ -97,11 +99,13 @@ def _run_direction(cell: Step, data: torch.Tensor, mask: torch.Tensor | None,
             new = tuple(torch.where(here, n, old) for n, old in zip(new, values))
         return (*new, new[0])  # the state, then the step's output
 
-    final, emitted = loops.scan_steps(step, tuple(state), steps)
-    outputs = [e[0] for e in emitted]
+    # Slices of the positions, not a list of them: their number (the padded length) may
+    # stay a symbol in a graph captured with symbolic sizes.
+    final, (outputs,) = loops.scan_stacked(step, tuple(state),
+                                           loop_steps.SlicedSteps(length, positions))
     if reverse:
-        outputs.reverse()
-    return torch.stack(outputs, 1), final
+        outputs = outputs.flip(0)
+    return outputs.movedim(0, 1), final
 
 
 def _lstm(x: torch.Tensor, state: tuple, w_hh: torch.Tensor, b_hh: Any,
