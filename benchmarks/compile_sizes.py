@@ -11,6 +11,7 @@ compile, first forward and backward), and the share of the run's time they took:
 
     python -m benchmarks.compile_sizes --model "transformer encoder layer" --steps 40
     python -m benchmarks.compile_sizes --model "README RNN" --steps 40
+    python -m benchmarks.compile_sizes --model nn.LSTM --steps 40
 
 Each variant runs in a fresh process (``--only``) with inductor's caches emptied, so
 that one does not find the other's kernels compiled.
@@ -31,7 +32,18 @@ import torch
 import matchbox
 from matchbox import MaskedBatch
 
-MODELS = ("README RNN", "transformer encoder layer")
+MODELS = ("README RNN", "transformer encoder layer", "nn.LSTM")
+
+
+class LSTMOutputs(torch.nn.Module):
+    """``nn.LSTM`` on a batch, its outputs (the module's own weights stepped in the graph)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(size, size, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
 
 
 def model_of(name: str, size: int) -> torch.nn.Module:
@@ -39,6 +51,8 @@ def model_of(name: str, size: int) -> torch.nn.Module:
         from examples.readme_rnn import RNN
 
         return RNN(size)
+    if name == "nn.LSTM":
+        return LSTMOutputs(size)
     layer = torch.nn.TransformerEncoderLayer(size, 4, 2 * size, dropout=0.0, batch_first=True)
     return layer
 

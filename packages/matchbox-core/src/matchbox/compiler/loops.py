@@ -55,7 +55,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map_only
 
 from matchbox import _capture
-from matchbox.compiler import loop_state, loop_steps, scan_attempt
+from matchbox.compiler import loop_state, loop_steps, scan_attempt, scan_hoist
 from matchbox.compiler.loop_state import NotStructured
 
 #: How many steps may run unrolled before the loop's state settles.
@@ -380,6 +380,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], steps: loop_steps.St
     graph.graph.eliminate_dead_code()
     free = _drop_unread(graph, free, len(sizes))
     graph.recompile()
+    graph, xs, free = _hoisted(graph, n_init + nf[0], xs, free, len(sizes), capture)
     flag_init = [loop_state.flag(device) for _ in range(nf[0])]
     with torch.no_grad():
         result = list(scan_op(graph, [_dense(loop_state.encode(t)) for t in init] + flag_init, xs,
@@ -405,6 +406,18 @@ def _as_in_the_loop(outputs: list[torch.Tensor], structure: Any) -> None:
     for t, meta in zip(outputs, loop_state.metas(structure)):
         if meta[3]:
             t.requires_grad_(True)
+
+
+def _hoisted(graph: torch.fx.GraphModule, n_carry: int, xs: list[torch.Tensor],
+             free: list[torch.Tensor], n_sizes: int, capture: Any
+             ) -> tuple[torch.fx.GraphModule, list[torch.Tensor], list[torch.Tensor]]:
+    """The body with what it computes from its slices alone computed before the scan
+    (:mod:`matchbox.compiler.scan_hoist`); the body as it is where ``vmap`` refuses."""
+    try:
+        with scan_attempt.undone_on_failure(capture):
+            return scan_hoist.hoisted(graph, n_carry, xs, free, n_sizes)
+    except Exception:  # noqa: BLE001 -- an op vmap has no rule for: nothing is hoisted
+        return graph, xs, free
 
 
 def _length_symbols(length: Any, device: torch.device) -> list[torch.Tensor]:
