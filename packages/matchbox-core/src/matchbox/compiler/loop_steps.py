@@ -84,6 +84,18 @@ def as_steps(steps: Any) -> Steps:
     return steps if isinstance(steps, (ListedSteps, SlicedSteps)) else ListedSteps(steps)
 
 
+def length_inputs(length: Any, device: torch.device) -> list[torch.Tensor]:
+    """An empty tensor whose shape holds the symbolic size a scan's length is computed
+    from (``T`` for ``T - 2`` steps), as one more input of the scan, which its body does
+    not read.  Inductor's lowering of a scan (``decompose_scan_to_while_loop``, torch
+    2.13) rebuilds the shapes of its per-step outputs from the symbols among the scan's
+    inputs (TorchDynamo lifts those of its tensor inputs' shapes), and failed
+    (``KeyError``) on a length that is an expression of a symbol no input holds."""
+    if not isinstance(length, torch.SymInt):
+        return []
+    return [torch.empty(0, length, device=device)]
+
+
 def _leaves_of(items: list[Any]) -> tuple[Any, list[list[torch.Tensor]]]:
     """The structure of the steps' inputs (one for all) and each step's tensors."""
     per_step: list[list[torch.Tensor]] = []

@@ -324,7 +324,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], steps: loop_steps.St
     nf = [2]  # the flags' carries: none when the body raises no flag (traced again)
     emits: list[Any] = [None]  # the structure of what a step emits (set by the trace)
     device = loop_state.device(init)
-    sizes = _length_symbols(steps.length, device)
+    sizes = loop_steps.length_inputs(steps.length, device)
 
     def body(*leaves: torch.Tensor) -> list[torch.Tensor]:
         # scan's order: the carry, the step's slices, the rest (tensors, then sizes)
@@ -418,18 +418,6 @@ def _hoisted(graph: torch.fx.GraphModule, n_carry: int, xs: list[torch.Tensor],
             return scan_hoist.hoisted(graph, n_carry, xs, free, n_sizes)
     except Exception:  # noqa: BLE001 -- an op vmap has no rule for: nothing is hoisted
         return graph, xs, free
-
-
-def _length_symbols(length: Any, device: torch.device) -> list[torch.Tensor]:
-    """An empty tensor whose shape holds the symbolic size a scan's length is computed
-    from (``T`` for ``T - 2`` steps), as one more input of the scan, which its body does
-    not read.  Inductor's lowering of a scan (``decompose_scan_to_while_loop``, torch
-    2.13) rebuilds the shapes of its per-step outputs from the symbols among the scan's
-    inputs (TorchDynamo lifts those of its tensor inputs' shapes), and failed
-    (``KeyError``) on a length that is an expression of a symbol no input holds."""
-    if not isinstance(length, torch.SymInt):
-        return []
-    return [torch.empty(0, length, device=device)]
 
 
 def _drop_unread(graph: torch.fx.GraphModule, free: list[torch.Tensor], n_sizes: int
