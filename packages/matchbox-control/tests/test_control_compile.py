@@ -540,6 +540,27 @@ def test_inductor_compiles_one_graph_for_every_padded_length():
         assert len(specs) == 3
 
 
+@matchbox.batch
+def zipped(x, y, w):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    for xt, yt in zip(x.unbind(1), y.unbind(1)):
+        h = (xt @ w + yt + h).tanh()
+    return h
+
+
+def test_a_zip_of_two_sequences_serves_every_batch_size():
+    # zip checked the batch sizes through a set, which a symbolic size cannot enter: every
+    # batch size was captured with fixed sizes (a user trial).
+    w = torch.randn(3, 3, dtype=torch.float64)
+    run = compiled_for_batches(zipped, bucket=None)
+    for lengths in ([6, 2, 1], [6, 6, 3, 4, 1], [6, 5]):
+        n = len(lengths)
+        (xs, xb), (ys, yb) = sequences(lengths), sequences(lengths[::-1])
+        assert_batch_equals_loop(run, (xs, xb), (ys, yb), ([w] * n, w))
+    [spec] = run.compiled.specializations
+    assert spec.summary.startswith("batch(B=*") and spec.fixed_sizes_because is None
+
+
 def test_a_scanned_loop_serves_every_batch_size_of_its_padded_length():
     # Sizes are symbolic (matchbox/compiler/symbolic.py): the batch size too; a batch of
     # one example gets a graph of its own (PyTorch fixes sizes 0 and 1).

@@ -162,6 +162,9 @@ def test_code_that_cannot_take_a_symbolic_size_is_captured_with_its_own_sizes():
     assert [s.summary.split(",")[0] for s in specs] == ["batch(B=3", "batch(B=2"]
     assert all(s.sizes is None for s in specs)
     assert "divmod" in specs[0].fixed_sizes_because
+    # The later graph says why too (it is not tried with symbolic sizes again).
+    assert specs[1].fixed_sizes_because.startswith("as for an earlier call of these arguments")
+    assert "divmod" in specs[1].fixed_sizes_because
     # Captured with symbolic sizes once, then with each call's own sizes only (eager calls
     # for the expected values, a failed and a fixed capture, a fixed capture):
     assert len(TRACED) == 2 + 2 + 1

@@ -208,3 +208,30 @@ def test_one_graph_serves_every_padded_length(name):
             (3, loops_in(model.module), "batch(B=*, <=*, 3)")]
     else:
         assert len(specs) == 3
+
+
+def test_a_time_major_module_serves_every_batch_size():
+    # TimeMajorBatch.size(1) took int() of the batch size, which fixed it in the graph:
+    # each batch size compiled again (a user trial).
+    from matchbox.nn import time_major
+
+    class TimeMajor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = nn.GRU(3, 4)  # batch_first=False: size(1) is the batch size
+
+        def forward(self, x):
+            return self.gru(time_major(x))[0]
+
+    torch.manual_seed(0)
+    model = TimeMajor().double()
+    gru = model.gru
+    compiled = matchbox.compile(model, backend=BACKEND, bucket=None, fallback="raise")
+    for lengths in ((5, 2), (5, 1, 4), (5, 5, 3, 2, 1)):
+        xs = examples(lengths)
+        xb = MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
+        out = compiled(xb)
+        for got, x in zip(out.batch.examples(), xs):
+            torch.testing.assert_close(got, gru(x.transpose(0, 1))[0].transpose(0, 1))
+    [spec] = compiled.specializations
+    assert spec.summary.startswith("batch(B=*") and spec.fixed_sizes_because is None

@@ -17,6 +17,7 @@ from collections import OrderedDict
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 from matchbox import _lengths
 from matchbox._host_reads import HOST_READS, host_reads, reads_values  # noqa: F401 (re-exported)
@@ -227,10 +228,15 @@ def same_mask(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        pointers = a.data_ptr(), b.data_ptr()
-    except RuntimeError:  # fake tensors (matchbox.compile capturing a graph) have no data
+    if isinstance(a, FakeTensor) or isinstance(b, FakeTensor):
+        # No data (matchbox.compile capturing a graph): torch warns that reading a fake
+        # tensor's address will raise, and later versions raise.
         pointers = 0, 0
+    else:
+        try:
+            pointers = a.data_ptr(), b.data_ptr()
+        except RuntimeError:  # another tensor without data (functionalized)
+            pointers = 0, 0
     if all(pointers):
         return pointers[0] == pointers[1]
     # No address to compare: a fake tensor (torch 2.3's give 0, which every one of

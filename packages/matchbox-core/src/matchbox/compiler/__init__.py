@@ -305,6 +305,7 @@ class _Specializations:
         every loop.  A capture that fails after making a scan is tried again unrolled too
         (one that fails before, for a reason of its own, is not captured twice)."""
         params, structure, tensors = call.params, call.structure, call.tensors
+        static_because = static_because or self.by_guards.fixed_because(call.key)
         spec = Specialization(summary=summarize(structure, tensors), bound=bound,
                               fixed_sizes_because=static_because)
         if unrolled_because is not None:
@@ -322,7 +323,7 @@ class _Specializations:
                                    scans=unrolled_because is None, fakes=fakes)
         except CaptureError as error:
             if fakes is not None:  # with the call's own sizes, as before symbolic ones
-                self.by_guards.refused(call.key)
+                self.by_guards.refused(call.key, str(error))
                 return self._specialize(call, bound, unrolled_because, replaces, str(error))
             if unrolled_because is None and spec.scans:
                 return self._specialize(call, bound, unrolled_because=str(error),

@@ -145,9 +145,9 @@ class ByGuards:
         self.dynamic = dynamic  # (False: every graph is captured with its call's own sizes)
         self.graphs: dict[tuple[Any, ...], list[Any]] = {}
         self.served: dict[tuple[Any, ...], Any] = {}
-        #: Keys (sizes left out) whose capture failed with symbolic sizes: captured with
-        #: their own sizes from then on, not tried twice at every new size.
-        self.fixed: set[tuple[Any, ...]] = set()
+        #: Keys (sizes left out) whose capture failed with symbolic sizes, and why: captured
+        #: with their own sizes from then on, not tried twice at every new size.
+        self.fixed: dict[tuple[Any, ...], str] = {}
 
     def fakes(self, key: tuple[Any, ...], n_params: int, inputs: list[torch.Tensor]
               ) -> list[torch.Tensor] | None:
@@ -157,9 +157,15 @@ class ByGuards:
             return None
         return fake_inputs(key[0], n_params, inputs)
 
-    def refused(self, key: tuple[Any, ...]) -> None:
-        """A capture with symbolic sizes failed for ``key``'s arguments."""
-        self.fixed.add(without_sizes(key))
+    def refused(self, key: tuple[Any, ...], why: str) -> None:
+        """A capture with symbolic sizes failed for ``key``'s arguments, for ``why``."""
+        self.fixed[without_sizes(key)] = why
+
+    def fixed_because(self, key: tuple[Any, ...]) -> str | None:
+        """Why a call keyed ``key`` is captured with its own sizes (an earlier call of the
+        same arguments failed with symbolic ones), or ``None``."""
+        why = self.fixed.get(without_sizes(key))
+        return None if why is None else f"as for an earlier call of these arguments: {why}"
 
     def find(self, key: tuple[Any, ...], inputs: list[torch.Tensor]) -> Any:
         """The graph that holds for ``key``'s sizes (the newest first), or ``None``."""

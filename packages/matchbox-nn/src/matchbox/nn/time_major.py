@@ -139,7 +139,8 @@ class TimeMajorBatch(Batch, view=True):
                 )
             return self.batch.size(1)
         # The batch size as torch's recurrent modules read it (see batch_size_as_asked).
-        return batch_size_as_asked(int(self.batch.size(0))) if i == 1 else self.batch.size(2)
+        # (Not int(): a symbolic batch size would be fixed in a graph matchbox.compile captures.)
+        return batch_size_as_asked(self.batch.size(0)) if i == 1 else self.batch.size(2)
 
     @property
     def shape(self) -> Any:

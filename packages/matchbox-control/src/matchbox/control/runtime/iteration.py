@@ -80,10 +80,15 @@ def example_real(item: Any) -> torch.Tensor | None:
 
 
 def _check_batch_sizes(parts: Any) -> None:
-    sizes = sorted({p.data.size(0) for p in parts if type(p) is MaskedBatch})
+    # Compared, not put in a set: a symbolic size (matchbox.compile) has no hash.
+    sizes: list[Any] = []
+    for p in parts:
+        if type(p) is MaskedBatch and not any(p.data.size(0) == s for s in sizes):
+            sizes.append(p.data.size(0))
     if len(sizes) > 1:
-        raise ValueError(f"zip: the sequences hold batches of different batch sizes {sizes}; "
-                         "every batch in a @batch function must hold the same examples")
+        raise ValueError(f"zip: the sequences hold batches of different batch sizes "
+                         f"{sorted(map(int, sizes))}; every batch in a @batch function must "
+                         "hold the same examples")
 
 
 def _lazy_steps(iterable: Iterable[Any], outer: Mask) -> Iterator[tuple[Mask, Any]]:
