@@ -56,14 +56,17 @@ class ListedSteps:
 class SlicedSteps:
     """The steps of slices along one dimension: ``make(take)`` builds a step's input
     from the parts ``take`` cuts out of the tensors it reads (each along its own
-    dimension).  ``length``: the number of steps (an int, or a symbolic size)."""
+    dimension).  ``length``: the number of steps (an int, or a symbolic size);
+    ``backwards``: step ``k`` is the slice at ``length - 1 - k``."""
 
-    def __init__(self, length: Any, make: Callable[[Take], Any]):
+    def __init__(self, length: Any, make: Callable[[Take], Any], backwards: bool = False):
         self.length = length
         self.make = make
+        self.backwards = backwards
 
     def __getitem__(self, k: int) -> Any:
-        return self.make(lambda t, d: t.select(d, k))
+        at = self.length - 1 - k if self.backwards else k
+        return self.make(lambda t, d: t.select(d, at))
 
     def listed(self, start: int) -> list[Any]:
         # (A symbolic length becomes a number here: the graph then holds for this one.)
@@ -72,8 +75,13 @@ class SlicedSteps:
     def stacked(self, start: int) -> tuple[Any, list[torch.Tensor]]:
         count = self.length - start
         leaves: list[torch.Tensor] = []
-        structure = loop_state.flatten(
-            self.make(lambda t, d: t.movedim(d, 0).narrow(0, start, count)), leaves)
+        if self.backwards:
+            def take(t: torch.Tensor, d: int) -> torch.Tensor:
+                return t.narrow(d, 0, count).flip(d).movedim(d, 0)
+        else:
+            def take(t: torch.Tensor, d: int) -> torch.Tensor:
+                return t.movedim(d, 0).narrow(0, start, count)
+        structure = loop_state.flatten(self.make(take), leaves)
         return structure, [t.contiguous() for t in leaves]
 
 

@@ -85,13 +85,6 @@ def _run_direction(cell: Step, data: torch.Tensor, mask: torch.Tensor | None,
     if length == 0:  # no step: the final states are the initial ones
         return inputs.new_zeros(data.size(0), 0, state[0].size(-1)), tuple(state)
 
-    if reverse:  # backwards: step k reads position length - 1 - k
-        inputs = inputs.flip(1)
-        mask = None if mask is None else mask.flip(1)
-
-    def positions(take: loop_steps.Take) -> tuple[Any, Any]:
-        return take(inputs, 1), (None if mask is None else take(mask, 1))
-
     def step(item: tuple[Any, Any], *values: torch.Tensor) -> tuple[torch.Tensor, ...]:
         x, here = item
         new = cell(x, values[:len(state)], w_hh, b_hh, w_hr)
@@ -99,13 +92,26 @@ def _run_direction(cell: Step, data: torch.Tensor, mask: torch.Tensor | None,
             new = tuple(torch.where(here, n, old) for n, old in zip(new, values))
         return (*new, new[0])  # the state, then the step's output
 
+    if not loops.available():
+        # Unrolled (no scan: torch 2.3): a list of the positions, whose length is fixed
+        # anyway.  (The slices below, unrolled, made inductor 2.3 fail to fuse the
+        # bidirectional module's kernels: an AssertionError in its C++ fusion.)
+        steps = list(zip(inputs.unbind(1), mask.unbind(1) if mask is not None
+                         else [None] * length))
+        final, emitted = loops.scan_steps(step, tuple(state), steps[::-1] if reverse else steps)
+        outputs = [e[0] for e in emitted]
+        return torch.stack(outputs[::-1] if reverse else outputs, 1), final
+
+    def positions(take: loop_steps.Take) -> tuple[Any, Any]:
+        return take(inputs, 1), (None if mask is None else take(mask, 1))
+
     # Slices of the positions, not a list of them: their number (the padded length) may
-    # stay a symbol in a graph captured with symbolic sizes.
-    final, (outputs,) = loops.scan_stacked(step, tuple(state),
-                                           loop_steps.SlicedSteps(length, positions))
-    if reverse:
-        outputs = outputs.flip(0)
-    return outputs.movedim(0, 1), final
+    # stay a symbol in a graph captured with symbolic sizes.  Backwards, step k reads
+    # position length - 1 - k.
+    final, (outputs,) = loops.scan_stacked(
+        step, tuple(state), loop_steps.SlicedSteps(length, positions, backwards=reverse))
+    outputs = outputs.movedim(0, 1)
+    return (outputs.flip(1) if reverse else outputs), final
 
 
 def _lstm(x: torch.Tensor, state: tuple, w_hh: torch.Tensor, b_hh: Any,
