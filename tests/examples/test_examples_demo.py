@@ -52,3 +52,38 @@ def test_demo_model_equals_the_loop_on_a_batch_with_nan_padding():
     # Ids' padding may hold anything, even ids outside the vocabulary.
     batch = MaskedBatch.fromlist(lines, (True,), padding_value=10**6)
     mb_assert(model, [lines], [batch], len(lines))
+
+
+def test_the_demo_model_compiles_one_graph_for_every_padded_length():
+    # Its loop appends each state and stacks them after the loop (F.stack(states, 1)): the
+    # scan's per-step outputs stay stacked (matchbox/control/runtime/step_outputs.py), so
+    # one graph of symbolic sizes serves every bucket. Values and gradients equal eager's.
+    import copy
+
+    import torch
+
+    import matchbox
+    from matchbox import MaskedBatch
+    from matchbox.compiler import loops
+
+    demo = load_demo()
+    torch.manual_seed(0)
+    model = demo.CodeLM(20, 8, "gru").double()
+    eager = copy.deepcopy(model)
+    compiled = matchbox.compile(model, backend="aot_eager", fallback="raise")
+    for lengths in ([6, 2, 4], [14, 3], [22, 9, 5, 2], [7, 7]):  # padded 8, 16, 24, 8
+        lines = [torch.randint(0, 20, (1, n)) for n in lengths]
+        batch = MaskedBatch.fromlist(lines, (True,), padding_value=10**6)
+        model.zero_grad()
+        eager.zero_grad()
+        loss, expected = compiled(batch), eager(batch)
+        torch.testing.assert_close(loss.data, expected.data, rtol=0, atol=1e-12)
+        matchbox.batch_mean(loss).backward()
+        matchbox.batch_mean(expected).backward()
+        for p, q in zip(model.parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=1e-12)
+    specs = compiled.specializations
+    if loops.available():
+        assert [(s.calls, s.scans, s.fixed_sizes_because) for s in specs] == [(4, 1, None)]
+    else:  # torch 2.3: no scan, the loop unrolls to each padded length (8, 16, 24)
+        assert len(specs) == 3

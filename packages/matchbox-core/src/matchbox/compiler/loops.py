@@ -223,7 +223,7 @@ def scan_steps(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
     The first steps run unrolled (peeled) until the state keeps its structure; the rest
     run as one ``scan`` when torch has it, else unrolled.
     """
-    state, emitted, scanned = _run(step, state, loop_steps.as_steps(steps), constants)
+    state, emitted, scanned = scan_emits(step, state, steps, constants)
     if scanned is not None:
         structure, ys = scanned
         emitted += [loop_state.unflatten(structure, iter(parts))
@@ -236,17 +236,21 @@ def scan_stacked(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
     """As :func:`scan_steps` for a step that emits tensors: what the steps emitted comes
     back stacked along a new first dimension, one tensor for each value a step emits (the
     scan's own per-step outputs, not taken apart: their number may be symbolic)."""
-    state, emitted, scanned = _run(step, state, loop_steps.as_steps(steps), constants)
+    state, emitted, scanned = scan_emits(step, state, steps, constants)
     parts = [[torch.stack(values)] for values in zip(*emitted)]
     if scanned is not None:
         parts = [p + [y] for p, y in zip(parts, scanned[1])] if parts else [[y] for y in scanned[1]]
     return state, [p[0] if len(p) == 1 else torch.cat(p) for p in parts]
 
 
-def _run(step: Callable[..., Any], state: tuple[Any, ...], steps: loop_steps.Steps,
-         constants: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[tuple[Any, ...]], Any]:
-    """The state after the steps, what the steps run one by one emitted, and the scan's
-    ``(structure, per-step outputs)`` when the other steps ran as one (else ``None``)."""
+def scan_emits(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
+               constants: tuple[Any, ...] = ()
+               ) -> tuple[tuple[Any, ...], list[tuple[Any, ...]], Any]:
+    """As :func:`scan_steps`: the state after the steps, what the steps run one by one
+    emitted, and the scan's ``(structure, per-step outputs)`` when the other steps ran
+    as one (else ``None``): the structure of what one step emits, and each of its
+    tensors for every scanned step, stacked along a new first dimension."""
+    steps = loop_steps.as_steps(steps)
     state = tuple(state)
     n_state = len(state)
     capture = _capture.capturing()

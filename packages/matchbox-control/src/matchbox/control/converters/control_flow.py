@@ -58,6 +58,10 @@ class _ControlFlow:
         # A variable an enclosing region did not guard (it reads it only inside branches
         # of its own, which guard it): the mask its value was last guarded under.
         self.guarded_under: dict[str, str] = {}
+        # Lists a top-level `for` captured as a scan may hand back stacked, with the calls
+        # that read them (`structured.read_only_by_calls`).
+        self.read_by_calls = structured.read_only_by_calls(function)
+        self.top = {id(statement) for statement in function.body}
 
     def block(self, statements: list[Any], outer: str) -> list[Any]:
         out: list[Any] = []
@@ -209,9 +213,14 @@ class _ControlFlow:
         if written or not outputs or not structured.may_scan(node):
             result = plain
         else:
+            appended = structured.appended_lists(node)
+            stacked = [name for name in appended
+                       if id(node) in self.top and name in self.read_by_calls]
+            for name in stacked:
+                for call in self.read_by_calls[name]:
+                    call.func.attr = "call_steps"
             result = structured.for_as_scan(self.namer.new("loop"), subs, outputs,
-                                            constants, plain,
-                                            structured.appended_lists(node))
+                                            constants, plain, appended, stacked)
         return result + self.block(node.orelse, outer)
 
 

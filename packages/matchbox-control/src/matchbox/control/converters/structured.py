@@ -68,6 +68,83 @@ def appended_lists(node: Any) -> list[str]:
             if name is not None and calls.count(name) == 1 and uses[name] == 1]
 
 
+def read_only_by_calls(function: Any) -> dict[str, list[Any]]:
+    """The list variables a scanned ``for`` may hand back with the items it appended still
+    stacked (``runtime.structured.StepOutputs``), each with the calls that read it.
+
+    A list qualifies when every use of its name is in a statement of the function's own
+    body, outside any compound statement, nested function or lambda: ``name = []``;
+    ``name.append(v)``, once, directly in the body of such a ``for``; and, after pass 6,
+    a positional argument of ``mb__.call(f, ...)`` (``F.stack(states, 1)``).  Those calls
+    then go through ``mb__.call_steps``, which stacks the items or makes them a list
+    first: nothing else can see the list, so nothing sees it other than as a list.
+    """
+    parents = {id(child): node for node in gast.walk(function)
+               for child in gast.iter_child_nodes(node)}
+    top = {id(statement) for statement in function.body}
+    top_loops = {id(s) for s in function.body if isinstance(s, gast.For)}
+    calls: dict[str, list[Any]] = {}
+    appends: dict[str, int] = {}
+    refused: set[str] = set()
+    for node in gast.walk(function):
+        if not isinstance(node, gast.Name) or node is function:
+            continue
+        parent = parents.get(id(node))
+        use = _list_use(node, parent, parents, top, top_loops)
+        if use is None:
+            refused.add(node.id)
+        elif use == "append":
+            appends[node.id] = appends.get(node.id, 0) + 1
+        elif use != "empty":
+            calls.setdefault(node.id, []).append(use)
+    return {name: calls.get(name, []) for name, count in appends.items()
+            if count == 1 and name not in refused}
+
+
+def _list_use(node: Any, parent: Any, parents: dict[int, Any], top: set[int],
+              top_loops: set[int]) -> Any:
+    """How the name ``node`` is used: ``"empty"`` (``name = []`` in the body),
+    ``"append"`` (``name.append(v)`` in a top-level ``for``'s body), the call it is a
+    positional argument of (``mb__.call(f, name)``, in a statement of the body), or
+    ``None`` (any other use)."""
+    if isinstance(node.ctx, gast.Store):
+        assign = parent
+        if (isinstance(assign, gast.Assign) and assign.targets == [node] and id(assign) in top
+                and isinstance(assign.value, gast.List) and not assign.value.elts):
+            return "empty"
+        return None
+    if not isinstance(node.ctx, gast.Load):
+        return None
+    if isinstance(parent, gast.Attribute) and parent.attr == "append":
+        call = parents.get(id(parent))
+        statement = parents.get(id(call))
+        loop = parents.get(id(statement))
+        if (isinstance(call, gast.Call) and call.func is parent and isinstance(statement, gast.Expr)
+                and loop is not None and id(loop) in top_loops and statement in loop.body
+                and _append_to(statement) == node.id):
+            return "append"
+        return None
+    if (isinstance(parent, gast.Call) and isinstance(parent.func, gast.Attribute)
+            and _runtime_call(parent) and parent.func.attr == "call"
+            and any(arg is node for arg in parent.args[1:]) and _in_a_simple_statement(
+                parent, parents, top)):
+        return parent
+    return None
+
+
+def _in_a_simple_statement(node: Any, parents: dict[int, Any], top: set[int]) -> bool:
+    """Whether ``node`` is part of a statement of the function's body that is not a
+    compound statement, and not inside a lambda."""
+    while id(node) not in top:
+        node = parents.get(id(node))
+        if node is None or isinstance(node, gast.Lambda) or (
+                isinstance(node, gast.stmt) and id(node) not in top):
+            return False
+    return not isinstance(node, (gast.For, gast.While, gast.If, gast.With, gast.Try,
+                                 gast.FunctionDef, gast.ClassDef, gast.AsyncFor,
+                                 gast.AsyncWith, gast.AsyncFunctionDef))
+
+
 def _runtime_call(call: Any) -> bool:
     """A call of Matchbox's runtime (``mb__.not_(flag)``): not a method of the user's."""
     return isinstance(call.func.value, gast.Name) and call.func.value.id == naming.RUNTIME
@@ -85,16 +162,22 @@ def _append_to(statement: Any) -> str | None:
 
 
 def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constants: list[str],
-                plain: list[Any], appended: list[str]) -> list[Any]:
+                plain: list[Any], appended: list[str], stacked: list[str] = ()) -> list[Any]:
     """The ``for`` as ``if mb__.scan_capturing(): <scan_for> else: <plain>``.
 
     A loop with ``break`` (or ``return``) narrows each step's mask by its flags first, as
     the plain loop does; its early exit, when no example is left, is not needed: while a
-    graph is captured every step runs, masked."""
+    graph is captured every step runs, masked.  ``stacked``: appended lists that only
+    calls read after the loop (:func:`read_only_by_calls`), which ``scan_for`` hands back
+    after the state."""
     state = ", ".join(outputs) + ","
     arguments = ", ".join([subs["step"], subs["item"], *outputs, *constants])
     values = ", ".join([*outputs, *constants]) + ","
-    lists = _positions(appended, constants)
+    appended = [name for name in appended if name in constants]
+    lists = "".join(f"{constants.index(name)}," for name in appended)
+    stacked = [name for name in stacked if name in appended]
+    returned = state + "".join(f" {name}," for name in stacked)
+    kept = "".join(f"{appended.index(name)}," for name in stacked)
     body = copy.deepcopy(subs["body"])
     if subs["extra"] is not None:  # examples that broke out (or returned) run no more steps
         body = templates.replace("""
@@ -108,8 +191,8 @@ def for_as_scan(function: str, subs: dict[str, Any], outputs: list[str], constan
         def {function}({arguments}):
             mb__BODY
             return ({state})
-        ({state}) = mb__.scan_for(mb__ITEMS, {subs["outer"]}, {function}, ({values}),
-                                  {len(outputs)}, ({lists}))
+        ({returned}) = mb__.scan_for(mb__ITEMS, {subs["outer"]}, {function}, ({values}),
+                                     {len(outputs)}, ({lists}), ({kept}))
     """, origin=subs["origin"], mb__BODY=body, mb__ITEMS=_scanned_items(subs["items"]))
     return _scan_or_plain("mb__.scan_capturing()", subs["origin"], scan, plain)
 

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from matchbox.compiler import loop_steps, loops
+from matchbox.control.runtime import step_outputs
 from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask, narrow
 from matchbox.control.runtime.select import Undefined
@@ -47,14 +48,19 @@ def scan_capturing() -> bool:
 
 
 def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_state: int,
-             appended: tuple[int, ...] = ()) -> tuple[Any, ...]:
+             appended: tuple[int, ...] = (), stacked: tuple[int, ...] = ()) -> tuple[Any, ...]:
     """The loop's state (``values[:n_state]``) after running ``body`` for every step of
     ``items``; ``values[n_state:]`` are the variables the body reads and does not keep.
 
     ``appended``: positions, among those, of lists the body only appends to (once a
     step, ``states.append(h)``).  Each step appends to a list of its own, whose items are
     the scan's per-step outputs; they are appended to the real lists after the loop, in
-    the steps' order: what the loop would have appended."""
+    the steps' order: what the loop would have appended.
+
+    ``stacked``: positions, among ``appended``, of lists that only calls read after the
+    loop (``converters.structured.read_only_by_calls``).  Each comes back after the
+    state: the list, or a :class:`StepOutputs` holding the scan's outputs as they are,
+    stacked, where taking them apart would fix their number."""
     constants = tuple(values[n_state:])
     state = tuple(values[:n_state])
     if not _may_scan(items, state, constants, appended, values):
@@ -62,7 +68,7 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
             items = items.listed()
         for mask, item in for_steps(items, outer):
             state = body(mask, item, *state, *constants)
-        return state
+        return state + tuple(constants[appended[j]] for j in stacked)
     whole = outer is None  # the steps' masks are not narrowed by an outer one
 
     def step(mask_item: tuple[Any, Any], *args: Any) -> tuple[Any, ...]:
@@ -71,7 +77,7 @@ def scan_for(items: Any, outer: Mask, body: Any, values: tuple[Any, ...], n_stat
             _remember_items_mask(mask, item, False)  # as for_steps does for each step
         return _with_own_lists(lambda *a: body(mask, item, *a), args, n_state, appended)
 
-    return _scanned(step, state, _steps(items, outer), constants, appended)
+    return _scanned(step, state, _steps(items, outer), constants, appended, stacked)
 
 
 def unbind_steps(owner: Any, *args: Any, **kwargs: Any) -> Any:
@@ -165,16 +171,24 @@ def _with_own_lists(body: Any, args: tuple[Any, ...], n_state: int,
     return (*body(*args), *(tuple(items) for items in own))
 
 
-def _scanned(step: Any, state: tuple[Any, ...], steps: list[Any], constants: tuple[Any, ...],
-             appended: tuple[int, ...]) -> tuple[Any, ...]:
-    """The state after ``loops.scan_steps``, the items its steps emitted appended to the
-    real lists, in the steps' order."""
-    state, emitted = loops.scan_steps(step, state, steps, constants)
+def _scanned(step: Any, state: tuple[Any, ...], steps: Any, constants: tuple[Any, ...],
+             appended: tuple[int, ...], stacked: tuple[int, ...] = ()) -> tuple[Any, ...]:
+    """The state after ``loops.scan_emits``, the items its steps emitted appended to the
+    real lists, in the steps' order, followed by the ``stacked`` lists (see
+    :func:`scan_for`)."""
+    state, emitted, scanned = loops.scan_emits(step, state, steps, constants)
     lists = [constants[i] for i in appended]
     for step_items in emitted:
         for target, items_of_step in zip(lists, step_items):
             target.extend(items_of_step)
-    return state
+    if scanned is None:
+        return state + tuple(lists[j] for j in stacked)
+    structure, ys = scanned
+    out = []
+    for j, (target, run) in enumerate(zip(lists, step_outputs.runs(structure, ys))):
+        items = step_outputs.StepOutputs(target, *run)
+        out.append(items if j in stacked and items.stackable() else items.listed())
+    return state + tuple(out[j] for j in stacked)
 
 
 def _may_scan(items: Any, state: tuple[Any, ...], constants: tuple[Any, ...],

@@ -22,8 +22,8 @@ example's own size of ``y``.
 """
 
 from matchbox.ops.shape import joins, reshape, views  # noqa: F401  (registers the ops)
-from matchbox.ops.shape.joins import stack_batches
+from matchbox.ops.shape.joins import stack_batches, stack_run
 from matchbox.ops.shape.reshape import reshape_batch
 from matchbox.ops.shape.views import transpose
 
-__all__ = ["reshape_batch", "stack_batches", "transpose"]
+__all__ = ["reshape_batch", "stack_batches", "stack_run", "transpose"]

@@ -12,6 +12,7 @@ import torch
 from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import (
     MaskedBatch,
+    full_mask,
     mask_from_lengths,
 )
 from matchbox.ops.shape._dims import _batch_dim_view, _nonbatch_dim
@@ -351,6 +352,40 @@ def stack_batches(op: str, tensors: Sequence[Any], dim: int, dynamic: bool) -> M
         data = torch.stack(_joined_data(parts, mask, dims), d)
         mask = _masking.combined_lengths(own, mask, dims)
         mask = None if mask is None else _lengths.kept(mask.unsqueeze(d), mask)
+    return MaskedBatch._make(data, _masking.fit_mask(mask, data, new_dims), new_dims)
+
+
+def stack_run(op: str, items: Sequence[MaskedBatch], data: torch.Tensor,
+              mask: torch.Tensor | None, dim: int) -> MaskedBatch | None:
+    """``stack_batches(op, items + run, dim, dynamic=True)``, where the ``run`` of steps
+    after ``items`` comes stacked along a new first dimension: ``data`` ``(steps, batch,
+    *S)`` and ``mask`` (``None``: every step real for every example) are each step's
+    data and mask, stacked (the per-step outputs of a loop captured as a ``scan``, whose
+    number may be a symbol: taking them apart would fix it).
+
+    For parts static in every dimension but the batch's, of one rank, with no lengths
+    carried (else ``None``: stack the run's steps one by one), the stack is the dynamic
+    branch of :func:`stack_batches` with the run's steps joined in whole: the same data,
+    mask and order of each example's steps."""
+    parts = _as_batches(op, items) if items else []
+    if any(any(p.dims) or p.dim() != data.dim() - 1 for p in parts) or _lengths.any_carried(parts):
+        return None
+    dims = (False,) * (data.dim() - 2)
+    step = MaskedBatch._make(data[0], None if mask is None else mask[0], dims)  # a view
+    for i in range(1, data.dim() - 1):
+        _masking.check_static_join(op, [*parts, step], i)
+    d = _nonbatch_dim(op, dim, data.dim(), scalars=dims == ())
+    new_dims = dims[: d - 1] + (True,) + dims[d - 1:]
+    run_mask = full_mask(data[0], dims).unsqueeze(0) if mask is None else mask
+    common = torch.broadcast_shapes(*[p.mask.shape for p in parts], run_mask.shape[1:])
+    run_mask = run_mask.expand(data.size(0), *common)
+    if parts:
+        data = torch.cat([torch.stack([p.data for p in parts], d), data.movedim(0, d)], d)
+        masks = [p.mask.expand(common) for p in parts]
+        mask = torch.cat([torch.stack(masks, d), run_mask.movedim(0, d)], d)
+    else:
+        data, mask = data.movedim(0, d), run_mask.movedim(0, d)
+    data, mask = _present_steps_first(data, mask, d)
     return MaskedBatch._make(data, _masking.fit_mask(mask, data, new_dims), new_dims)
 
 
