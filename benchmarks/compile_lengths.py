@@ -32,15 +32,15 @@ def step(model, batch):
     loss.backward()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--length", type=int, default=16)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--backend", default="inductor",
                         help="the torch.compile backend (loops are scans on any of them)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.manual_seed(0)
     model = RNN(args.hidden)
     compiled = matchbox.compile(model, backend=args.backend)
@@ -58,13 +58,15 @@ def main() -> None:
         for _ in range(args.repeats):
             step(m, batch)
         timings[name] = (time.perf_counter() - start) / args.repeats
-    print(f"length {args.length} batch {args.batch} hidden {args.hidden} "
-          f"backend {args.backend} loops={os.environ.get('MATCHBOX_COMPILE_LOOPS', 'auto')} "
-          f"torch {torch.__version__}: first step {first:.1f} s "
-          f"(compile_seconds {spec.compile_seconds:.1f}), {spec.nodes} nodes, "
-          f"scans {spec.scans}, eager_reason {spec.eager_reason}; training step "
-          f"compiled {timings['compiled'] * 1e3:.1f} ms, eager {timings['eager'] * 1e3:.1f} ms "
-          f"({timings['compiled'] / timings['eager']:.2f}x eager)")
+    line = (f"length {args.length} batch {args.batch} hidden {args.hidden} "
+            f"backend {args.backend} loops={os.environ.get('MATCHBOX_COMPILE_LOOPS', 'auto')} "
+            f"torch {torch.__version__}: first step {first:.1f} s "
+            f"(compile_seconds {spec.compile_seconds:.1f}), {spec.nodes} nodes, "
+            f"scans {spec.scans}, eager_reason {spec.eager_reason}; training step "
+            f"compiled {timings['compiled'] * 1e3:.1f} ms, eager {timings['eager'] * 1e3:.1f} ms "
+            f"({timings['compiled'] / timings['eager']:.2f}x eager)")
+    print(line)
+    return line
 
 
 if __name__ == "__main__":

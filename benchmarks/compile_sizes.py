@@ -91,8 +91,12 @@ def run_one(args: argparse.Namespace, dynamic: bool) -> None:
         print(f"    {s.summary}: {s.calls} calls, {s.compile_seconds:.1f} s, {s.nodes} nodes")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+#: ``python3 dev.py bench --quick``: a short run.
+QUICK = ["--steps", "4"]
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=MODELS, default=MODELS[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch", type=int, default=32)
@@ -101,17 +105,19 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--only", choices=("dynamic", "fixed"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
     if args.only is not None:
         run_one(args, args.only == "dynamic")
-        return
+        return ""
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs, {args.threads} thread(s); "
           f"{args.steps} steps, batch {args.batch} (every {args.epoch}th smaller), "
           f"longest length {args.lengths[0]}-{args.lengths[1]}, size {args.size}")
     for variant in ("dynamic", "fixed"):
         env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp())
-        subprocess.run([sys.executable, "-m", "benchmarks.compile_sizes", *sys.argv[1:],
+        subprocess.run([sys.executable, "-m", "benchmarks.compile_sizes", *argv,
                         "--only", variant], check=True, env=env)
+    return ""
 
 
 if __name__ == "__main__":

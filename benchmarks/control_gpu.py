@@ -81,6 +81,11 @@ def models():  # noqa: ANN201
         res[f"TreeLSTM {skew}"] = {"@batch": t["Matchbox"], "hand": t[LIMIT], "loop": t[LOOP]}
     return res
 
+
+#: ``python3 dev.py bench --quick``: a small batch.
+QUICK = ["--batch", "8"]
+
+
 def main(argv: list[str] | None = None) -> None:
     global dev, B
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

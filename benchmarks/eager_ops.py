@@ -39,6 +39,10 @@ def median_us(fn: Callable[[], object], repeats: int = 300, warm_up: int = 30) -
     return times[len(times) // 2] * 1e6
 
 
+#: ``python3 dev.py bench --quick``: batch, hidden size and longest length (positional).
+QUICK = ["8", "32", "10"]
+
+
 def main(argv: list[str]) -> dict[str, float]:
     batch, hidden, max_length = (int(a) for a in (argv + ["32", "32", "20"][len(argv):]))
     torch.manual_seed(0)

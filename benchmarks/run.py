@@ -19,6 +19,11 @@ BENCHMARKS = sorted(
 ) + ["report"]
 
 
+def quick_arguments(module) -> list[str]:
+    """A smoke run's arguments: the module's own ``QUICK`` where it has one."""
+    return list(getattr(module, "QUICK", ["--repeats", "1"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", default=BENCHMARKS,
@@ -30,7 +35,7 @@ def main() -> None:
         parser.error(f"unknown benchmarks {unknown}; choose from {BENCHMARKS}")
     for name in args.names:
         module = importlib.import_module(f"benchmarks.{name}")
-        module.main(["--repeats", "1"] if args.quick else [])
+        module.main(quick_arguments(module) if args.quick else [])
         print()
 
 
