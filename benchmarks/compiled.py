@@ -11,6 +11,7 @@ the second):
 | shift-reduce TreeLSTM | `treelstm` | SPINN-style padded parse |
 | transformer encoder layer | `nn_transformer` | key-padding mask |
 | `nn.LSTM` | `lstm_module` | `PackedSequence` |
+| the demo's GRU language model | `examples/demo.py` | its `padded_loss` |
 
 Variants: Matchbox eager; Matchbox under ``matchbox.compile`` (inductor, bucket
 8: one graph per padded size rounded up to 8); the hand-written limit eager;
@@ -166,12 +167,34 @@ def lstm(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
     }
 
 
+def demo_language_model(lengths: list[int], size: int, device: str, mode: str | None) -> dict:
+    # The demo's CodeLM (a GRU cell over tokens, appending its states, then the output
+    # layer over the stack and the loss), with the demo's vocabulary size.
+    demo = importlib.import_module("examples.demo")
+    vocabulary = 4004
+    torch.manual_seed(0)
+    model = demo.CodeLM(vocabulary, size, "gru").to(device)
+    lines = [torch.randint(0, vocabulary, (1, n + 1), device=device) for n in lengths]
+    batch = MaskedBatch.fromlist(lines, (True,))
+    ids = torch.where(batch.mask, batch.data, torch.zeros_like(batch.data))
+    counts = batch.size_as_tensor(1).data
+    compiled = matchbox.compile(model, mode=mode, **COMPILE_SETTINGS)
+    hand = torch.compile(demo.padded_loss, mode=mode)
+    return {
+        EAGER: lambda: model(batch).data,
+        COMPILED: lambda: compiled(batch).data,
+        LIMIT: lambda: demo.padded_loss(model, ids, counts),
+        LIMIT_COMPILED: lambda: hand(model, ids, counts),
+    }
+
+
 MODELS: dict[str, tuple[Callable[..., dict], list[int]]] = {
     "README RNN": (readme_rnn, [32, 256]),
     "adaptive computation": (halting_while, [32, 256]),
     "TreeLSTM": (treelstm, [64]),
     "transformer encoder layer": (transformer_layer, [256]),
     "nn.LSTM": (lstm, [128]),
+    "demo language model": (demo_language_model, [128]),
 }
 
 

@@ -95,3 +95,31 @@ def test_dropout_keeps_the_record(dropout):
 ], ids=["alpha (moves zero)", "in place (a write)", "padding not zero"])
 def test_dropout_does_not_make_a_record_up(dropout):
     assert not has_zero_padding(dropout(MaskedBatch.fromlist(_seqs(), (True, False))))
+
+
+def _sequence_loss(out, x, targets):
+    """A language model's loss: a linear layer's logits, classes moved to dimension 1."""
+    return nnf.cross_entropy(out(x).transpose(1, 2), targets, reduction="none").sum(1)
+
+
+def test_a_loss_over_transposed_logits_reads_the_linear_layers_zero_padding(dtype):
+    # A view (transpose, permute, unsqueeze, squeeze) of zero padding is zero padding: the
+    # loss reads the logits as they are, with no where (under inductor a where there made
+    # the transposed logits contiguous, and the log-softmax over the classes strided).
+    out = torch.nn.Linear(D, 5).to(dtype)
+    xs = _seqs(dtype)
+    targets = [torch.randint(0, 5, (1, n)) for n in LENGTHS]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    tb = MaskedBatch.fromlist(targets, (True,), padding_value=10**6)
+    with host_reads(False):
+        logits = out(xb)
+        assert has_zero_padding(logits)
+        assert has_zero_padding(logits.transpose(1, 2))
+        assert has_zero_padding(logits.permute(0, 2, 1).unsqueeze(3).squeeze(3))
+        with CountOps() as counted:
+            _sequence_loss(out, xb, tb)
+        mb_assert(lambda x, t: _sequence_loss(out, x, t), [xs, targets], [xb, tb], len(xs))
+    # the linear layer's two (its input's padding, its output's) and the loss's own three
+    # (the per-position losses, the positions counted, their gradient guard); none on the
+    # logits.
+    assert counted.ops["where"] == 5

@@ -40,7 +40,7 @@ def transpose(func, input, dim0, dim1):
     order = list(range(input.dim()))
     order[a], order[b] = b, a
     mask = _lengths.reordered(input.mask.transpose(a, b), input.mask, input.dims, order)
-    return MaskedBatch._make(input.data.transpose(a, b), mask, tuple(dims))
+    return _viewed(input, MaskedBatch._make(input.data.transpose(a, b), mask, tuple(dims)))
 
 
 @_lengths.aware
@@ -54,7 +54,17 @@ def permute(func, input, *order):
         raise ValueError(f"{op}: dimension 0 (the batch dimension) must stay first, got {order}")
     dims = tuple(input.dims[d - 1] for d in order[1:])
     mask = _lengths.reordered(input.mask.permute(order), input.mask, input.dims, order)
-    return MaskedBatch._make(input.data.permute(order), mask, dims)
+    return _viewed(input, MaskedBatch._make(input.data.permute(order), mask, dims))
+
+
+def _viewed(input: MaskedBatch, view: MaskedBatch) -> MaskedBatch:
+    """``view``, a view of ``input``'s data and mask: zero padding if ``input``'s is (so a
+    loss over ``logits.transpose(1, 2)`` reads the linear layer's zero-padded output as it
+    is, with no ``where``: under inductor a ``where`` there made the transposed logits
+    contiguous, and the log-softmax over the classes a strided reduction)."""
+    if has_zero_padding(input):
+        mark_zero_padding(view)
+    return view
 
 
 # ------------------------------------------------------------------ size-one dimensions
@@ -75,7 +85,7 @@ def unsqueeze(func, input, dim):
         # No padding: none after it either (building the all-true mask would cost two ops).
         return MaskedBatch._make(input.data.unsqueeze(d), None, dims)
     mask = _lengths.kept(input.mask.unsqueeze(d), input.mask)
-    return MaskedBatch._make(input.data.unsqueeze(d), mask, dims)
+    return _viewed(input, MaskedBatch._make(input.data.unsqueeze(d), mask, dims))
 
 
 @_lengths.aware
@@ -102,7 +112,7 @@ def squeeze(func, input, dim=None):
         return input
     dims = tuple(x for i, x in enumerate(input.dims, start=1) if i not in drop)
     mask = _lengths.kept(input.mask.squeeze(drop), input.mask)
-    return MaskedBatch._make(input.data.squeeze(drop), mask, dims)
+    return _viewed(input, MaskedBatch._make(input.data.squeeze(drop), mask, dims))
 
 
 # ------------------------------------------------------------------ slicing
