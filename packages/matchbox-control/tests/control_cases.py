@@ -75,3 +75,26 @@ def doubling(x):
         x = x * 2 + 0.5
         n = n + 1
     return x, n
+
+
+def compiled_for_batches(f: Callable[..., Any], **settings: Any) -> Callable[..., Any]:
+    """``f`` under ``matchbox.compile`` (``aot_eager``: PyTorch's kernels, the backward
+    derived as inductor's is) for batch arguments; the loop's calls (plain tensors) run
+    ``f`` itself.  ``run.compiled`` is the compiled function."""
+    compiled = matchbox.compile(f, backend="aot_eager", **settings)
+
+    def run(*args: Any) -> Any:
+        if any(isinstance(a, MaskedBatch) for a in args):
+            return compiled(*args)
+        return f(*args)
+
+    run.compiled = compiled
+    return run
+
+
+def scans_expected() -> int:
+    """The scans a loop captured as one gives: none where torch has no ``scan`` (2.3)."""
+    from matchbox.compiler import loops
+
+    return 1 if loops.available() else 0
+

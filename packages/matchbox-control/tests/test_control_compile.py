@@ -12,10 +12,12 @@ import pytest
 import torch
 from control_cases import (
     assert_batch_equals_loop,
+    compiled_for_batches,
     doubling,
     jax_oracle,
     per_example,
     scalars,
+    scans_expected,
     sequences,
 )
 
@@ -25,19 +27,6 @@ from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
 
 BACKEND = "aot_eager"
-
-
-def compiled_for_batches(f, **settings):
-    """``f`` compiled for batch arguments; the loop's calls (plain tensors) run ``f`` itself."""
-    compiled = matchbox.compile(f, backend=BACKEND, **settings)
-
-    def run(*args):
-        if any(isinstance(a, MaskedBatch) for a in args):
-            return compiled(*args)
-        return f(*args)
-
-    run.compiled = compiled
-    return run
 
 
 def assert_captured(run):
@@ -376,12 +365,6 @@ def test_a_per_example_read_of_an_empty_list_raises_index_error():
 @pytest.fixture
 def scan_loops(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MATCHBOX_COMPILE_LOOPS", "scan")
-
-
-def scans_expected() -> int:
-    from matchbox.compiler import loops
-
-    return 1 if loops.available() else 0
 
 
 def test_loops_are_scans_unless_unrolling_is_asked_for(monkeypatch: pytest.MonkeyPatch):

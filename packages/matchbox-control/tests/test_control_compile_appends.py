@@ -12,35 +12,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, sequences
+from control_cases import assert_batch_equals_loop, compiled_for_batches, scans_expected, sequences
 from hypothesis import given
 from hypothesis import strategies as st
 
 import matchbox
 import matchbox.functional as F
-from matchbox import MaskedBatch
 from matchbox.control import source
-
-BACKEND = "aot_eager"
-
-
-def scans_expected() -> int:
-    from matchbox.compiler import loops
-
-    return 1 if loops.available() else 0
-
-
-def compiled_for_batches(f, **settings):
-    """``f`` compiled for batch arguments; the loop's calls (plain tensors) run ``f`` itself."""
-    compiled = matchbox.compile(f, backend=BACKEND, fallback="raise", **settings)
-
-    def run(*args):
-        if any(isinstance(a, MaskedBatch) for a in args):
-            return compiled(*args)
-        return f(*args)
-
-    run.compiled = compiled
-    return run
 
 
 @matchbox.batch
@@ -120,7 +98,7 @@ LENGTHS = ([5, 1, 7], [13, 2], [1, 3], [17, 17, 4, 9, 1])  # padded 8, 16, 8, 24
 @pytest.mark.parametrize("f", [stacked_states, torch_stacked_states])
 def test_a_stacked_list_serves_every_padded_length_in_one_graph(f, dtype):
     w = torch.randn(3, 3, dtype=dtype)
-    run = compiled_for_batches(f)
+    run = compiled_for_batches(f, fallback="raise")
     for lengths in LENGTHS:
         assert_batch_equals_loop(run, sequences(lengths, dtype=dtype), ([w] * len(lengths), w))
     specs = run.compiled.specializations
@@ -136,13 +114,13 @@ def test_a_list_read_otherwise_is_the_loops_list(f):
     # len(), a helper, a write by a call or a read by index see the list itself: its items
     # taken apart, the graph holding for one padded length (two lengths: two graphs).
     w = torch.randn(3, 3, dtype=torch.float64)
-    run = compiled_for_batches(f)
+    run = compiled_for_batches(f, fallback="raise")
     for lengths in ([5, 1, 7], [13, 2]):
         assert_batch_equals_loop(run, sequences(lengths), ([w] * len(lengths), w))
     assert len(run.compiled.specializations) == 2
 
 
-COMPILED = compiled_for_batches(stacked_states)
+COMPILED = compiled_for_batches(stacked_states, fallback="raise")
 WEIGHT = torch.randn(3, 3, dtype=torch.float64)
 
 
