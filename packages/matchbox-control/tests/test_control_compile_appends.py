@@ -45,6 +45,26 @@ def torch_stacked_states(x, w):
 
 
 @matchbox.batch
+def stacked_by_keyword(x, w):
+    h = x.new_zeros(x.size(0), x.size(-1))
+    states = []
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+        states.append(h)
+    return torch.stack(tensors=states, dim=1).sum(1)
+
+
+@matchbox.batch
+def started_with_the_first_state(x, w):
+    h = x.new_zeros(x.size(0), x.size(-1)) + 1
+    states = [h]  # a list that starts with items: they come first in the stack
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+        states.append(h)
+    return F.stack(states, 1).sum(1)
+
+
+@matchbox.batch
 def normed(states):
     """A helper that reads the list (not a stack)."""
     return sum(s.sum() for s in states)
@@ -88,6 +108,7 @@ def test_only_calls_reading_the_list_go_through_call_steps():
 
     assert "mb__.call_steps(F.stack,states,1)" in compact(stacked_states)
     assert "mb__.call_steps(torch.stack,states,1)" in compact(torch_stacked_states)
+    assert "mb__.call_steps(torch.stack,tensors=states,dim=1)" in compact(stacked_by_keyword)
     assert "mb__.call_steps(len,states)" in compact(stacked_and_counted)
     assert "call_steps" not in compact(last_state_read)
 
@@ -95,7 +116,8 @@ def test_only_calls_reading_the_list_go_through_call_steps():
 LENGTHS = ([5, 1, 7], [13, 2], [1, 3], [17, 17, 4, 9, 1])  # padded 8, 16, 8, 24
 
 
-@pytest.mark.parametrize("f", [stacked_states, torch_stacked_states])
+@pytest.mark.parametrize("f", [stacked_states, torch_stacked_states, stacked_by_keyword,
+                               started_with_the_first_state])
 def test_a_stacked_list_serves_every_padded_length_in_one_graph(f, dtype):
     w = torch.randn(3, 3, dtype=dtype)
     run = compiled_for_batches(f, fallback="raise")

@@ -73,9 +73,9 @@ def read_only_by_calls(function: Any) -> dict[str, list[Any]]:
     stacked (``runtime.structured.StepOutputs``), each with the calls that read it.
 
     A list qualifies when every use of its name is in a statement of the function's own
-    body, outside any compound statement, nested function or lambda: ``name = []``;
+    body, outside any compound statement, nested function or lambda: ``name = [...]``;
     ``name.append(v)``, once, directly in the body of such a ``for``; and, after pass 6,
-    a positional argument of ``mb__.call(f, ...)`` (``F.stack(states, 1)``).  Those calls
+    an argument of ``mb__.call(f, ...)`` (``F.stack(states, 1)``).  Those calls
     then go through ``mb__.call_steps``, which stacks the items or makes them a list
     first: nothing else can see the list, so nothing sees it other than as a list.
     """
@@ -95,7 +95,7 @@ def read_only_by_calls(function: Any) -> dict[str, list[Any]]:
             refused.add(node.id)
         elif use == "append":
             appends[node.id] = appends.get(node.id, 0) + 1
-        elif use != "empty":
+        elif use != "made":
             calls.setdefault(node.id, []).append(use)
     return {name: calls.get(name, []) for name, count in appends.items()
             if count == 1 and name not in refused}
@@ -103,15 +103,16 @@ def read_only_by_calls(function: Any) -> dict[str, list[Any]]:
 
 def _list_use(node: Any, parent: Any, parents: dict[int, Any], top: set[int],
               top_loops: set[int]) -> Any:
-    """How the name ``node`` is used: ``"empty"`` (``name = []`` in the body),
-    ``"append"`` (``name.append(v)`` in a top-level ``for``'s body), the call it is a
-    positional argument of (``mb__.call(f, name)``, in a statement of the body), or
-    ``None`` (any other use)."""
+    """How the name ``node`` is used: ``"made"`` (``name = [...]`` in the body),
+    ``"append"`` (``name.append(v)`` in a top-level ``for``'s body), the call it is an
+    argument of (``mb__.call(f, name)``, ``mb__.call(f, tensors=name)``, in a statement of
+    the body), or ``None`` (any other use)."""
     if isinstance(node.ctx, gast.Store):
         assign = parent
         if (isinstance(assign, gast.Assign) and assign.targets == [node] and id(assign) in top
-                and isinstance(assign.value, gast.List) and not assign.value.elts):
-            return "empty"
+                and isinstance(assign.value, gast.List)
+                and not any(isinstance(e, gast.Starred) for e in assign.value.elts)):
+            return "made"
         return None
     if not isinstance(node.ctx, gast.Load):
         return None
@@ -124,11 +125,12 @@ def _list_use(node: Any, parent: Any, parents: dict[int, Any], top: set[int],
                 and _append_to(statement) == node.id):
             return "append"
         return None
-    if (isinstance(parent, gast.Call) and isinstance(parent.func, gast.Attribute)
-            and _runtime_call(parent) and parent.func.attr == "call"
-            and any(arg is node for arg in parent.args[1:]) and _in_a_simple_statement(
-                parent, parents, top)):
-        return parent
+    call = parents.get(id(parent)) if isinstance(parent, gast.keyword) else parent
+    if (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute)
+            and _runtime_call(call) and call.func.attr == "call"
+            and (parent is not call or any(arg is node for arg in call.args[1:]))
+            and _in_a_simple_statement(call, parents, top)):
+        return call
     return None
 
 

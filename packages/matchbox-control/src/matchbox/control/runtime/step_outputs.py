@@ -98,6 +98,13 @@ def call_steps(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``call(fn, *args, **kwargs)`` at a call site handed a list a scanned ``for``
     appended to: a stack of its items built from the stacked outputs, any other call
     given the list itself."""
+    try:
+        name = None if args else _ITEMS_KEYWORD.get(fn)
+    except TypeError:  # an unhashable callable
+        name = None
+    if name is not None and type(kwargs.get(name)) is StepOutputs:  # stack(tensors=items)
+        kwargs = dict(kwargs)
+        args = (kwargs.pop(name),)
     if args and type(args[0]) is StepOutputs:
         result = args[0].stack(fn, args[1:], kwargs)
         if result is not None:
@@ -105,6 +112,10 @@ def call_steps(fn: Any, *args: Any, **kwargs: Any) -> Any:
     args = tuple(a.listed() if type(a) is StepOutputs else a for a in args)
     kwargs = {k: v.listed() if type(v) is StepOutputs else v for k, v in kwargs.items()}
     return call(fn, *args, **kwargs)
+
+
+#: The keyword of each stack's list of items.
+_ITEMS_KEYWORD = {torch.stack: "tensors", matchbox.functional.stack: "sequences"}
 
 
 def _argument(args: tuple[Any, ...], kwargs: dict[str, Any], position: int, name: str,
