@@ -198,3 +198,21 @@ def test_wrapped_function_without_its_decorator_in_the_source_is_refused():
     with pytest.raises(TypeError, match=r"is wrapped by a decorator that is not written on its "
                                         r"def.*put @batch closest to the def"):
         matchbox.batch(wrapped)
+
+
+def test_more_nested_branches_than_python_allows_are_refused_saying_what_to_write(tmp_path,
+                                                                                   monkeypatch):
+    # 22 cases, each returning: each branch after a return runs inside the one before it
+    # (a `with` block each), past CPython's 20 nested blocks (a user trial: it raised
+    # "SyntaxError: too many statically nested blocks" at the user's line, unexplained).
+    source = "def dispatch(x, k):\n" + "".join(
+        f"    if k == {i}:\n        return x * {i}\n" for i in range(22)) + "    return x\n"
+    (tmp_path / "many_cases.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import many_cases
+
+    with pytest.raises(UnsupportedConstructError,
+                       match=r"@batch does not support this many nested branches \(.*"
+                             r"many_cases\.py, line \d+, in dispatch\): .*Python allows 20 "
+                             r"nested blocks\. Split the function"):
+        matchbox.batch(many_cases.dispatch)

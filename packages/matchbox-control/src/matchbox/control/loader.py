@@ -19,6 +19,7 @@ from typing import Any
 import gast
 
 from matchbox.control import naming, runtime, templates
+from matchbox.control.errors import UnsupportedConstructError
 
 FACTORY = "mb__factory"
 
@@ -42,7 +43,18 @@ def compile_function(node: Any, fn: Any, filename: str) -> types.CodeType:
         origin=node, mb__body=[node])[0]
     module = ast.fix_missing_locations(gast.gast_to_ast(gast.Module(body=[factory],
                                                                     type_ignores=[])))
-    code = compile(module, filename, "exec", dont_inherit=True)
+    try:
+        code = compile(module, filename, "exec", dont_inherit=True)
+    except SyntaxError as error:
+        if "too many statically nested blocks" not in str(error):
+            raise
+        raise UnsupportedConstructError(
+            "this many nested branches", filename, error.lineno or node.lineno, node.name,
+            "the rewritten function runs each branch in a `with` block, nested in the one "
+            "before it where a branch follows a `return`, `break` or `continue` or sits in "
+            "another's `else` (`elif`), and Python allows 20 nested blocks. Split the "
+            "function into smaller @matchbox.batch functions, or replace the chain of cases "
+            "with a lookup (a tensor or list indexed by the case)") from error
     factory_code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
     return next(c for c in factory_code.co_consts
                 if isinstance(c, types.CodeType) and c.co_name == node.name)
