@@ -102,6 +102,31 @@ def test_a_size_the_code_decides_from_is_fixed_by_a_guard():
     assert [s.calls for s in compiled.specializations] == [2, 2, 1, 1]
 
 
+def test_warmup_counts_the_eager_calls_of_every_size_the_graph_to_come_will_serve():
+    # A budget of a nanosecond: the first call runs eagerly, and the second, at another
+    # batch size and padded length, compiles the one graph that serves both sizes (its
+    # warm-up was the first size's call: the graph serves that size too).  Counted size
+    # by size, the second call would have run eagerly as well.
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(mixed, backend=BACKEND, warmup=1e-9)
+    for lengths in ([3, 1, 4], [9, 0, 2, 13, 1], [3, 1, 4]):
+        examples, xb = batch_of(lengths, requires_grad=False)
+        assert_examples_close(compiled(xb, w), [mixed(x, w) for x in examples])
+    [spec] = compiled.specializations
+    assert (spec.warmup_calls, spec.calls, spec.sizes is not None) == (1, 2, True)
+
+
+def test_warmup_counts_size_by_size_once_a_graph_has_fixed_a_size():
+    # halved_when_large's first graph holds for batches of more than three only: a call
+    # of three examples is a size that graph does not serve, and warms up on its own.
+    w = torch.randn(3, 3)
+    compiled = matchbox.compile(halved_when_large, backend=BACKEND, warmup=1e-9)
+    for lengths in ([3, 1, 4, 2], [2, 6, 1, 1], [3, 1, 4], [2, 6, 1], [4, 2, 2]):
+        _, xb = batch_of(lengths, requires_grad=False)
+        assert_examples_close(compiled(xb, w), list(halved_when_large(xb, w).examples()))
+    assert [(s.warmup_calls, s.calls) for s in compiled.specializations] == [(1, 1), (1, 2)]
+
+
 def scaled_and_mixed(x, w):
     # Reads the batch size and mixes the examples: a graph for another batch size would
     # be wrong for both (a user trial found that with padded batches, see reuse).

@@ -25,6 +25,7 @@ never compiling and compiling at once.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -50,11 +51,13 @@ class Warmup:
         self.spent: dict[tuple[Any, ...], float] = {}
         self.calls: dict[tuple[Any, ...], int] = {}
 
-    def runs_eagerly(self, key: tuple[Any, ...], compiles: list[float]) -> bool:
-        """Whether the call keyed ``key`` should run eagerly rather than compile now."""
+    def runs_eagerly(self, key: tuple[Any, ...], graphs: Iterable[Any]) -> bool:
+        """Whether the call keyed ``key`` should run eagerly rather than compile now
+        (``graphs``: the model's specialisations so far)."""
         if self.warmup is None:
             return False
         if self.warmup == "auto":
+            compiles = [s.compile_seconds for s in graphs if s.compiled is not None]
             budget = sum(compiles) / len(compiles) if compiles else FIRST_COMPILE_SECONDS
         else:
             budget = float(self.warmup)

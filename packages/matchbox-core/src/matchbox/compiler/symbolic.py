@@ -167,6 +167,16 @@ class ByGuards:
         why = self.fixed.get(without_sizes(key))
         return None if why is None else f"as for an earlier call of these arguments: {why}"
 
+    def warmup_key(self, key: tuple[Any, ...]) -> tuple[Any, ...]:
+        """What the eager calls before compiling ``key`` count against (``warmup=``): its
+        arguments without their sizes while the graph to come is to serve every size (none
+        of them captured yet, none refused symbolic sizes), else ``key`` itself, size by
+        size, as for graphs of fixed sizes."""
+        shared = without_sizes(key)
+        if self.dynamic and shared not in self.fixed and not self.graphs.get(shared):
+            return shared
+        return key
+
     def find(self, key: tuple[Any, ...], inputs: list[torch.Tensor]) -> Any:
         """The graph that holds for ``key``'s sizes (the newest first), or ``None``."""
         spec = self.served.get(key)
