@@ -145,6 +145,7 @@ def test_torch_compile_gives_the_eager_result(case, backend):
               params=list(model.parameters()))
 
 
+@pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
 @pytest.mark.parametrize("case", [c for c in CASES if c != "transformer_mb18"])
 def test_matchbox_compile_equals_the_loop(case, dtype):
     model, xs_args, xb_args = CASES[case](dtype)
@@ -154,6 +155,7 @@ def test_matchbox_compile_equals_the_loop(case, dtype):
     assert [s.eager_reason for s in compiled.specializations] == [None]
 
 
+@pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
 def test_inductor_holds_the_readme_rnns_loop_as_a_scan_with_the_loops_gradients():
     # Inductor's backward of a scan gave the cell's weights wrong gradients while
     # AOTAutograd's donated buffers were on (torch 2.13: matchbox.compiler.loops.
@@ -191,6 +193,7 @@ def test_the_original_transformer_compiles_or_runs_eagerly_saying_why():
                   params=list(model.parameters()))
 
 
+@pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
 def test_inductor_holds_an_lstm_as_a_masked_loop_with_the_loops_gradients():
     # nn.LSTM on a MaskedBatch packs its real rows eagerly, which needs the lengths on the
     # host; in a captured graph it is a masked loop over time with the module's own
@@ -236,6 +239,7 @@ class ChunkedGRU(nn.Module):
         return total, h
 
 
+@pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
 def test_a_recurrent_module_inside_a_loop_unrolls_into_its_step_not_the_whole_graph():
     # The module's own loop inside a captured loop's step made scan fail ("no rule
     # registered for HigherOrderOperator scan"), and the graph fell back to unrolling every
@@ -272,6 +276,7 @@ class SteppedLSTM(nn.Module):
         return total, h
 
 
+@pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
 def test_a_loop_carrying_state_views_is_one_scan():
     # Views of a batch (a recurrent module's states) were no loop state a scan could
     # carry: the loop unrolled, saying nothing (found by a user trial).

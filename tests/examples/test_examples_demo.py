@@ -54,6 +54,7 @@ def test_demo_model_equals_the_loop_on_a_batch_with_nan_padding():
     mb_assert(model, [lines], [batch], len(lines))
 
 
+@pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
 def test_the_demo_model_compiles_one_graph_for_every_padded_length():
     # Its loop appends each state and stacks them after the loop (F.stack(states, 1)): the
     # scan's per-step outputs stay stacked (matchbox/control/runtime/step_outputs.py), so

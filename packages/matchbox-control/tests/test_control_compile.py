@@ -26,6 +26,9 @@ import matchbox.functional as F
 from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
 
+# matchbox.compile over loops: not run by tox's `oldest` (tox.ini, marker compiled_loops).
+pytestmark = pytest.mark.compiled_loops
+
 BACKEND = "aot_eager"
 
 

@@ -20,6 +20,9 @@ import matchbox
 import matchbox.functional as F
 from matchbox.control import source
 
+# matchbox.compile over loops: not run by tox's `oldest` (tox.ini, marker compiled_loops).
+pytestmark = pytest.mark.compiled_loops
+
 
 @matchbox.batch
 def stacked_states(x, w):

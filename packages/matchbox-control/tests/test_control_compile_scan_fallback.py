@@ -13,6 +13,9 @@ from control_cases import assert_batch_equals_loop, sequences
 import matchbox
 from matchbox.compiler import loop_state, loops
 
+# matchbox.compile over loops: not run by tox's `oldest` (tox.ini, marker compiled_loops).
+pytestmark = pytest.mark.compiled_loops
+
 
 @pytest.fixture
 def float64_default():

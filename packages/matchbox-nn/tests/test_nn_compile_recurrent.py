@@ -18,6 +18,9 @@ from matchbox import MaskedBatch
 from matchbox.compiler import loops
 from matchbox.testing import mb_assert
 
+# matchbox.compile over loops: not run by tox's `oldest` (tox.ini, marker compiled_loops).
+pytestmark = pytest.mark.compiled_loops
+
 BACKEND = "aot_eager"
 NAN = float("nan")
 
