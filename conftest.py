@@ -74,25 +74,30 @@ def pytest_addoption(parser: pytest.Parser) -> None:
              "own tox environment does not run as here: the modules that need a sibling "
              "distribution (pytest.importorskip('matchbox.<sibling>')), and matchbox-control's, "
              "which its environment runs as on an accelerator (MATCHBOX_HOST_READS=0), but "
-             "for those of compiled code (test_control_compile*), which read no mask on the "
-             "host either way")
-
-
-#: matchbox-control's test modules of compiled code, which `all` does not run again: a
-#: captured graph reads no mask on the host whichever way eager code runs, and these
-#: modules spend their time compiling (a third of `all`'s, when it ran them).
-_CONTROL_COMPILED = "test_control_compile"
+             "for its tests marked compiled_loops, whose graphs read no mask on the host "
+             "either way")
 
 
 def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
     if not config.getoption("cross_distribution") or collection_path.suffix != ".py":
         return None
     parts = collection_path.parts
-    if "packages" not in parts or "tests" not in parts:
+    if "packages" not in parts or "tests" not in parts or "matchbox-control" in parts:
         return None
     if not collection_path.name.startswith("test_"):
         return None
-    if "matchbox-control" in parts:
-        return True if collection_path.name.startswith(_CONTROL_COMPILED) else None
     source = collection_path.read_text(encoding="utf-8")
     return None if any(marker in source for marker in _NEEDS_A_SIBLING) else True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --cross-distribution, matchbox-control's tests marked compiled_loops are not run
+    again: a captured graph reads no mask on the host whichever way eager code runs, and
+    control's own environment runs them (they took a third of `all`'s time)."""
+    if not config.getoption("cross_distribution"):
+        return
+    again = [item for item in items if "matchbox-control" in item.path.parts
+             and item.get_closest_marker("compiled_loops") is not None]
+    if again:
+        config.hook.pytest_deselected(items=again)
+        items[:] = [item for item in items if item not in again]

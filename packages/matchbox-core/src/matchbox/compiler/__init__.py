@@ -206,10 +206,10 @@ class _Specializations:
             larger = reuse_module.larger_graph(self.graphs, key, self.reuse)
             if larger is not None:
                 return self._run_on_larger(*larger, call)
-        warmup_key = self.by_guards.warmup_key(key)
-        if spec is None and self.warmup.runs_eagerly(warmup_key, self.graphs.values()):
-            return self.warmup.run(warmup_key, lambda: self.run(params, args, kwargs))
         if spec is None:
+            warmup_key = self.by_guards.warmup_key(key)
+            if self.warmup.runs_eagerly(warmup_key, self.graphs.values()):
+                return self.warmup.run(warmup_key, lambda: self.run(params, args, kwargs))
             bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
             spec = self._specialize(call, bound)
             spec.warmup_calls = self.warmup.calls.pop(warmup_key, 0)
