@@ -109,18 +109,21 @@ def resolve(batch: Any) -> Any:
     return batch
 
 
-def _deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None):
+def _deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
     """The batches among the arguments (one level into lists and tuples) whose guard is
-    deferred."""
+    deferred.  (Plain loops, no generator: the dispatch asks this of every op while a
+    guard is live.)"""
+    found: list[Any] = []
     for value in (*args, *kwargs.values()) if kwargs else args:
         kind = type(value)
         if kind is MaskedBatch:
             if value._deferred_guard is not None:
-                yield value
+                found.append(value)
         elif kind is list or kind is tuple:
             for item in value:
                 if type(item) is MaskedBatch and item._deferred_guard is not None:
-                    yield item
+                    found.append(item)
+    return found
 
 
 def _advanced(index: Any) -> bool:
@@ -133,7 +136,7 @@ def passes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> A
     """Before ``func`` runs on batches: the guard its result carries (the deferred guard
     of its batch arguments, when ``func`` lets it through and they share one region), or
     ``None`` after applying every deferred guard among the arguments."""
-    deferred = list(_deferred_arguments(args, kwargs))
+    deferred = _deferred_arguments(args, kwargs)
     if not deferred:
         return None
     first = deferred[0]._deferred_guard
@@ -163,7 +166,7 @@ def carry(result: Any, guard: tuple[torch.Tensor, torch.Tensor]) -> bool:
 
 def resolve_all(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
     """Apply the deferred guards among an op's arguments."""
-    for batch in list(_deferred_arguments(args, kwargs)):
+    for batch in _deferred_arguments(args, kwargs):
         resolve(batch)
 
 
@@ -172,4 +175,7 @@ def any_deferred(first: Any, args: tuple[Any, ...]) -> bool:
     method then leaves the call to the dispatch, which applies it)."""
     if type(first) is MaskedBatch and first._deferred_guard is not None:
         return True
-    return any(type(a) is MaskedBatch and a._deferred_guard is not None for a in args)
+    for value in args:
+        if type(value) is MaskedBatch and value._deferred_guard is not None:
+            return True
+    return False

@@ -29,8 +29,6 @@ different examples; such an assignment is refused.
 
 from __future__ import annotations
 
-import functools
-import weakref
 from typing import Any
 
 import torch
@@ -40,6 +38,14 @@ from matchbox._example_scalars import VECTOR, ambiguous_index
 from matchbox._masked_writes import in_place_copy, write_into
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
+from matchbox.ops.one_position import (
+    getitem_fast_path,
+    is_per_example_int,
+    nowhere,
+    refuse_absent,
+    select_per_example,
+    selected_lengths,
+)
 from matchbox.ops.pointwise import _pointwise_inplace
 
 
@@ -47,7 +53,7 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     items = list(index) if isinstance(index, tuple) else [index]
     tensor_indices = vectors = 0
     for item in items:
-        if _is_per_example_int(item):
+        if is_per_example_int(item):
             if item._scalar is VECTOR:
                 vectors = 1  # the loop's (1,) tensor: an advanced index
                 tensor_indices += 1
@@ -76,7 +82,7 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
                 f"per-example index tensors), got {item.dtype}"
             )
     if vectors and any(
-            (type(i) is int or (_is_per_example_int(i) and i._scalar is not VECTOR))
+            (type(i) is int or (is_per_example_int(i) and i._scalar is not VECTOR))
             for i in items):
         # torch takes ints beside a tensor index as tensor indices too (and moves the
         # result's dimensions to the front when a slice separates them).
@@ -163,190 +169,30 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
     dims = x.dims[: d - 1] + x.dims[d:]
     n = _masking.lengths_along(x, d)
     present = (n > item) if item >= 0 else (n >= -item)
-    _refuse_absent(present, item, n, f"dynamic dimension {d}")
+    refuse_absent(present, item, n, f"dynamic dimension {d}")
     if not -x.data.size(d) <= item < x.data.size(d):
         # Past the padded size: no example has the position. A capture gets here, in a
         # step no example takes (a loop over range(x.size_as_tensor(d)) unrolled to the
         # capture's step bound; eager stops at the longest example); so does eager code
         # whose examples here do not run, or whose check above is deferred to the end of
         # the @batch call (``_capture.fails``). The result is padding.
-        return _nowhere(x, d, present, dims)
+        return nowhere(x, d, present, dims)
     if item >= 0:
         # Past an example's end the mask is already false: padding.
-        mask = _selected_lengths(x.mask.select(d, item), x, d, present, dims)
+        mask = selected_lengths(x.mask.select(d, item), x, d, present, dims)
         return MaskedBatch._make(x.data.select(d, item), mask, dims)
     index = (n + item).clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
     index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
     data = x.data.gather(d, index).squeeze(d)
     real = x.mask.any(d)
     real = real & present.reshape(-1, *[1] * (real.dim() - 1))
-    real = _selected_lengths(real, x, d, present, dims)
+    real = selected_lengths(real, x, d, present, dims)
     return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
 
 
-def _refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
-                   dimension: str) -> None:
-    """Raise as the loop would for the first running example whose index is not
-    ``present`` (in range).
-
-    ``index``: every example's (an int) or each example's own (a ``(batch,)`` tensor),
-    as written (negative: counted from the end); ``n``: the examples' sizes in
-    ``dimension`` (an int: the same for every example).  On an accelerator, inside a
-    ``@batch`` call, raised when the call ends (``_capture.fails``).
-    """
-    refused = _masking.running_without(present)
-    version = None if isinstance(index, int) else _capture.version_of(index)
-    _capture.check(refused, functools.partial(_out_of_range, refused, index, version, n,
-                                              dimension))
-
-
-def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, version: int | None,
-                  n: int | torch.Tensor, dimension: str) -> IndexError:
-    j = int(refused.nonzero()[0])
-    size = n if isinstance(n, int) else int(n[j])
-    if isinstance(index, torch.Tensor) and _capture.written_since(index, version):
-        # The check was deferred to the end of the @batch call: the value it read is gone.
-        return IndexError(f"Tensor.__getitem__: an index is out of range for example {j}, "
-                          f"which has size {size} in {dimension}")
-    own = index if isinstance(index, int) else int(index[j])
-    return IndexError(
-        f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
-        f"size {size} in {dimension}"
-    )
-
-
-def _nowhere(x: MaskedBatch, d: int, present: torch.Tensor,
-             dims: tuple[bool, ...]) -> MaskedBatch:
-    """``x`` indexed at a position along ``d`` that no example has: padding."""
-    shape = x.data.shape[:d] + x.data.shape[d + 1:]
-    data = torch.zeros(shape, dtype=x.data.dtype, device=x.data.device)
-    mask = torch.zeros(shape, dtype=torch.bool, device=x.data.device)
-    mask = _selected_lengths(_masking.fit_mask(mask, data, dims), x, d, present, dims)
-    return MaskedBatch._make(data, mask, dims)
-
-
-def _selected_lengths(mask: torch.Tensor, x: MaskedBatch, d: int, present: torch.Tensor,
-                      dims: tuple[bool, ...]) -> torch.Tensor:
-    """``mask``, of ``x`` indexed at one position of dimension ``d``, carrying the lengths
-    of ``x``'s mask without d's (an example that lacks the position is absent: zeros)."""
-    carried = _lengths.carried_by(x)
-    if carried is None or sum(dims) < 2:
-        return mask
-    keep = [k for k in range(carried.size(1))
-            if not (x.dims[d - 1] and k == _lengths.column(x.dims, d))]
-    return _lengths.carry(mask, carried[:, keep] * present.reshape(-1, 1))
-
-
-# The last bounds a per-example index read: (weak reference to the mask, its version,
-# dim, bounds).  A loop reads one batch at a new index each step (``leaves[:, position]``):
-# its lengths are summed once, not once a step.  Eager only (a capture's fake masks), and
-# not for inference tensors (no version counter to tell a write).
-_LAST_BOUNDS: tuple[Any, int, Any, Any] = (lambda: None, 0, None, None)
-
-
-def _bounds_along(x: MaskedBatch, d: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each example's size along dynamic dim ``d`` of a batch with a mask, ``n``; ``-n``,
-    the least index in range; and ``max(n, 1)``, a divisor that wraps any index into
-    ``0 .. n - 1``."""
-    global _LAST_BOUNDS
-    mask = x._mask
-    ref, version, dim, bounds = _LAST_BOUNDS
-    if ref() is mask and version == mask._version and dim == (d, x.dims):
-        return bounds
-    n = _masking.lengths_along(x, d)
-    bounds = (n, -n, n.clamp(min=1))
-    if not mask.is_inference() and _capture.capturing() is None:
-        _LAST_BOUNDS = (weakref.ref(mask), mask._version, (d, x.dims), bounds)
-    return bounds
-
-
-# ``arange(batch)`` on a device: the rows of a per-example index, made once (eager only:
-# a capture records its own).  Made outside inference mode, so that code recording
-# gradients may save it for the backward pass.
-_EXAMPLE_ROWS: dict[tuple[int, torch.device], torch.Tensor] = {}
-
-
-def _example_rows(like: torch.Tensor) -> torch.Tensor:
-    batch = like.size(0)
-    if type(like) is not torch.Tensor or _capture.capturing() is not None \
-            or torch.compiler.is_compiling():
-        return torch.arange(batch, device=like.device)
-    key = (batch, like.device)
-    rows = _EXAMPLE_ROWS.get(key)
-    if rows is None:
-        if len(_EXAMPLE_ROWS) >= 16:
-            _EXAMPLE_ROWS.clear()
-        with torch.inference_mode(False):
-            rows = _EXAMPLE_ROWS[key] = torch.arange(batch, device=like.device)
-    return rows
-
-
-def _is_per_example_int(item: Any) -> bool:
-    return (isinstance(item, MaskedBatch) and item.dims == ()
-            and not item.dtype.is_floating_point and not item.dtype.is_complex
-            and item.dtype != torch.bool)
-
-
-def _select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatch:
-    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints.
-
-    Each example's element is read with one advanced index (``data[rows, ..., i]``),
-    not a ``gather`` of an index expanded over the other dimensions and squeezed.
-    """
-    batch = x.data.size(0)
-    if index.data.size(0) != batch:
-        raise ValueError(
-            f"Tensor.__getitem__: the index holds {index.data.size(0)} examples but the batch "
-            f"has {batch}"
-        )
-    dims = x.dims[: d - 1] + x.dims[d:]
-    size = x.data.size(d)
-    i = index.data.long()
-    if x.dims[d - 1] and x._mask is not None:
-        # Each example's own size n: an index in -n .. n - 1 is in range, and wrapped
-        # by n it reads its element (counted from the end when negative).
-        n, least, divisor = _bounds_along(x, d)
-        present = (i >= least) & (i < n)
-        at = i.remainder(divisor)
-    else:
-        # A static dimension, or a dynamic one without a mask: every example has
-        # ``size`` elements.
-        n = size
-        present = i.clamp(-size, size - 1) == i
-        at = i.remainder(size) if size else i
-    if index._mask is not None:  # an index that is padding is not in range
-        present = present & index._mask
-    _refuse_absent(present, i, n, f"dimension {d}")
-    if size == 0:  # every example misses (a deferred check's, or one not running)
-        return _nowhere(x, d, present, dims)
-    rows = _example_rows(at)
-    selected = (rows,) + (slice(None),) * (d - 1) + (at,)
-    data = x.data[selected]
-    mask = x._mask
-    if mask is not None and not (x.dims[d - 1] and not any(dims)):
-        mask = mask[selected] if mask.size(d) != 1 else mask.squeeze(d)
-    else:
-        # Every running example reads a position it has, and d is the only dynamic
-        # dimension: every element read is real (an example not running may have read
-        # padding, which its region discards).
-        mask = None
-    if _lengths.carried_by(x) is not None and sum(dims) >= 2:
-        # Lengths carried beside the mask: an example that lacks the position is empty.
-        present_view = present.view([-1] + [1] * (data.dim() - 1))
-        real = present_view if mask is None else mask & present_view
-        real = _selected_lengths(real, x, d, present, dims)
-        return MaskedBatch._make(data, _masking.fit_mask(real, data, dims), dims)
-    # Every running example has its position, or the check above raises (at once, or when
-    # the @batch call ends): the result's mask is the batch's own there. An example that
-    # does not run reads an element of its own (the index wrapped), which its region
-    # discards; the same mask object for every read of a batch spares the ops combining
-    # two reads a guard (a stack's two top items, read to be reduced).
-    return MaskedBatch._make(data, None if mask is None else _masking.fit_mask(mask, data, dims),
-                             dims)
-
-
-@_lengths.aware
-@_registry.implements(torch.Tensor.__getitem__, family="indexing")
+@_registry.implements(torch.Tensor.__getitem__, family="indexing",
+                      fast_path=getitem_fast_path)
+@_lengths.aware  # first: the fast path's method is made when registered
 def getitem(func, input, index):
     op = _registry.op_name(func)
     if not isinstance(input, MaskedBatch):  # a plain table, a batch among its indices
@@ -369,11 +215,11 @@ def getitem(func, input, index):
             else:
                 x = MaskedBatch._make(x.data[(slice(None),) * d + (item,)], x.mask, x.dims)
             d += 1
-        elif _is_per_example_int(item):
+        elif is_per_example_int(item):
             kind = item._scalar
             if kind is None:
                 raise ambiguous_index(op, d)
-            x = _select_per_example(x, d, item)
+            x = select_per_example(x, d, item)
             view = False
             if kind is VECTOR:
                 # The loop's index is a (1,) tensor: advanced indexing keeps the dimension.
