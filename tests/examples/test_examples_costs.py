@@ -115,15 +115,17 @@ def test_treelstm_saves_no_more_for_the_backward_than_by_hand():
 
 
 def test_treelstm_does_not_copy_its_stack_for_a_branchs_gradient_guard():
-    # The bytes the forward's ops write: 1.64x the hand-written code's (1.93x while each
+    # The bytes the forward's ops write: 1.31x the hand-written code's (1.93x while each
     # side of the step's if copied the stack for its gradient guard, which is now applied
     # to the two items the reduce reads, and carried through the write's where to the
-    # merge, which needs none: core's _region_guard). What is left: the merges of the
-    # stack after each side (the hand-written step selects once).
+    # merge, which needs none: core's _region_guard; 1.64x while each side's merge copied
+    # the stack again, which the write's where, folding in the running examples, spares:
+    # core's ops/pointwise.where). What is left: each side writes the stack (the
+    # hand-written step selects its item first, and writes once).
     model = next(m for m in models(BATCH, SIZE, LONGEST) if m.name.startswith("TreeLSTM"))
     with host_reads(False):
         written = written_bytes(model.batched)
-    assert written <= 1.7 * written_bytes(model.hand), (written, written_bytes(model.hand))
+    assert written <= 1.35 * written_bytes(model.hand), (written, written_bytes(model.hand))
 
 
 def test_lstm_module_runs_what_packing_by_hand_runs(costs):

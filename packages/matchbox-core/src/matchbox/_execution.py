@@ -243,3 +243,18 @@ def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     # them shares: two different masks would look like one) or an empty one.
     return (a.untyped_storage()._cdata == b.untyped_storage()._cdata
             and a.storage_offset() == b.storage_offset())
+
+
+def record_equal_outside(result: Any, outer: torch.Tensor, base_data: torch.Tensor,
+                         base_version: int, base_mask: torch.Tensor | None) -> None:
+    """Record on the batch ``result`` that outside ``outer`` (a region's mask) it equals,
+    in values and in gradient, the batch whose data was ``base_data`` at ``base_version``
+    and whose mask was ``base_mask``.
+
+    matchbox-control's merge at the end of a region reads it (``select._kept``): a value
+    so recorded against the variable's value before the region needs no ``where`` to be
+    merged.  The record names the data by weak reference and version, and ``result``'s
+    own data, version and mask, so that a write to either voids it.
+    """
+    result._kept_outside = (outer, weakref.ref(base_data), base_version, base_mask,
+                            result._data, result._data._version, result._mask)

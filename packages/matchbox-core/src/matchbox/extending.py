@@ -103,6 +103,7 @@ from matchbox._masking import (
     raise_rank,
     reads_values,
     real_rows,
+    record_equal_outside,
     remember_mask_view,
     running,
     same_mask,
@@ -173,7 +174,7 @@ __all__ = [
     "fails", "check", "failed_flags", "with_failed_flags", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
     "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
-    "mask_and", "ZERO", "write_running",
+    "mask_and", "ZERO", "write_running", "record_equal_outside",
     # a @batch region's gradient guard, deferred to the op that needs it
     "defer_region_guard", "deferred_region_guard", "apply_region_guard",
     # lengths that a mask cannot tell

@@ -44,6 +44,7 @@ from matchbox._execution import (  # noqa: F401
     mask_view,
     mask_view_for,
     reads_values,
+    record_equal_outside,
     remember_mask_view,
     running,
     running_without,

@@ -420,3 +420,37 @@ def _fast(func: Any) -> Any:
 
 _lengths.aware(pointwise)  # masks combine in _masking.align / combine_layouts
 _registry.register(pointwise_ops(), pointwise, family="pointwise", fast_path=_fast)
+
+
+@_registry.implements(torch.where, family="pointwise")
+@_lengths.aware  # as pointwise, which runs it
+def where(func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``torch.where(condition, input, other)``, pointwise; in a ``@batch`` region (under
+    an execution mask), the examples that do not run it take ``other``.
+
+    What the region computes for them is discarded by its merge, which selects the
+    variable's old value for them: ``stack = torch.where(at, item, stack)`` (a write into
+    a stack) merged is ``where(running, where(at, item, stack), stack)``, two copies of
+    the stack.  With the running examples folded into the condition (a ``(batch, 1, ...)``
+    and), the result already equals ``other`` for the others, in values and in gradient
+    (the where sends theirs to ``other``); recorded so (``_masking.record_equal_outside``),
+    it is merged with no copy.
+    """
+    running = _masking.EXECUTION_MASK.get()
+    if running is None or kwargs or len(args) != 3:
+        return pointwise(func, *args, **kwargs)
+    condition, input, other = args
+    if (type(condition) is not MaskedBatch or type(other) is not MaskedBatch
+            or condition._data.dtype != torch.bool
+            or not condition._data.size(0) == other._data.size(0) == running.size(0)):
+        return pointwise(func, *args)
+    data = condition._data
+    folded = MaskedBatch._make(data & _masking.mask_view(running, data.dim()),
+                               condition._mask, condition.dims)
+    folded._scalar = condition._scalar
+    result = pointwise(func, folded, input, other)
+    if (type(result) is MaskedBatch and result._mask is other._mask
+            and result._data.shape == other._data.shape):
+        _masking.record_equal_outside(result, running, other._data, other._data._version,
+                                      other._mask)
+    return result

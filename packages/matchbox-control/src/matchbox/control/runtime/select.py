@@ -32,7 +32,6 @@ from __future__ import annotations
 import numbers
 import os
 import sys
-import weakref
 from typing import Any
 
 import torch
@@ -46,6 +45,7 @@ from matchbox.extending import (
     fit_mask,
     mask_and,
     pad_to,
+    record_equal_outside,
     same_mask,
 )
 from matchbox.extending import EXAMPLE_SCALAR as SCALAR
@@ -97,8 +97,10 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     A region that runs under its enclosing mask (a plain condition) needs no
     merge: its assignments are those of plain Python.
     """
-    if mask is outer or new is old or _kept(new, old, mask):
+    if mask is outer or new is old:
         return new
+    if _kept(new, old, mask):
+        return _as_kept(new, old, mask, outer)
     if autograd_profiler._is_profiler_enabled:
         with torch.profiler.record_function("matchbox.batch.merge"):
             return _merge(mask, outer, new, old, name)
@@ -144,24 +146,43 @@ def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:
 def _keep(merged: MaskedBatch, old: MaskedBatch, outer: torch.Tensor) -> None:
     kept = getattr(old, "_kept_outside", None)
     if kept is not None and kept[0] is outer and _still(kept, old):
-        base = kept[1:4]  # old equals a batch outside outer: so does merged
+        # old equals a batch outside outer: so does merged
+        record_equal_outside(merged, outer, kept[1](), kept[2], kept[3])
     else:
-        base = (weakref.ref(old.data), old.data._version, old._mask)
-    merged._kept_outside = (outer, *base, merged.data, merged.data._version, merged._mask)
+        record_equal_outside(merged, outer, old.data, old.data._version, old._mask)
 
 
 def _still(kept: tuple, batch: MaskedBatch) -> bool:
     """Whether the batch a record is on, and the one it names, are unchanged since."""
     base = kept[1]()
-    return (base is not None and base._version == kept[2] and kept[4] is batch.data
-            and batch.data._version == kept[5] and batch._mask is kept[6])
+    return (base is not None and base._version == kept[2] and kept[4] is batch._data
+            and batch._data._version == kept[5] and batch._mask is kept[6])
 
 
 def _kept(new: Any, old: Any, mask: Any) -> bool:
-    """Whether ``new`` is known to equal ``old`` outside ``mask`` (see ``_keep``)."""
+    """Whether ``new`` is known to equal ``old`` outside ``mask`` (see ``_keep``, and
+    core's ``torch.where`` in a region), with no region guard deferred but ``mask``'s."""
     kept = getattr(new, "_kept_outside", None) if type(new) is MaskedBatch else None
     return (kept is not None and kept[0] is mask and type(old) is MaskedBatch
-            and kept[1]() is old.data and kept[3] is old._mask and _still(kept, new))
+            and kept[1]() is old._data and kept[3] is old._mask and _still(kept, new)
+            and _guard_at_most(new, mask))
+
+
+def _guard_at_most(batch: MaskedBatch, mask: Any) -> bool:
+    guard = deferred_region_guard(batch)
+    return guard is None or guard is mask
+
+
+def _as_kept(new: MaskedBatch, old: MaskedBatch, mask: torch.Tensor, outer: Any) -> MaskedBatch:
+    """``new``, known to equal ``old`` outside ``mask``, as the merged value: without the
+    region's guard (for the examples outside ``mask`` it holds ``old``'s values, whose
+    gradient must reach ``old``), and recorded as equal outside ``outer`` too."""
+    if deferred_region_guard(new) is mask:
+        new = mark(MaskedBatch._make(new._data, new._mask, new.dims), new._scalar)
+    if (isinstance(outer, torch.Tensor) and not new._data.is_inference()
+            and not old._data.is_inference()):
+        _keep(new, old, outer)
+    return new
 
 
 def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
