@@ -10,6 +10,7 @@ what the general path gives, and must not be taken where they are not.
 
 from __future__ import annotations
 
+import operator
 import random
 
 import pytest
@@ -253,3 +254,33 @@ def test_static_batches_that_do_not_broadcast_are_refused_with_the_op_name():
     with pytest.raises(ValueError, match=r"^Tensor\.__add__: static dimension 1 has different "
                                          r"sizes in the batch arguments: \[4, 5\]$"):
         a + b
+
+
+def _counters(values, dtype=torch.long):
+    """A batch of per-example ints (a ``@batch`` counter) and each example's own int."""
+    batch = MaskedBatch(torch.tensor(values, dtype=dtype), None, ())
+    batch._scalar = True  # a Python int in the loop (matchbox._example_scalars)
+    return batch, values
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (1, 3, 2)])
+@pytest.mark.parametrize("op", [torch.eq, torch.lt, operator.ge, operator.and_, torch.bitwise_and])
+def test_a_plain_int_tensor_with_a_counter_is_each_examples_op(shape, op):
+    # slots == top: the counter's ints viewed (batch, 1, ...) against the plain tensor, as
+    # the general rule's alignment gives, in either order.
+    plain = torch.arange(torch.Size(shape).numel()).reshape(shape) % 4
+    batch, values = _counters([0, 3, 1, 7])
+    for result, ordered in ((op(plain, batch), lambda v: op(plain, v)),
+                            (op(batch, plain), lambda v: op(v, plain))):
+        assert result.dims == (False,) * (len(shape) - 1)
+        assert result.mask.all()
+        for row, v in zip(result.data, values):
+            torch.testing.assert_close(row.unsqueeze(0), ordered(torch.tensor(v)))
+
+
+def test_a_plain_tensor_of_another_leading_size_is_still_refused():
+    # Not one example's shape (1, ...): the general rule's error, not the shortcut's result.
+    batch, _ = _counters([0, 1])
+    with pytest.raises(ValueError, match=r"torch\.eq: a plain tensor argument has size 2 in "
+                       r"dimension 0, which is the batch dimension of each example"):
+        torch.eq(torch.arange(6).reshape(2, 3), batch)

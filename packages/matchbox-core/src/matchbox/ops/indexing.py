@@ -39,6 +39,7 @@ from matchbox._masked_writes import in_place_copy, write_into
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.one_position import (
+    fast_getitem,
     getitem_fast_path,
     is_per_example_int,
     nowhere,
@@ -194,6 +195,9 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
                       fast_path=getitem_fast_path)
 @_lengths.aware  # first: the fast path's method is made when registered
 def getitem(func, input, index):
+    fast = fast_getitem(func, input, (index,))  # also when called here (a deferred guard)
+    if fast is not None:
+        return fast
     op = _registry.op_name(func)
     if not isinstance(input, MaskedBatch):  # a plain table, a batch among its indices
         return table_lookup(op, input, index)

@@ -192,6 +192,8 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
                      if isinstance(a, MaskedBatch) else a for a in args)
     elif not kwargs and args:
         result = _plain(func, args[0], args[1:])
+        if result is None and len(args) == 2:
+            result = _with_counter(func, args[0], args[1])
         if result is not None:
             return result
     if not kwargs and _same_layout(args):
@@ -409,6 +411,27 @@ def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
                 if _same_layout(pair):
                     return _run_same_layout(func, pair)
     return None
+
+
+def _with_counter(func: Any, a: Any, b: Any) -> MaskedBatch | None:
+    """``slots == top``: a plain integer (or bool) tensor of examples' shape ``(1, ...)``
+    and a batch of per-example ints without padding (a ``@batch`` counter), in either
+    order, as the general rule would align them (the batch's ints viewed ``(batch, 1,
+    ...)``), without aligning: the one-hot idiom of a stack pointer, run every step.
+    ``None`` for any other pair."""
+    batch, plain = (a, b) if type(a) is MaskedBatch else (b, a)
+    if (type(batch) is not MaskedBatch or type(plain) is not torch.Tensor or batch.dims
+            or batch._mask is not None or batch._deferred_guard is not None
+            or plain.dim() < 2 or plain.size(0) != 1
+            or plain.dtype not in _COUNTER_DTYPES or batch._data.dtype not in _COUNTER_DTYPES):
+        return None
+    data = batch._data.view(-1, *[1] * (plain.dim() - 1))
+    result = func(data, plain) if batch is a else func(plain, data)
+    return MaskedBatch._make(result, None, (False,) * (plain.dim() - 1))
+
+
+_COUNTER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+                             torch.bool})
 
 
 def _fast(func: Any) -> Any:
