@@ -11,7 +11,8 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 | shape         | shape/          | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
-|               |                 | (a batch of per-example ints: each example's own index) |
+|               | one_position.py | (a batch of per-example ints: each example's own index; |
+|               |                 | the range check every one-position read shares)        |
 | gather        | gather/         | gather/take_along_dim/x[:, idx]: the index's layout   |
 |               |                 | (positions inside each example, checked); scatter:    |
 |               |                 | the input's (padding index positions write nowhere)   |
