@@ -132,3 +132,41 @@ def test_a_written_value_padded_where_the_stack_is_real_is_merged_by_a_select():
     with host_reads(False), _WhereShapes() as counted:
         writes_in_both_sides(x)
     assert sum(shape == (3, 4, 3) for shape in counted.shapes) == 4 * 6, counted.shapes
+
+
+@matchbox.batch
+def nested_writes(x):
+    """A write under an ``if`` inside an ``if`` in a loop step: its record is carried from
+    the inner region to the outer one and to the step (``select._as_kept``)."""
+    stack = x.new_zeros(1, 4, 3)
+    top = 0
+    for x_t in x.unbind(1):
+        at = (SLOTS == top).unsqueeze(-1)
+        if x_t.sum() > -1:
+            if x_t[:, 0] > 0:
+                stack = torch.where(at, x_t[:, :1].sqrt() * x_t.unsqueeze(1), stack)
+            else:
+                stack = torch.where(at, (-x_t[:, :1]).log1p() + stack, stack)
+            top = top + 1
+        if top > 3:
+            top = 0
+    return stack.sum(1)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(0, 7), min_size=1, max_size=5), st.integers(0, 2**16))
+def test_nested_writes_equal_the_loop(lengths, seed):
+    # For the examples not running a side, its sqrt (of x_t[0] <= 0) or log1p (of
+    # -x_t[0] < -1) is NaN or has an infinite slope: no NaN may reach x or the stack.
+    torch.manual_seed(seed)
+    assert_batch_equals_loop(nested_writes, sequences(lengths))
+
+
+def test_nested_writes_give_no_nan():
+    torch.manual_seed(5)
+    xs, xb = sequences([3, 5, 1])
+    xs[0][0, :, 0] = torch.tensor([2.0, -3.0, 0.0])  # a NaN or inf for each other side
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    assert_batch_equals_loop(nested_writes, (xs, xb))
+    loop = [nested_writes(x) for x in xs]
+    assert all(torch.isfinite(v).all() for v in loop)
