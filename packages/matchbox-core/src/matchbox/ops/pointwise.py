@@ -465,7 +465,10 @@ def where(func: Any, *args: Any, **kwargs: Any) -> Any:
     condition, input, other = args
     if (type(condition) is not MaskedBatch or type(other) is not MaskedBatch
             or condition._data.dtype != torch.bool
-            or not condition._data.size(0) == other._data.size(0) == running.size(0)):
+            or not condition._data.size(0) == other._data.size(0) == running.size(0)
+            or condition._mask is not other._mask
+            or (isinstance(input, MaskedBatch) and input._mask is not other._mask)):
+        # (Masks of their own: the result's is not ``other``'s, and its merge selects.)
         return pointwise(func, *args)
     data = condition._data
     folded = MaskedBatch._make(data & _masking.mask_view(running, data.dim()),
