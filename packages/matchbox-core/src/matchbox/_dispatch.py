@@ -101,8 +101,7 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
             refuse_untracked(func, args)
         if autograd_profiler._is_profiler_enabled:
             handler = labelled(name, func, handler)
-        if conversions and (types is None or len(types) > 1) and (
-                kwargs or _may_convert(args, conversions)):
+        if conversions and (types is None or len(types) > 1):
             # Another batch type among the arguments joins this one (PackedBatch -> Masked).
             args, kwargs = adopt_with(conversions, args, kwargs)
         if (writes or (kwargs and kwargs.get("inplace"))) and running() is not None:
@@ -297,27 +296,18 @@ def adopt_with(conversions: dict[type, Callable[[Any], Any]], args: tuple[Any, .
     does when it looks for overloaded arguments; returns the same objects when
     nothing converts.
     """
-    # The hot path (every generated method calls this): nothing converts.
+    # The hot path (every generated method calls this): nothing converts; each argument
+    # looked at inline, a list or a tuple only then looked into.
     for value in args:
-        if _converts(value, conversions):
+        kind = type(value)
+        if kind in conversions or ((kind is list or kind is tuple)
+                                   and _converts(value, conversions)):
             break
     else:
         if not kwargs or not any(_converts(v, conversions) for v in kwargs.values()):
             return args, kwargs
     return (tuple(_convert(a, conversions) for a in args),
             {k: _convert(v, conversions) for k, v in (kwargs or {}).items()})
-
-
-def _may_convert(args: tuple[Any, ...], conversions: dict[type, Callable[[Any], Any]]
-                 ) -> bool:
-    """Whether a positional argument is of a class in ``conversions`` or is a list or a
-    tuple (which :func:`adopt_with` looks into): the dispatch's inlined first look, since
-    most ops have neither."""
-    for value in args:
-        kind = type(value)
-        if kind in conversions or kind is list or kind is tuple:
-            return True
-    return False
 
 
 def _converts(value: Any, conversions: dict[type, Callable[[Any], Any]]) -> bool:

@@ -194,15 +194,11 @@ def fast_getitem(func: Any, x: Any, args: tuple[Any, ...]) -> MaskedBatch | None
         return None
     first, i = index
     if (type(first) is not slice or first.start is not None or first.stop is not None
-            or first.step is not None or type(i) is not MaskedBatch or i._scalar is not SCALAR
-            or i.dims or not x.dims or i._data.dtype not in _INDEX_DTYPES
-            or i._deferred_guard is not None):
+            or first.step is not None or not is_per_example_int(i) or i._scalar is not SCALAR
+            or not x.dims or i._deferred_guard is not None):
         return None
     result = select_per_example(x, 1, i)
     result._not_a_view = True  # advanced indexing copies, as the loop's int does not
     if not result.dims:
         result._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return result
-
-
-_INDEX_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8})

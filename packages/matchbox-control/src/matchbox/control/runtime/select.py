@@ -132,8 +132,13 @@ def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:
     if deferred_region_guard(new) is mask and type(old) is MaskedBatch:
         if new._data is old._data and new._mask is old._mask:
             return old, old
-        new = mark(MaskedBatch._make(new._data, new._mask, new.dims), new._scalar)  # the where guards it
+        new = _without_guard(new)  # the where guards it
     return new, old
+
+
+def _without_guard(batch: MaskedBatch) -> MaskedBatch:
+    """``batch`` as a new batch of the same data and mask, with no deferred region guard."""
+    return mark(MaskedBatch._make(batch._data, batch._mask, batch.dims), batch._scalar)
 
 
 # A merge under ``mask`` inside ``outer`` gives a batch equal to ``old`` outside ``mask``,
@@ -178,7 +183,7 @@ def _as_kept(new: MaskedBatch, old: MaskedBatch, mask: torch.Tensor, outer: Any)
     region's guard (for the examples outside ``mask`` it holds ``old``'s values, whose
     gradient must reach ``old``), and recorded as equal outside ``outer`` too."""
     if deferred_region_guard(new) is mask:
-        new = mark(MaskedBatch._make(new._data, new._mask, new.dims), new._scalar)
+        new = _without_guard(new)
     if (isinstance(outer, torch.Tensor) and not new._data.is_inference()
             and not old._data.is_inference()):
         _keep(new, old, outer)
