@@ -158,8 +158,8 @@ def test_matchbox_compile_equals_the_loop(case, dtype):
 @pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
 def test_inductor_holds_the_readme_rnns_loop_as_a_scan_with_the_loops_gradients():
     # Inductor's backward of a scan gave the cell's weights wrong gradients while
-    # AOTAutograd's donated buffers were on (torch 2.13: matchbox.compiler.loops.
-    # without_donated_buffers); without autograd, a scan with no per-step output failed
+    # AOTAutograd's donated buffers were on (torch 2.13: matchbox.compiler.
+    # scan_settings); without autograd, a scan with no per-step output failed
     # to compile.  Values and gradients against the loop (NaN padding), then no_grad.
     from matchbox.compiler import loops
 

@@ -44,7 +44,7 @@ from torch import nn
 
 from matchbox._async_checks import set_async_checks
 from matchbox.compiler import graph as _graph
-from matchbox.compiler import loops, symbolic
+from matchbox.compiler import scan_settings, symbolic
 from matchbox.compiler import reuse as reuse_module
 from matchbox.compiler.graph import CaptureError, Specialization
 from matchbox.compiler.state import (
@@ -337,7 +337,7 @@ class _Specializations:
             spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options,
                                                  dynamic=spec.sizes is not None)
             if spec.scans:
-                spec.compiled = loops.without_donated_buffers(spec.compiled)
+                spec.compiled = scan_settings.scan_graph_settings(spec.compiled, self.backend)
             spec.compile_seconds = time.perf_counter() - start
             log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
                      spec.summary, spec.nodes, bound)

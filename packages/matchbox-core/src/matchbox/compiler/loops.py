@@ -63,29 +63,9 @@ MAX_PEELED = 3
 
 
 #: Backends on which a graph holding a ``scan`` was checked against the loop, values and
-#: gradients.  Inductor's only with :func:`without_donated_buffers`.
+#: gradients.  Inductor's only under
+#: :func:`matchbox.compiler.scan_settings.scan_graph_settings`.
 SCAN_BACKENDS = ("inductor", "aot_eager", "aot_eager_decomp_partition", "eager", "fx")
-
-
-def without_donated_buffers(compiled: Callable[..., Any]) -> Callable[..., Any]:
-    """``compiled`` (a graph holding a scan, compiled by inductor) run with AOTAutograd's
-    donated buffers off.
-
-    With them on, inductor's backward of a scan gave weights read by the body wrong
-    gradients (torch 2.13 and 2.14: the backward's donated-buffer indices, counted in the
-    outer graph's inputs, were applied to the scan body's, so a saved carry was
-    overwritten; pytorch/pytorch#153679, fixed upstream by #193960).  The indices are
-    chosen when the forward pass compiles, on the first call, so every call runs
-    under the patch (a later recompilation included).
-    """
-    from torch._functorch import config
-
-    def run(*inputs: torch.Tensor) -> Any:
-        with config.patch(donated_buffer=False):
-            return compiled(*inputs)
-
-    return run
-
 
 #: The values of ``MATCHBOX_COMPILE_LOOPS``: a ``for`` as a scan (``auto``, the default),
 #: every loop as a scan (``scan``), every loop unrolled (``unroll``).
