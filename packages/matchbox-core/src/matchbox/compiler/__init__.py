@@ -44,8 +44,8 @@ from torch import nn
 
 from matchbox._async_checks import set_async_checks
 from matchbox.compiler import graph as _graph
-from matchbox.compiler import scan_settings, symbolic
 from matchbox.compiler import reuse as reuse_module
+from matchbox.compiler import scan_settings, symbolic
 from matchbox.compiler.graph import CaptureError, Specialization
 from matchbox.compiler.state import (
     autocast_key,
