@@ -211,7 +211,9 @@ def timed_first_run(spec: Specialization, inputs: list[torch.Tensor]) -> Any:
 def _time_first_backward(spec: Specialization, inputs: list[torch.Tensor], outputs: Any) -> None:
     """AOTAutograd compiles a graph's backward pass at its first backward, after the call:
     that counts as compile time too (from the gradient reaching one of the graph's outputs
-    to one of its inputs' gradients; the backward's first run included)."""
+    to one of its inputs' gradients; the backward's first run included).  (A graph holding
+    a scan compiles its backward with the forward under inductor, ``scan_settings``: then
+    this times the backward's first run only.)"""
     outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     out = next((t for t in outputs if isinstance(t, torch.Tensor) and t.requires_grad), None)
     first = next((t for t in inputs if t.requires_grad), None)
