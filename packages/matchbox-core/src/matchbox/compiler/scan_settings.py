@@ -62,7 +62,8 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any) -> Callable[
 
 
 def _can_mark_cacheable() -> bool:
-    """Whether this torch lets a higher-order op be marked cacheable (from torch 2.6)."""
+    """Whether this torch lets a higher-order op be marked cacheable, and compiles a backward
+    with its forward when asked (torch 2.13 does; 2.3 has neither)."""
     from torch._functorch import config as functorch_config
     from torch._inductor import config as inductor_config
 
