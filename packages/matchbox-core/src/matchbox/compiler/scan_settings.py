@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from matchbox.compiler.graph import with_settings
+
 #: The name by which inductor's caches allow a higher-order op (``HigherOrderOperator.cacheable``).
 _SCAN_OP_NAME = "torch.ops.higher_order.scan"
 
@@ -38,27 +40,20 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any) -> Callable[
       only with its backward.
 
     The settings apply when a graph compiles, at a call (a recompilation included), so
-    every call runs under them; nothing changes for the rest of the process.
+    every call runs under them (:func:`matchbox.compiler.graph.with_settings`); nothing
+    changes for the rest of the process.
     """
     from torch._functorch import config as functorch_config
 
-    functorch = {"donated_buffer": False}
-    cached = backend == "inductor" and _can_mark_cacheable()
-    if cached:
-        functorch["force_non_lazy_backward_lowering"] = True
+    settings = [(functorch_config, "donated_buffer", False)]
+    if backend == "inductor" and _can_mark_cacheable():
+        from torch._inductor import config as inductor_config
 
-    def run(*inputs: torch.Tensor) -> Any:
-        with functorch_config.patch(**functorch):
-            if not cached:
-                return compiled(*inputs)
-            from torch._inductor import config as inductor_config
-
-            marked = {**inductor_config.unsafe_marked_cacheable_functions,
-                      _SCAN_OP_NAME: torch.__version__}
-            with inductor_config.patch(unsafe_marked_cacheable_functions=marked):
-                return compiled(*inputs)
-
-    return run
+        marked = {**inductor_config.unsafe_marked_cacheable_functions,
+                  _SCAN_OP_NAME: torch.__version__}
+        settings += [(functorch_config, "force_non_lazy_backward_lowering", True),
+                     (inductor_config, "unsafe_marked_cacheable_functions", marked)]
+    return with_settings(compiled, settings)
 
 
 def _can_mark_cacheable() -> bool:
