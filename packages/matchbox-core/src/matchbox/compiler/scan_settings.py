@@ -2,8 +2,8 @@
 
 A graph whose loops stay loops (:mod:`matchbox.compiler.loops`) needs two of
 PyTorch's compile settings changed while it compiles: one for its gradients, one
-for inductor's caches.  They are patched around each call of the compiled graph,
-never for the rest of the process.
+for inductor's caches.  They are set around each call of the compiled graph and
+restored after it, never for the rest of the process.
 """
 
 from __future__ import annotations
