@@ -646,6 +646,38 @@ def test_a_list_read_during_the_loop_through_a_closure_keeps_the_loop_unrolled(s
 
 
 @matchbox.batch
+def appending_through_values(x, w):
+    states, logged, noted = [], [], []
+    push = states.append
+    log = lambda v: logged.append(v)  # noqa: E731
+
+    def note(v):
+        noted.append(v)
+
+    h = x.new_zeros(x.size(0), x.size(-1))
+    for xt in x.unbind(1):
+        h = (xt @ w + h).tanh()
+        push(h)
+        log(h * 2)
+        note(1.0)
+    return h * len(states) + len(logged) * len(noted), F.stack(states, 1).sum(1)
+
+
+def test_a_loop_appending_through_a_bound_method_or_a_closure_stays_unrolled(scan_loops):
+    # A step of a scan is traced once: a list the body reaches only through a value it
+    # reads (``push = states.append``, a lambda or a function closing over the list)
+    # would get one item, not one a step, so such a loop is unrolled (a user trial found
+    # the lambda's and the function's lists one item long, the bound method refused with
+    # a misleading error).
+    w = torch.randn(3, 3, dtype=torch.float64)
+    run = compiled_for_batches(appending_through_values)
+    lengths = [4, 1, 6, 11]
+    assert_batch_equals_loop(run, sequences(lengths, dtype=torch.float64),
+                             ([w] * len(lengths), w))
+    assert [(s.scans, s.unrolled) for s in run.compiled.specializations] == [(0, [])]
+
+
+@matchbox.batch
 def nested_loops(x):
     total = x[:, 0] * 0
     for xt in x.unbind(1):

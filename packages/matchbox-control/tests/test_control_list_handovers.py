@@ -2,14 +2,15 @@
 function itself (issue 24 §1, found by a user trial after the merged lists were fixed).
 
 An append reached as a value (``add = items.append``, ``list.append(items, v)``,
-``items.__iadd__``, ``operator.iadd``, ``getattr(items, "append")``) appended for every
-example under a per-example ``if``; a helper that ``@batch`` did not rewrite appended for
-every example, and read padding items and the padded count (``lst[-1]``, ``len(lst)``).
-The first now appends for the running examples only; the second is refused, saying to
+``items.__iadd__``, ``operator.iadd``, ``getattr(items, "append")``, and later a lambda
+or ``functools.partial`` around it) appended for every example under a per-example ``if``; a helper that ``@batch`` did not rewrite appended for
+every example, and read padding items and the padded count (``lst[-1]``, ``len(lst)``),
+whether it was given the list or closed over it.  The first now appends for the running examples only; the second is refused, saying to
 decorate the helper, which then equals the loop."""
 
 from __future__ import annotations
 
+import functools
 import operator
 
 import pytest
@@ -23,10 +24,17 @@ def keep_positive(x, spelling):
     and their sum (the loop's answer whatever the spelling)."""
     kept = []
     add = kept.append
+    add_lambda = lambda u: kept.append(u)  # noqa: E731
+    add_partial = functools.partial(list.append, kept)
+    count = lambda: len(kept)  # noqa: E731
     for v in x.unbind(1):
         if v.sum() > 0:
             if spelling == "bound":
                 add(v)
+            elif spelling == "lambda":
+                add_lambda(v)
+            elif spelling == "partial":
+                add_partial(v)
             elif spelling == "unbound":
                 list.append(kept, v)
             elif spelling == "dunder":
@@ -35,10 +43,11 @@ def keep_positive(x, spelling):
                 operator.iadd(kept, [v])
             else:
                 kept.append(v)
-    return x.sum(1) * 0 + len(kept), sum(kept, x.sum(1) * 0)
+    return x.sum(1) * 0 + count(), sum(kept, x.sum(1) * 0)
 
 
-@pytest.mark.parametrize("spelling", ["bound", "unbound", "dunder", "operator", "getattr"])
+@pytest.mark.parametrize("spelling", ["bound", "unbound", "dunder", "operator", "getattr",
+                                      "lambda", "partial"])
 def test_an_append_reached_as_a_value_appends_for_the_running_examples(spelling, dtype):
     f = matchbox.batch(keep_positive)
     xs, xb = sequences([3, 1, 2, 0, 4], dtype=dtype)
@@ -95,6 +104,38 @@ def test_a_helper_appending_under_a_condition_is_refused_saying_to_decorate_it()
                        match=r"@batch: push\(\) is given a Python list under a per-example "
                              r"condition .*Decorate push with @matchbox.batch"):
         appends_in_a_helper(xb)
+
+
+def appender(items):
+    def append(v):
+        items.append(v)
+    return append
+
+
+@matchbox.batch
+def appends_in_a_closure(x):
+    kept = []
+    add = appender(kept)
+    for v in x.unbind(1):
+        if v.sum() > 0:
+            add(v)
+    return sum(kept, x.sum(1) * 0)
+
+
+def test_a_closure_over_a_list_appending_under_a_condition_is_refused():
+    _, xb = sequences([3, 1, 2])
+    with pytest.raises(NotImplementedError,
+                       match=r"@batch: appender.<locals>.append\(\) closes over a Python list "
+                             r"under a per-example condition .*Decorate "
+                             r"appender.<locals>.append with @matchbox.batch"):
+        appends_in_a_closure(xb)
+
+
+def test_the_closure_decorated_equals_the_loop(dtype, monkeypatch):
+    # What the refusal says to write: the closure appends for the running examples.
+    plain = appender
+    monkeypatch.setitem(globals(), "appender", lambda items: matchbox.batch(plain(items)))
+    assert_batch_equals_loop(appends_in_a_closure, sequences([3, 1, 2, 0, 4], dtype=dtype))
 
 
 def test_an_append_given_to_a_builtin_under_a_condition_is_refused():

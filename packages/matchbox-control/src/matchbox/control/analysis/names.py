@@ -29,8 +29,14 @@ class ScopeTransformer(gast.NodeTransformer):
 
     Nested functions and classes are converted on their own, and a user's
     lambda is a scope of its own, run whenever it is called: they are left as
-    written.  A thunk the rewriting made is part of this scope and is visited.
+    written, but by a transformer that sets ``enters_lambdas``.  A thunk the
+    rewriting made is part of this scope and is visited.
     """
+
+    #: Whether a user's lambda is visited: by a pass whose rewriting reads nothing of
+    #: this scope but the runtime's context (the mask its code runs under), so that
+    #: ``lambda v: items.append(v)`` appends per example as the statement would.
+    enters_lambdas = False
 
     def visit_FunctionDef(self, node: Any) -> Any:
         # A function the rewriting made (a `for` body captured as a scan) is a thunk.
@@ -39,7 +45,9 @@ class ScopeTransformer(gast.NodeTransformer):
     visit_AsyncFunctionDef = visit_ClassDef = visit_FunctionDef
 
     def visit_Lambda(self, node: Any) -> Any:
-        return node if is_scope(node) else self.generic_visit(node)
+        if is_scope(node) and not self.enters_lambdas:
+            return node
+        return self.generic_visit(node)
 
 
 def walk_scope(node: Any) -> Iterator[Any]:

@@ -87,11 +87,10 @@ class _Assignments(names.ScopeTransformer):
         self.masks = [naming.ENTRY_MASK]
 
     def visit_Lambda(self, node: Any) -> Any:
-        if names.is_scope(node):
-            return node  # a user's lambda: a scope of its own, run whenever it is called
         # A thunk (a comprehension's step, a side of a conditional expression, a
-        # later operand of and/or) runs under a mask that only the runtime knows:
-        # its writes read it from the context.
+        # later operand of and/or) runs under a mask that only the runtime knows, and
+        # so does a user's lambda, run whenever it is called (``push = lambda v:
+        # items.append(v)``): their writes read it from the context.
         self.masks.append(templates.replace_expr("mb__.entry_mask()", origin=node))
         try:
             return self.generic_visit(node)

@@ -24,7 +24,9 @@
 |                                          | per example; a list refused to a function |
 |                                          | ``@batch`` did not rewrite                |
 
-Left as written: calls without arguments, the iterables a ``for`` statement recognises (``range``, ``enumerate``,
+Inside a user's ``lambda`` too (``add = lambda v: items.append(v)``, ``lambda: len(items)``),
+which runs whenever it is called: what this pass writes looks the callable and the mask up
+then.  Left as written: calls without arguments, the iterables a ``for`` statement recognises (``range``, ``enumerate``,
 ``zip``, ``reversed``), what needs its caller's frame (``super``, ``locals``, ...), and
 in-place writes, which pass 8 (``assignments``) masks.
 
@@ -85,6 +87,10 @@ def _type_call(node: Any) -> bool:
 
 
 class _BuiltinCalls(names.ScopeTransformer):
+    # A user's lambda too (``lambda: len(items)``, ``lambda v: add(v)``): what this pass
+    # writes looks the callable and the mask up when the call runs.
+    enters_lambdas = True
+
     def visit_AnnAssign(self, node: Any) -> Any:
         # A local variable's annotation is never evaluated: left as written.
         node.target = self.visit(node.target)

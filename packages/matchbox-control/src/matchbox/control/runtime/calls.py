@@ -29,11 +29,12 @@ import functools
 import inspect
 import operator
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
+from matchbox.control import naming
 from matchbox.control.runtime import folds, scalars, sequences, type_tests
 from matchbox.control.runtime.effects import CONTAINER_WRITES, call_method
 from matchbox.control.runtime.masks import current_mask
@@ -63,6 +64,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         lowered = unbound = None
     if lowered is not None:
         return lowered(*args, **kwargs)
+    if type(fn) is functools.partial:  # what it holds is handed over as the arguments are
+        return call(fn.func, *fn.args, *args, **{**fn.keywords, **kwargs})
     owner = getattr(fn, "__self__", None)
     if type(owner) in (list, dict):
         return _container_method(owner, getattr(fn, "__name__", ""), args, kwargs)
@@ -94,35 +97,64 @@ def _container_method(obj: Any, name: str, args: tuple[Any, ...],
 
 def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
                                  kwargs: dict[str, Any]) -> None:
-    """Refuse a list that a function ``@batch`` did not rewrite would get wrong."""
+    """Refuse a list that a function ``@batch`` did not rewrite would get wrong: one it is
+    given, or one it closes over (a factory's inner function)."""
     function = getattr(fn, "__func__", fn)
     if not inspect.isfunction(function):
         _refuse_container_writes_as_values(fn, args, kwargs)
         return
-    if getattr(function, "__matchbox_batch__", False):
+    if getattr(function, "__matchbox_batch__", False) or rewritten(function):
         return
     module = (getattr(function, "__module__", None) or "").partition(".")[0]
     if module in ("torch", "matchbox"):
         return
-    values = [*args, *kwargs.values()]
+    masked = current_mask() is not None
+    for value in (*args, *kwargs.values()):
+        if type(value) in _MAY_BE_REFUSED:
+            _refuse_list_to(function, value, "is given", masked)
+    if function.__closure__:
+        for value in closed_over(function):
+            if type(value) in _MAY_BE_REFUSED:
+                _refuse_list_to(function, value, "closes over", masked)
+
+
+# What ``_refuse_list_to`` may refuse: lists, dicts, their bound methods.
+_MAY_BE_REFUSED = frozenset({list, dict, types.BuiltinMethodType})
+
+
+def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: bool) -> None:
+    """Refuse ``value``, which ``function`` (not rewritten) ``how`` ('is given', 'closes
+    over'), where it is a list only some examples' items are in, or, ``masked`` (under a
+    per-example condition), any list or dict or a write method of one."""
     name = getattr(function, "__qualname__", "the function")
-    for value in values:
-        if type(value) is list and sequences.has_records(value):
-            raise NotImplementedError(
-                f"@batch: {name}() is given a list whose items only some examples have "
-                f"({user_line()}), but @batch did not rewrite {name}: its len(), [i] and "
-                "loops would see every example's items, padding included. Decorate "
-                f"{name} with @matchbox.batch, which keeps each example's own items")
-    if current_mask() is None:
-        return
-    for value in values:
-        if type(value) in (list, dict) or _container_write(value):
-            raise NotImplementedError(
-                f"@batch: {name}() is given a Python {type(value).__name__} under a "
-                f"per-example condition ({user_line()}), but @batch did not rewrite {name}: "
-                "the container is shared by every example, so what it writes there (an "
-                "append) would happen for the examples that do not run this code too. "
-                f"Decorate {name} with @matchbox.batch, or write to the container here")
+    if type(value) is list and sequences.has_records(value):
+        raise NotImplementedError(
+            f"@batch: {name}() {how} a list whose items only some examples have "
+            f"({user_line()}), but @batch did not rewrite {name}: its len(), [i] and "
+            "loops would see every example's items, padding included. Decorate "
+            f"{name} with @matchbox.batch, which keeps each example's own items")
+    if masked and (type(value) in (list, dict) or _container_write(value)):
+        raise NotImplementedError(
+            f"@batch: {name}() {how} a Python {type(value).__name__} under a "
+            f"per-example condition ({user_line()}), but @batch did not rewrite {name}: "
+            "the container is shared by every example, so what it writes there (an "
+            "append) would happen for the examples that do not run this code too. "
+            f"Decorate {name} with @matchbox.batch, or write to the container here")
+
+
+def rewritten(function: types.FunctionType) -> bool:
+    """Whether ``function`` is code the rewriting made: a ``@batch`` function's lambda
+    (or a thunk), whose calls, reads and writes go through the runtime ``mb__``."""
+    return naming.RUNTIME in function.__code__.co_freevars  # (loader: a closure's cell)
+
+
+def closed_over(function: types.FunctionType) -> Iterator[Any]:
+    """The values of the variables ``function`` closes over (a factory's ``items``)."""
+    for cell in function.__closure__ or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # a variable not yet assigned
+            continue
 
 
 def _container_write(value: Any) -> bool:

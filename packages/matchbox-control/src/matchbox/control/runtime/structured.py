@@ -17,8 +17,9 @@ captured and torch has ``scan``::
 :func:`scan_for` hands the steps to ``matchbox.compiler.loops.scan_steps``, which runs
 the first steps unrolled and the rest as one ``scan`` node when it can, else unrolled:
 the same steps, the same ops per step as the ``for``.  The loop stays unrolled when the
-variables it only reads include a list, dict or other object a step may change, and
-when the sequence is not materialised (a generator).
+variables it only reads include a list, dict or other object a step may change (or a
+bound method or closure that may write one: ``push = items.append``), and when the
+sequence is not materialised (a generator).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch
 from torch import nn
 
 from matchbox.compiler import loop_steps, loops
-from matchbox.control.runtime import step_outputs
+from matchbox.control.runtime import calls, step_outputs
 from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask, narrow
 from matchbox.control.runtime.select import Undefined
@@ -40,6 +41,7 @@ from matchbox.extending import capturing, has_zero_padding, mark_zero_padding
 from matchbox.masked_batch import MaskedBatch
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+_CONTAINERS = (list, dict, set)
 
 
 def scan_capturing() -> bool:
@@ -228,10 +230,26 @@ def _unchanging(value: Any) -> bool:
         return True
     if isinstance(value, nn.Module):  # its attributes are watched by the capture
         return True
-    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
-        return True
+    if isinstance(value, (types.BuiltinMethodType, types.MethodType, types.FunctionType)):
+        return not _may_reach_a_container(value, set())
     if type(value) is tuple:
         return all(map(_unchanging, value))
+    return False
+
+
+def _may_reach_a_container(value: Any, seen: set[int]) -> bool:
+    """Whether a function or bound method may write a list, dict or set: one bound to it
+    (``push = items.append``), or one it closes over, directly or through another closure.
+    A step of a scan runs once, while it is traced: it would write once for every step."""
+    if id(value) in seen:  # (a recursive closure)
+        return False
+    seen.add(id(value))
+    if type(value) in _CONTAINERS:
+        return True
+    if isinstance(value, (types.BuiltinMethodType, types.MethodType)):
+        return type(getattr(value, "__self__", None)) in _CONTAINERS
+    if isinstance(value, types.FunctionType):
+        return any(_may_reach_a_container(v, seen) for v in calls.closed_over(value))
     return False
 
 
