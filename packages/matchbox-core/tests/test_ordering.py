@@ -74,11 +74,49 @@ NO_DIM_CASES = {
     "Tensor.roll": lambda x: x.roll(-5),
 }
 
+def _first(x, d):
+    """``x``'s first position along ``d`` (none for an example of length zero there)."""
+    return x[(slice(None),) * (d % x.dim()) + (slice(0, 1),)]
+
+
+# op name -> f(x, dim): differences, along every dimension but each example's dimension 0
+# (whose difference has size zero, which no example of a batch can have: refused below).
+DIFF_CASES = {
+    "torch.diff": lambda x, d: torch.diff(x, dim=d),
+    "Tensor.diff": lambda x, d: x.diff(2, d, prepend=_first(x, d) * 2, append=_first(x, d)),
+}
+
 REGISTERED = registered("ordering")
 
 
 def test_every_registered_ordering_op_has_a_case_here():
-    assert_every_op_has_a_case("ordering", REGISTERED, CASES, NO_DIM_CASES)
+    assert_every_op_has_a_case("ordering", REGISTERED, CASES, NO_DIM_CASES, DIFF_CASES)
+
+
+@pytest.mark.parametrize("name", DIFF_CASES)
+@pytest.mark.parametrize("dim", [1, 2, -1, -2])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_diff_matches_loop(name, dim, layout, dtype):
+    dims, shapes = LAYOUTS[layout]
+    examples, batch = batch_of(shapes, dims, dtype)
+    check(lambda x: DIFF_CASES[name](x, dim), examples, batch)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_diff_of_booleans_and_of_any_order_matches_loop(n):
+    examples, batch = batch_of([(4, 2), (1, 2), (0, 2), (6, 2)], (True, False))
+    check(lambda x: (x > 0).diff(n, 1), examples, batch)
+    check(lambda x: x.diff(n, 1), examples, batch)
+
+
+def test_diff_errors_name_the_op_and_argument():
+    _, batch = batch_of([(3, 2), (1, 2)], (True, False))
+    with pytest.raises(ValueError, match=r"torch.diff: dim=0 is each example's own batch "
+                                         r"dimension \(size one\): its difference would have "
+                                         r"size zero"):
+        torch.diff(batch, dim=0)
+    with pytest.raises(RuntimeError, match="Tensor.diff: order must be non-negative but got -1"):
+        batch.diff(-1, 1)
 
 
 @pytest.mark.parametrize("name", [n for n in REGISTERED if n in CASES])

@@ -134,6 +134,13 @@ def join_dims(x: Any, dim1: int, dim2: int) -> Any:
                 "an example of its own"
             )
         return _join_batch(x, d2)
+    if isinstance(x, MaskedBatch) and x.dims[d2 - 1]:
+        # (flatten's own error would name flatten, which the user did not call)
+        raise ValueError(
+            f"join_dims({dim1}, {dim2}): dimension {d2} is dynamic and would be the minor "
+            "of the merged dimension: padding would fall between each example's real "
+            f"values; only the major (first) dimension may be dynamic: join_dims({dim2}, "
+            f"{dim1}) keeps it major")
     if d2 != d1 + 1:
         order = [n for n in range(rank) if n != d2]
         order.insert(order.index(d1) + 1, d2)

@@ -1,4 +1,5 @@
-"""Ordering: scans and sorts along a dimension, flips, rolls, and moves of dimensions.
+"""Ordering: scans, differences and sorts along a dimension, flips, rolls, and moves of
+dimensions.
 
 Dimension numbers are those of one example.  What happens to padding and mask:
 
@@ -23,6 +24,11 @@ Dimension numbers are those of one example.  What happens to padding and mask:
 |                              |                       | a running example's length raises          |
 | flip, fliplr, flipud         | as above              | each example's real positions reversed in  |
 |                              |                       | place (i -> n - 1 - i), padding left as is |
+| diff                         | as above              | each example's real positions' differences |
+|                              |                       | (``x[1:] - x[:-1]``, by indexing: one fewer|
+|                              |                       | each order; ``prepend``/``append`` joined  |
+|                              |                       | to the real positions first); not along    |
+|                              |                       | dimension 0 (its size would be zero)       |
 | roll                         | as above              | each example's real positions rotated in   |
 |                              |                       | place (i -> (i + shift) mod n); without    |
 |                              |                       | dims, each example's flattened values      |
@@ -292,6 +298,36 @@ def fliplr_flipud(func, input):
         raise RuntimeError(f"{op}: examples must have at least {2 if lr else 1} dimensions, "
                            f"got {input.dim()}")
     return _flip(op, input, [1 if lr else 0])
+
+
+# ------------------------------------------------------------------ differences
+
+
+@_lengths.aware  # (built from indexing, subtraction and cat, which keep the lengths)
+@_registry.implements(torch.diff, torch.Tensor.diff, family=FAMILY)
+def diff(func, input, n=1, dim=-1, prepend=None, append=None):
+    """Each example's own differences: along a dynamic dimension, ``x[1:] - x[:-1]`` of its
+    real positions (one fewer each time; a zero-length example stays empty), with
+    ``prepend``/``append`` joined to its real positions first, as ``torch.cat`` joins them."""
+    op = _registry.op_name(func)
+    d = normalize_dim(op, dim, input.dim())
+    if n < 0:
+        raise RuntimeError(f"{op}: order must be non-negative but got {n}")
+    if d == 0:
+        raise ValueError(
+            f"{op}: dim=0 is each example's own batch dimension (size one): its difference "
+            "would have size zero, which no example of a batch has; take it along another "
+            "dimension")
+    parts = [p for p in (prepend, input, append) if p is not None]
+    x = torch.cat(parts, d) if len(parts) > 1 else input
+    before = (slice(None),) * d
+    later, earlier = before + (slice(1, None),), before + (slice(None, -1),)
+    for _ in range(n):
+        if x.dtype == torch.bool:  # (torch's diff of booleans is their exclusive or)
+            x = torch.logical_xor(x[later], x[earlier])
+        else:
+            x = x[later] - x[earlier]
+    return x
 
 
 # ------------------------------------------------------------------ rolls
