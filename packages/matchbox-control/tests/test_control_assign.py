@@ -182,6 +182,37 @@ def test_plain_attribute_and_item_writes_are_python():
     assert items == ["x", 3, 5]
 
 
+STATS = {"n": 0}
+
+
+@matchbox.batch
+def writes_a_global_dict(x):
+    STATS["n"] = 1
+    STATS["n"] += 1
+    return x * STATS["n"]
+
+
+@matchbox.batch
+def writes_a_dict_it_closes_over(x):
+    counts = {"n": 0}
+
+    def bump():
+        counts["n"] += 1
+        counts["m"] = counts["n"] * 3
+
+    bump()
+    return x + counts["m"]
+
+
+@pytest.mark.parametrize("f", [writes_a_global_dict, writes_a_dict_it_closes_over])
+def test_an_item_write_to_a_global_or_closed_over_dict_leaves_the_name_as_it_is(f, dtype):
+    # The rewriting once rebound the name to the written object (``STATS = set_item(...)``,
+    # as for a local variable whose tensor may become a batch), which made it local:
+    # UnboundLocalError even on a plain tensor (a user trial).
+    assert torch.equal(f(torch.ones(2, dtype=dtype)), f.__wrapped__(torch.ones(2, dtype=dtype)))
+    assert_batch_equals_loop(f, sequences([3, 0, 1], dtype=dtype))
+
+
 def test_a_value_that_cannot_be_batched_is_refused():
     @matchbox.batch
     def f(x):

@@ -82,9 +82,15 @@ def index_expression(node: Any) -> Any:
 
 
 class _Assignments(names.ScopeTransformer):
-    def __init__(self, ctx: Context):
+    def __init__(self, ctx: Context, locals_: set[str]):
         self.ctx = ctx
+        self.locals = locals_
         self.masks = [naming.ENTRY_MASK]
+
+    def _local(self, node: Any) -> bool:
+        """Whether ``node`` is a local variable of the function, which a write may rebind
+        (a global or a closed-over name may not be: assigning it would make it local)."""
+        return isinstance(node, gast.Name) and node.id in self.locals
 
     def visit_Lambda(self, node: Any) -> Any:
         # A thunk (a comprehension's step, a side of a conditional expression, a
@@ -160,7 +166,7 @@ class _Assignments(names.ScopeTransformer):
             return templates.replace("mb__.set_attr(mask, obj, attr, value)", origin=origin,
                                      mask=self.mask, obj=target.value,
                                      attr=templates.constant(target.attr), value=value)
-        if isinstance(target.value, gast.Name):
+        if self._local(target.value):
             # A local variable: a plain tensor it holds may become a batch (the
             # write differs between examples), which the variable then holds.
             return templates.replace("var = mb__.set_item(mask, var, index, value, label)",
@@ -197,7 +203,7 @@ class _Assignments(names.ScopeTransformer):
             return templates.replace("mb__.aug_attr(mask, op, obj, attr, value)", origin=node,
                                      mask=self.mask, op=op, obj=target.value,
                                      attr=templates.constant(target.attr), value=node.value)
-        if isinstance(target.value, gast.Name):
+        if self._local(target.value):
             return templates.replace(
                 "var = mb__.aug_item(mask, op, var, index, value, label)", origin=node,
                 mask=self.mask, op=op, var=target.value.id,
@@ -222,7 +228,7 @@ class _Assignments(names.ScopeTransformer):
 
 
 def transform(function: Any, ctx: Context) -> None:
-    visitor = _Assignments(ctx)
+    visitor = _Assignments(ctx, names.local_names(function))
     body: list[Any] = []
     for statement in function.body:
         result = visitor.visit(statement)

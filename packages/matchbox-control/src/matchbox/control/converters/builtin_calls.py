@@ -62,7 +62,7 @@ _FOLDS = frozenset({"sum", "max", "min", "any", "all", "reduce"})
 
 #: Calls left as written: iterables that ``for`` recognises by name, and builtins that
 #: read their caller's frame or cannot take a list to write.
-_UNROUTED = frozenset({"range", "enumerate", "zip", "reversed", "iter", "next", "super",
+_UNROUTED = frozenset({"range", "enumerate", "zip", "reversed", "iter", "super",
                        "locals", "vars", "globals", "eval", "exec", "breakpoint", "dir",
                        "print", "type", "getattr", "hasattr", "setattr", "id", "callable"})
 

@@ -24,10 +24,13 @@ condition, any list (it may append to it for every example), saying to decorate 
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import functools
+import heapq
 import inspect
 import operator
+import random
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -36,7 +39,7 @@ import torch
 
 from matchbox.control import naming
 from matchbox.control.runtime import folds, scalars, sequences, type_tests
-from matchbox.control.runtime.effects import CONTAINER_WRITES, call_method
+from matchbox.control.runtime.effects import CONTAINER_WRITES, SHARED_CONTAINERS, call_method
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
 
@@ -60,17 +63,21 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     with the Python lists it is given kept per example (see the module docstring)."""
     try:
         lowered, unbound = _LOWERED.get(fn), _UNBOUND_WRITES.get(fn)
+        changes_its_first = fn in _CHANGE_THEIR_FIRST
     except TypeError:  # an unhashable callable
         lowered = unbound = None
+        changes_its_first = False
     if lowered is not None:
         return lowered(*args, **kwargs)
     if type(fn) is functools.partial:  # what it holds is handed over as the arguments are
         return call(fn.func, *fn.args, *args, **{**fn.keywords, **kwargs})
     owner = getattr(fn, "__self__", None)
-    if type(owner) in (list, dict):
+    if type(owner) in SHARED_CONTAINERS:
         return _container_method(owner, getattr(fn, "__name__", ""), args, kwargs)
-    if unbound is not None and args and type(args[0]) in (list, dict):
+    if unbound is not None and args and type(args[0]) in SHARED_CONTAINERS:
         return _container_method(args[0], unbound, args[1:], kwargs)
+    if changes_its_first and args and current_mask() is not None:
+        _refuse_a_shared_write(fn, args[0])
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
     return fn(*args, **kwargs)
@@ -78,8 +85,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 # Unbound spellings of a container's writes: ``list.append(items, v)``, ``operator.iadd``.
 _UNBOUND_WRITES: dict[Any, str] = {
-    **{getattr(list, name): name for name in CONTAINER_WRITES if hasattr(list, name)},
-    **{getattr(dict, name): name for name in CONTAINER_WRITES if hasattr(dict, name)},
+    **{getattr(kind, name): name for kind in SHARED_CONTAINERS for name in CONTAINER_WRITES
+       if hasattr(kind, name)},
     list.__iadd__: "__iadd__", operator.iadd: "__iadd__",
 }
 
@@ -118,8 +125,8 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
                 _refuse_list_to(function, value, "closes over", masked)
 
 
-# What ``_refuse_list_to`` may refuse: lists, dicts, their bound methods.
-_MAY_BE_REFUSED = frozenset({list, dict, types.BuiltinMethodType})
+# What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods.
+_MAY_BE_REFUSED = frozenset({*SHARED_CONTAINERS, types.BuiltinMethodType})
 
 
 def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: bool) -> None:
@@ -133,7 +140,7 @@ def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: 
             f"({user_line()}), but @batch did not rewrite {name}: its len(), [i] and "
             "loops would see every example's items, padding included. Decorate "
             f"{name} with @matchbox.batch, which keeps each example's own items")
-    if masked and (type(value) in (list, dict) or _container_write(value)):
+    if masked and (type(value) in SHARED_CONTAINERS or _container_write(value)):
         raise NotImplementedError(
             f"@batch: {name}() {how} a Python {type(value).__name__} under a "
             f"per-example condition ({user_line()}), but @batch did not rewrite {name}: "
@@ -162,8 +169,28 @@ def _container_write(value: Any) -> bool:
     # A bound list or dict method is a builtin method; asking anything else (a batch)
     # for ``__self__`` costs an AttributeError.
     return (type(value) is types.BuiltinMethodType
-            and type(getattr(value, "__self__", None)) in (list, dict)
+            and type(getattr(value, "__self__", None)) in SHARED_CONTAINERS
             and getattr(value, "__name__", "") in CONTAINER_WRITES)
+
+
+#: Functions that change what they are given first, in place: a list (a heap, a sorted
+#: list), an iterator (``next``).
+_CHANGE_THEIR_FIRST = frozenset({
+    heapq.heappush, heapq.heappop, heapq.heappushpop, heapq.heapreplace, heapq.heapify,
+    bisect.insort, bisect.insort_left, bisect.insort_right, random.shuffle, builtins.next})
+
+
+def _refuse_a_shared_write(fn: Any, target: Any) -> None:
+    """``heapq.heappush(heap, v)`` (or ``next(it)``) under a per-example condition: the
+    Python object is shared by every example, and the call changes it for all of them."""
+    name = f"{getattr(fn, '__module__', None) or 'builtins'}.{fn.__name__}".removeprefix(
+        "builtins.").removeprefix("_")
+    verb = "advance" if fn is builtins.next else "change"
+    raise NotImplementedError(
+        f"@batch: {name}() under a per-example condition ({user_line()}): the "
+        f"{type(target).__name__} it {verb}s is shared by every example, so it would {verb} "
+        "for the examples that do not run this code too. Call it where every example runs "
+        "it, or keep the per-example values in a list (items.append) or a tensor")
 
 
 def _refuse_container_writes_as_values(fn: Any, args: tuple[Any, ...],
