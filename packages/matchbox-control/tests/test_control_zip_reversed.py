@@ -72,6 +72,45 @@ def test_zip_of_an_appended_list_and_its_reverse(lengths):
 
 
 @matchbox.batch
+def pairs_of_two_lists(x, w):
+    ups, downs = [], []
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            ups.append(xt)
+        else:
+            downs.append(xt * 2)
+    acc = x[:, :1].sum(1) * 0.0
+    for a, b in zip(ups, downs):  # the i-th rising step with the i-th falling one
+        acc = (acc + a * b) @ w
+    return acc
+
+
+@given(lengths=LENGTHS, data=st.data())
+def test_zip_of_two_lists_appended_in_the_sides_of_an_if(lengths, data):
+    # An example's i-th item of one list may sit past the other list's last position
+    # (each list holds every example's items, by step): a user trial found such pairs
+    # lost when the lists were cut at the shorter one before each example's own items
+    # came first.  Signs chosen so that some examples' items of `ups` come late.
+    w = torch.randn(3, 3, dtype=torch.float64) * 0.5
+    xs = [torch.randn(1, n, 3, dtype=torch.float64).abs()
+          * torch.tensor(data.draw(st.lists(st.sampled_from([-1.0, 1.0]), min_size=n,
+                                            max_size=n)), dtype=torch.float64).view(1, n, 1)
+          for n in lengths]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    assert_batch_equals_loop(pairs_of_two_lists, (xs, xb), ([w] * len(lengths), w))
+
+
+def test_zip_of_two_lists_where_one_examples_items_come_last(dtype):
+    # The trial's case: the last example's rising steps come after every falling one.
+    signs = [[1, 1, -1, -1], [], [-1], [-1, -1, -1, 1, 1, 1]]
+    xs = [torch.tensor(row, dtype=dtype).view(1, len(row), 1).expand(1, len(row), 3).clone()
+          for row in signs]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    w = torch.eye(3, dtype=dtype)
+    assert_batch_equals_loop(pairs_of_two_lists, (xs, xb), ([w] * len(xs), w))
+
+
+@matchbox.batch
 def ranges(y, n):
     acc = y[:, 0] * 0.0
     for i, yt in zip(reversed(range(n)), y.unbind(1)):

@@ -377,12 +377,16 @@ def iter_zip(zip_fn: Any, *args: Any, **kwargs: Any) -> Any:
     _check_batch_sizes([item for items, _ in known for item in items[:1]])
     if all(present is None for _, present in known):
         return zip_fn(*(items for items, _ in known))
+    # Each example's own steps first, then cut at the shortest: cut first, an example
+    # whose steps of one list sit past the other's end lost them (a user trial: two lists
+    # appended in the two sides of an `if`).
+    known = [(items, own) if own is None else _own_steps_first(items, own)
+             for items, own in known]
     count = min(len(items) for items, _ in known)
     columns, present = [], None
     for items, own in known:
         if own is not None:
-            items, own = _own_steps_first(items[:count], own[:count])
-            present = own if present is None else present & own
+            present = own[:count] if present is None else present & own[:count]
         columns.append(items[:count])
     return _Stepped(list(zip_fn(*columns)), present, "zip")
 
