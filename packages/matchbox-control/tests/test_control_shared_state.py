@@ -141,3 +141,20 @@ def test_a_key_given_a_value_first_is_overwritten_per_example(dtype):
     # What the refusal says to write.
     assert_batch_equals_loop(lambda x: keys_per_example(x, prefilled=True),
                              sequences([4, 0, 1, 6], dtype=dtype))
+
+
+@matchbox.batch
+def filters_with_a_builtin(x):
+    kept = list(filter(lambda xt: xt.sum() > 0, x.unbind(1)))
+    return len(kept)
+
+
+def test_a_builtin_asking_a_batch_for_its_truth_says_where_to_write_the_condition():
+    # It said to decorate the function, which was decorated (a user trial).
+    _, xb = sequences([4, 0, 1, 6])
+    with pytest.raises(ValueError,
+                       match=r"the truth value of a MaskedBatch is ambiguous .*write the "
+                             r"condition in the decorated function, .* a builtin \(filter, "
+                             r"sorted, .*\), or a helper or generator that is not decorated "
+                             r"with @matchbox.batch, asked for it here"):
+        filters_with_a_builtin(xb)

@@ -71,6 +71,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from matchbox._batch_views import register_batch_view
+from matchbox._capture import in_batch_call
 from matchbox._methods import register_host
 from matchbox._op_table import batch_types, op_name
 
@@ -230,11 +231,19 @@ class Batch:
     # ------------------------------------------------------------------ refusals
 
     def __bool__(self) -> bool:
+        what = f"the truth value of a {type(self).__name__} is ambiguous (it may differ " \
+            "between examples): use .any() or .all(), or "
+        if in_batch_call():  # asked by code @batch did not rewrite (a user trial)
+            raise ValueError(
+                what + "write the condition in the decorated function, whose if, while, "
+                "for, 'a if c else b', and/or/not and comprehensions @batch rewrites: a "
+                "builtin (filter, sorted, list.index, a key= function's comparison), or a "
+                "helper or generator that is not decorated with @matchbox.batch, asked for "
+                "it here")
         raise ValueError(
-            f"the truth value of a {type(self).__name__} is ambiguous (it may differ between "
-            "examples): use .any() or .all(), or decorate the function with "
-            "@matchbox.batch to branch per example (it rewrites if, while, for, "
-            "'a if c else b' and and/or/not, not the filters of comprehensions)"
+            what + "decorate the function with @matchbox.batch to branch per example (it "
+            "rewrites if, while, for, 'a if c else b' and and/or/not, not the filters of "
+            "comprehensions)"
         )
 
     def _no_single_value(self, *args: Any) -> Any:

@@ -265,6 +265,11 @@ _DEFERRED: contextvars.ContextVar[list[tuple[torch.Tensor, Callable[[], BaseExce
     contextvars.ContextVar("matchbox_deferred_checks", default=None))
 
 
+def in_batch_call() -> bool:
+    """Whether a ``@batch`` call is running (in this thread or task)."""
+    return _DEFERRED.get() is not None
+
+
 class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like a function)
     """``with deferred_checks(name):`` around a ``@batch`` call (matchbox-control opens it;
     ``name``: the decorated function's, for the note of an error raised later).
