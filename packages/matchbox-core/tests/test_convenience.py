@@ -495,6 +495,15 @@ def test_importing_matchbox_only_adds_names_to_torch_tensor():
     assert all(not names for cls, names in added.items() if cls != "Tensor"), added
 
 
+def test_matchbox_functional_is_there_after_import_matchbox():
+    # As torch.nn.functional after `import torch` (a user trial ran a README snippet
+    # writing matchbox.functional.maxsize after `import matchbox` only).
+    code = "import matchbox; print(matchbox.functional.maxsize.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "matchbox.convenience"
+
+
 def test_convenience_names_are_on_batches_tensors_and_matchbox_functional():
     for name in _registry.convenience_methods():
         assert hasattr(MaskedBatch, name), name

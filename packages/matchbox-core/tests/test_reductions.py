@@ -522,13 +522,26 @@ def test_norm_with_an_unsupported_order_or_out_raises():
         torch.norm(batch, dim=1, out=torch.empty(1, 3, dtype=torch.float64))
 
 
+@pytest.mark.parametrize("dim", DIM_ARGS)
+@pytest.mark.parametrize("layout", [*LAYOUTS, "with-an-empty-example"])
+def test_count_nonzero_matches_loop(layout, dim, dtype):
+    # (A user trial found it unsupported.)  NaN padding is not zero: it must not count.
+    dims, shapes = LAYOUTS.get(layout, ((True, False), [(3, 4), (0, 4), (1, 4)]))
+    examples, batch = batch_of(shapes, dims, dtype,
+                               values=lambda shape: torch.randint(-1, 2, (1, *shape)))
+    kwargs = {} if dim is None else {"dim": dim}
+    check(lambda x: torch.count_nonzero(x, **kwargs), examples, batch)
+    check(lambda x: x.count_nonzero(**kwargs), examples, batch)
+
+
 # ---------------------------------------------------------------- registry coverage
 
 
 def test_every_registered_reduction_is_covered_here():
     # A newly registered reduction must get a test in this file.
     tested = {"sum", "nansum", "prod", "mean", "nanmean", "var", "std", "max", "min", "amax", "amin",
-              "argmax", "argmin", "logsumexp", "norm", "linalg_vector_norm", "any", "all"}
+              "argmax", "argmin", "logsumexp", "norm", "linalg_vector_norm", "any", "all",
+              "count_nonzero"}
     registered = {getattr(e.func, "__name__", e.name) for e in entries() if e.family == "reduction"}
     assert registered <= tested, sorted(registered - tested)
 

@@ -13,8 +13,10 @@ from typing import Any
 
 __path__ = pkgutil.extend_path(__path__, __name__)
 
-# Importing ops fills the registry (ops.conversion refuses a batch beside a nested tensor).
-from matchbox import _registry, extending, ops  # noqa: E402,F401
+# Importing ops fills the registry (ops.conversion refuses a batch beside a nested tensor);
+# ``matchbox.functional`` is there after ``import matchbox``, as torch.nn.functional after
+# ``import torch`` (a user trial ran the nn README's snippet without importing it).
+from matchbox import _registry, extending, functional, ops  # noqa: E402,F401
 from matchbox._async_checks import raise_pending_checks, set_async_checks  # noqa: E402
 from matchbox.batch_reduce import batch_mean, batch_sum  # noqa: E402
 from matchbox.compiler import compile, hide_from_torch_compile  # noqa: E402

@@ -36,7 +36,7 @@ import torch
 from matchbox import _capture, _lengths, _masking, _registry
 from matchbox._example_scalars import VECTOR, ambiguous_index
 from matchbox._masked_writes import in_place_copy, write_into
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.one_position import (
     fast_getitem,
@@ -256,6 +256,21 @@ def getitem(func, input, index):
     if x is not input and not x.dims:
         x._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return x
+
+
+@_lengths.aware  # (built from indexing, which keeps the lengths)
+@_registry.implements(torch.select, torch.Tensor.select, family="indexing")
+def select(func, input, dim, index):
+    """``x.select(d, i)``: ``x[:, ..., i]`` with ``i`` at dimension ``d`` (along a dynamic
+    dimension each example's own position ``i``, a negative one from its own end)."""
+    op = _registry.op_name(func)
+    d = normalize_dim(op, dim, input.dim())
+    if d == 0:
+        raise ValueError(
+            f"{op}: dim=0 is each example's own batch dimension (size one): selecting along "
+            "it would drop it, which no example of a batch can; select along another "
+            "dimension")
+    return input[(slice(None),) * d + (index,)]
 
 
 @_lengths.aware

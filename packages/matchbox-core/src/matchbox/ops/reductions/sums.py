@@ -1,5 +1,5 @@
 """Reductions with an identity: ``sum``/``nansum``, ``mean``/``nanmean``, ``prod``,
-``logsumexp``, ``any``/``all``.
+``logsumexp``, ``any``/``all``, ``count_nonzero`` (a sum of ``x != 0``).
 
 Over a dynamic dimension padding is first filled with the op's identity (0, 1,
 ``-inf``, ``True`` for ``all``; NaN for ``nanmean``, which skips it), and ``mean``
@@ -100,3 +100,11 @@ def any_all(func, input, dim=None, keepdim=False):
         return _keep(flags, ds, k)
 
     return reduce(op, input, dim, keepdim, reducer, identity)
+
+
+@_lengths.aware  # (a comparison and a sum, which keep the lengths)
+@_registry.implements(torch.count_nonzero, torch.Tensor.count_nonzero, family="reduction")
+def count_nonzero(func, input, dim=None):
+    """Each example's own count: padding, whatever it holds, is not counted."""
+    nonzero = input != 0
+    return nonzero.sum() if dim is None else nonzero.sum(dim)
