@@ -302,3 +302,42 @@ def test_a_region_guards_what_it_computes_from_a_real_state_for_ended_examples(d
     xs, xb = sequences(lengths, dtype=dtype)
     cs = [torch.tensor([n + 0.3], dtype=dtype) for n in lengths]
     assert_batch_equals_loop(shrinking, (xs, xb), (cs, MaskedBatch.fromlist(cs, ())))
+
+
+@matchbox.batch
+def per_sentence(doc, w):
+    # doc: (1, sentences, words, 3); a sentence may have no words, a document no sentence.
+    count = doc.sum(1).sum(1).sum(-1) * 0
+    total = doc.new_zeros(1, 3)
+    for sentence in doc.unbind(1):
+        count = count + 1
+        total = (total + sentence.sum(1) + 1.0) @ w
+    return count + len(doc.unbind(1)), total
+
+
+@pytest.mark.parametrize("shapes", [[(3, 0), (1, 4), (0, 0), (2, 3)], [(1, 0)], [(2, 0), (0, 0)]])
+def test_a_loop_over_sentences_of_no_words_takes_each_of_them(shapes, dtype):
+    # An example empty in another dynamic dimension has an all-false mask: its steps
+    # were taken as steps it does not have, and skipped (a user trial's hierarchical
+    # model, silently wrong).  Its lengths are known: each of its sentences is a step.
+    docs = [torch.randn(1, s, n, 3, dtype=dtype) for s, n in shapes]
+    batch = MaskedBatch.fromlist(docs, (True, True, False), padding_value=float("nan"))
+    w = torch.randn(3, 3, dtype=dtype) * 0.5
+    assert_batch_equals_loop(per_sentence, (docs, batch), ([w] * len(docs), w))
+
+
+@matchbox.batch
+def per_channel(x):
+    n = 0
+    total = x.new_zeros(1)
+    for channel in x.unbind(2):  # a static dimension: every example has each channel
+        n += 1
+        total = total + channel.sum(1) + 1.0
+    return total * n
+
+
+def test_a_loop_over_a_static_dimension_takes_every_step_of_an_empty_example(dtype):
+    # The channels of an example of no time steps have all-false masks: they were
+    # skipped as steps it does not have (a user trial; the loop runs each).
+    xs, xb = sequences([0, 2, 1], dtype=dtype)
+    assert_batch_equals_loop(per_channel, (xs, xb))

@@ -52,7 +52,7 @@ import torch
 
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
-from matchbox.extending import BATCH_VIEWS, capturing, combine_masks, fails, refuse
+from matchbox.extending import BATCH_VIEWS, capturing, combine_masks, fails, lengths_along, refuse
 from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import mark_example_scalar as mark
 from matchbox.masked_batch import MaskedBatch
@@ -119,6 +119,7 @@ def unbind(owner: Any, *args: Any, **kwargs: Any) -> Any:
     steps = torch.unbind(*args, **kwargs) if owner is torch else owner.unbind(*args, **kwargs)
     batch, d = unbound_dimension(owner, args, kwargs)
     if d is None:
+        _every_example_has(batch, steps)
         return steps
     if capturing() is None and _rest_size(batch, d) == 1:
         # One mask entry per example and step: each step's record is a view of the mask,
@@ -154,9 +155,30 @@ def unbound_dimension(owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 
 def steps_present(batch: MaskedBatch, d: int) -> torch.Tensor:
     """``(steps, batch)``: which examples have each step of ``batch`` along its dynamic
-    dimension ``d``."""
-    steps_first = batch._mask.movedim(d, 0)
-    return steps_first.reshape(*steps_first.shape[:2], _rest_size(batch, d)).any(-1)
+    dimension ``d``: those it is shorter than, by the lengths, not by the mask, which is
+    all false for an example empty in another dimension (sentences of no words, ``(1, 3,
+    0, H)``: its three steps, each empty; a user trial found them skipped)."""
+    steps = torch.arange(batch._mask.size(d), device=batch._mask.device)
+    return steps.unsqueeze(1) < lengths_along(batch, d).unsqueeze(0)
+
+
+def _every_example_has(batch: Any, steps: Any) -> None:
+    """The steps of ``x.unbind(d)``, ``d > 0``, along a static dimension or of a batch
+    without padding: every example has each of them (the batch's own record, if it has
+    one), also one empty in another dimension, whose steps' masks are all false (``x`` of
+    shape ``(1, 0, 3)``: ``x.unbind(2)`` has three steps; a user trial found them
+    skipped as steps that example does not have)."""
+    if type(batch) is not MaskedBatch or not steps or type(steps[0]) is not MaskedBatch:
+        return
+    if steps[0].data.size(0) != batch.data.size(0):
+        return  # dimension 0 (each example's own): one step, the batch's
+    if batch._mask is None and steps[0]._mask is None and batch._present is None:
+        return  # every example has every step, and the steps say so (no record needed)
+    present = batch._present
+    if present is None:
+        present = torch.ones(batch.data.size(0), dtype=torch.bool, device=batch.data.device)
+    for step in steps:
+        step._present = present
 
 
 def _rest_size(batch: MaskedBatch, d: int) -> Any:
