@@ -69,7 +69,7 @@ from matchbox.control.runtime.select import (
     select,
     user_line,
 )
-from matchbox.control.runtime.sequences import get_item, operand, truth, unbind, unpack
+from matchbox.control.runtime.sequences import get_item, operand, truth, unpack
 from matchbox.control.runtime.step_outputs import call_steps
 from matchbox.control.runtime.structured import (
     scan_capturing,
@@ -80,6 +80,7 @@ from matchbox.control.runtime.structured import (
     unbind_steps,
 )
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
+from matchbox.control.runtime.unbinding import unbind
 from matchbox.extending import deferred_checks, failed_flags, fails, with_failed_flags
 from matchbox.masked_batch import MaskedBatch
 

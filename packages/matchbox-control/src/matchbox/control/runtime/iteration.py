@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from matchbox.control.runtime.masks import Mask
-from matchbox.control.runtime.sequences import prefix_steps
+from matchbox.control.runtime.unbinding import prefix_steps
 from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import (
     capturing,

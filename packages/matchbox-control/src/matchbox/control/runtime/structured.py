@@ -36,7 +36,7 @@ from matchbox.control.runtime import calls, step_outputs
 from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask, narrow
 from matchbox.control.runtime.select import Undefined
-from matchbox.control.runtime.sequences import steps_present, unbind, unbound_dimension
+from matchbox.control.runtime.unbinding import steps_present, unbind, unbound_dimension
 from matchbox.extending import capturing, has_zero_padding, mark_zero_padding
 from matchbox.masked_batch import MaskedBatch
 
@@ -89,7 +89,7 @@ def unbind_steps(owner: Any, *args: Any, **kwargs: Any) -> Any:
     symbolic sizes), the steps are not taken apart: a list of them would fix their
     number, and the graph would hold for one padded length only.  :func:`scan_for`
     takes them as slices (``loop_steps.SlicedSteps``): the same steps, recording the
-    same examples, as :func:`~matchbox.control.runtime.sequences.unbind`'s.  Anything
+    same examples, as :func:`~matchbox.control.runtime.unbinding.unbind`'s.  Anything
     else is that ``unbind``'s list."""
     batch, d = unbound_dimension(owner, args, kwargs)
     if d is not None and sum(batch.dims) == 1 and isinstance(batch.data.size(d), torch.SymInt):
@@ -211,7 +211,7 @@ def _may_scan(items: Any, state: tuple[Any, ...], constants: tuple[Any, ...],
 
 def _steps(items: Any, outer: Mask) -> Any:
     """``list(for_steps(items, outer))``.  For the steps of a dynamic dimension (each
-    records its examples, see ``runtime.sequences.unbind``) the masks are the rows of one
+    records its examples, see ``runtime.unbinding.unbind``) the masks are the rows of one
     tensor, not a stack of every step's: the graph then does not grow with the steps."""
     if isinstance(items, _Unbound):
         return items.steps(outer)
