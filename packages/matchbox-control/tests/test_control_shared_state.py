@@ -14,6 +14,7 @@ import heapq
 import itertools
 
 import pytest
+import torch
 from control_cases import assert_batch_equals_loop, sequences
 
 import matchbox
@@ -158,3 +159,20 @@ def test_a_builtin_asking_a_batch_for_its_truth_says_where_to_write_the_conditio
                              r"sorted, .*\), or a helper or generator that is not decorated "
                              r"with @matchbox.batch, asked for it here"):
         filters_with_a_builtin(xb)
+
+
+@matchbox.batch
+def first_parameters_device(x, layer):
+    total = x.sum(1) * 0
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            # A fresh iterator, shared by nothing: not refused.
+            total = total + torch.ones(1, device=next(layer.parameters()).device)
+            total = total + next(iter([xt.sum(-1)]))
+    return total
+
+
+def test_next_of_an_iterator_made_there_is_not_refused(dtype):
+    layer = torch.nn.Linear(3, 3)
+    assert_batch_equals_loop(lambda x: first_parameters_device(x, layer),
+                             sequences([4, 0, 1, 6], dtype=dtype))

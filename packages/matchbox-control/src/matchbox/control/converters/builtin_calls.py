@@ -74,6 +74,11 @@ def _routed(node: Any) -> bool:
         return False  # hands nothing over
     if _runtime_call(node) is not None or _changes_in_place(node):
         return False
+    if isinstance(func, gast.Name) and func.id == "next" and isinstance(node.args[0], gast.Call):
+        # ``next(iter(xs))``, ``next(self.parameters())``: an iterator made here, which no
+        # other example's code shares (``runtime.calls`` refuses ``next`` of a shared one
+        # under a per-example condition).
+        return False
     return not (isinstance(func, gast.Name) and func.id in _UNROUTED)
 
 
