@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import heapq
 import itertools
 
@@ -118,29 +119,109 @@ def test_a_set_given_to_an_undecorated_helper_under_a_condition_is_refused():
 
 
 @matchbox.batch
-def keys_per_example(x, prefilled):
-    d = {"pos": x.sum(1) * 0} if prefilled else {}
+def keys_written_in_both_sides(x):
+    d = {}
+    for xt in x.unbind(1):
+        step = {}  # a dict made in the step
+        if xt.sum() > 0:
+            d["last"] = xt
+            step["h"] = xt * 2
+        else:
+            d["last"] = -xt
+            step["h"] = xt
+        d["h"] = step["h"]
+    return x.sum(1) * 0 + len(d)
+
+
+def test_a_key_every_example_writes_equals_the_loop(dtype):
+    # A key written in both sides of an `if`, in a dict made in the step: every example
+    # that runs the loop has it (a review found a refusal of new keys refusing these).
+    assert_batch_equals_loop(keys_written_in_both_sides, sequences([4, 1, 6], dtype=dtype))
+
+
+@matchbox.batch
+def shared_writes_spelled_otherwise(x, how):
+    seen, queue = set(), collections.deque([0, 1])
+    for i, xt in enumerate(x.unbind(1)):
+        if xt.sum() > 0:
+            if how == "|=":
+                seen |= {i}
+            elif how == "unbound":
+                set.add(seen, i)
+            elif how == "popleft":
+                queue.popleft()
+            elif how == "partial subclass":
+                Partial(set.add, seen)(i)
+    return x.sum(1) * 0 + len(seen) + len(queue)
+
+
+class Partial(functools.partial):
+    pass
+
+
+@pytest.mark.parametrize("how, refusal", [
+    ("|=", r"@batch: set \|= \.\.\. under a per-example condition"),
+    ("unbound", r"@batch: set.add\(\) under a per-example condition"),
+    ("popleft", r"@batch: deque.popleft\(\) under a per-example condition"),
+    ("partial subclass", r"@batch: set.add\(\) under a per-example condition"),
+])
+def test_shared_writes_spelled_otherwise_are_refused(how, refusal):
+    _, xb = sequences([4, 0, 1, 6])
+    with pytest.raises(NotImplementedError, match=refusal):
+        shared_writes_spelled_otherwise(xb, how)
+
+
+class Meter:
+    def __init__(self):
+        self.count = 0
+
+    def add(self, items):  # a method named as a set's write, of another object
+        self.count += len(items)
+
+
+@matchbox.batch
+def gives_a_per_example_list_to_a_method(x, meter):
+    kept = []
     for xt in x.unbind(1):
         if xt.sum() > 0:
-            d["pos"] = xt
-    return d["pos"] + len(d)
+            kept.append(xt)
+    meter.add(kept)
+    return x.sum(1) * 0
 
 
-def test_a_key_added_under_a_per_example_condition_is_refused():
-    # The dict is shared: `len(d)`, `'pos' in d`, `d.items()` counted the key for every
-    # example (a user trial).
+def test_a_method_named_add_given_a_per_example_list_is_refused():
+    # `add` is a set's write; on another object it is a call like any other, whose
+    # per-example list is refused as before (a review found it let through).
     _, xb = sequences([4, 0, 1, 6])
     with pytest.raises(NotImplementedError,
-                       match=r"@batch: dict\['pos'\] = \.\.\. under a per-example condition "
-                             r"adds the key 'pos', but a Python dict is shared by every "
-                             r"example: len\(\), 'in', keys\(\) and items\(\) would count it "
-                             r"also for the examples that do not run this code"):
-        keys_per_example(xb, prefilled=False)
+                       match=r"@batch: Meter.add\(\) is given a list whose items only some "
+                             r"examples have"):
+        gives_a_per_example_list_to_a_method(xb, Meter())
 
 
-def test_a_key_given_a_value_first_is_overwritten_per_example(dtype):
-    # What the refusal says to write.
-    assert_batch_equals_loop(lambda x: keys_per_example(x, prefilled=True),
+def make_block(layers):
+    def run(h):
+        for layer in layers:  # reads the list it closes over, writes none
+            h = torch.tanh(layer(h))
+        return h
+    return run
+
+
+@matchbox.batch
+def steps_through_a_block(x, block):
+    h = x.sum(1) * 0
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            h = block(h + xt)
+    return h
+
+
+def test_a_closure_reading_its_list_of_layers_is_not_refused(dtype):
+    # A factory's function that only reads what it closes over (a review found it
+    # refused as one appending to it is).
+    torch.manual_seed(0)
+    block = make_block([torch.nn.Linear(3, 3).to(dtype), torch.nn.Linear(3, 3).to(dtype)])
+    assert_batch_equals_loop(lambda x: steps_through_a_block(x, block),
                              sequences([4, 0, 1, 6], dtype=dtype))
 
 

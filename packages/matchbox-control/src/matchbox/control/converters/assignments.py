@@ -33,7 +33,7 @@ import gast
 from matchbox.control import naming, templates
 from matchbox.control.analysis import names
 from matchbox.control.context import Context
-from matchbox.control.runtime.effects import CONTAINER_WRITES
+from matchbox.control.runtime.effects import LIST_AND_DICT_WRITES
 
 _AUGMENTED = {
     gast.Add: "+=", gast.Sub: "-=", gast.Mult: "*=", gast.Div: "/=", gast.FloorDiv: "//=",
@@ -60,7 +60,7 @@ def _changes_in_place(call: Any) -> bool:
     owner, attr = call.func.value, call.func.attr
     if isinstance(owner, gast.Name) and owner.id == naming.RUNTIME:
         return False
-    return attr in CONTAINER_WRITES or (attr.endswith("_") and not attr.startswith("_"))
+    return attr in LIST_AND_DICT_WRITES or (attr.endswith("_") and not attr.startswith("_"))
 
 
 def _writes_object(target: Any) -> bool:

@@ -49,6 +49,7 @@ from matchbox.control.context import Context
 from matchbox.control.converters.assignments import _changes_in_place, index_expression
 from matchbox.control.converters.control_flow import _iterable
 from matchbox.control.runtime.calls import ATTRIBUTES, NAMES
+from matchbox.control.runtime.effects import CONTAINER_WRITES, LIST_AND_DICT_WRITES
 
 _TYPE_COMPARISONS = {gast.Is: "is", gast.IsNot: "is not", gast.Eq: "==", gast.NotEq: "!="}
 
@@ -59,6 +60,7 @@ def _lowered_callable(func: Any) -> bool:
 
 
 _FOLDS = frozenset({"sum", "max", "min", "any", "all", "reduce"})
+_SET_AND_DEQUE_WRITES = CONTAINER_WRITES - LIST_AND_DICT_WRITES
 
 #: Calls left as written: iterables that ``for`` recognises by name, and builtins that
 #: read their caller's frame or cannot take a list to write.
@@ -71,7 +73,9 @@ def _routed(node: Any) -> bool:
     """Whether a call goes through ``mb__.call`` for the lists it may hand over."""
     func = node.func
     if not node.args and not node.keywords:
-        return False  # hands nothing over
+        # Hands nothing over, but ``queue.popleft()``: a set's or deque's write (a list's
+        # or dict's goes to pass 8), which ``runtime.calls`` refuses under a condition.
+        return isinstance(func, gast.Attribute) and func.attr in _SET_AND_DEQUE_WRITES
     if _runtime_call(node) is not None or _changes_in_place(node):
         return False
     if isinstance(func, gast.Name) and func.id == "next" and isinstance(node.args[0], gast.Call):

@@ -28,7 +28,7 @@ from typing import Any
 import gast
 
 from matchbox.control import anno, naming, templates
-from matchbox.control.runtime.effects import CONTAINER_WRITES, TENSOR_NAMES
+from matchbox.control.runtime.effects import LIST_AND_DICT_WRITES
 
 
 def may_scan(node: Any) -> bool:
@@ -49,8 +49,7 @@ def may_scan(node: Any) -> bool:
         if (isinstance(child, gast.Call) and isinstance(child.func, gast.Attribute)
                 and id(child) not in appends and not _runtime_call(child)):
             name = child.func.attr
-            if ((name in CONTAINER_WRITES and name not in TENSOR_NAMES)
-                    or (name.endswith("_") and not name.startswith("_"))):
+            if name in LIST_AND_DICT_WRITES or (name.endswith("_") and not name.startswith("_")):
                 return False
     return True
 

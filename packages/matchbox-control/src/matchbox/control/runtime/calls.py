@@ -69,7 +69,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         changes_its_first = False
     if lowered is not None:
         return lowered(*args, **kwargs)
-    if type(fn) is functools.partial:  # what it holds is handed over as the arguments are
+    if isinstance(fn, functools.partial):  # what it holds is handed over as the arguments are
         return call(fn.func, *fn.args, *args, **{**fn.keywords, **kwargs})
     owner = getattr(fn, "__self__", None)
     if type(owner) in SHARED_CONTAINERS:
@@ -120,9 +120,12 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
         if type(value) in _MAY_BE_REFUSED:
             _refuse_list_to(function, value, "is given", masked)
     if function.__closure__:
+        # A container it closes over only where its code may write one (``items.append``):
+        # a factory's function reading its list of layers or its config is common.
+        writes = masked and may_write_a_container(function.__code__)
         for value in closed_over(function):
             if type(value) in _MAY_BE_REFUSED:
-                _refuse_list_to(function, value, "closes over", masked)
+                _refuse_list_to(function, value, "closes over", writes)
 
 
 # What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods.
@@ -147,6 +150,19 @@ def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: 
             "the container is shared by every example, so what it writes there (an "
             "append) would happen for the examples that do not run this code too. "
             f"Decorate {name} with @matchbox.batch, or write to the container here")
+
+
+@functools.cache
+def may_write_a_container(code: types.CodeType) -> bool:
+    """Whether ``code`` (or code nested in it) calls a method that writes a list, dict,
+    set or deque by name, or an augmented assignment or item write could reach one."""
+    if set(code.co_names) & CONTAINER_WRITES or _STORES & set(code.co_names):
+        return True
+    return any(isinstance(c, types.CodeType) and may_write_a_container(c)
+               for c in code.co_consts)
+
+
+_STORES = frozenset({"__setitem__", "__iadd__", "__ior__", "setitem", "iadd", "ior"})
 
 
 def rewritten(function: types.FunctionType) -> bool:

@@ -86,27 +86,12 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
         # examples only, and through to the batch it guards (matchbox._masked_writes).
         obj[index] = value
         return obj
-    if isinstance(obj, dict) and index not in obj:
-        _refuse_a_new_key(obj, index)
     try:
         old = obj[index]
     except (KeyError, IndexError):
         old = Undefined(f"[{index!r}]")
     obj[index] = select(mask, value, old, f"item [{index!r}]")
     return obj
-
-
-def _refuse_a_new_key(obj: dict[Any, Any], key: Any) -> None:
-    """A key added under a per-example condition: the dict is shared by every example,
-    whose ``len()``, ``in``, ``keys()`` and ``items()`` would all count it (a user trial
-    found them silently wrong); its value would hold nothing for the others."""
-    name = type(obj).__name__
-    raise NotImplementedError(
-        f"@batch: {name}[{key!r}] = ... under a per-example condition adds the key "
-        f"{key!r}, but a Python {name} is shared by every example: len(), 'in', keys() and "
-        "items() would count it also for the examples that do not run this code. Give the "
-        "key a value first where every example runs (d[key] = default) and overwrite it "
-        "here, or append the per-example values to a list (items.append)")
 
 
 def delete_item(mask: Any, obj: Any, index: Any) -> None:
@@ -182,6 +167,8 @@ def aug_assign(mask: Any, op: str, target: Any, value: Any, name: str) -> Any:
     if type(target) is list and op == "+=":
         call_method(mask, target, "extend", value)
         return target
+    if isinstance(target, SHARED_CONTAINERS):  # s |= {v}, d |= {k: v}, queue += [v]
+        _refuse_shared_write(target, f" {op} ...")
     return inplace(target, value)
 
 
@@ -201,7 +188,8 @@ def aug_item(mask: Any, op: str, obj: Any, index: Any, value: Any,
 
 def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> Any:
     """A statement ``obj.name(...)`` that may change ``obj`` in place."""
-    if (obj is list or obj is dict) and args and type(args[0]) is obj:  # list.append(items, v)
+    if isinstance(obj, type) and issubclass(obj, SHARED_CONTAINERS) and args and isinstance(
+            args[0], obj):  # list.append(items, v), set.add(seen, v)
         return call_method(mask, args[0], name, *args[1:], **kwargs)
     method = getattr(obj, name)
     if mask is None:
@@ -219,13 +207,7 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     if name in CONTAINER_WRITES and isinstance(obj, SHARED_CONTAINERS):
         # A set, a deque, a list or dict subclass (Counter, OrderedDict): none keeps which
         # examples wrote what (a user trial found sets and deques written for all).
-        raise NotImplementedError(
-            f"@batch: {type(obj).__name__}.{name}() under a per-example condition: a Python "
-            f"{type(obj).__name__} is shared by every example, so it would change for the "
-            "examples that do not run this code too; per example, only a list's append/extend "
-            "and a dict's item writes and update are supported. Call it where every example "
-            "runs it, or keep the per-example values in a list (items.append) or a tensor"
-        )
+        _refuse_shared_write(obj, f".{name}()")
     # An in-place method of a batch (x.add_(v)) is core's: under the execution mask
     # (this region's) it changes the running examples only (matchbox._masked_writes).
     if (isinstance(obj, torch.Tensor) and name.endswith("_") and not name.startswith("_")
@@ -238,6 +220,16 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     return method(*args, **kwargs)
 
 
+def _refuse_shared_write(obj: Any, what: str) -> None:
+    kind = type(obj).__name__
+    raise NotImplementedError(
+        f"@batch: {kind}{what} under a per-example condition: a Python {kind} is shared by "
+        "every example, so it would change for the examples that do not run this code too; "
+        "per example, only a list's append/extend/+= and a dict's item writes and update are "
+        "supported. Call it where every example runs it, or keep the per-example values in a "
+        "list (items.append) or a tensor")
+
+
 # In-place tensor methods that change no value (flags, storage).
 _NOT_VALUE_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "retain_grad_"})
 
@@ -246,23 +238,25 @@ _NOT_VALUE_WRITES = frozenset({"requires_grad_", "share_memory_", "detach_", "re
 # examples have (see ``sequences``), where positions differ between examples.
 _POSITIONAL = frozenset({"insert", "pop", "remove", "sort", "reverse"})
 
-#: Methods that change a list, dict, set or deque in place.  The rewrite routes every
-#: call of one through :func:`call_method` (on other objects they are plain calls),
-#: which does append, extend and dict update for the running examples and refuses the
-#: rest under a per-example condition.
-CONTAINER_WRITES = frozenset({
-    "append", "extend", "update", "insert", "pop", "remove", "clear", "sort", "reverse",
-    "setdefault", "popitem",  # list, dict
+#: Methods that change a list or dict in place.  The rewrite routes every call of one
+#: through :func:`call_method` (on other objects they are plain calls), which does
+#: append, extend and dict update for the running examples and refuses the rest under a
+#: per-example condition.
+LIST_AND_DICT_WRITES = frozenset({"append", "extend", "update", "insert", "pop", "remove",
+                                  "clear", "sort", "reverse", "setdefault", "popitem"})
+
+#: ... and those of sets and deques too.  These the rewriting leaves to
+#: ``runtime.calls.call``: a call ``obj.add(v)`` hands over ``obj``'s bound method, which
+#: it recognises; on other objects (``meter.add(items)``, ``x.add(y)``) they are any call,
+#: whose lists ``call`` checks.
+CONTAINER_WRITES = LIST_AND_DICT_WRITES | {
     "add", "discard", "difference_update", "intersection_update",
     "symmetric_difference_update",  # set
     "appendleft", "extendleft", "popleft", "rotate",  # collections.deque
-})
+}
 
+#: The Python containers whose writes :data:`CONTAINER_WRITES` names (subclasses too).
 SHARED_CONTAINERS = (list, dict, set, collections.deque)
-
-#: Of those, the ones a tensor also has, out of place (``x.add(y)``): a ``for`` that
-#: calls them may still be a scan (``converters.structured.may_scan``).
-TENSOR_NAMES = frozenset(name for name in CONTAINER_WRITES if hasattr(torch.Tensor, name))
 
 
 def _update_running(mask: Any, target: MaskedBatch, new: MaskedBatch, name: str) -> None:

@@ -33,6 +33,7 @@ from torch import nn
 
 from matchbox.compiler import loop_steps, loops
 from matchbox.control.runtime import calls, step_outputs
+from matchbox.control.runtime.effects import SHARED_CONTAINERS
 from matchbox.control.runtime.iteration import _remember_items_mask, _Stepped, for_steps
 from matchbox.control.runtime.masks import Mask, narrow
 from matchbox.control.runtime.select import Undefined
@@ -41,7 +42,6 @@ from matchbox.extending import capturing, has_zero_padding, mark_zero_padding
 from matchbox.masked_batch import MaskedBatch
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
-_CONTAINERS = (list, dict, set)
 
 
 def scan_capturing() -> bool:
@@ -238,19 +238,22 @@ def _unchanging(value: Any) -> bool:
 
 
 def _may_reach_a_container(value: Any, seen: set[int]) -> bool:
-    """Whether a function or bound method may write a list, dict or set: one bound to it
-    (``push = items.append``), or one it closes over, directly or through another closure.
-    A step of a scan runs once, while it is traced: it would write once for every step."""
+    """Whether a function or bound method may write a list, dict, set or deque: one bound
+    to it (``push = items.append``), or one it closes over and its code writes, directly
+    or through another closure.  A step of a scan runs once, while it is traced: it would
+    write once for every step."""
     if id(value) in seen:  # (a recursive closure)
         return False
     seen.add(id(value))
-    if type(value) in _CONTAINERS:
-        return True
     if isinstance(value, (types.BuiltinMethodType, types.MethodType)):
-        return type(getattr(value, "__self__", None)) in _CONTAINERS
-    if isinstance(value, types.FunctionType):
-        return any(_may_reach_a_container(v, seen) for v in calls.closed_over(value))
-    return False
+        return isinstance(getattr(value, "__self__", None), SHARED_CONTAINERS)
+    if not isinstance(value, types.FunctionType):
+        return False
+    cells = list(calls.closed_over(value))
+    if calls.may_write_a_container(value.__code__) and any(
+            isinstance(v, SHARED_CONTAINERS) for v in cells):
+        return True
+    return any(_may_reach_a_container(v, seen) for v in cells if callable(v))
 
 
 def _held_only_by(items: list[Any], *tuples: tuple[Any, ...]) -> bool:
