@@ -162,7 +162,10 @@ def may_write_a_container(code: types.CodeType) -> bool:
                for c in code.co_consts)
 
 
-_STORES = frozenset({"__setitem__", "__iadd__", "__ior__", "setitem", "iadd", "ior"})
+# ... and the runtime's, in code the rewriting made (``mb__.call_method(mask, items,
+# 'append', v)``: the method's name is then a constant).
+_STORES = frozenset({"__setitem__", "__iadd__", "__ior__", "setitem", "iadd", "ior",
+                     "call_method", "set_item", "aug_item", "aug_assign", "delete_item"})
 
 
 def rewritten(function: types.FunctionType) -> bool:
