@@ -63,10 +63,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     with the Python lists it is given kept per example (see the module docstring)."""
     try:
         lowered, unbound = _LOWERED.get(fn), _UNBOUND_WRITES.get(fn)
-        changes_its_first = fn in _CHANGE_THEIR_FIRST
     except TypeError:  # an unhashable callable
         lowered = unbound = None
-        changes_its_first = False
     if lowered is not None:
         return lowered(*args, **kwargs)
     if isinstance(fn, functools.partial):  # what it holds is handed over as the arguments are
@@ -76,8 +74,6 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return _container_method(owner, getattr(fn, "__name__", ""), args, kwargs)
     if unbound is not None and args and type(args[0]) in SHARED_CONTAINERS:
         return _container_method(args[0], unbound, args[1:], kwargs)
-    if changes_its_first and args and current_mask() is not None:
-        _refuse_a_shared_write(fn, args[0])
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
     return fn(*args, **kwargs)
@@ -156,16 +152,18 @@ def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: 
 def may_write_a_container(code: types.CodeType) -> bool:
     """Whether ``code`` (or code nested in it) calls a method that writes a list, dict,
     set or deque by name, or an augmented assignment or item write could reach one."""
-    if set(code.co_names) & CONTAINER_WRITES or _STORES & set(code.co_names):
+    if _WRITE_NAMES.intersection(code.co_names):
         return True
     return any(isinstance(c, types.CodeType) and may_write_a_container(c)
                for c in code.co_consts)
 
 
-# ... and the runtime's, in code the rewriting made (``mb__.call_method(mask, items,
+# The names by which code writes a container: its write methods, item and augmented
+# writes, and the runtime's in code the rewriting made (``mb__.call_method(mask, items,
 # 'append', v)``: the method's name is then a constant).
-_STORES = frozenset({"__setitem__", "__iadd__", "__ior__", "setitem", "iadd", "ior",
-                     "call_method", "set_item", "aug_item", "aug_assign", "delete_item"})
+_WRITE_NAMES = CONTAINER_WRITES | {
+    "__setitem__", "__iadd__", "__ior__", "setitem", "iadd", "ior",
+    "call_method", "set_item", "aug_item", "aug_assign", "delete_item"}
 
 
 def rewritten(function: types.FunctionType) -> bool:
@@ -192,16 +190,26 @@ def _container_write(value: Any) -> bool:
             and getattr(value, "__name__", "") in CONTAINER_WRITES)
 
 
-#: Functions that change what they are given first, in place: a list (a heap, a sorted
-#: list), an iterator (``next``).
-_CHANGE_THEIR_FIRST = frozenset({
+def _refused_under_a_condition(fn: Any) -> Callable[..., Any]:
+    """``fn``, which changes what it is given first in place (a heap, a sorted list, an
+    iterator), refused under a per-example condition: the Python object is shared by every
+    example, and the call would change it for all of them."""
+
+    def changing(*args: Any, **kwargs: Any) -> Any:
+        if args and current_mask() is not None:
+            _refuse_a_shared_write(fn, args[0])
+        return fn(*args, **kwargs)
+
+    return changing
+
+
+# As the builtins above, through the same table: ``heapq.heappush(heap, v)``, ``next(it)``.
+_LOWERED.update({fn: _refused_under_a_condition(fn) for fn in (
     heapq.heappush, heapq.heappop, heapq.heappushpop, heapq.heapreplace, heapq.heapify,
-    bisect.insort, bisect.insort_left, bisect.insort_right, random.shuffle, builtins.next})
+    bisect.insort, bisect.insort_left, bisect.insort_right, random.shuffle, builtins.next)})
 
 
 def _refuse_a_shared_write(fn: Any, target: Any) -> None:
-    """``heapq.heappush(heap, v)`` (or ``next(it)``) under a per-example condition: the
-    Python object is shared by every example, and the call changes it for all of them."""
     name = f"{getattr(fn, '__module__', None) or 'builtins'}.{fn.__name__}".removeprefix(
         "builtins.").removeprefix("_")
     verb = "advance" if fn is builtins.next else "change"
