@@ -39,7 +39,14 @@ import torch
 
 from matchbox.control import naming
 from matchbox.control.runtime import folds, scalars, sequences, type_tests
-from matchbox.control.runtime.effects import CONTAINER_WRITES, SHARED_CONTAINERS, call_method
+from matchbox.control.runtime.effects import (
+    CONTAINER_WRITES,
+    SHARED_TYPES,
+    aug_assign,
+    call_method,
+    delete_item,
+    set_item,
+)
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
 
@@ -70,29 +77,46 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     if isinstance(fn, functools.partial):  # what it holds is handed over as the arguments are
         return call(fn.func, *fn.args, *args, **{**fn.keywords, **kwargs})
     owner = getattr(fn, "__self__", None)
-    if type(owner) in SHARED_CONTAINERS:
+    if type(owner) in SHARED_TYPES:
         return _container_method(owner, getattr(fn, "__name__", ""), args, kwargs)
-    if unbound is not None and args and type(args[0]) in SHARED_CONTAINERS:
+    if unbound is not None and args and type(args[0]) in SHARED_TYPES:
         return _container_method(args[0], unbound, args[1:], kwargs)
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
     return fn(*args, **kwargs)
 
 
-# Unbound spellings of a container's writes: ``list.append(items, v)``, ``operator.iadd``.
+# A container's in-place operators, as an augmented assignment writes them.
+_AUGMENTED = {"__iadd__": "+=", "__isub__": "-=", "__imul__": "*=", "__ior__": "|=",
+              "__iand__": "&=", "__ixor__": "^="}
+
+# Unbound spellings of a container's writes: ``list.append(items, v)``, ``dict.__setitem__``,
+# and ``operator``'s (``operator.setitem(d, k, v)``, ``operator.iadd``, ``iconcat``, ``ior``).
 _UNBOUND_WRITES: dict[Any, str] = {
-    **{getattr(kind, name): name for kind in SHARED_CONTAINERS for name in CONTAINER_WRITES
+    **{getattr(kind, name): name for kind in SHARED_TYPES
+       for name in (*CONTAINER_WRITES, *_AUGMENTED, "__setitem__", "__delitem__")
        if hasattr(kind, name)},
-    list.__iadd__: "__iadd__", operator.iadd: "__iadd__",
+    **{getattr(operator, name.replace("__", "")): name
+       for name in (*_AUGMENTED, "__setitem__", "__delitem__")},
+    operator.iconcat: "__iadd__",
 }
 
 
 def _container_method(obj: Any, name: str, args: tuple[Any, ...],
                       kwargs: dict[str, Any]) -> Any:
-    """A method of a list or dict called as a value: its writes as ``obj.name(...)``'s."""
-    if name == "__iadd__" and type(obj) is list and len(args) == 1 and not kwargs:
-        call_method(current_mask(), obj, "extend", *args)
-        return obj
+    """A method of a list or dict called as a value: its writes as ``obj.name(...)``'s,
+    ``obj[k] = v``'s, ``del obj[k]``'s and ``obj op= v``'s (for the running examples, or
+    refused under a per-example condition, as those statements are)."""
+    if not kwargs:
+        if name == "__setitem__" and len(args) == 2:
+            set_item(current_mask(), obj, *args)
+            return None
+        if name == "__delitem__" and len(args) == 1:
+            delete_item(current_mask(), obj, *args)
+            return None
+        if name in _AUGMENTED and len(args) == 1:
+            return aug_assign(current_mask(), _AUGMENTED[name], obj, args[0],
+                              type(obj).__name__)
     if name in CONTAINER_WRITES:
         return call_method(current_mask(), obj, name, *args, **kwargs)
     return getattr(obj, name)(*args, **kwargs)
@@ -125,7 +149,7 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
 
 
 # What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods.
-_MAY_BE_REFUSED = frozenset({*SHARED_CONTAINERS, types.BuiltinMethodType})
+_MAY_BE_REFUSED = frozenset({*SHARED_TYPES, types.BuiltinMethodType})
 
 
 def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: bool) -> None:
@@ -139,7 +163,7 @@ def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: 
             f"({user_line()}), but @batch did not rewrite {name}: its len(), [i] and "
             "loops would see every example's items, padding included. Decorate "
             f"{name} with @matchbox.batch, which keeps each example's own items")
-    if masked and (type(value) in SHARED_CONTAINERS or _container_write(value)):
+    if masked and (type(value) in SHARED_TYPES or _container_write(value)):
         raise NotImplementedError(
             f"@batch: {name}() {how} a Python {type(value).__name__} under a "
             f"per-example condition ({user_line()}), but @batch did not rewrite {name}: "
@@ -186,7 +210,7 @@ def _container_write(value: Any) -> bool:
     # A bound list or dict method is a builtin method; asking anything else (a batch)
     # for ``__self__`` costs an AttributeError.
     return (type(value) is types.BuiltinMethodType
-            and type(getattr(value, "__self__", None)) in SHARED_CONTAINERS
+            and type(getattr(value, "__self__", None)) in SHARED_TYPES
             and getattr(value, "__name__", "") in CONTAINER_WRITES)
 
 

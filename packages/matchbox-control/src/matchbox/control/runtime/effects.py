@@ -100,7 +100,7 @@ def delete_item(mask: Any, obj: Any, index: Any) -> None:
     condition (shared by every example, the others would lose the item too)."""
     if type(obj) is list:
         refuse_positional_write(obj, "del items[i]")
-    if mask is not None and type(obj) in (list, dict):
+    if mask is not None and isinstance(obj, SHARED_CONTAINERS):
         type_name = type(obj).__name__
         raise NotImplementedError(
             f"@batch: del {type_name}[...] under a per-example condition: a Python {type_name} is "
@@ -253,10 +253,16 @@ CONTAINER_WRITES = LIST_AND_DICT_WRITES | {
     "add", "discard", "difference_update", "intersection_update",
     "symmetric_difference_update",  # set
     "appendleft", "extendleft", "popleft", "rotate",  # collections.deque
+    "move_to_end",  # collections.OrderedDict
 }
 
 #: The Python containers whose writes :data:`CONTAINER_WRITES` names (subclasses too).
 SHARED_CONTAINERS = (list, dict, set, collections.deque)
+
+#: Their exact types, and those of the standard subclasses, for a lookup by ``type(x)``
+#: (``runtime.calls``, on every call): ``od.move_to_end``'s owner, a ``Counter``.
+SHARED_TYPES = frozenset({*SHARED_CONTAINERS, collections.OrderedDict,
+                          collections.defaultdict, collections.Counter})
 
 
 def _update_running(mask: Any, target: MaskedBatch, new: MaskedBatch, name: str) -> None:
