@@ -35,7 +35,11 @@ from typing import Any
 import torch
 
 from matchbox.control.runtime.select import Undefined, select
-from matchbox.control.runtime.sequences import per_example_item, refuse_positional_write
+from matchbox.control.runtime.sequences import (
+    per_example_item,
+    refuse_an_added_key,
+    refuse_positional_write,
+)
 from matchbox.extending import write_running
 from matchbox.masked_batch import MaskedBatch
 
@@ -182,6 +186,8 @@ def aug_item(mask: Any, op: str, obj: Any, index: Any, value: Any,
     """``obj[index] op= value``; returns the object written (see ``set_item``)."""
     if mask is None:
         obj = _copied_if_written_per_example(obj, index, value, local, f"{op} ...")
+    elif isinstance(obj, collections.defaultdict) and index not in obj:
+        refuse_an_added_key(mask, obj, index)  # the read adds it (d[k] += 1)
     return set_item(mask, obj, index, aug_assign(mask, op, obj[index], value, f"[{index!r}]"),
                     local)
 

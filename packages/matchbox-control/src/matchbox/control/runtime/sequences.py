@@ -44,6 +44,7 @@ is then the Python operation itself.  ``for`` loops, comprehensions and
 from __future__ import annotations
 
 import builtins
+import collections
 import numbers
 from typing import Any
 
@@ -205,6 +206,8 @@ def length(obj: Any) -> Any:
 def get_item(obj: Any, index: Any) -> Any:
     """``obj[index]``; of a list whose items only some examples have, each example's own."""
     if not _sequence(obj):
+        if type(obj) is _DEFAULT_DICT and index not in obj:
+            refuse_an_added_key(_MASK.get(), obj, index)
         return obj[index]
     if type(index) is MaskedBatch:
         present = per_example_presence(obj)
@@ -219,6 +222,23 @@ def get_item(obj: Any, index: Any) -> Any:
     if type(index) is slice:
         return _own_slice(obj, present, index)
     return _own_item(obj, present, index)
+
+
+_DEFAULT_DICT = collections.defaultdict
+
+
+def refuse_an_added_key(mask: Any, obj: Any, key: Any) -> None:
+    """``d[key]`` of a ``defaultdict`` without the key, which the read adds: refused under a
+    per-example condition (``mask``), where the loop adds it for the running examples only
+    and a batch's one dict would have it for every example (``len``, ``in``, ``keys``)."""
+    if mask is None or obj.default_factory is None:
+        return
+    raise NotImplementedError(
+        f"@batch: defaultdict[{key!r}] adds the missing key {key!r} under a per-example "
+        f"condition ({user_line()}): a Python defaultdict is shared by every example, so "
+        "the key would be added for the examples that do not run this code too (len(d), "
+        "k in d and d.keys() would count it for them). Give the key its value where every "
+        f"example runs (d[{key!r}] = ... before the condition), or read it with d.get()")
 
 
 def unpack(value: Any, count: int, star: int | None) -> Any:
