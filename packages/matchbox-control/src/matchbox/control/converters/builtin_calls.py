@@ -64,7 +64,7 @@ _SET_AND_DEQUE_WRITES = CONTAINER_WRITES - LIST_AND_DICT_WRITES
 
 #: Calls left as written: iterables that ``for`` recognises by name, and builtins that
 #: read their caller's frame or cannot take a list to write.
-_UNROUTED = frozenset({"range", "enumerate", "zip", "reversed", "iter", "super",
+_UNROUTED = frozenset({"range", "enumerate", "zip", "reversed", "super",
                        "locals", "vars", "globals", "eval", "exec", "breakpoint", "dir",
                        "print", "type", "getattr", "hasattr", "setattr", "id", "callable"})
 
@@ -78,16 +78,23 @@ def _routed(node: Any) -> bool:
         return isinstance(func, gast.Attribute) and func.attr in _SET_AND_DEQUE_WRITES
     if _runtime_call(node) is not None or _changes_in_place(node):
         return False
-    if isinstance(func, gast.Name) and func.id == "next" and isinstance(node.args[0], gast.Call):
+    if _name(func) in ("next", "islice") and node.args and _made_here(node.args[0]):
         # ``next(iter(xs))``, ``next(self.parameters())``: an iterator made here, which no
         # other example's code shares (``runtime.calls`` refuses ``next`` of a shared one
-        # under a per-example condition).
+        # under a per-example condition, and ``iter(it)`` of one, which is ``it`` itself).
         return False
     return not (isinstance(func, gast.Name) and func.id in _UNROUTED)
 
 
 def _name(func: Any) -> str:
-    return func.id if isinstance(func, gast.Name) else func.attr
+    return func.id if isinstance(func, gast.Name) else getattr(func, "attr", "")
+
+
+def _made_here(node: Any) -> bool:
+    """Whether ``node`` is a call that makes a new object (``iter(xs)``, ``self.parameters()``),
+    not one reading an existing one (``its[0]``, ``getattr(self, 'it')``)."""
+    return (isinstance(node, gast.Call) and _runtime_call(node) in (None, "call")
+            and _name(node.func) != "getattr")
 
 
 def _type_call(node: Any) -> bool:

@@ -29,6 +29,7 @@ import builtins
 import functools
 import heapq
 import inspect
+import itertools
 import operator
 import random
 import types
@@ -233,10 +234,30 @@ _LOWERED.update({fn: _refused_under_a_condition(fn) for fn in (
     bisect.insort, bisect.insort_left, bisect.insort_right, random.shuffle, builtins.next)})
 
 
+def _reading_a_shared_iterator(fn: Any) -> Callable[..., Any]:
+    """``fn``, which reads the iterator it is given first (``iter(it)`` is ``it`` itself,
+    ``itertools.islice(it, n)``), refused under a per-example condition where that is an
+    iterator, shared by every example; of a list (a new iterator) it is not refused.  The
+    rewriting leaves ``islice(self.parameters(), n)`` (an iterator made in the call, shared by
+    nothing) unrouted, as ``next``'s (``converters.builtin_calls``)."""
+
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], Iterator) and current_mask() is not None:
+            _refuse_a_shared_write(fn, args[0])
+        return fn(*args, **kwargs)
+
+    return reading
+
+
+# ``next(iter(it))``: ``iter`` of an iterator is the iterator, which ``next`` then advances.
+_LOWERED.update({fn: _reading_a_shared_iterator(fn) for fn in (builtins.iter, itertools.islice)})
+_ADVANCING = frozenset({builtins.next, builtins.iter, itertools.islice})
+
+
 def _refuse_a_shared_write(fn: Any, target: Any) -> None:
     name = f"{getattr(fn, '__module__', None) or 'builtins'}.{fn.__name__}".removeprefix(
         "builtins.").removeprefix("_")
-    verb = "advance" if fn is builtins.next else "change"
+    verb = "advance" if fn in _ADVANCING else "change"
     raise NotImplementedError(
         f"@batch: {name}() under a per-example condition ({user_line()}): the "
         f"{type(target).__name__} it {verb}s is shared by every example, so it would {verb} "
