@@ -13,6 +13,7 @@ import collections
 import functools
 import heapq
 import itertools
+import operator
 
 import pytest
 import torch
@@ -256,4 +257,164 @@ def first_parameters_device(x, layer):
 def test_next_of_an_iterator_made_there_is_not_refused(dtype):
     layer = torch.nn.Linear(3, 3)
     assert_batch_equals_loop(lambda x: first_parameters_device(x, layer),
+                             sequences([4, 0, 1, 6], dtype=dtype))
+
+
+@matchbox.batch
+def writes_through_operator(x, how):
+    d, items, seen = {"last": x.sum(1) * 0}, [], set()
+    for i, xt in enumerate(x.unbind(1)):
+        if xt.sum() > 0:
+            if how == "setitem":
+                operator.setitem(d, "last", xt * 2)
+            elif how == "__setitem__":
+                d.__setitem__("last", xt * 2)
+            elif how == "iconcat":
+                operator.iconcat(items, [xt * 2])
+            elif how == "iadd":
+                operator.iadd(items, [xt * 2])
+            elif how == "delitem":
+                operator.delitem(d, "last")
+            elif how == "ior":
+                operator.ior(seen, {i})
+            elif how == "imul":
+                operator.imul(items, 2)
+    return d.get("last", x.sum(1) * 0) + sum(items, x.sum(1) * 0) + len(seen)
+
+
+@pytest.mark.parametrize("how", ["setitem", "__setitem__", "iconcat", "iadd"])
+def test_writes_spelled_through_operator_equal_the_loop(how, dtype):
+    # operator.setitem(d, k, v) is d[k] = v, operator.iconcat(items, vs) is items += vs:
+    # for the running examples only (a user trial found them written for every example).
+    assert_batch_equals_loop(lambda x: writes_through_operator(x, how),
+                             sequences([4, 0, 1, 6], dtype=dtype))
+
+
+@pytest.mark.parametrize("how, refusal", [
+    ("delitem", r"@batch: del dict\[\.\.\.\] under a per-example condition: a Python dict is "
+                r"shared by every example"),
+    ("ior", r"@batch: set \|= \.\.\. under a per-example condition: a Python set is shared"),
+    ("imul", r"@batch: list \*= \.\.\. under a per-example condition: a Python list is shared"),
+])
+def test_shared_writes_through_operator_are_refused(how, refusal):
+    _, xb = sequences([4, 0, 1, 6])
+    with pytest.raises(NotImplementedError, match=refusal):
+        writes_through_operator(xb, how)
+
+
+@matchbox.batch
+def moves_to_the_end(x):
+    order = collections.OrderedDict(a=0, b=0)
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            order.move_to_end("a")
+    return x.sum(1) * 0 + (1 if next(iter(order)) == "a" else 0)
+
+
+def test_ordered_dict_move_to_end_under_a_condition_is_refused():
+    _, xb = sequences([4, 0, 1, 6])
+    with pytest.raises(NotImplementedError,
+                       match=r"@batch: OrderedDict.move_to_end\(\) under a per-example "
+                             r"condition: a Python OrderedDict is shared by every example"):
+        moves_to_the_end(xb)
+
+
+@matchbox.batch
+def reads_a_default_dict(x, how, keys=()):
+    counts, lists = collections.defaultdict(int), collections.defaultdict(list)
+    for key in keys:
+        counts[key], lists[key] = 0, []
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            if how == "+=":
+                counts["pos"] += 1
+            elif how == "read":
+                counts["seen"] = counts["pos"] + 1
+            elif how == "append":
+                lists["pos"].append(xt.sum(-1))
+    return x.sum(1) * 0 + len(counts) + len(lists) + sum(lists["pos"], x.sum(1) * 0)
+
+
+DEFAULT_READS = ["+=", "read", "append"]
+
+
+@pytest.mark.parametrize("how", DEFAULT_READS)
+def test_a_default_dict_read_adding_a_key_under_a_condition_is_refused(how):
+    # The loop adds the key only for the examples that run the read; a batch's dict is
+    # one, which would have it for every example (len, in, keys).
+    _, xb = sequences([4, 0, 1, 6])
+    with pytest.raises(NotImplementedError,
+                       match=r"@batch: defaultdict\['pos'\] adds the missing key 'pos' under "
+                             r"a per-example condition"):
+        reads_a_default_dict(xb, how)
+
+
+@pytest.mark.parametrize("how", DEFAULT_READS)
+def test_a_default_dict_read_of_a_present_key_equals_the_loop(how, dtype):
+    assert_batch_equals_loop(lambda x: reads_a_default_dict(x, how, ("pos", "seen")),
+                             sequences([4, 0, 1, 6], dtype=dtype))
+
+
+@matchbox.batch
+def advances_a_shared_iterator(x, how):
+    total, shared, values = x.sum(1) * 0, iter(range(100)), [1.0, 2.0, 3.0]
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            if how == "next(iter(it))":
+                total = total + next(iter(shared))
+            elif how == "islice":
+                total = total + sum(itertools.islice(shared, 2))
+            elif how == "fresh":
+                total = total + next(iter(values)) + sum(itertools.islice(values, 2))
+                total = total + sum(itertools.islice(iter(values), 1))
+    return total + next(shared)
+
+
+@pytest.mark.parametrize("how, name", [("next(iter(it))", "iter"),
+                                       ("islice", "itertools.islice")])
+def test_a_shared_iterator_read_under_a_condition_is_refused(how, name):
+    _, xb = sequences([4, 0, 1, 6])
+    with pytest.raises(NotImplementedError,
+                       match=rf"@batch: {name}\(\) under a per-example condition \(.*\): the "
+                             r"range_iterator it advances is shared by every example"):
+        advances_a_shared_iterator(xb, how)
+
+
+def test_an_iterator_made_of_a_list_under_a_condition_equals_the_loop(dtype):
+    assert_batch_equals_loop(lambda x: advances_a_shared_iterator(x, "fresh"),
+                             sequences([4, 0, 1, 6], dtype=dtype))
+
+
+@matchbox.batch
+def zips_outside_a_for(x, how):
+    kept, doubled = [], []
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            kept.append(xt.sum(-1))
+            doubled.append(xt.sum(-1) * 2)
+    if how == "zip":
+        pairs = list(zip(kept, doubled))
+    elif how == "enumerate":
+        pairs = list(enumerate(kept))
+    else:  # plain lists, and zips a for or a comprehension takes
+        pairs = list(zip([1.0, 2.0], [3.0, 4.0])) + [(a, b) for a, b in zip(kept, doubled)]
+        for a, b in zip(kept, doubled):
+            pairs.append((a, b))
+    return x.sum(1) * 0 + sum(a * b for a, b in pairs)
+
+
+@pytest.mark.parametrize("how", ["zip", "enumerate"])
+def test_zip_of_per_example_lists_outside_a_for_is_refused(how):
+    # Pairs by position across every example's items, where each example's own items
+    # are paired in a for or a comprehension (a user trial found it silently wrong).
+    _, xb = sequences([4, 0, 1, 6])
+    with pytest.raises(NotImplementedError,
+                       match=rf"@batch: {how}\(\) outside a for or a comprehension \(.*\) of a "
+                             r"list whose items only some examples have: .*write the "
+                             rf"{how} in a for statement or a comprehension"):
+        zips_outside_a_for(xb, how)
+
+
+def test_zip_in_a_for_or_of_plain_lists_equals_the_loop(dtype):
+    assert_batch_equals_loop(lambda x: zips_outside_a_for(x, "for"),
                              sequences([4, 0, 1, 6], dtype=dtype))

@@ -26,9 +26,11 @@
 
 Inside a user's ``lambda`` too (``add = lambda v: items.append(v)``, ``lambda: len(items)``),
 which runs whenever it is called: what this pass writes looks the callable and the mask up
-then.  Left as written: calls without arguments, the iterables a ``for`` statement recognises (``range``, ``enumerate``,
-``zip``, ``reversed``), what needs its caller's frame (``super``, ``locals``, ...), and
-in-place writes, which pass 8 (``assignments``) masks.
+then.  Left as written: calls without arguments, the iterables a ``for`` statement or a fold
+recognises (``range``, ``enumerate``, ``zip``, ``reversed``; elsewhere ``zip`` and
+``enumerate`` are routed, ``list(zip(a, b))``), ``next``/``islice`` of an iterator made in
+the call (``next(self.parameters())``), what needs its caller's frame (``super``,
+``locals``, ...), and in-place writes, which pass 8 (``assignments``) masks.
 
 Which callable a name means is known only when the call runs, so the
 runtime checks it: a user's own ``sum`` or ``max`` is called as it is.  An
@@ -47,7 +49,7 @@ from matchbox.control import naming, templates
 from matchbox.control.analysis import names
 from matchbox.control.context import Context
 from matchbox.control.converters.assignments import _changes_in_place, index_expression
-from matchbox.control.converters.control_flow import _iterable
+from matchbox.control.converters.control_flow import _ITERATORS, _iterable
 from matchbox.control.runtime.calls import ATTRIBUTES, NAMES
 from matchbox.control.runtime.effects import CONTAINER_WRITES, LIST_AND_DICT_WRITES
 
@@ -63,8 +65,10 @@ _FOLDS = frozenset({"sum", "max", "min", "any", "all", "reduce"})
 _SET_AND_DEQUE_WRITES = CONTAINER_WRITES - LIST_AND_DICT_WRITES
 
 #: Calls left as written: iterables that ``for`` recognises by name, and builtins that
-#: read their caller's frame or cannot take a list to write.
-_UNROUTED = frozenset({"range", "enumerate", "zip", "reversed", "super",
+#: read their caller's frame or cannot take a list to write.  ``zip`` and ``enumerate``
+#: outside a ``for``, a comprehension or a fold (``list(zip(a, b))``) reach ``runtime.calls``,
+#: which refuses a list only some examples' items are in (it pairs by position).
+_UNROUTED = frozenset({"range", "reversed", "super",
                        "locals", "vars", "globals", "eval", "exec", "breakpoint", "dir",
                        "print", "type", "getattr", "hasattr", "setattr", "id", "callable"})
 
@@ -102,10 +106,35 @@ def _type_call(node: Any) -> bool:
             and node.func.id == "type" and len(node.args) == 1 and not node.keywords)
 
 
+def _for_iterables(node: Any) -> list[int]:
+    """The ids of the calls in ``node`` that ``control_flow._iterable`` takes to the runtime
+    (a ``for``'s or a fold's ``zip(a, b)``, ``enumerate(zip(...))``), which this pass leaves."""
+    if not (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+            and node.func.id in _ITERATORS):
+        return []
+    return [id(node)] + [i for arg in node.args for i in _for_iterables(arg)]
+
+
+def _fold_sequence(node: Any) -> Any:
+    """The sequence argument of a fold (``sum(zip(a, b))``), else None."""
+    if not _lowered_callable(node.func) or _name(node.func) not in _FOLDS:
+        return None
+    position = 1 if _name(node.func) == "reduce" else 0
+    return node.args[position] if len(node.args) > position else None
+
+
 class _BuiltinCalls(names.ScopeTransformer):
     # A user's lambda too (``lambda: len(items)``, ``lambda v: add(v)``): what this pass
     # writes looks the callable and the mask up when the call runs.
     enters_lambdas = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._for_iterables: set[int] = set()
+
+    def visit_For(self, node: Any) -> Any:
+        self._for_iterables.update(_for_iterables(node.iter))
+        return self.generic_visit(node)
 
     def visit_AnnAssign(self, node: Any) -> Any:
         # A local variable's annotation is never evaluated: left as written.
@@ -115,6 +144,7 @@ class _BuiltinCalls(names.ScopeTransformer):
         return node
 
     def visit_Call(self, node: Any) -> Any:
+        self._for_iterables.update(_for_iterables(_fold_sequence(node)))
         self.generic_visit(node)
         runtime = _runtime_call(node)
         if runtime in ("not_", "if_exp") and node.args:
@@ -144,7 +174,7 @@ class _BuiltinCalls(names.ScopeTransformer):
             new.args.extend(node.args)
             new.keywords.extend(node.keywords)
             return new
-        if _routed(node):
+        if _routed(node) and id(node) not in self._for_iterables:
             new = templates.replace_expr("mb__.call(function)", origin=node, function=node.func)
             new.args.extend(node.args)
             new.keywords.extend(node.keywords)

@@ -16,7 +16,11 @@ Every other call of the rewritten code reaches :func:`call` too (``converters.bu
 for the Python lists it hands over.  A list's ``append``/``extend``/``+=`` reached some other
 way than ``items.append(v)`` (``add = items.append; add(v)``, ``list.append(items, v)``,
 ``items.__iadd__([v])``, ``operator.iadd(items, [v])``, ``getattr(items, "append")(v)``, a
-lambda) appends for the running examples only, as ``items.append(v)`` does.  A function that
+lambda) appends for the running examples only, as ``items.append(v)`` does;
+``operator.setitem(d, k, v)`` writes as ``d[k] = v``, ``operator.delitem`` and the other
+in-place operators as ``del d[k]`` and ``s |= v`` (refused under a per-example condition).
+``iter(it)``/``itertools.islice(it, n)`` of a shared iterator are refused there as ``next``
+is, and ``zip``/``enumerate`` outside a ``for`` of a list only some examples' items are in.  A function that
 ``@batch`` did not rewrite (a helper without the decorator) cannot keep a list per example:
 it is refused a list whose items only some examples have, and, under a per-example
 condition, any list (it may append to it for every example), saying to decorate it.
@@ -248,6 +252,26 @@ def _reading_a_shared_iterator(fn: Any) -> Callable[..., Any]:
 
     return reading
 
+
+def _pairing(fn: Any) -> Callable[..., Any]:
+    """``zip``/``enumerate`` outside a ``for``, a comprehension or a fold (``list(zip(a, b))``):
+    refused a list whose items only some examples have, which it would pair by position
+    across every example's items (a ``for`` pairs each example's own)."""
+
+    def pairing(*args: Any, **kwargs: Any) -> Any:
+        if any(type(a) is list and sequences.has_records(a) for a in args):
+            raise NotImplementedError(
+                f"@batch: {fn.__name__}() outside a for or a comprehension ({user_line()}) "
+                "of a list whose items only some examples have: it pairs the items by "
+                "position across every example's items, where each example's own differ; "
+                f"write the {fn.__name__} in a for statement or a comprehension "
+                f"([(a, b) for a, b in {fn.__name__}(...)]), which pairs each example's own")
+        return fn(*args, **kwargs)
+
+    return pairing
+
+
+_LOWERED.update({fn: _pairing(fn) for fn in (builtins.zip, builtins.enumerate)})
 
 # ``next(iter(it))``: ``iter`` of an iterator is the iterator, which ``next`` then advances.
 _LOWERED.update({fn: _reading_a_shared_iterator(fn) for fn in (builtins.iter, itertools.islice)})

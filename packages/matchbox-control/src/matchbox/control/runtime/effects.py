@@ -13,6 +13,8 @@ place) is written at once, and under a mask only for the examples that run:
 | ``items.append(v)``,         | ``v`` is appended, padding for the other examples,   |
 | ``items.extend(vs)``         | recording which examples have it (``sequences``)     |
 | ``d.update(...)``            | each key as ``d[k] = v``                             |
+| ``d[k]``, ``d[k] += v`` of a | ``NotImplementedError`` where the read adds the key |
+| ``defaultdict``              | (a present key: as a dict's)                         |
 | ``del items[i]``, ``d[k]``   | ``NotImplementedError``, as ``items.pop()``          |
 | ``items.pop()`` and the      | ``NotImplementedError``: a Python list or dict is    |
 | other list/dict writes       | shared by every example                              |
