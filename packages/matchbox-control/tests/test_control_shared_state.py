@@ -303,20 +303,27 @@ def test_shared_writes_through_operator_are_refused(how, refusal):
 
 
 @matchbox.batch
-def moves_to_the_end(x):
+def reorders(x, how):
     order = collections.OrderedDict(a=0, b=0)
     for xt in x.unbind(1):
         if xt.sum() > 0:
-            order.move_to_end("a")
+            if how == "move_to_end":
+                order.move_to_end("a")
+            elif how == "del" and "a" in order:
+                del order["a"]
     return x.sum(1) * 0 + (1 if next(iter(order)) == "a" else 0)
 
 
-def test_ordered_dict_move_to_end_under_a_condition_is_refused():
+@pytest.mark.parametrize("how, refusal", [
+    ("move_to_end", r"@batch: OrderedDict.move_to_end\(\) under a per-example condition: a "
+                    r"Python OrderedDict is shared by every example"),
+    ("del", r"@batch: del OrderedDict\[\.\.\.\] under a per-example condition: a Python "
+            r"OrderedDict is shared by every example"),
+])
+def test_an_ordered_dict_changed_under_a_condition_is_refused(how, refusal):
     _, xb = sequences([4, 0, 1, 6])
-    with pytest.raises(NotImplementedError,
-                       match=r"@batch: OrderedDict.move_to_end\(\) under a per-example "
-                             r"condition: a Python OrderedDict is shared by every example"):
-        moves_to_the_end(xb)
+    with pytest.raises(NotImplementedError, match=refusal):
+        reorders(xb, how)
 
 
 @matchbox.batch

@@ -82,7 +82,7 @@ def _routed(node: Any) -> bool:
         return isinstance(func, gast.Attribute) and func.attr in _SET_AND_DEQUE_WRITES
     if _runtime_call(node) is not None or _changes_in_place(node):
         return False
-    if _name(func) in ("next", "islice") and node.args and _made_here(node.args[0]):
+    if _iterator_reader(func) and node.args and _made_here(node.args[0]):
         # ``next(iter(xs))``, ``next(self.parameters())``: an iterator made here, which no
         # other example's code shares (``runtime.calls`` refuses ``next`` of a shared one
         # under a per-example condition, and ``iter(it)`` of one, which is ``it`` itself).
@@ -92,6 +92,12 @@ def _routed(node: Any) -> bool:
 
 def _name(func: Any) -> str:
     return func.id if isinstance(func, gast.Name) else getattr(func, "attr", "")
+
+
+def _iterator_reader(func: Any) -> bool:
+    """``next(...)``, ``islice(...)``, ``itertools.islice(...)``."""
+    return ((isinstance(func, gast.Name) and func.id in ("next", "islice"))
+            or (isinstance(func, gast.Attribute) and func.attr == "islice"))
 
 
 def _made_here(node: Any) -> bool:
