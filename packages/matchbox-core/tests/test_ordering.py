@@ -79,11 +79,16 @@ def _first(x, d):
     return x[(slice(None),) * (d % x.dim()) + (slice(0, 1),)]
 
 
-# op name -> f(x, dim): differences, along every dimension but each example's dimension 0
-# (whose difference has size zero, which no example of a batch can have: refused below).
+# op name -> f(x, dim): differences and the trapezoidal rule built on them, along every
+# dimension but each example's dimension 0 (whose difference has size zero, which no example
+# of a batch can have: refused below).
 DIFF_CASES = {
     "torch.diff": lambda x, d: torch.diff(x, dim=d),
     "Tensor.diff": lambda x, d: x.diff(2, d, prepend=_first(x, d) * 2, append=_first(x, d)),
+    # The spacing from the example itself (a batch x): gradients through y and x both.
+    "torch.trapezoid": lambda x, d: torch.trapezoid(x, x.exp().cumsum(d), dim=d),
+    "torch.trapz": lambda x, d: torch.trapz(x, dx=0.5, dim=d),
+    "torch.cumulative_trapezoid": lambda x, d: torch.cumulative_trapezoid(x, dim=d),
 }
 
 REGISTERED = registered("ordering")
@@ -107,6 +112,24 @@ def test_diff_of_booleans_and_of_any_order_matches_loop(n):
     examples, batch = batch_of([(4, 2), (1, 2), (0, 2), (6, 2)], (True, False))
     check(lambda x: (x > 0).diff(n, 1), examples, batch)
     check(lambda x: x.diff(n, 1), examples, batch)
+
+
+def test_trapezoid_with_one_spacing_for_every_example_and_of_integers_matches_loop():
+    examples, batch = batch_of([(4, 3), (1, 3), (0, 3), (2, 3)], (True, False))
+    spacing = torch.tensor([0.0, 0.5, 2.0], dtype=torch.float64)  # along the static dim
+    check(lambda x: torch.trapezoid(x, spacing, dim=2), examples, batch)
+    check(lambda x: torch.cumulative_trapezoid(x, spacing), examples, batch)
+    # Integers give floats (torch's zeros of an empty example keep the integer dtype, which
+    # one batch cannot hold for some examples only: those are left out here).
+    examples, batch = batch_of([(4, 3), (1, 3), (2, 3)], (True, False))
+    check(lambda x: torch.trapezoid((x > 0).long(), dim=1), examples, batch, check_grad=False)
+
+
+def test_trapezoid_errors_name_the_op_and_argument():
+    _, batch = batch_of([(3, 2), (1, 2)], (True, False))
+    with pytest.raises(ValueError, match=r"torch.trapezoid: dim=0 is each example's own "
+                                         r"batch dimension \(size one\), which has no interval"):
+        torch.trapezoid(batch, dim=0)
 
 
 def test_diff_errors_name_the_op_and_argument():

@@ -105,6 +105,7 @@ OP_CASES = {
     "torch.broadcast_to": ((None, 1), 1, lambda x: torch.broadcast_to(x, (1, -1, 4))),
     "Tensor.broadcast_to": ((None, 1), 1, lambda x: x.broadcast_to(1, 2, -1, 3)),
     "Tensor.narrow": ((None, 4), 1, lambda x: x.narrow(2, 1, 2)),
+    "Tensor.unfold": ((None, 5), 1, lambda x: x.unfold(2, 2, 2)),
     "torch.narrow": ((None, 4), 1, lambda x: torch.narrow(x, -1, 0, 3)),
     "Tensor.contiguous": ((None, 3), 1, lambda x: x.transpose(1, 2).contiguous()),
     "Tensor.split": ((None, 5), 1, lambda x: x.split(2, 2)),
@@ -532,6 +533,66 @@ def test_narrow_past_an_examples_end_along_a_dynamic_dim_is_refused_like_the_loo
     with pytest.raises(RuntimeError, match=r"torch.narrow: start \(3\) \+ length \(0\) exceeds "
                                            r"the size of example 1"):
         torch.narrow(xb, 1, 3, 0)
+
+
+# ------------------------------------------------------------------ unfold (windows)
+
+@pytest.mark.parametrize(("size", "step"), [(1, 1), (2, 1), (3, 2), (2, 3)])
+@given(data=st.data())
+def test_unfold_along_a_dynamic_dim_gives_each_example_its_own_windows(size, step, data):
+    # An example of length n has (n - size) // step + 1 windows, each of real positions
+    # only: a window reaching NaN padding would show in its values or its gradient (unfold's
+    # backward adds a window's gradient into every position it covers).
+    pair = data.draw(one_batch((None, 2), min_length=size, max_length=7))
+    assert_loop(lambda x: x.unfold(1, size, step), pair)
+    assert_loop(lambda x: x.unfold(-2, size, step).sum(-1).cumsum(1), pair)
+    # A product's gradient at a padding window is the other factor's padding (NaN):
+    # dropped there, it never reaches the real positions that window covers.
+    pairs = data.draw(batches((None, 2), n=2, same_lengths=True, min_length=size, max_length=7))
+    assert_loop(lambda x, y: x.unfold(1, size, step) * y.unfold(1, size, step), *pairs)
+
+
+@given(pair=one_batch((2, None, 3), min_length=2))
+def test_unfold_along_a_static_dim_and_dim_0_equal_the_loop(pair):
+    assert_loop(lambda x: x.unfold(3, 2, 1), pair)
+    assert_loop(lambda x: x.unfold(1, 2, 1).transpose(2, 4), pair)
+    assert_loop(lambda x: x.unfold(0, 1, 3), pair)  # each example's size-one dimension 0
+
+
+def test_unfold_of_two_dynamic_dims_keeps_an_example_empty_in_the_other():
+    # (1, 3, 0): three rows of no columns, whose three rows must give one window of them.
+    xs = [torch.randn(1, 3, 0), torch.randn(1, 4, 2), torch.randn(1, 2, 5)]
+    xb = MaskedBatch.fromlist(xs, (True, True), padding_value=NAN)
+    assert_loop(lambda x: x.unfold(1, 2, 1), (xs, xb))
+    wide = xs[1:]  # (every example with two columns at least)
+    assert_loop(lambda x: x.unfold(2, 2, 2), (wide, MaskedBatch.fromlist(wide, (True, True))))
+
+
+def test_unfold_drops_a_gradient_arriving_at_a_padding_window():
+    # A window that reaches padding covers real positions too; what reaches it in the
+    # backward (here ones everywhere, padding included) must not add to theirs.
+    data = torch.randn(2, 4, 1, requires_grad=True)
+    xb = MaskedBatch(data, torch.tensor([4, 2]).view(2, 1, 1) > torch.arange(4).view(1, 4, 1),
+                     (True, False))
+    (grad,) = torch.autograd.grad(xb.unfold(1, 2, 1).data.sum(), data)
+    loop = torch.autograd.grad(data[1:, :2].unfold(1, 2, 1).sum(), data)[0]
+    torch.testing.assert_close(grad[1], loop[1])  # example 1: positions 0 and 1, one window
+
+
+def test_unfold_wider_than_an_example_is_refused_like_the_loop():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (4, 1, 3)], (True, False))
+    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(2\) exceeds the size of "
+                                           r"example 1, 1, in dynamic dimension 1"):
+        xb.unfold(1, 2, 1)
+    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(5\) exceeds the size of "
+                                           r"example 0, 4"):
+        xb.unfold(1, 5, 1)
+    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(2\) exceeds the size of "
+                                           r"dimension 0 of each example, 1"):
+        xb.unfold(0, 2, 1)
+    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(0\) and step \(1\) must "
+                                           r"be positive"):
+        xb.unfold(1, 0, 1)
 
 
 @given(pair=example_lists(dims=(True, False, False)))

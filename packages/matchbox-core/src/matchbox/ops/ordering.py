@@ -29,6 +29,9 @@ Dimension numbers are those of one example.  What happens to padding and mask:
 |                              |                       | each order; ``prepend``/``append`` joined  |
 |                              |                       | to the real positions first); not along    |
 |                              |                       | dimension 0 (its size would be zero)       |
+| trapezoid, trapz,            | as above              | from diff's slices: each example's own     |
+| cumulative_trapezoid         |                       | intervals, summed (0 for a length of zero  |
+|                              |                       | or one) or running; not along dimension 0  |
 | roll                         | as above              | each example's real positions rotated in   |
 |                              |                       | place (i -> (i + shift) mod n); without    |
 |                              |                       | dims, each example's flattened values      |
@@ -328,6 +331,30 @@ def diff(func, input, n=1, dim=-1, prepend=None, append=None):
         else:
             x = x[later] - x[earlier]
     return x
+
+
+@_lengths.aware  # (built from indexing, pointwise ops, diff, sum and cumsum)
+@_registry.implements(torch.trapezoid, torch.trapz, torch.cumulative_trapezoid, family=FAMILY)
+def trapezoid(func, y, x=None, *, dx=None, dim=-1):
+    """The trapezoidal rule over each example's real positions along ``dim``: the sum (or
+    running sum, ``cumulative_trapezoid``) of ``(y[1:] + y[:-1]) / 2`` times the spacing,
+    ``dx`` or ``diff(x)``; an example of length zero or one has no interval (0, or none).
+    Integers give floats, for an empty example too (torch's loop gives it integer zeros)."""
+    op = _registry.op_name(func)
+    d = normalize_dim(op, dim, y.dim())
+    if d == 0:
+        raise ValueError(
+            f"{op}: dim=0 is each example's own batch dimension (size one), which has no "
+            "interval; integrate along another dimension")
+    before = (slice(None),) * d
+    mean = (y[before + (slice(1, None),)] + y[before + (slice(None, -1),)]) / 2
+    if x is None:
+        area = mean if dx is None else mean * dx
+    elif isinstance(x, MaskedBatch) or x.dim() != 1:
+        area = mean * torch.diff(x, dim=dim)
+    else:  # one spacing for every example, along ``dim``, as torch broadcasts it
+        area = mean * x.diff().view(-1, *(1,) * (y.dim() - 1 - d))
+    return area.cumsum(d) if func is torch.cumulative_trapezoid else area.sum(d)
 
 
 # ------------------------------------------------------------------ rolls

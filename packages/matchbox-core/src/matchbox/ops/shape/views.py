@@ -214,6 +214,77 @@ def unbind(func, input, dim=0):
     return steps
 
 
+# ------------------------------------------------------------------ windows
+
+
+@_lengths.aware
+@_registry.implements(torch.Tensor.unfold, family="shape")
+def unfold(func, input, dimension, size, step):
+    """Each example's own windows of ``size`` positions every ``step`` along ``dimension``,
+    in a new last dimension (static).  Along a dynamic dimension an example of length ``n``
+    has ``(n - size) // step + 1`` windows, each of its real positions only; a window that
+    reaches padding is padding, and its gradient is dropped (the backward of ``unfold``
+    adds a window's gradient into every position it covers, real ones included)."""
+    op = _registry.op_name(func)
+    if size <= 0 or step <= 0:
+        raise RuntimeError(f"{op}: size ({size}) and step ({step}) must be positive")
+    if normalize_dim(op, dimension, input.dim()) == 0:
+        # Each example's dimension 0 has size one: one window of size one, as in the loop.
+        if size != 1:
+            raise RuntimeError(f"{op}: size ({size}) exceeds the size of dimension 0 of "
+                               "each example, 1 (its batch dimension)")
+        return unsqueeze(torch.unsqueeze, input, -1)
+    d = _nonbatch_dim(op, dimension, input.dim())
+    dims = input.dims + (False,)
+    if not input.dims[d - 1] or input._mask is None:
+        data = input.data.unfold(d, size, step)
+        mask = None if input._mask is None else _window_mask(input._mask, d, size, step)
+        return _viewed(input, MaskedBatch._make(data, _lengths.kept(mask, input._mask), dims))
+    sizes = _masking.lengths_along(input, d)
+    short = _masking.running(sizes < size)
+    error = functools.partial(_window_too_large, op, short, sizes, size, d)
+    if size > input.data.size(d):
+        if _capture.fails(short):
+            raise error()
+        input = _padded_to(input, d, size)  # (no running example has a window)
+    else:
+        _capture.check(short, error)
+    mask = _window_mask(input.mask, d, size, step)
+    data = _masking.guard_gradient(input.data.unfold(d, size, step), mask)
+    if _lengths.carried_by(input) is not None:
+        lengths = input.lengths().clone()
+        windows = ((sizes - size).div(step, rounding_mode="floor") + 1).clamp(min=0)
+        lengths[:, _lengths.column(input.dims, d)] = windows
+        mask = _lengths.rebuilt(mask, lengths, dims)
+    return MaskedBatch._make(data, mask, dims)
+
+
+def _window_mask(mask: torch.Tensor, d: int, size: int, step: int) -> torch.Tensor:
+    """Which windows are real: those whose every position is (size one along the window)."""
+    if mask.size(d) == 1:  # (a mask broadcast along a static dimension)
+        return mask.unsqueeze(-1)
+    return mask.unfold(d, size, step).all(-1, keepdim=True)
+
+
+def _padded_to(x: MaskedBatch, d: int, size: int) -> MaskedBatch:
+    """``x`` padded along ``d`` to ``size`` positions (padding), so that it has a window."""
+    extra = list(x.data.shape)
+    extra[d] = size - x.data.size(d)
+    mask_extra = list(x.mask.shape)
+    mask_extra[d] = extra[d]
+    data = torch.cat([x.data, x.data.new_zeros(extra)], d)
+    mask = torch.cat([x.mask, x.mask.new_zeros(mask_extra)], d)
+    return MaskedBatch._make(data, _lengths.kept(mask, x._mask), x.dims)
+
+
+def _window_too_large(op: str, short: torch.Tensor, sizes: torch.Tensor, size: int,
+                      d: int) -> RuntimeError:
+    j = int(short.nonzero()[0])
+    return RuntimeError(f"{op}: size ({size}) exceeds the size of example {j}, "
+                        f"{int(sizes[j])}, in dynamic dimension {d} (each example needs "
+                        "one window at least)")
+
+
 def _too_short(op: str, short: torch.Tensor, sizes: torch.Tensor, start: int, length: int,
                d: int) -> RuntimeError:
     j = int(short.nonzero()[0])
