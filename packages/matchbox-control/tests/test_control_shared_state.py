@@ -425,3 +425,27 @@ def test_zip_of_per_example_lists_outside_a_for_is_refused(how):
 def test_zip_in_a_for_or_of_plain_lists_equals_the_loop(dtype):
     assert_batch_equals_loop(lambda x: zips_outside_a_for(x, "for"),
                              sequences([4, 0, 1, 6], dtype=dtype))
+
+
+@matchbox.batch
+def writes_a_plain_tensor_through_operator(x, how):
+    t = torch.zeros(3, dtype=x.dtype)
+    if x.sum() > 0:
+        if how == "setitem":
+            operator.setitem(t, 0, 1.0)
+        else:
+            operator.iadd(t, 1.0)
+    return x.sum(1) + t.sum()
+
+
+@pytest.mark.parametrize("how, statement", [("setitem", r"t\[i\] = v"), ("iadd", r"t \+= v")])
+def test_a_plain_tensor_written_through_operator_under_a_condition_is_refused(how, statement):
+    # The statement makes the variable a batch, written for the running examples; the
+    # call has no variable to rebind, and wrote the one tensor for every example.
+    _, xb = sequences([3, 0, 2])
+    xb.data[:, :, 0] = 1.0  # the examples with steps run the branch, the empty one does not
+    with pytest.raises(NotImplementedError,
+                       match=rf"@batch: {how}\(\) of a plain tensor under a per-example "
+                             rf"condition \(.*\) would change it for every example.*"
+                             rf"write the statement \({statement}\)"):
+        writes_a_plain_tensor_through_operator(xb, how)

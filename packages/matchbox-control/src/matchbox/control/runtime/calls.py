@@ -86,6 +86,9 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         return _container_method(owner, getattr(fn, "__name__", ""), args, kwargs)
     if unbound is not None and args and type(args[0]) in SHARED_TYPES:
         return _container_method(args[0], unbound, args[1:], kwargs)
+    if (unbound is not None and args and type(args[0]) in _PLAIN_TENSORS
+            and current_mask() is not None):
+        _refuse_a_plain_tensor_write(fn)
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
     return fn(*args, **kwargs)
@@ -278,6 +281,20 @@ _LOWERED.update({fn: _pairing(fn) for fn in (builtins.zip, builtins.enumerate)})
 # ``next(iter(it))``: ``iter`` of an iterator is the iterator, which ``next`` then advances.
 _LOWERED.update({fn: _reading_a_shared_iterator(fn) for fn in (builtins.iter, itertools.islice)})
 _ADVANCING = frozenset({builtins.next, builtins.iter, itertools.islice})
+
+
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
+
+
+def _refuse_a_plain_tensor_write(fn: Any) -> None:
+    """``operator.setitem(t, i, v)``, ``operator.iadd(t, v)`` of a plain tensor under a
+    per-example condition: no variable to make a batch of (as ``t[i] = v`` makes one)."""
+    name = getattr(fn, "__name__", "the write")
+    raise NotImplementedError(
+        f"@batch: {name}() of a plain tensor under a per-example condition ({user_line()}) "
+        "would change it for every example, also for those that do not run this code; "
+        f"write the statement ({'t[i] = v' if 'setitem' in name else 't += v'}), which "
+        "@batch rewrites for the running examples, or make the tensor a batch")
 
 
 def _refuse_a_shared_write(fn: Any, target: Any) -> None:
