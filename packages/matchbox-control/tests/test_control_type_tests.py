@@ -91,3 +91,46 @@ def test_plain_tensors_and_batch_aware_tests_do_not_warn():
         warnings.simplefilter("error", BatchTypeTestWarning)
         assert plain(torch.ones(2)) == (True, True, True)
         assert aware(sequences([1])[1]) == (True, True, False)
+
+
+@matchbox.batch
+def counts_then_asks_for_int(x, how):
+    n = 0
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            n = n + 1
+    out = x.sum(1)
+    if how == "isinstance" and isinstance(n, int):
+        out = out + 100
+    if how == "type" and type(n) is int:
+        out = out + 100
+    return out + n
+
+
+@pytest.mark.parametrize("how, what", [("isinstance", r"isinstance\(x, \.\.\.\)"),
+                                       ("type", r"type\(x\) is \.\.\.")])
+def test_a_number_test_of_a_per_example_number_is_refused(how, what):
+    # The loop's n is an int for every example (True); the batch's is a MaskedBatch of every
+    # example's count, which answered False for every example.
+    _, xb = sequences([3, 0, 2])
+    with pytest.raises(NotImplementedError,
+                       match=rf"@batch: {what} of a value that is one number per example "
+                             r"\(.*\): under @batch it is a MaskedBatch of every example's "
+                             r"number"):
+        counts_then_asks_for_int(xb, how)
+
+
+@matchbox.batch
+def asks_classes_of_a_batch_and_a_count(x):
+    s = x.sum(1)
+    out = s
+    if isinstance(s, (torch.Tensor, MaskedBatch)) and not isinstance(s, int):
+        out = out + 1  # a batch of rows: its number tests are Python's, as the loop's
+    if isinstance(len(x.unbind(1)), str):
+        out = out + 100  # a test for a class that is not a number is answered
+    return out
+
+
+def test_number_tests_of_batches_of_rows_and_tests_for_other_classes_equal_the_loop(dtype):
+    assert_batch_equals_loop(asks_classes_of_a_batch_and_a_count,
+                             sequences([3, 0, 2], dtype=dtype))

@@ -8,17 +8,25 @@ masking.  Under ``@batch`` each such test still gives Python's answer, and
 warns (:class:`BatchTypeTestWarning`, at the user's line) when the value
 tested is a batch, saying what to write instead:
 ``isinstance(m, (torch.Tensor, matchbox.MaskedBatch))``.
+
+A batch of one number per example (a counter merged per example, ``len`` of a per-example
+list) stands in the loop for a Python number, or for a 0-d tensor: ``isinstance(n, int)``
+or ``type(n) is int`` of it cannot give the loop's answer, which Python's (``False``) is
+not where the loop holds an int; such a test is refused (``NotImplementedError``).
 """
 
 from __future__ import annotations
 
 import builtins
+import numbers
 import operator
 import warnings
 from typing import Any
 
 import torch
 
+from matchbox.control.runtime.select import user_line
+from matchbox.extending import EXAMPLE_SCALAR
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -47,8 +55,30 @@ def _names_tensor(classes: Any) -> bool:
     return isinstance(classes, type) and issubclass(classes, torch.Tensor)
 
 
+def _names_number(classes: Any) -> bool:
+    """Whether an ``isinstance`` class argument asks for Python numbers (``int``, ...)."""
+    if isinstance(classes, tuple):
+        return any(_names_number(c) for c in classes)
+    return isinstance(classes, type) and issubclass(classes, numbers.Number)
+
+
+def _refuse_a_number_test(obj: Any, classes: Any, what: str) -> None:
+    """Refuse a test for a Python number of a batch of one number per example."""
+    if obj._scalar is EXAMPLE_SCALAR and _names_number(classes):
+        raise NotImplementedError(
+            f"@batch: {what} of a value that is one number per example ({user_line()}): "
+            "under @batch it is "
+            "a MaskedBatch of every example's number, which the loop holds as a Python "
+            "number (or a 0-d tensor), so the test cannot give the loop's answer; test the "
+            "value where it is the same for every example (before a per-example condition "
+            "changes it), or leave the test out")
+
+
 def isinstance_(obj: Any, classes: Any) -> bool:
-    """``isinstance(obj, classes)``; warns for a batch tested against ``torch.Tensor``."""
+    """``isinstance(obj, classes)``; warns for a batch tested against ``torch.Tensor``, and
+    refuses a test for a number of a batch of one number per example."""
+    if type(obj) is MaskedBatch:
+        _refuse_a_number_test(obj, classes, "isinstance(x, ...)")
     result = builtins.isinstance(obj, classes)
     if not result and type(obj) is MaskedBatch and _names_tensor(classes):
         _warn("isinstance(x, torch.Tensor)")
@@ -70,6 +100,8 @@ def compare_type(type_fn: Any, obj: Any, op: str, other: Any) -> Any:
     """``type(obj) <op> other`` (``is``, ``is not``, ``==``, ``!=``); warns where ``obj``
     is a batch and ``other`` a tensor class."""
     cls = type_fn(obj)
+    if cls is MaskedBatch and type_fn is builtins.type:
+        _refuse_a_number_test(obj, other, f"type(x) {op} ...")
     if (type_fn is builtins.type and cls is MaskedBatch and isinstance(other, type)
             and issubclass(other, torch.Tensor)):
         warnings.warn(f"@batch: type(x) {op} {other.__module__}.{other.__qualname__} "
