@@ -153,3 +153,19 @@ def test_matrix_errors_name_the_op():
                                          r"but not all"):
         _, cube = batch_of([(2, 3, 3), (2, 1, 1)], (True, True, True))
         torch.diagonal(cube, 2, 2, 3)
+
+
+@pytest.mark.parametrize("f, what", [
+    (lambda x, k: torch.triu(x, k), r"torch.triu: the diagonal is a batch"),
+    (lambda x, k: x.tril(k), r"Tensor.tril: the diagonal is a batch"),
+    (lambda x, k: torch.diagonal(x, k, 1, 2), r"torch.diagonal: the offset is a batch"),
+])
+def test_a_per_example_diagonal_is_refused_naming_the_op(f, what):
+    # One offset per example (len of a per-example list, a merged counter) made the op
+    # call itself on it until Python's recursion limit (a user trial).
+    x = MaskedBatch.fromlist([torch.randn(1, n, n) for n in (3, 1)], (True, True))
+    k = x.size_as_tensor(1) // 2
+    with pytest.raises(NotImplementedError,
+                       match=what + r" \(one value per example\); per-example values are "
+                                    r"not implemented here"):
+        f(x, k)

@@ -983,3 +983,20 @@ def test_joins_of_mismatched_static_sizes_name_the_tensor_and_sizes(join):
                                          r"tensors must have equal sizes in every dimension but "
                                          r"the one they are joined along"):
         join(a, b)
+
+
+def test_expand_to_a_per_example_size_is_refused_naming_the_op():
+    # expand(1, k, 2) with one k per example asked the batch for a truth value (a user trial).
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 2)], (True, False))
+    with pytest.raises(NotImplementedError,
+                       match=r"Tensor.expand: the size is a batch \(one value per example\); "
+                             r"per-example values are not implemented here: size must be the "
+                             r"same int for every example; .* x.expand_as\(y\)"):
+        xb.sum(1, keepdim=True).expand(1, xb.size_as_tensor(1), 2)
+
+
+def test_torch_tensor_of_a_batch_says_the_batch_is_already_each_examples_tensor():
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 2)], (True, False))
+    with pytest.raises(TypeError, match=r"len\(\) of a MaskedBatch is ambiguous: .*"
+                                        r"torch.tensor\(v\) or torch.as_tensor\(v\) of a batch v"):
+        torch.tensor(xb.sum((1, 2)))

@@ -341,6 +341,19 @@ def refuse_out(op: Any, out: Any) -> None:
         raise NotImplementedError(f"{name}: out= is not supported for batches")
 
 
+def refuse_per_example(op: str, name: str, value: Any, instead: str) -> None:
+    """Refuse an argument that must be one value for every example (a size, an offset) but
+    is a batch of one per example (``len`` of a per-example list, a merged counter): without
+    this, the op would call itself on it (a ``RecursionError``) or ask it for a truth value."""
+    if isinstance(value, (tuple, list)):
+        for v in value:
+            refuse_per_example(op, name, v, instead)
+    elif isinstance(value, batch_types()):
+        raise NotImplementedError(
+            f"{op}: the {name} is a batch (one value per example); per-example values are "
+            f"not implemented here: {name} must be the same int for every example; {instead}")
+
+
 def unsupported(func: Any, batch_type: str = "MaskedBatch",
                 kwargs: dict[str, Any] | None = None) -> NotImplementedError:
     """The error for an op that is not in the registry, naming the op (and, from the batch

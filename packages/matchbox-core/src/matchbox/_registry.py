@@ -34,6 +34,7 @@ from matchbox._dispatch import (
     dispatch,
     labelled,
     refuse_out,
+    refuse_per_example,
     register_conversion,
     unsupported,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "batch_dim_view", "batch_type_names", "batch_types", "binding", "convenience_methods",
     "declare_convenience", "declare_provider", "dispatch", "entries", "guarded", "implements",
     "kind_of", "labelled", "lookup", "op_name", "provide_batch_dim_view", "refuse_out",
+    "refuse_per_example",
     "register", "register_batch_view", "register_conversion", "register_host",
     "tensor_method_name", "tensor_method_names", "unsupported", "writes_first_argument",
 ]

@@ -37,6 +37,9 @@ FAMILY = "matrix"
 def _on_matrices(op: str, func: Any, x: MaskedBatch, diagonal: int) -> torch.Tensor:
     """``func(data, diagonal)`` on each example's last two dimensions (the data of a
     rank-two example gets a size-one dimension for its own dimension 0 first)."""
+    _registry.refuse_per_example(
+        op, "diagonal", diagonal, "build the mask per example instead, with i and j the "
+        "row and column positions: torch.where(j - i >= k, x, 0) for triu")
     if x.dim() < 2:
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions (these "
                            "examples are scalars)")
@@ -72,6 +75,8 @@ def tril_triu_(func, input, diagonal=0):
 @_registry.implements(torch.diagonal, torch.Tensor.diagonal, family=FAMILY)
 def diagonal(func, input, offset=0, dim1=0, dim2=1):
     op = _registry.op_name(func)
+    _registry.refuse_per_example(op, "offset", offset, "take each example's elements with "
+                                 "gather at the positions it needs")
     rank = input.dim()
     d1, d2 = normalize_dim(op, dim1, rank), normalize_dim(op, dim2, rank)
     if d1 == d2:

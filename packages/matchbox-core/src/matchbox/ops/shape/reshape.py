@@ -246,6 +246,8 @@ def unflatten(func, input, dim, sizes):
 def expand(func, input, *sizes, implicit=False):
     op = _registry.op_name(func)
     sizes = _sizes(sizes)
+    _registry.refuse_per_example(op, "size", sizes, "a dimension each example expands to its "
+                                 "own size is x.expand_as(y) of a batch y of those sizes")
     extra = len(sizes) - input.dim()
     if extra < 0:
         raise ValueError(f"{op}: {len(sizes)} sizes given for examples of rank {input.dim()}")
