@@ -100,3 +100,27 @@ def test_assignment_at_a_vector_index_is_refused():
     with pytest.raises(NotImplementedError, match=r"selects positions that differ between "
                                                   r"examples"):
         x[:, x.sum(-1).argmax(1)] = 0.0
+
+
+def test_adding_booleans_of_one_value_per_example_is_refused():
+    # Each example's n is a Python int in the loop, its comparisons Python bools, whose sum
+    # is an int (True + True == 2); torch's booleans add as 'or', which the batch gave.
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (5, 2, 1)], (True, False))
+    n = xb.size_as_tensor(1)
+    with pytest.raises(TypeError, match=r"Tensor.__add__: adding booleans of one value per "
+                                        r"example .* True \+ True is 2, where torch adds "
+                                        r"booleans as 'or'\); write int\(a\) \+ int\(b\)"):
+        (n > 1) + (n > 3)
+    with pytest.raises(TypeError, match=r"torch.add: adding booleans of one value per example"):
+        torch.add(n > 1, n > 3)
+
+
+def test_counts_of_per_example_booleans_and_sums_of_boolean_rows_equal_the_loop():
+    xs = [torch.randn(1, n, 3, dtype=torch.float64) for n in (5, 2, 1, 0)]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    n = xb.size_as_tensor(1)
+    assert (((n > 1).long() + (n > 3).long()).data == torch.tensor([2, 1, 0, 0])).all()
+    assert ((0 + (n > 1) + (n > 3)).data == torch.tensor([2, 1, 0, 0])).all()  # as sum() adds
+    # Rows of booleans (a tensor in the loop too): torch's 'or', as each example's.
+    mb_assert(lambda x: (x.sum(1) > 0) + (x.sum(1) > 1), [xs], [xb], len(xs),
+              check_grad=False)
