@@ -519,3 +519,20 @@ def test_per_example_indices_into_one_batch_sum_its_lengths_once():
     assert counted.ops["sum"] == 1
     for k, read in zip((0, 1, -1), reads):
         torch.testing.assert_close(next(iter(read.examples())), xs[0][:, k])
+
+
+def test_item_assignment_drops_the_values_leading_size_one_dims_as_torch_does():
+    # x[:, i] = v with v of shape (1, 1, D) (as x[:, idx] with a (1,) index gives) into a
+    # (1, D) slot: torch drops v's leading ones; the batch refused it as a change of rank
+    # (a user trial).
+    xs = [torch.randn(1, n, 3, dtype=torch.float64) for n in (4, 2, 3)]
+    xb = MaskedBatch.fromlist(xs, (True, False), padding_value=float("nan"))
+    idx = [torch.tensor([k]) for k in (3, 0, 1)]  # each example's own row, a (1,) tensor
+
+    def f(x, i):
+        h = x * 1
+        h[:, 1] = torch.tanh(x[:, i])  # a batch value of rank 3 into a rank-2 slot
+        h[:, 0] = torch.ones(1, 1, 3, dtype=x.dtype)  # a plain one
+        return h
+
+    mb_assert(f, [xs, idx], [xb, MaskedBatch.fromlist(idx, ())], len(xs))

@@ -318,6 +318,7 @@ def setitem(func, input, index, value):
         )
     if not isinstance(value, (torch.Tensor, MaskedBatch)):
         value = torch.as_tensor(value, dtype=input.dtype, device=input.device)
+    value = _without_leading_ones(value, target.dim())
     mask = _masking.EXECUTION_MASK.get()
     if mask is None:
         copy_(torch.Tensor.copy_, target, value)
@@ -332,6 +333,19 @@ def setitem(func, input, index, value):
         view = target if written is input else getitem(torch.Tensor.__getitem__, written, index)
         write_into(view, new, mask, f"x[{_format_index(index)}]", done)
         written = getattr(written, "_guards", None)
+
+
+def _without_leading_ones(value: Any, rank: int) -> Any:
+    """``value`` without the leading size-one dimensions that make it rank above ``rank``,
+    as torch's ``x[i] = v`` drops them (``v`` of shape ``(1, 1, D)`` into a ``(1, D)``
+    slot); a batch's own dimension 0 stays."""
+    if isinstance(value, MaskedBatch):
+        while value.dim() > rank and not value.dims[0] and value.size(1) == 1:
+            value = value.squeeze(1)
+    else:
+        while value.dim() > rank and value.size(0) == 1:
+            value = value[0]
+    return value
 
 
 def _format_index(index: Any) -> str:
