@@ -327,3 +327,15 @@ def test_the_spelling_the_arange_refusal_gives_is_each_examples_positions():
     assert [e.tolist() for e in got.examples()] == [torch.arange(x.size(1)).unsqueeze(0).tolist()
                                                     for x in xs]
     mb_assert(lambda x: x * positions(x).unsqueeze(-1), (xs,), (xb,), 3)
+
+
+def test_new_constructors_of_a_batchs_shape_give_each_example_its_own_shape():
+    # x.new_ones(y.shape): in the loop each example's y.shape; the batch's shape (with its
+    # dynamic sizes) was refused as a first size other than 1 (a user trial).
+    xs = [torch.randn(1, n, 2, dtype=torch.float64) for n in (3, 0, 1)]
+    ys = [torch.randn(1, 2, n, 4, dtype=torch.float64) for n in (1, 2, 0)]
+    xb, yb = (MaskedBatch.fromlist(xs, (True, False)),
+              MaskedBatch.fromlist(ys, (False, True, False)))
+    mb_assert(lambda x, y: y + x.new_ones(y.shape), [xs, ys], [xb, yb], len(xs))
+    mb_assert(lambda x, y: y * x.new_full(y.shape, 2.0), [xs, ys], [xb, yb], len(xs))
+    mb_assert(lambda x: x.new_zeros(x.shape) + x, [xs], [xb], len(xs))

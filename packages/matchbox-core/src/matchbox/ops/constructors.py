@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _registry
+from matchbox._sizes import BatchShape
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
@@ -25,7 +26,10 @@ def new_batch(
     sizes: Sequence[Any],
     make: Callable[[list[int]], torch.Tensor],
 ) -> MaskedBatch:
-    """A batch of new examples of the given per-example sizes."""
+    """A batch of new examples of the given per-example sizes (``x.new_zeros(y.shape)``:
+    each of ``y``'s examples' own)."""
+    if len(sizes) == 1 and isinstance(sizes[0], BatchShape):
+        sizes = _per_example_sizes(sizes[0])
     sizes = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple, torch.Size)) \
         else list(sizes)
     batch = x.data.size(0)
@@ -61,6 +65,14 @@ def new_batch(
     else:
         mask = None  # no padding: every position is real
     return MaskedBatch._make(data, mask, tuple(dims))
+
+
+def _per_example_sizes(shape: BatchShape) -> list[Any]:
+    """A batch's ``shape`` as sizes per example: the batch size, then each dimension's size,
+    or each example's own (``size_as_tensor``) where it is dynamic."""
+    batch = shape._batch
+    return [batch.size(0)] + [batch.size_as_tensor(i) if batch.dims[i - 1] else batch.size(i)
+                              for i in range(1, batch.dim())]
 
 
 def _padded_size(op: str, i: int, given: torch.Tensor, per_example: torch.Tensor) -> int:
