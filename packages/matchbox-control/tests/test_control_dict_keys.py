@@ -130,32 +130,3 @@ def key_made_every_examples_again(x):
 
 def test_a_key_written_where_every_example_runs_is_every_examples(dtype):
     assert_batch_equals_loop(key_made_every_examples_again, sequences([4, 0, 1, 6], dtype=dtype))
-
-
-@matchbox.batch
-def takes_a_key_only_some_examples_have(x, how):
-    d = {}
-    for xt in x.unbind(1):
-        if xt.sum() > 0:
-            d["pos"] = xt
-    base = x.sum(1)
-    if how == "pop":
-        return base + d.pop("pos", base * 3) + len(d)
-    if how == "setdefault":
-        return base + d.setdefault("pos", base * 5) + len(d) * 10 + len(list(d)) * 100
-    return base + d.pop("pos")
-
-
-@pytest.mark.parametrize("how", ["pop", "setdefault"])
-def test_pop_and_setdefault_of_a_key_only_some_examples_have_equal_the_loop(how, dtype):
-    # Where every example runs: an example without the key gets pop's default, or takes
-    # setdefault's value (which then makes the key every example's: list(d) is not refused).
-    assert_batch_equals_loop(lambda x: takes_a_key_only_some_examples_have(x, how),
-                             sequences([4, 0, 1, 6], dtype=dtype))
-
-
-def test_pop_without_a_default_of_a_key_an_example_lacks_raises_as_the_loop():
-    _, xb = sequences([4, 0, 3])
-    xb.data[:, :, 0] = 1.0  # every example with steps adds 'pos'; the empty one does not
-    with pytest.raises(KeyError, match="pos"):
-        takes_a_key_only_some_examples_have(xb, "pop without a default")

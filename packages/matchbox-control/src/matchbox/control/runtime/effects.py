@@ -37,11 +37,7 @@ from typing import Any
 
 import torch
 
-from matchbox.control.runtime.keys import (
-    NOT_TAKEN,
-    record_key,
-    taken_where_every_example_runs,
-)
+from matchbox.control.runtime.keys import record_key
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import (
     per_example_item,
@@ -212,10 +208,6 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     if mask is None:
         if type(obj) is list and name in _POSITIONAL:
             refuse_positional_write(obj, f"list.{name}()")
-        if name in ("pop", "setdefault") and not kwargs:  # of a key only some examples have
-            taken = taken_where_every_example_runs(obj, name, args)
-            if taken is not NOT_TAKEN:
-                return taken
         return method(*args, **kwargs)
     if type(obj) is list and name in ("append", "extend") and len(args) == 1 and not kwargs:
         values = [args[0]] if name == "append" else list(args[0])

@@ -18,18 +18,14 @@ examples, and a write where every example runs makes the key every example's aga
 | ``d.get(k, default)``                      | its own value, else ``default``         |
 | ``list(d)``, ``sorted``, ``set``, ``tuple``| ``NotImplementedError`` where a running |
 | of its keys, ``d.get(k)``                  | example lacks a key                     |
-| ``d.pop(k, default)``, where every example | its own value, else ``default`` (without|
-| runs (no mask; under one, refused)         | one, ``KeyError`` as in the loop)       |
-| ``d.setdefault(k, v)``, the same           | its own value, else ``v``; then every   |
-|                                            | example has the key                     |
 
 A key an example reads without having it (``d[k]``) is padding for it, as a variable
 first assigned in a branch is.  The records are looked at only while a value holding
 one is alive (``_RECORDS``, weakly: a record is a tensor, which drops out of it when
 the value goes), so a dict's reads cost no more where no key was added under a
 condition.  Not seen: reads by code ``@batch`` did not rewrite (the dict returned from
-the call, an undecorated helper, ``str(d)``, ``d == e``) and ``d.setdefault(k)`` (no
-value).
+the call, an undecorated helper, ``str(d)``, ``d == e``), and ``d.pop(k, default)`` or
+``d.setdefault(k, v)`` where every example runs.
 """
 
 from __future__ import annotations
@@ -156,32 +152,6 @@ def get(obj: Any, key: Any, *default: Any) -> Any:
                            "others would get None)", present[None])
         return value
     return select(present, value, default[0], f"d.get({key!r}, ...)")
-
-
-def taken_where_every_example_runs(obj: Any, name: str, args: tuple[Any, ...]) -> Any:
-    """``d.pop(key, default)`` or ``d.setdefault(key, value)`` where every example runs (no
-    mask), of a ``key`` only some examples have: the others get ``default`` (``pop``; without
-    one they raise ``KeyError``, as in the loop) or take ``value`` (``setdefault``, after
-    which the key is every example's).  ``NOT_TAKEN`` when ``key`` is not such a key."""
-    arity = (2,) if name == "setdefault" else (1, 2)
-    if not (_RECORDS and type(obj) in _DICTS and len(args) in arity and args[0] in obj):
-        return NOT_TAKEN
-    key = args[0]
-    present = presence(obj[key])
-    if present is None:
-        return NOT_TAKEN
-    if name == "setdefault":
-        obj[key] = select(present, obj[key], args[1], f"d.setdefault({key!r}, ...)")
-        return obj[key]
-    if len(args) == 1:
-        if fails(~present, lambda: KeyError(key)):
-            raise KeyError(key)  # (an example without the key, as the loop's pop raises)
-        return obj.pop(key)
-    return select(present, obj.pop(key), args[1], f"d.pop({key!r}, ...)")
-
-
-#: What :func:`taken_where_every_example_runs` returns for a call it leaves to the dict.
-NOT_TAKEN = object()
 
 
 def refuse_partial(obj: Any, what: str, present: torch.Tensor | None = None) -> None:
