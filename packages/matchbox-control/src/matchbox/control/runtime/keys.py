@@ -17,15 +17,14 @@ examples, and a write where every example runs makes the key every example's aga
 | ``if d:``, ``not d``                       | whether its own dict is empty           |
 | ``d.get(k, default)``                      | its own value, else ``default``         |
 | ``list(d)``, ``sorted``, ``set``, ``tuple``| ``NotImplementedError`` where a running |
-| of its keys, ``d.get(k)``                  | example lacks a key                     |
+| of its keys, ``d.get(k)``, ``return d``    | example lacks a key                     |
 
 A key an example reads without having it (``d[k]``) is padding for it, as a variable
 first assigned in a branch is.  The records are looked at only while a value holding
 one is alive (``_RECORDS``, weakly: a record is a tensor, which drops out of it when
 the value goes), so a dict's reads cost no more where no key was added under a
-condition.  Not seen: reads by code ``@batch`` did not rewrite (the dict returned from
-the call, an undecorated helper, ``str(d)``, ``d == e``), and ``d.pop(k, default)`` or
-``d.setdefault(k, v)`` where every example runs.
+condition.  Not seen: reads by code ``@batch`` did not rewrite (an undecorated
+helper, ``str(d)``, ``d == e``, ``{**d}`` given to a function).
 """
 
 from __future__ import annotations
