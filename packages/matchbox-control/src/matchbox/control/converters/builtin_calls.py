@@ -16,8 +16,6 @@
 | ``if items:``, ``while items:``, ``not`` | ``mb__.truth(items)``: each example's own |
 | ``items``, ``a if items else b``         | list's emptiness; ``items and x``, ``or``: |
 |                                          | ``mb__.operand(items)`` refuses such a list|
-| ``k in d``, ``k not in d``               | ``mb__.contains(k, d, False)``: a dict's  |
-|                                          | key only some examples have, per example  |
 | ``type(x) is T`` (``is not``, ``==``,    | ``mb__.compare_type(type, x, 'is', T)``:  |
 | ``!=``)                                  | warns where ``x`` is a batch, ``T`` a     |
 |                                          | tensor class                              |
@@ -218,12 +216,6 @@ class _BuiltinCalls(names.ScopeTransformer):
 
     def visit_Compare(self, node: Any) -> Any:
         self.generic_visit(node)
-        if len(node.ops) == 1 and isinstance(node.ops[0], (gast.In, gast.NotIn)):
-            # A dict's key only some examples have is in it for them (``runtime.keys``).
-            return templates.replace_expr(
-                "mb__.contains(key, container, negate)", origin=node, key=node.left,
-                container=node.comparators[0],
-                negate=templates.constant(isinstance(node.ops[0], gast.NotIn)))
         if len(node.ops) != 1 or type(node.ops[0]) not in _TYPE_COMPARISONS:
             return node
         left, right = node.left, node.comparators[0]

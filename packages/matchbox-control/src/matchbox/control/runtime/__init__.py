@@ -48,7 +48,6 @@ from matchbox.control.runtime.iteration import (
     iter_reversed,
     iter_zip,
 )
-from matchbox.control.runtime.keys import contains, operand, truth
 from matchbox.control.runtime.masks import (
     branch,
     current_mask,
@@ -70,7 +69,7 @@ from matchbox.control.runtime.select import (
     select,
     user_line,
 )
-from matchbox.control.runtime.sequences import get_item, unpack
+from matchbox.control.runtime.sequences import get_item, operand, truth, unpack
 from matchbox.control.runtime.step_outputs import call_steps
 from matchbox.control.runtime.structured import (
     scan_capturing,
@@ -146,7 +145,7 @@ def return_value(value, returned=True):
 
 __all__ = [
     "BatchTypeTestWarning", "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item",
-    "branch", "call", "call_method", "call_steps", "compare", "compare_type", "comp_for", "comp_if", "contains",
+    "branch", "call", "call_method", "call_steps", "compare", "compare_type", "comp_for", "comp_if",
     "current_mask", "deferred_checks", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",

@@ -43,7 +43,7 @@ from typing import Any
 import torch
 
 from matchbox.control import naming
-from matchbox.control.runtime import folds, keys, scalars, sequences, type_tests
+from matchbox.control.runtime import folds, scalars, sequences, type_tests
 from matchbox.control.runtime.effects import (
     CONTAINER_WRITES,
     SHARED_TYPES,
@@ -58,7 +58,7 @@ from matchbox.control.runtime.select import user_line
 _LOWERED: dict[Any, Callable[..., Any]] = {
     builtins.sum: folds.sum_, builtins.max: folds.max_, builtins.min: folds.min_,
     builtins.any: folds.any_, builtins.all: folds.all_, functools.reduce: folds.reduce_,
-    **keys.LOWERED,  # len, and list/sorted/set/tuple of a dict's keys
+    builtins.len: sequences.length,
     builtins.int: scalars.int_, builtins.float: scalars.float_, builtins.bool: scalars.bool_,
     builtins.isinstance: type_tests.isinstance_, torch.is_tensor: type_tests.is_tensor,
 }
@@ -116,8 +116,6 @@ def _container_method(obj: Any, name: str, args: tuple[Any, ...],
     ``obj[k] = v``'s, ``del obj[k]``'s and ``obj op= v``'s (for the running examples, or
     refused under a per-example condition, as those statements are)."""
     if not kwargs:
-        if name == "get" and isinstance(obj, dict) and 1 <= len(args) <= 2:
-            return keys.get(obj, *args)  # a key only some examples have: default for others
         if name == "__setitem__" and len(args) == 2:
             set_item(current_mask(), obj, *args)
             return None

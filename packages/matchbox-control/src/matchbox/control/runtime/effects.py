@@ -7,8 +7,7 @@ place) is written at once, and under a mask only for the examples that run:
 | statement                    | under a batch mask                                   |
 |------------------------------|------------------------------------------------------|
 | ``obj.attr = v``             | ``obj.attr = where(mask, v, obj.attr)``              |
-| ``obj[i] = v``               | ``obj[i] = where(mask, v, obj[i])``; a dict's new key |
-|                              | is the running examples' (``keys``)                  |
+| ``obj[i] = v``               | ``obj[i] = where(mask, v, obj[i])``                  |
 | ``x += v`` (and ``obj.a``,   | a batch is updated in place for the running examples; |
 | ``obj[i]``)                  | an immutable value is rebound (and merged)           |
 | ``items.append(v)``,         | ``v`` is appended, padding for the other examples,   |
@@ -37,7 +36,6 @@ from typing import Any
 
 import torch
 
-from matchbox.control.runtime.keys import record_key
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import (
     per_example_item,
@@ -94,14 +92,11 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
         # examples only, and through to the batch it guards (matchbox._masked_writes).
         obj[index] = value
         return obj
-    missing = isinstance(obj, dict) and index not in obj
     try:
         old = obj[index]
     except (KeyError, IndexError):
         old = Undefined(f"[{index!r}]")
     obj[index] = select(mask, value, old, f"item [{index!r}]")
-    if isinstance(obj, dict):  # a new key is the running examples' (``keys``)
-        record_key(mask, obj, index, missing, old)
     return obj
 
 

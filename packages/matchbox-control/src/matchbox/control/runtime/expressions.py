@@ -16,7 +16,6 @@ from typing import Any
 
 import torch
 
-from matchbox.control.runtime.keys import contains
 from matchbox.control.runtime.masks import _MASK, guard, masked, nobody, per_example_truth
 from matchbox.control.runtime.select import select
 from matchbox.extending import fails
@@ -112,7 +111,7 @@ def not_(value: Any) -> Any:
 _COMPARE = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne, "is": operator.is_, "is not": operator.is_not,
-    "in": contains, "not in": lambda a, b: contains(a, b, negate=True),
+    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
 }
 
 

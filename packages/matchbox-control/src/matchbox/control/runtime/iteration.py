@@ -28,7 +28,6 @@ from typing import Any
 
 import torch
 
-from matchbox.control.runtime.keys import key_steps
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.unbinding import prefix_steps
 from matchbox.extending import EXAMPLE_SCALAR as SCALAR
@@ -51,17 +50,10 @@ def for_steps(iterable: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
     """Each item of ``iterable`` with the mask of the examples that have it."""
     if isinstance(iterable, _Stepped):
         return _masked_steps(iterable.present, iterable.items, outer)
-    if isinstance(iterable, dict) or type(iterable) is _KEYS_VIEW:
-        steps = key_steps(iterable)  # a key only some examples have: a step of theirs
-        if steps is not None:
-            return _masked_steps(*steps, outer)
     if (isinstance(iterable, (tuple, list)) and iterable
             and all(type(item) is MaskedBatch for item in iterable)):
         return _sequence_steps(iterable, outer)
     return _lazy_steps(iterable, outer)
-
-
-_KEYS_VIEW = type({}.keys())
 
 
 def example_real(item: Any) -> torch.Tensor | None:
