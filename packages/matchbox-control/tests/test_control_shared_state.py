@@ -250,6 +250,7 @@ def first_parameters_device(x, layer):
         if xt.sum() > 0:
             # A fresh iterator, shared by nothing: not refused.
             total = total + torch.ones(1, device=next(layer.parameters()).device)
+            total = total + torch.ones(1, device=next(iter(layer.parameters())).device)
             total = total + next(iter([xt.sum(-1)]))
     return total
 
@@ -413,18 +414,37 @@ def zips_outside_a_for(x, how):
 @pytest.mark.parametrize("how", ["zip", "enumerate"])
 def test_zip_of_per_example_lists_outside_a_for_is_refused(how):
     # Pairs by position across every example's items, where each example's own items
-    # are paired in a for or a comprehension (a user trial found it silently wrong).
+    # are paired in a for or a comprehension (a user trial found it silently wrong): the
+    # first example skips the first step, which the others append, so its items are not
+    # its first ones.
     _, xb = sequences([4, 0, 1, 6])
+    xb.data[:, :, 0] = 1.0
+    xb.data[0, 0, 0] = -10.0
     with pytest.raises(NotImplementedError,
                        match=rf"@batch: {how}\(\) outside a for or a comprehension \(.*\) of a "
-                             r"list whose items only some examples have: .*write the "
-                             rf"{how} in a for statement or a comprehension"):
+                             r"list some of whose examples' items are not their first ones "
+                             rf".*write the {how} in a for statement or a comprehension"):
         zips_outside_a_for(xb, how)
 
 
 def test_zip_in_a_for_or_of_plain_lists_equals_the_loop(dtype):
     assert_batch_equals_loop(lambda x: zips_outside_a_for(x, "for"),
                              sequences([4, 0, 1, 6], dtype=dtype))
+
+
+@matchbox.batch
+def zips_each_examples_first_items(x):
+    ys = [xt.sum(-1) for xt in x.unbind(1)]
+    zs = [y * 2 for y in ys]
+    pairs = list(zip(ys, zs)) + [(y, y) for _, y in list(enumerate(ys))]
+    return x.sum(1) * 0 + sum(a * b for a, b in pairs)
+
+
+def test_zip_outside_a_for_of_each_examples_first_items_equals_the_loop(dtype):
+    # A comprehension over x.unbind(1): each example's items are its first ones, so the
+    # zip pairs each example's own (a review found them refused).
+    assert_batch_equals_loop(zips_each_examples_first_items,
+                             sequences([3, 0, 1, 5], dtype=dtype))
 
 
 @matchbox.batch

@@ -28,8 +28,8 @@ Inside a user's ``lambda`` too (``add = lambda v: items.append(v)``, ``lambda: l
 which runs whenever it is called: what this pass writes looks the callable and the mask up
 then.  Left as written: calls without arguments, the iterables a ``for`` statement or a fold
 recognises (``range``, ``enumerate``, ``zip``, ``reversed``; elsewhere ``zip`` and
-``enumerate`` are routed, ``list(zip(a, b))``), ``next``/``islice`` of an iterator made in
-the call (``next(self.parameters())``), what needs its caller's frame (``super``,
+``enumerate`` are routed, ``list(zip(a, b))``), ``next``/``iter``/``islice`` of an iterator
+made in the call (``next(self.parameters())``, ``next(iter(self.parameters()))``), what needs its caller's frame (``super``,
 ``locals``, ...), and in-place writes, which pass 8 (``assignments``) masks.
 
 Which callable a name means is known only when the call runs, so the
@@ -95,8 +95,8 @@ def _name(func: Any) -> str:
 
 
 def _iterator_reader(func: Any) -> bool:
-    """``next(...)``, ``islice(...)``, ``itertools.islice(...)``."""
-    return ((isinstance(func, gast.Name) and func.id in ("next", "islice"))
+    """``next(...)``, ``iter(...)``, ``islice(...)``, ``itertools.islice(...)``."""
+    return ((isinstance(func, gast.Name) and func.id in ("next", "iter", "islice"))
             or (isinstance(func, gast.Attribute) and func.attr == "islice"))
 
 

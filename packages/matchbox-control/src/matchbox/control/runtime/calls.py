@@ -54,6 +54,7 @@ from matchbox.control.runtime.effects import (
 )
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
+from matchbox.extending import fails
 
 _LOWERED: dict[Any, Callable[..., Any]] = {
     builtins.sum: folds.sum_, builtins.max: folds.max_, builtins.min: folds.min_,
@@ -258,20 +259,39 @@ def _reading_a_shared_iterator(fn: Any) -> Callable[..., Any]:
 
 def _pairing(fn: Any) -> Callable[..., Any]:
     """``zip``/``enumerate`` outside a ``for``, a comprehension or a fold (``list(zip(a, b))``):
-    refused a list whose items only some examples have, which it would pair by position
-    across every example's items (a ``for`` pairs each example's own)."""
+    refused a list whose items only some examples have where an example's items are not
+    its first ones (appended under a condition in a loop: it has items 0 and 2), which it
+    would pair by position across every example's items (a ``for`` moves each example's
+    own first).  Where each example's items come first (a comprehension over
+    ``x.unbind(1)``), position ``i`` is each example's item ``i``, as in the loop."""
 
     def pairing(*args: Any, **kwargs: Any) -> Any:
-        if any(type(a) is list and sequences.has_records(a) for a in args):
-            raise NotImplementedError(
-                f"@batch: {fn.__name__}() outside a for or a comprehension ({user_line()}) "
-                "of a list whose items only some examples have: it pairs the items by "
-                "position across every example's items, where each example's own differ; "
-                f"write the {fn.__name__} in a for statement or a comprehension "
-                f"([(a, b) for a, b in {fn.__name__}(...)]), which pairs each example's own")
+        for a in args:
+            if type(a) is list and sequences.has_records(a):
+                _refuse_items_out_of_place(fn, a)
         return fn(*args, **kwargs)
 
     return pairing
+
+
+def _refuse_items_out_of_place(fn: Any, items: list[Any]) -> None:
+    """Refuse ``fn`` of ``items`` if some example has an item after one it lacks."""
+    present = sequences.per_example_presence(items)
+    if present is None or len(items) < 2:
+        return
+    later = present[1:] & ~present[:-1]  # an item an example has after one it lacks
+
+    def error() -> NotImplementedError:
+        return NotImplementedError(
+            f"@batch: {fn.__name__}() outside a for or a comprehension ({user_line()}) of a "
+            "list some of whose examples' items are not their first ones (appended under a "
+            "per-example condition): it pairs the items by position across every example's "
+            f"items, where each example's own differ; write the {fn.__name__} in a for "
+            f"statement or a comprehension ([(a, b) for a, b in {fn.__name__}(...)]), which "
+            "pairs each example's own")
+
+    if fails(later, error):
+        raise error()
 
 
 _LOWERED.update({fn: _pairing(fn) for fn in (builtins.zip, builtins.enumerate)})
