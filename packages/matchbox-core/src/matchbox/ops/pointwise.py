@@ -213,7 +213,7 @@ def _kind_of(result: Any, args: Any, func: Any = None) -> Any:
     number or a (1,) tensor: ``matchbox._example_scalars``) worked out from ``args``."""
     if type(result) is MaskedBatch and not result.dims:
         result._scalar = combined(args)
-        if func in _ADDITIONS:
+        if result._data.dtype == torch.bool and func in _ADDITIONS:
             _refuse_a_sum_of_booleans(result, func)
     elif type(result) is tuple or isinstance(result, tuple):
         for item in result:
@@ -370,7 +370,7 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     result = _plain_call(func, self, args)
     if result is not None and not result.dims:
         result._scalar = combined((self, *args))
-        if func in _ADDITIONS:
+        if result._data.dtype == torch.bool and func in _ADDITIONS:
             _refuse_a_sum_of_booleans(result, func)
     return result
 
@@ -385,7 +385,7 @@ def _refuse_a_sum_of_booleans(result: MaskedBatch, func: Any) -> None:
     count ``n``): the loop's Python ``True + True`` is ``2``, where torch adds booleans as
     *or*, which the batch would silently give.  (Only a result of one number per example
     asks; a boolean tensor of each example, added, is torch's in the loop too.)"""
-    if result._scalar is SCALAR and result._data.dtype == torch.bool:
+    if result._scalar is SCALAR:
         raise TypeError(
             f"{_registry.op_name(func)}: adding booleans of one value per example (each a "
             "Python bool in the loop, whose sum is an int: True + True is 2, where torch "
