@@ -579,20 +579,16 @@ def test_unfold_drops_a_gradient_arriving_at_a_padding_window():
     torch.testing.assert_close(grad[1], loop[1])  # example 1: positions 0 and 1, one window
 
 
-def test_unfold_wider_than_an_example_is_refused_like_the_loop():
+@pytest.mark.parametrize("args, message", [
+    ((1, 2, 1), r"size \(2\) exceeds the size of example 1, 1, in dynamic dimension 1"),
+    ((1, 5, 1), r"size \(5\) exceeds the size of example 0, 4"),
+    ((0, 2, 1), r"size \(2\) exceeds the size of dimension 0 of each example, 1"),
+    ((1, 0, 1), r"size \(0\) and step \(1\) must be positive"),
+])
+def test_unfold_wider_than_an_example_is_refused_like_the_loop(args, message):
     xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (4, 1, 3)], (True, False))
-    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(2\) exceeds the size of "
-                                           r"example 1, 1, in dynamic dimension 1"):
-        xb.unfold(1, 2, 1)
-    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(5\) exceeds the size of "
-                                           r"example 0, 4"):
-        xb.unfold(1, 5, 1)
-    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(2\) exceeds the size of "
-                                           r"dimension 0 of each example, 1"):
-        xb.unfold(0, 2, 1)
-    with pytest.raises(RuntimeError, match=r"Tensor.unfold: size \(0\) and step \(1\) must "
-                                           r"be positive"):
-        xb.unfold(1, 0, 1)
+    with pytest.raises(RuntimeError, match=r"Tensor.unfold: " + message):
+        xb.unfold(*args)
 
 
 @given(pair=example_lists(dims=(True, False, False)))
