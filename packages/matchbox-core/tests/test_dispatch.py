@@ -118,3 +118,11 @@ def test_test_utils_is_the_readme_name():
     import matchbox.testing as t
 
     assert tu.mb_test is t.mb_test and tu.mb_assert is t.mb_assert and tu.mb_rand is t.mb_rand
+
+
+def test_an_unsupported_function_of_a_torch_submodule_is_named_with_its_module():
+    # torch.autograd.grad was named torch.grad (a user trial).
+    xb = MaskedBatch.fromlist([torch.randn(1, 3, 2, requires_grad=True)], (True, False))
+    with pytest.raises(NotImplementedError,
+                       match=r"^torch.autograd.grad is not implemented for MaskedBatch"):
+        torch.autograd.grad(xb.sum(), [xb])

@@ -136,6 +136,9 @@ def _op_name(func: Any) -> str:
         return f"{namespace}.{name[len(prefix):] if name.startswith(prefix) else name}"
     if module in _PYTHON_NAMESPACES:
         return f"{module}.{name}"
+    if module.startswith("torch.") and not module.startswith("torch._") and (
+            module not in _TOP_LEVEL_MODULES):
+        return f"{module}.{name}"  # torch.autograd.grad, not torch.grad
     if getattr(torch.Tensor, name, None) is func:
         return f"Tensor.{name}"
     return f"torch.{name}"
@@ -144,6 +147,8 @@ def _op_name(func: Any) -> str:
 # The modules of torch's namespaces of functions, as their C functions report them.
 _NAMESPACES = {f"torch._C._{n}": f"torch.{n}" for n in ("special", "linalg", "fft", "nested")}
 _PYTHON_NAMESPACES = {"torch.special", "torch.linalg", "torch.fft"}
+# Modules whose functions torch offers as ``torch.<name>`` (``torch.functional.einsum``).
+_TOP_LEVEL_MODULES = {"torch.functional", "torch.random", "torch.serialization"}
 
 
 def tensor_method_names(func: Any) -> list[str]:
