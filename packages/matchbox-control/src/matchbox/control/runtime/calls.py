@@ -20,7 +20,8 @@ lambda) appends for the running examples only, as ``items.append(v)`` does;
 ``operator.setitem(d, k, v)`` writes as ``d[k] = v``, ``operator.delitem`` and the other
 in-place operators as ``del d[k]`` and ``s |= v`` (refused under a per-example condition).
 ``iter(it)``/``itertools.islice(it, n)`` of a shared iterator are refused there as ``next``
-is, and ``zip``/``enumerate`` outside a ``for`` of a list only some examples' items are in.  A function that
+is, and ``zip``/``enumerate`` outside a ``for`` of a list some of whose examples' items are
+not their first ones.  A function that
 ``@batch`` did not rewrite (a helper without the decorator) cannot keep a list per example:
 it is refused a list whose items only some examples have, and, under a per-example
 condition, any list (it may append to it for every example), saying to decorate it.
