@@ -28,7 +28,10 @@ from typing import Any
 
 import torch
 
-__all__ = ["SCALAR", "VECTOR", "ambiguous_index", "combined", "mark", "reduced_over"]
+from matchbox._op_table import op_name
+
+__all__ = ["ADDITIONS", "SCALAR", "VECTOR", "ambiguous_index", "combined", "mark", "reduced_over",
+           "refuse_a_sum_of_booleans"]
 
 # The slot of the batches that record it (MaskedBatch's; masked_batch imports this module).
 _SLOT = types.MemberDescriptorType
@@ -83,3 +86,20 @@ def ambiguous_index(op: str, d: int) -> NotImplementedError:
         f"x.index_select({d}, i).squeeze({d}) to drop it (the loop's int index), both of "
         "which mean the same for the loop and the batch"
     )
+
+
+#: Additions, which Python's booleans and torch's differ on (``True + True``).
+ADDITIONS = frozenset({torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__})
+
+
+def refuse_a_sum_of_booleans(result: Any, func: Any) -> None:
+    """Refuse adding booleans of one value per example (``(n > 1) + (n > 3)`` of a per-example
+    count ``n``): the loop's Python ``True + True`` is ``2``, where torch adds booleans as
+    *or*, which the batch would silently give.  (Only a result of one number per example
+    asks; a boolean tensor of each example, added, is torch's in the loop too.)"""
+    if result._scalar is SCALAR:
+        raise TypeError(
+            f"{op_name(func)}: adding booleans of one value per example (each a "
+            "Python bool in the loop, whose sum is an int: True + True is 2, where torch "
+            "adds booleans as 'or'); write int(a) + int(b) (or a.long() + b.long()) for a "
+            "count, or a | b for 'or'")

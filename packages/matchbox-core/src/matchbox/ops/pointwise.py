@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _lengths, _masking, _registry
-from matchbox._example_scalars import SCALAR, combined
+from matchbox._example_scalars import ADDITIONS, combined, refuse_a_sum_of_booleans
 from matchbox._layout import zero_padding_mask
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
@@ -213,8 +213,8 @@ def _kind_of(result: Any, args: Any, func: Any = None) -> Any:
     number or a (1,) tensor: ``matchbox._example_scalars``) worked out from ``args``."""
     if type(result) is MaskedBatch and not result.dims:
         result._scalar = combined(args)
-        if result._data.dtype == torch.bool and func in _ADDITIONS:
-            _refuse_a_sum_of_booleans(result, func)
+        if result._data.dtype == torch.bool and func in ADDITIONS:
+            refuse_a_sum_of_booleans(result, func)
     elif type(result) is tuple or isinstance(result, tuple):
         for item in result:
             _kind_of(item, args)
@@ -370,27 +370,9 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     result = _plain_call(func, self, args)
     if result is not None and not result.dims:
         result._scalar = combined((self, *args))
-        if result._data.dtype == torch.bool and func in _ADDITIONS:
-            _refuse_a_sum_of_booleans(result, func)
+        if result._data.dtype == torch.bool and func in ADDITIONS:
+            refuse_a_sum_of_booleans(result, func)
     return result
-
-
-# Additions, which Python's booleans and torch's differ on (``True + True``).
-_ADDITIONS = frozenset({torch.add, torch.Tensor.add, torch.Tensor.__add__,
-                        torch.Tensor.__radd__})
-
-
-def _refuse_a_sum_of_booleans(result: MaskedBatch, func: Any) -> None:
-    """Refuse adding booleans of one value per example (``(n > 1) + (n > 3)`` of a per-example
-    count ``n``): the loop's Python ``True + True`` is ``2``, where torch adds booleans as
-    *or*, which the batch would silently give.  (Only a result of one number per example
-    asks; a boolean tensor of each example, added, is torch's in the loop too.)"""
-    if result._scalar is SCALAR:
-        raise TypeError(
-            f"{_registry.op_name(func)}: adding booleans of one value per example (each a "
-            "Python bool in the loop, whose sum is an int: True + True is 2, where torch "
-            "adds booleans as 'or'); write int(a) + int(b) (or a.long() + b.long()) for a "
-            "count, or a | b for 'or'")
 
 
 def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
