@@ -421,10 +421,38 @@ def test_zip_of_per_example_lists_outside_a_for_is_refused(how):
     xb.data[:, :, 0] = 1.0
     xb.data[0, 0, 0] = -10.0
     with pytest.raises(NotImplementedError,
-                       match=rf"@batch: {how}\(\) outside a for or a comprehension \(.*\) of a "
-                             r"list some of whose examples' items are not their first ones "
-                             rf".*write the {how} in a for statement or a comprehension"):
+                       match=rf"@batch: {how}\(\) \(.*\) of a list some of whose examples' "
+                             r"items are not their first ones .*write the "
+                             rf"{how} in a for statement or a comprehension"):
         zips_outside_a_for(xb, how)
+
+
+@matchbox.batch
+def takes_the_first_items(x, how):
+    items = []
+    for xt in x.unbind(1):
+        if xt.sum() > 0:
+            items.append(xt.sum(-1))
+    total = x.sum(1) * 0
+    if how == "islice":
+        for v in itertools.islice(items, 1):
+            total = total + v
+    else:
+        total = total + next(iter(items))
+    return total
+
+
+@pytest.mark.parametrize("how, name", [("islice", "islice"), ("next(iter)", "iter")])
+def test_the_first_items_of_a_list_out_of_place_are_refused(how, name):
+    # islice(items, 1) took position 0, which only some examples have, where the loop takes
+    # each example's own first item (a review): the first example skips the first step.
+    _, xb = sequences([4, 0, 1, 6])
+    xb.data[:, :, 0] = 1.0
+    xb.data[0, 0, 0] = -10.0
+    with pytest.raises(NotImplementedError,
+                       match=rf"@batch: {name}\(\) \(.*\) of a list some of whose examples' "
+                             r"items are not their first ones .*loop over the list itself"):
+        takes_the_first_items(xb, how)
 
 
 def test_zip_in_a_for_or_of_plain_lists_equals_the_loop(dtype):

@@ -113,6 +113,11 @@ def test_adding_booleans_of_one_value_per_example_is_refused():
         (n > 1) + (n > 3)
     with pytest.raises(TypeError, match=r"torch.add: adding booleans of one value per example"):
         torch.add(n > 1, n > 3)
+    c = n > 1
+    with pytest.raises(TypeError, match=r"Tensor.__iadd__: adding booleans of one value per "
+                                        r"example"):
+        c += n > 3  # in place (a review found it not refused)
+    assert (c.data == torch.tensor([True, True, False])).all()  # refused before the write
 
 
 def test_counts_of_per_example_booleans_and_sums_of_boolean_rows_equal_the_loop():

@@ -130,6 +130,18 @@ def test_trapezoid_errors_name_the_op_and_argument():
     with pytest.raises(ValueError, match=r"torch.trapezoid: dim=0 is each example's own "
                                          r"batch dimension \(size one\), which has no interval"):
         torch.trapezoid(batch, dim=0)
+    # A plain x of the wrong number of points (torch's loop raises for such an example), or
+    # along a dynamic dimension, where each example has its own number of points.
+    points = torch.tensor([0.0, 1.0, 3.0], dtype=batch.dtype)
+    with pytest.raises(RuntimeError, match=r"torch.trapezoid: x is a plain tensor of 3 points; "
+                                           r"there must be one x value for each sample point "
+                                           r"along dimension 2, which has 2$"):
+        torch.trapezoid(batch, points, dim=2)
+    with pytest.raises(RuntimeError, match=r"torch.cumulative_trapezoid: x is a plain tensor of "
+                                           r"3 points; .* along dimension 1, which is dynamic "
+                                           r"\(each example has its own number\): give x as a "
+                                           r"batch"):
+        torch.cumulative_trapezoid(batch, points, dim=1)
 
 
 def test_diff_errors_name_the_op_and_argument():

@@ -89,17 +89,20 @@ def ambiguous_index(op: str, d: int) -> NotImplementedError:
 
 
 #: Additions, which Python's booleans and torch's differ on (``True + True``).
-ADDITIONS = frozenset({torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__})
+ADDITIONS = frozenset({torch.add, torch.Tensor.add, torch.Tensor.__add__, torch.Tensor.__radd__,
+                       torch.Tensor.add_, torch.Tensor.__iadd__})
 
 
-def refuse_a_sum_of_booleans(result: Any, func: Any) -> None:
+def refuse_a_sum_of_booleans(kind: bool | None, func: Any) -> None:
     """Refuse adding booleans of one value per example (``(n > 1) + (n > 3)`` of a per-example
     count ``n``): the loop's Python ``True + True`` is ``2``, where torch adds booleans as
-    *or*, which the batch would silently give.  (Only a result of one number per example
-    asks; a boolean tensor of each example, added, is torch's in the loop too.)"""
-    if result._scalar is SCALAR:
+    *or*, which the batch would silently give.  ``kind``: what the result stands for; only
+    one number per example is refused (a boolean tensor of each example, added, is torch's
+    in the loop too)."""
+    if kind is SCALAR:
         raise TypeError(
             f"{op_name(func)}: adding booleans of one value per example (each a "
-            "Python bool in the loop, whose sum is an int: True + True is 2, where torch "
+            "Python bool in the loop, or a 0-d tensor: a Python bool's sum is an int, "
+            "True + True is 2, where torch "
             "adds booleans as 'or'); write int(a) + int(b) (or a.long() + b.long()) for a "
             "count, or a | b for 'or'")

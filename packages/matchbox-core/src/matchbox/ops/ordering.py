@@ -352,7 +352,13 @@ def trapezoid(func, y, x=None, *, dx=None, dim=-1):
         area = mean if dx is None else mean * dx
     elif isinstance(x, MaskedBatch) or x.dim() != 1:
         area = mean * torch.diff(x, dim=dim)
-    else:  # one spacing for every example, along ``dim``, as torch broadcasts it
+    else:  # one spacing for every example, along a static ``dim``, as torch broadcasts it
+        if y.dims[d - 1] or x.numel() != y.size(d):
+            raise RuntimeError(
+                f"{op}: x is a plain tensor of {x.numel()} points; there must be one x value "
+                f"for each sample point along dimension {d}, which "
+                + ("is dynamic (each example has its own number): give x as a batch"
+                   if y.dims[d - 1] else f"has {y.size(d)}"))
         area = mean * x.diff().view(-1, *(1,) * (y.dim() - 1 - d))
     return area.cumsum(d) if func is torch.cumulative_trapezoid else area.sum(d)
 

@@ -214,7 +214,7 @@ def _kind_of(result: Any, args: Any, func: Any = None) -> Any:
     if type(result) is MaskedBatch and not result.dims:
         result._scalar = combined(args)
         if result._data.dtype == torch.bool and func in ADDITIONS:
-            refuse_a_sum_of_booleans(result, func)
+            refuse_a_sum_of_booleans(result._scalar, func)
     elif type(result) is tuple or isinstance(result, tuple):
         for item in result:
             _kind_of(item, args)
@@ -349,6 +349,8 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
         )
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
+    if not target.dims and target._data.dtype == torch.bool and func in ADDITIONS:
+        refuse_a_sum_of_booleans(combined(flat), func)  # (c += n > 3)
     values, mask, dims = _masking.align(op, flat, inplace_target=target)
     check_inplace_derivative(func, values)
     guarded = _masking.guard_wider(flat, values, mask, dims)
@@ -371,7 +373,7 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     if result is not None and not result.dims:
         result._scalar = combined((self, *args))
         if result._data.dtype == torch.bool and func in ADDITIONS:
-            refuse_a_sum_of_booleans(result, func)
+            refuse_a_sum_of_booleans(result._scalar, func)
     return result
 
 

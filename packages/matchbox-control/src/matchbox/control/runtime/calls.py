@@ -253,6 +253,8 @@ def _reading_a_shared_iterator(fn: Any) -> Callable[..., Any]:
     def reading(*args: Any, **kwargs: Any) -> Any:
         if args and isinstance(args[0], Iterator) and current_mask() is not None:
             _refuse_a_shared_write(fn, args[0])
+        if args and type(args[0]) is list and sequences.has_records(args[0]):
+            _refuse_items_out_of_place(fn, args[0])  # (its first items by position)
         return fn(*args, **kwargs)
 
     return reading
@@ -284,12 +286,13 @@ def _refuse_items_out_of_place(fn: Any, items: list[Any]) -> None:
 
     def error() -> NotImplementedError:
         return NotImplementedError(
-            f"@batch: {fn.__name__}() outside a for or a comprehension ({user_line()}) of a "
-            "list some of whose examples' items are not their first ones (appended under a "
-            "per-example condition): it pairs the items by position across every example's "
-            f"items, where each example's own differ; write the {fn.__name__} in a for "
-            f"statement or a comprehension ([(a, b) for a, b in {fn.__name__}(...)]), which "
-            "pairs each example's own")
+            f"@batch: {fn.__name__}() ({user_line()}) of a list some of whose examples' "
+            "items are not their first ones (appended under a per-example condition): it "
+            "takes the items by position across every example's items, where each example's "
+            "own differ; " + (
+                f"write the {fn.__name__} in a for statement or a comprehension, which pairs "
+                "each example's own" if fn in (builtins.zip, builtins.enumerate) else
+                "loop over the list itself (for v in items), which takes each example's own"))
 
     if fails(later, error):
         raise error()
