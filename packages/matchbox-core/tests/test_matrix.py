@@ -11,6 +11,7 @@ from family_cases import NAN, assert_every_op_has_a_case, batch_of, check, regis
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
+from torch_features import NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION, batch_needs, lacks
 
 from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
@@ -155,10 +156,18 @@ def test_matrix_errors_name_the_op():
         torch.diagonal(cube, 2, 2, 3)
 
 
+# torch's own functions (not the methods) check an int argument before Matchbox sees it,
+# on a torch that does not hand numbers to __torch_function__ (2.3: its TypeError, below).
+INT_OF_A_BATCH = batch_needs(NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION,
+                             "hands a batch given as an int argument to Matchbox")
+
+
 @pytest.mark.parametrize("f, what", [
-    (lambda x, k: torch.triu(x, k), r"torch.triu: the diagonal is a batch"),
+    pytest.param(lambda x, k: torch.triu(x, k), r"torch.triu: the diagonal is a batch",
+                 marks=INT_OF_A_BATCH),
     (lambda x, k: x.tril(k), r"Tensor.tril: the diagonal is a batch"),
-    (lambda x, k: torch.diagonal(x, k, 1, 2), r"torch.diagonal: the offset is a batch"),
+    pytest.param(lambda x, k: torch.diagonal(x, k, 1, 2),
+                 r"torch.diagonal: the offset is a batch", marks=INT_OF_A_BATCH),
 ])
 def test_a_per_example_diagonal_is_refused_naming_the_op(f, what):
     # One offset per example (len of a per-example list, a merged counter) made the op
@@ -169,3 +178,12 @@ def test_a_per_example_diagonal_is_refused_naming_the_op(f, what):
                        match=what + r" \(one value per example\); per-example values are "
                                     r"not implemented here"):
         f(x, k)
+
+
+@lacks(NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION, "hands a batch given as an int argument to "
+       "Matchbox")
+def test_a_per_example_diagonal_is_torchs_type_error_where_torch_does_not_hand_it_on():
+    x = MaskedBatch.fromlist([torch.randn(1, n, n) for n in (3, 1)], (True, True))
+    with pytest.raises(TypeError, match=r"triu\(\): argument 'diagonal' \(position 2\) must "
+                                        r"be int, not MaskedBatch"):
+        torch.triu(x, x.size_as_tensor(1) // 2)
