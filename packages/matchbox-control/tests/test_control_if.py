@@ -338,3 +338,18 @@ def test_a_plain_tensor_copied_to_the_batch_size_says_what_to_write():
                              r"leading dimension of size one; a plain tensor is the same"):
         learned_state_chosen_per_example(xb, torch.randn(2, 3, dtype=torch.float64),
                                          torch.randn(1, 3, dtype=torch.float64))
+
+
+@matchbox.batch
+def windows_of_the_long_examples(x):
+    out = x.sum(1) * 0
+    if x.size_as_tensor(1) >= 5:  # shorter examples have no window of 5: they skip it
+        out = out + x.unfold(1, 5, 1).sum((1, 3))
+    return out
+
+
+@pytest.mark.parametrize("lengths", [[2, 3, 0], [6, 3, 0, 5]])
+def test_unfold_wider_than_the_examples_that_do_not_run_it_equals_the_loop(lengths, dtype):
+    # With no example of 5 steps, the window is wider than the padded batch: the examples
+    # that skip the branch are padded to it, not refused.
+    assert_batch_equals_loop(windows_of_the_long_examples, sequences(lengths, dtype=dtype))

@@ -246,7 +246,7 @@ def unfold(func, input, dimension, size, step):
     if size > input.data.size(d):
         if _capture.fails(short):
             raise error()
-        input = _padded_to(input, d, size)  # (no running example has a window)
+        input = _masking.pad_to(input, d, size)  # (no running example has a window)
     else:
         _capture.check(short, error)
     mask = _window_mask(input.mask, d, size, step)
@@ -264,17 +264,6 @@ def _window_mask(mask: torch.Tensor, d: int, size: int, step: int) -> torch.Tens
     if mask.size(d) == 1:  # (a mask broadcast along a static dimension)
         return mask.unsqueeze(-1)
     return mask.unfold(d, size, step).all(-1, keepdim=True)
-
-
-def _padded_to(x: MaskedBatch, d: int, size: int) -> MaskedBatch:
-    """``x`` padded along ``d`` to ``size`` positions (padding), so that it has a window."""
-    extra = list(x.data.shape)
-    extra[d] = size - x.data.size(d)
-    mask_extra = list(x.mask.shape)
-    mask_extra[d] = extra[d]
-    data = torch.cat([x.data, x.data.new_zeros(extra)], d)
-    mask = torch.cat([x.mask, x.mask.new_zeros(mask_extra)], d)
-    return MaskedBatch._make(data, _lengths.kept(mask, x._mask), x.dims)
 
 
 def _window_too_large(op: str, short: torch.Tensor, sizes: torch.Tensor, size: int,
