@@ -67,7 +67,8 @@ _SET_AND_DEQUE_WRITES = CONTAINER_WRITES - LIST_AND_DICT_WRITES
 #: Calls left as written: iterables that ``for`` recognises by name, and builtins that
 #: read their caller's frame or cannot take a list to write.  ``zip`` and ``enumerate``
 #: outside a ``for``, a comprehension or a fold (``list(zip(a, b))``) reach ``runtime.calls``,
-#: which refuses a list only some examples' items are in (it pairs by position).
+#: which refuses a list some of whose examples' items are not their first ones (it pairs by
+#: position).
 _UNROUTED = frozenset({"range", "reversed", "super",
                        "locals", "vars", "globals", "eval", "exec", "breakpoint", "dir",
                        "print", "type", "getattr", "hasattr", "setattr", "id", "callable"})
