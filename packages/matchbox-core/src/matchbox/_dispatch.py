@@ -68,22 +68,13 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
     conversions = kind.conversions
     live = _LIVE
     deferred = _region_guard.LIVE
-    raw_reads = _region_guard.RAW_READS
+    run_passing = _region_guard.run_passing
     running = EXECUTION_MASK.get
 
     def dispatch(func: Any, types: Any, args: tuple[Any, ...] = (),
                  kwargs: dict[str, Any] | None = None) -> Any:
         if deferred[0]:  # a @batch region's gradient guard, deferred to the op needing it
-            guard = _region_guard.passes(func, args, kwargs)
-            if guard is not None:
-                raw_reads[0] += 1  # the op reads its batches' data as it is
-                try:
-                    result = run(func, types, args, kwargs)
-                finally:
-                    raw_reads[0] -= 1
-                if _region_guard.carry(result, guard):
-                    return result
-                _region_guard.resolve_all(args, kwargs)
+            return run_passing(func, types, args, kwargs, run)
         return run(func, types, args, kwargs)
 
     def run(func: Any, types: Any, args: tuple[Any, ...] = (),

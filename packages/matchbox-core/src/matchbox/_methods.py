@@ -32,6 +32,8 @@ handler with a fast path must be marked ``_lengths.aware``, which
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 from typing import Any
 
 from torch.autograd import profiler as autograd_profiler
@@ -39,7 +41,7 @@ from torch.autograd import profiler as autograd_profiler
 from matchbox import _lengths, _region_guard
 from matchbox._autograd_function import grad_enabled
 from matchbox._dispatch import make_dispatch
-from matchbox._op_table import Kind, OpEntry, add_kind, op_name, tensor_method_names
+from matchbox._op_table import DIRECT, Kind, OpEntry, add_kind, op_name, tensor_method_names
 
 
 def register_host(batch_type: str, cls: type, *, view: bool = False) -> Kind:
@@ -72,7 +74,7 @@ def _written_by_hand(cls: type, name: str) -> bool:
 
 def _install_one(kind: Kind, name: str, func: Any, entry: OpEntry) -> None:
     dispatch = kind.dispatch
-    fast = entry.fast_path(func) if entry.fast_path is not None else None
+    fast = _fast_of(entry, func)
     if fast is None:
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -92,6 +94,29 @@ def _install_one(kind: Kind, name: str, func: Any, entry: OpEntry) -> None:
     setattr(kind.cls, name, method)
 
 
+def _fast_of(entry: OpEntry, func: Any) -> Any:
+    """``fast(func, self, args)`` for ``func``'s methods, or ``None``."""
+    if entry.fast_path is DIRECT:
+        return _direct(entry.handler)
+    return entry.fast_path(func) if entry.fast_path is not None else None
+
+
+def _direct(handler: Any) -> Any:
+    """The handler as the fast path (``DIRECT``): called with the method's positional
+    arguments; a call with more than it takes goes to the dispatch, whose binding names
+    the op in its error."""
+    parameters = list(inspect.signature(handler).parameters.values())[2:]  # func, self
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        most = sys.maxsize
+    else:
+        most = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+    def fast(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
+        return handler(func, self, *args) if len(args) <= most else None
+
+    return fast
+
+
 def guarded(kind: Kind, func: Any, fast: Any) -> Any:
     """The method of ``func`` for ``kind`` that runs ``fast(func, self, args)`` behind the
     registry's guard (see the module docstring), and every other call through the
@@ -102,15 +127,22 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
     deferred = _region_guard.LIVE  # a region's guard to apply first: the dispatch does
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if (not kwargs and grad_enabled() and not profiler._is_profiler_enabled
-                and not (deferred[0] and _region_guard.any_deferred(self, args))):
+        if not kwargs and grad_enabled() and not profiler._is_profiler_enabled:
             for value in args:
                 if type(value) in foreign:
                     break
             else:
-                result = fast(func, self, args)
+                if deferred[0] and _region_guard.any_deferred(self, args):
+                    # The dispatch's handling of a region's guard, for the fast path.
+                    result = run_passing(func, None, (self, *args), None, fast_call)
+                else:
+                    result = fast(func, self, args)
                 if result is not None:
                     return result
         return dispatch(func, None, (self, *args), kwargs)
 
+    def fast_call(func: Any, _types: Any, call: tuple[Any, ...], _kwargs: Any) -> Any:
+        return fast(func, call[0], call[1:])
+
+    run_passing = _region_guard.run_passing
     return method

@@ -46,12 +46,17 @@ class OpEntry:
     handler: Handler
     family: str
     batch_type: str
-    fast_path: Callable[..., Any] | None = None
+    fast_path: Callable[..., Any] | str | None = None  # or DIRECT
 
     @property
     def name(self) -> str:
         return op_name(self.func)
 
+
+#: ``fast_path=DIRECT``: the handler is its own methods' fast path.  Their positional
+#: arguments are the handler's, in order (``x.chunk(2, -1)``, ``x.unsqueeze(1)``): the
+#: plain calls of a method skip the dispatch's frames (``matchbox._methods``).
+DIRECT = "the handler itself"
 
 # (batch type name, torch callable) -> entry, as registered ("Batch": shared rules).
 _TABLE: dict[tuple[str, Any], OpEntry] = {}
@@ -229,7 +234,8 @@ def register(
     ``fast_path(func)`` may give, for a ``Tensor`` method, a function
     ``fast(func, self, args)`` that takes the plainest calls of the method itself
     (``None`` when it has none for ``func``); ``matchbox._methods`` says what
-    it may assume and what the registry checks before it runs.
+    it may assume and what the registry checks before it runs.  ``fast_path=DIRECT``:
+    the handler itself, called with the method's positional arguments.
     """
     for func in funcs:
         if func is None:

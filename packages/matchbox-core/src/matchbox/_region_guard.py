@@ -164,6 +164,27 @@ def carry(result: Any, guard: tuple[torch.Tensor, torch.Tensor]) -> bool:
     return True
 
 
+def run_passing(func: Any, types: Any, args: tuple[Any, ...],
+                kwargs: dict[str, Any] | None, run: Any) -> Any:
+    """``run(func, types, args, kwargs)``, an op whose batch arguments may defer a guard: through
+    it when ``func`` lets the guard pass (the result then carries it), else after applying
+    it.  The dispatch calls this for every op while a guard is live, and so does a fast
+    method (``matchbox._methods``) given a batch that defers one: ``stack[:, top - 1]``
+    of a guarded stack, each step (a ``run`` answering ``None`` declines the call, for the
+    dispatch to take)."""
+    guard = passes(func, args, kwargs)
+    if guard is not None:
+        RAW_READS[0] += 1  # the op reads its batches' data as it is
+        try:
+            result = run(func, types, args, kwargs)
+        finally:
+            RAW_READS[0] -= 1
+        if result is None or carry(result, guard):
+            return result
+        resolve_all(args, kwargs)
+    return run(func, types, args, kwargs)
+
+
 def resolve_all(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
     """Apply the deferred guards among an op's arguments."""
     for batch in _deferred_arguments(args, kwargs):

@@ -40,6 +40,7 @@ from matchbox._dispatch import (
 )
 from matchbox._methods import guarded, register_host
 from matchbox._op_table import (
+    DIRECT,
     Handler,
     Kind,
     OpEntry,
@@ -59,7 +60,7 @@ from matchbox._op_table import (
 )
 
 __all__ = [
-    "BATCH_VIEWS", "Handler", "Kind", "OpEntry", "adopt", "adopt_with",
+    "BATCH_VIEWS", "DIRECT", "Handler", "Kind", "OpEntry", "adopt", "adopt_with",
     "batch_dim_view", "batch_type_names", "batch_types", "binding", "convenience_methods",
     "declare_convenience", "declare_provider", "dispatch", "entries", "guarded", "implements",
     "kind_of", "labelled", "lookup", "op_name", "provide_batch_dim_view", "refuse_out",

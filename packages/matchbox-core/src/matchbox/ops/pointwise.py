@@ -477,6 +477,20 @@ def where(func: Any, *args: Any, **kwargs: Any) -> Any:
         # (Masks of their own: the result's is not ``other``'s, and its merge selects.)
         return pointwise(func, *args)
     data = condition._data
+    if (type(input) is MaskedBatch and other._mask is None and other.dims
+            and not any(other.dims) and input.dims == other.dims == condition.dims
+            and data.dim() == input._data.dim() == other._data.dim()
+            and input._data.size(0) == running.size(0)):
+        # No padding and static dimensions (a one-hot write into a stack): the data
+        # broadcast as each example's would, and nothing needs a guard (the general rule,
+        # whose checks this skips, would find so: ``_static_broadcast``, ``guard_wider``).
+        out = torch.where(data & _masking.mask_view(running, data.dim()), input._data,
+                          other._data)
+        result = MaskedBatch._make(out, None, other.dims)
+        if out.shape == other._data.shape:
+            _masking.record_equal_outside(result, running, other._data, other._data._version,
+                                          None)
+        return result
     folded = MaskedBatch._make(data & _masking.mask_view(running, data.dim()),
                                condition._mask, condition.dims)
     folded._scalar = condition._scalar

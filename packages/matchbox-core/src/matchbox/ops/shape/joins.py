@@ -198,6 +198,10 @@ def _common_padding(batches: list[MaskedBatch], skip: int | None) -> list[Masked
 @_lengths.aware
 @_registry.implements(torch.cat, torch.concat, torch.concatenate, family="shape")
 def cat(func, tensors, dim=0, **kwargs):
+    if not kwargs:
+        joined = _cat_unpadded(tensors, dim)
+        if joined is not None:
+            return joined
     op = _registry.op_name(func)
     dim = kwargs.pop("axis", dim)
     tensors = list(tensors)
@@ -217,6 +221,37 @@ def cat(func, tensors, dim=0, **kwargs):
         mask = _masking.fit_mask(mask, data, dims)
         return MaskedBatch._make(data, _masking.combined_lengths(own, mask, dims), dims)
     return _cat_dynamic(parts, d, dims)
+
+
+def _cat_unpadded(tensors: Any, dim: Any) -> MaskedBatch | None:
+    """The commonest cat, without the general rule's checks: batches without padding, of
+    one rank and static dimensions only, joined along a dimension after the batch's
+    (``torch.cat([h_left, h_right], -1)`` in a tree's cell).  Each example's join is
+    then the data's; ``None`` for any other call (and where torch refuses the shapes:
+    the general rule names the dimension)."""
+    if type(tensors) is not list and type(tensors) is not tuple or not tensors:
+        return None
+    first = tensors[0]
+    if type(first) is not MaskedBatch or type(dim) is not int:
+        return None
+    dims, rank = first.dims, first._data.dim()
+    for t in tensors:
+        if (type(t) is not MaskedBatch or t._mask is not None or t.dims != dims
+                or t._present is not None):
+            return None
+    d = dim + rank if dim < 0 else dim
+    if not 0 < d < rank or any(dims):
+        return None
+    data = [t.data for t in tensors]
+    batch = data[0].size(0)
+    for x in data:
+        if x.dim() != rank or x.size(0) != batch:
+            return None
+    try:
+        joined = torch.cat(data, d)
+    except RuntimeError:
+        return None
+    return MaskedBatch._make(joined, None, dims)
 
 
 def _joined_data(parts: list[MaskedBatch], mask: torch.Tensor | None,

@@ -70,8 +70,9 @@ def _viewed(input: MaskedBatch, view: MaskedBatch) -> MaskedBatch:
 # ------------------------------------------------------------------ size-one dimensions
 
 
-@_lengths.aware
-@_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape")
+@_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape",
+                     fast_path=_registry.DIRECT)
+@_lengths.aware  # (first: a fast path skips the dispatch's check)
 def unsqueeze(func, input, dim):
     op = _registry.op_name(func)
     view = _batch_dim_view(dim, input.dim() + 1, input.dims)
@@ -173,8 +174,9 @@ def split(func, input, split_size_or_sections, dim=0):
     return _pieces(func, input, dim, lambda data, d: data.split(split_size_or_sections, d))
 
 
-@_lengths.aware
-@_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape")
+@_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape",
+                     fast_path=_registry.DIRECT)
+@_lengths.aware  # (first: a fast path skips the dispatch's check)
 def chunk(func, input, chunks, dim=0):
     return _pieces(func, input, dim, lambda data, d: data.chunk(chunks, d))
 
