@@ -284,3 +284,80 @@ def test_a_plain_tensor_of_another_leading_size_is_still_refused():
     with pytest.raises(ValueError, match=r"torch\.eq: a plain tensor argument has size 2 in "
                        r"dimension 0, which is the batch dimension of each example"):
         torch.eq(torch.arange(6).reshape(2, 3), batch)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [1, 2, -1])
+def test_a_cat_of_unpadded_batches_is_one_cat_and_equals_the_loop(dtype, dim):
+    # torch.cat([h_left, h_right], -1) in a tree's cell: static dimensions, no padding.
+    from op_counts import CountOps
+
+    torch.manual_seed(6)
+    n = 3
+    lefts = [torch.randn(1, 2, 3, dtype=dtype) for _ in range(n)]
+    rights = [torch.randn(1, 2, 3, dtype=dtype) for _ in range(n)]
+    batches = [MaskedBatch.fromlist(v, (False, False)) for v in (lefts, rights)]
+    with CountOps() as counted:
+        joined = torch.cat(batches, dim)
+    assert dict(counted.ops) == {"cat": 1}, counted.ops
+    assert joined.dims == (False, False) and joined._mask is None
+    mb_assert(lambda a, b: torch.cat([a, b], dim), [lefts, rights], batches, n)
+
+
+def test_a_cat_of_unpadded_batches_that_do_not_fit_gives_the_general_rules_error():
+    a = MaskedBatch(torch.randn(3, 4, 2), None, (False, False))
+    b = MaskedBatch(torch.randn(3, 5, 2), None, (False, False))
+    with pytest.raises(ValueError, match=r"^torch\.cat: tensor 1 of the list has size 5 in "
+                                         r"dimension 1 and tensor 0 has 4, the same in every "
+                                         r"example"):
+        torch.cat([a, b], -1)
+
+
+@pytest.mark.parametrize("dim", [1, 2, -1, -3])
+def test_unsqueeze_and_chunk_methods_of_an_unpadded_batch_equal_the_loop(dim):
+    torch.manual_seed(7)
+    examples = [torch.randn(1, 4, 6, dtype=torch.float64) for _ in range(3)]
+    xb = MaskedBatch.fromlist(examples, (False, False))
+    mb_assert(lambda x: x.unsqueeze(dim), [examples], [xb], 3)
+    if dim != -3:
+        mb_assert(lambda x: x.chunk(2, dim)[1], [examples], [xb], 3)
+
+
+def test_a_method_call_with_more_arguments_than_the_op_takes_is_refused():
+    xb = MaskedBatch.fromlist([torch.randn(1, 2, 3)], (False, False))
+    with pytest.raises(TypeError, match="unsqueeze"):
+        xb.unsqueeze(1, 2)
+    with pytest.raises(TypeError, match="chunk"):
+        xb.chunk(2, 1, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_one_hot_write_under_an_execution_mask_folds_the_running_examples(dtype):
+    # where(at, item, stack) in a region: the examples that do not run it keep the stack,
+    # in values and in gradient, in one where (and one and of the condition with the
+    # running examples, viewed once).
+    from op_counts import CountOps
+
+    from matchbox.extending import EXECUTION_MASK
+
+    torch.manual_seed(8)
+    n = 4
+    at = MaskedBatch(torch.rand(n, 3, 1) > 0.5, None, (False, False))
+    item = MaskedBatch(torch.randn(n, 1, 2, dtype=dtype, requires_grad=True), None,
+                       (False, False))
+    stack = MaskedBatch(torch.randn(n, 3, 2, dtype=dtype, requires_grad=True), None,
+                        (False, False))
+    running = torch.tensor([True, False, True, False])
+    token = EXECUTION_MASK.set(running)
+    try:
+        with CountOps() as counted:
+            out = torch.where(at, item, stack)
+    finally:
+        EXECUTION_MASK.reset(token)
+    assert dict(counted.ops) == {"view": 1, "bitwise_and": 1, "where": 1}, counted.ops
+    fold = at.data & running.view(n, 1, 1)
+    expected = torch.where(fold, item.data, stack.data)
+    torch.testing.assert_close(out.data, expected, rtol=0, atol=0)
+    out.data.sum().backward()
+    torch.testing.assert_close(stack.data.grad, (~fold).to(dtype).expand(n, 3, 2))
+    assert torch.equal(item.data.grad[~running], torch.zeros(2, 1, 2, dtype=dtype))

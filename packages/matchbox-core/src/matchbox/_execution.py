@@ -82,11 +82,11 @@ def mask_view(mask: torch.Tensor, rank: int) -> torch.Tensor:
 def _remember(key: tuple[int, int], mask: torch.Tensor, view: torch.Tensor) -> None:
     _MASK_VIEWS.pop(key, None)
     _MASK_VIEWS[key] = (weakref.ref(mask), view)  # newest last
-    while len(_MASK_VIEWS) > _MASK_VIEWS_KEPT:
+    if len(_MASK_VIEWS) > _MASK_VIEWS_KEPT:
         try:
-            _MASK_VIEWS.popitem(last=False)
+            _MASK_VIEWS.popitem(last=False)  # one in, one out
         except KeyError:  # another thread emptied it
-            break
+            pass
 
 
 def mask_view_for(mask: torch.Tensor, batch: int, rank: int) -> torch.Tensor | None:

@@ -128,8 +128,10 @@ def _deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
 
 def _advanced(index: Any) -> bool:
     """Whether an index holds a tensor or a batch (per-example ints): indexing copies."""
-    items = index if type(index) is tuple else (index,)
-    return any(isinstance(item, torch.Tensor) or type(item) is MaskedBatch for item in items)
+    for item in index if type(index) is tuple else (index,):
+        if isinstance(item, torch.Tensor) or type(item) is MaskedBatch:
+            return True
+    return False
 
 
 def passes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:

@@ -117,8 +117,12 @@ def _example_rows(like: torch.Tensor) -> torch.Tensor:
 
 def is_per_example_int(item: Any) -> bool:
     return (isinstance(item, MaskedBatch) and item.dims == ()
-            and not item.dtype.is_floating_point and not item.dtype.is_complex
-            and item.dtype != torch.bool)
+            and item._data.dtype in _INTEGER_DTYPES)
+
+
+_INTEGER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+                             *(getattr(torch, f"uint{n}", None) for n in (16, 32, 64))}
+                            - {None})
 
 
 def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatch:
@@ -127,15 +131,16 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
     Each example's element is read with one advanced index (``data[rows, ..., i]``),
     not a ``gather`` of an index expanded over the other dimensions and squeezed.
     """
-    batch = x.data.size(0)
-    if index.data.size(0) != batch:
+    x_data, i = x.data, index.data
+    batch = x_data.size(0)
+    if i.size(0) != batch:
         raise ValueError(
-            f"Tensor.__getitem__: the index holds {index.data.size(0)} examples but the batch "
+            f"Tensor.__getitem__: the index holds {i.size(0)} examples but the batch "
             f"has {batch}"
         )
     dims = x.dims[: d - 1] + x.dims[d:]
-    size = x.data.size(d)
-    i = index.data.long()
+    size = x_data.size(d)
+    i = i.long()
     if x.dims[d - 1] and x._mask is not None:
         # Each example's own size n: an index in -n .. n - 1 is in range, and wrapped
         # by n it reads its element (counted from the end when negative).
@@ -155,7 +160,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
         return nowhere(x, d, present, dims)
     rows = _example_rows(at)
     selected = (rows,) + (slice(None),) * (d - 1) + (at,)
-    data = x.data[selected]
+    data = x_data[selected]
     mask = x._mask
     if mask is not None and not (x.dims[d - 1] and not any(dims)):
         mask = mask[selected] if mask.size(d) != 1 else mask.squeeze(d)

@@ -74,6 +74,15 @@ def _viewed(input: MaskedBatch, view: MaskedBatch) -> MaskedBatch:
                      fast_path=_registry.DIRECT)
 @_lengths.aware  # (first: a fast path skips the dispatch's check)
 def unsqueeze(func, input, dim):
+    if type(dim) is int and input._mask is None and input.dims:
+        # The commonest call, a new static dimension after the batch's in a batch without
+        # padding, as the general rule below would make it.
+        rank = input._data.dim() + 1
+        d = dim + rank if dim < 0 else dim
+        data = input.data
+        if 0 < d < rank and data.numel():
+            return MaskedBatch._make(data.unsqueeze(d), None,
+                                     input.dims[: d - 1] + (False,) + input.dims[d - 1:])
     op = _registry.op_name(func)
     view = _batch_dim_view(dim, input.dim() + 1, input.dims)
     if view is not None:
