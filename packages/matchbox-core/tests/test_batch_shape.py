@@ -1,4 +1,4 @@
-"""``x.shape == y.shape`` (``BatchShape``) against the loop.
+"""``x.shape == y.shape`` (``BatchShape``) and ``x.expand(y.shape)`` against the loop.
 
 In the loop each example's ``shape`` is a ``torch.Size``, and ``==`` a Python bool per
 example.  On a batch: a plain bool where static sizes decide it for every example, else a
@@ -157,3 +157,22 @@ def test_a_per_example_answer_scales_as_the_loops_bool():
     mb_assert(lambda x, y: x * (x.shape != y.shape), [xs, ys], [xb, yb], len(xs))
     mb_assert(lambda x: x * (x.shape == (1, 2, 4)), [xs], [xb], len(xs))
 
+
+@pytest.mark.parametrize("lengths", [(3, 0, 2), (0,), (2,)])
+def test_expand_to_a_batchs_shape_gives_each_example_its_own_shape(lengths):
+    # x.expand(y.shape) is torch's x.expand_as(y): each example to its own y's shape.
+    xs, xb = batch_of([(n, 4) for n in lengths], (True, False))
+    mb_assert(lambda x: x.sum(1, keepdim=True).expand(x.shape), [xs], [xb], len(xs))
+    mb_assert(lambda x: x.sum(1, keepdim=True).broadcast_to(x.shape), [xs], [xb], len(xs))
+    mb_assert(lambda x: x.expand(x.shape), [xs], [xb], len(xs))
+    ss, sb = batch_of([(1, 4)] * len(lengths), (False, False))
+    mb_assert(lambda s, x: s.expand(x.shape) * x, [ss, xs], [sb, xb], len(xs))
+
+
+def test_expand_to_a_shape_it_cannot_take_is_refused_as_in_the_loop():
+    xs, xb = batch_of([(3, 4), (2, 4)], (True, False))
+    with pytest.raises(ValueError, match=r"Tensor.expand: dimension 2 has size 4, and the "
+                                         r"batch it is expanded as is of size 5 there"):
+        xb.expand(batch_of([(3, 5), (2, 5)], (True, False))[1].shape)
+    with pytest.raises(RuntimeError):
+        xs[0].expand(torch.randn(1, 3, 5).shape)
