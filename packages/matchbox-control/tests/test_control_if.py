@@ -353,3 +353,36 @@ def test_unfold_wider_than_the_examples_that_do_not_run_it_equals_the_loop(lengt
     # With no example of 5 steps, the window is wider than the padded batch: the examples
     # that skip the branch are padded to it, not refused.
     assert_batch_equals_loop(windows_of_the_long_examples, sequences(lengths, dtype=dtype))
+
+
+@matchbox.batch
+def add_if_same_shape(x, y):
+    # Each example compares its own shapes (a Python bool in the loop): x + y only where
+    # they match, which the other examples could not add.
+    if x.shape == y.shape:
+        z = x + y
+    elif x.shape != (1, 0, 3):
+        z = x * 2
+    else:
+        z = x - 1
+    return z
+
+
+@pytest.mark.parametrize("lengths", [((3, 0, 2, 1), (3, 1, 2, 4)), ((2,), (2,)), ((0, 2), (1, 2))])
+def test_branch_on_a_comparison_of_shapes(lengths):
+    xs, xb = sequences(lengths[0])
+    ys, yb = sequences(lengths[1])
+    assert_batch_equals_loop(add_if_same_shape, (xs, xb), (ys, yb))
+
+
+@matchbox.batch
+def checked_sum(x, y):
+    assert x.shape == y.shape, "shapes differ"
+    return x + y
+
+
+def test_assert_of_a_comparison_of_shapes_names_the_examples_it_fails_for():
+    xs, xb = sequences((3, 0, 2))
+    assert_batch_equals_loop(checked_sum, (xs, xb), sequences((3, 0, 2)))
+    with pytest.raises(AssertionError, match=r"shapes differ \(fails for examples \[1\]\)"):
+        checked_sum(xb, sequences((3, 1, 2))[1])

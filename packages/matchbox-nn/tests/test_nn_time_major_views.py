@@ -212,6 +212,23 @@ def test_view_answers_sizes_and_converts_back():
     assert "TimeMajorShape(*, 2, 3)" in repr(dynamic.shape)
 
 
+def test_view_shape_compares_each_examples_own_as_the_loop():
+    # Each example's (T, 1, D): == is one bool per example, as the loop's (it compared the
+    # objects, False).
+    xs = [torch.randn(1, n, D) for n in (2, 0, 5)]
+    ys = [torch.randn(1, n, D) for n in (2, 1, 5)]
+    v, w = (time_major(MaskedBatch.fromlist(e, (True, False))) for e in (xs, ys))
+    loop = [x.transpose(0, 1).shape == y.transpose(0, 1).shape for x, y in zip(xs, ys)]
+    assert (v.shape == w.shape).data.tolist() == loop == [True, False, True]
+    assert (v.shape != w.shape).data.tolist() == [not e for e in loop]
+    assert (v.shape == (2, 1, D)).data.tolist() == [x.transpose(0, 1).shape == (2, 1, D)
+                                                    for x in xs]
+    assert (v.shape == (2, 1, D + 1)) is False and (v.shape == (2, D)) is False
+    # (T, 1, D) against the batch's own (1, T, D): equal where T is 1.
+    assert (v.shape == w.batch.shape).data.tolist() == [False, False, False]
+    assert (w.shape == w.batch.shape).data.tolist() == [False, True, False]
+
+
 # ---------------------------------------------------------------------------- errors
 
 

@@ -309,6 +309,13 @@ def test_inspection_answers_like_a_masked_batch():
     assert pb.lengths().tolist() == [[2], [5], [0]] and pb.is_floating_point()
     assert pb.shape[0] == 3 and pb.shape[3] == 4
     assert repr(pb.shape) == "BatchShape(3, *, 3, 4)  # * = dynamic"
+    # == compares each example's shape, as the loop (it compared the objects, False).
+    examples = examples_of_lengths([2, 0, 0], static=(3, 4))
+    assert (pb.shape == PackedBatch.fromlist(examples).shape).data.tolist() == [True, False, True]
+    assert (pb.shape == (1, 5, 3, 4)).data.tolist() == [False, True, False]
+    assert (pb.shape == MaskedBatch.fromlist(examples, (True, False, False)).shape
+            ).data.tolist() == [True, False, True]
+    assert (pb.shape == (1, 5, 4, 3)) is False
     with pytest.raises(ValueError, match=r"size\(1\): dimension 1 is the packed dimension"):
         pb.size(1)
     with pytest.raises(ValueError, match=r"size\(\): dimension 1 is the packed dimension"):

@@ -9,16 +9,34 @@ import them; ``matchbox.masked_batch`` re-exports them.
 
 from __future__ import annotations
 
+import functools
+import operator
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from matchbox._op_table import batch_types
 
 if TYPE_CHECKING:
     from matchbox.masked_batch import MaskedBatch
 
 
+# The sizes of one dimension in every example, as ``BatchShape.__eq__`` compares them: each
+# example's batch dimension (1 in the loop), or a dynamic dimension (one size per example).
+_BATCH_DIM = object()
+_DYNAMIC = object()
+
+
 class BatchShape:
-    """``MaskedBatch.shape``: indexable like ``torch.Size``; dynamic sizes raise."""
+    """``MaskedBatch.shape``: indexable like ``torch.Size``; dynamic sizes raise.
+
+    ``==`` and ``!=`` compare each example's shape, as the loop over examples does (with a
+    ``BatchShape``, or a tuple or ``torch.Size``, whose first size may be 1 or the batch
+    size, as ``x.size(0)`` gives it): a bool where the answer is the same for every example
+    (static sizes alone decide it), else a batch of one bool per example (``if x.shape ==
+    y.shape:`` under ``@matchbox.batch`` branches per example).  Unhashable: it may equal
+    both ``(1, ...)`` and ``(batch size, ...)``.
+    """
 
     __slots__ = ("_batch",)
 
@@ -44,10 +62,85 @@ class BatchShape:
     def __iter__(self) -> Iterator[int]:
         return (self[i] for i in range(len(self)))
 
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> Any:
+        if isinstance(other, BatchShape):
+            if other._batch.batch_size != self._batch.batch_size:
+                return False  # not the same examples (torch's shapes differ in dimension 0)
+            theirs, given = other._example_dims(), False
+        elif isinstance(other, tuple):  # torch.Size too, as torch.Size == tuple compares
+            theirs, given = list(other), True
+        else:
+            return NotImplemented
+        mine = self._example_dims()
+        if len(mine) != len(theirs):
+            return False
+        batch_size = self._batch.batch_size
+        per_example, later = [], []
+        for i, (a, b) in enumerate(zip(mine, theirs)):
+            if a is _DYNAMIC or (not given and b is _DYNAMIC):
+                later.append(i)  # after the static sizes, which may decide it for all
+                continue
+            same = _same(a, b, given, batch_size)
+            if isinstance(same, batch_types()):
+                per_example.append(same)
+            elif not same:
+                return False
+        for i in later:
+            a = self._dynamic_size(i) if mine[i] is _DYNAMIC else mine[i]
+            b = theirs[i] if given or theirs[i] is not _DYNAMIC else \
+                other._dynamic_size(i)  # type: ignore[union-attr]
+            per_example.append(_same(a, b, given, batch_size))
+        return functools.reduce(operator.and_, per_example) if per_example else True
+
+    def __ne__(self, other: object) -> Any:
+        equal = self.__eq__(other)
+        if equal is NotImplemented or not isinstance(equal, batch_types()):
+            return equal if equal is NotImplemented else not equal
+        return ~equal
+
+    def _example_dims(self) -> list[Any]:
+        """Each dimension of every example, as the loop has it: ``_BATCH_DIM``, a static
+        size, or ``_DYNAMIC`` (its sizes: :meth:`_dynamic_size`)."""
+        batch = self._batch
+        if not batch.dims:  # one value per example: a number (or 0-d tensor), or (1,)
+            kind = getattr(batch, "_scalar", None)
+            if kind is None:
+                raise TypeError(
+                    "BatchShape ==: the batch holds one value per example, which the loop "
+                    "may hold as a number or 0-d tensor (shape ()) or as a tensor of shape "
+                    "(1,), and it came from an op that does not record which; compare the "
+                    "shapes of the batches it was computed from")
+            return [] if kind else [_BATCH_DIM]
+        return [_BATCH_DIM] + [_DYNAMIC if dynamic else batch.size(i)
+                               for i, dynamic in enumerate(batch.dims, start=1)]
+
+    def _dynamic_size(self, i: int) -> Any:
+        """Each example's size along dynamic dimension ``i``: a batch (``size_as_tensor``)."""
+        batch = self._batch
+        if hasattr(type(batch), "to_masked"):  # a PackedBatch
+            batch = batch.to_masked()
+        return batch.size_as_tensor(i)
+
     def __repr__(self) -> str:
         sizes = ["*" if i > 0 and self._batch.dims[i - 1] else str(self._batch.size(i))
                  for i in range(len(self))]
         return f"BatchShape({', '.join(sizes)})  # * = dynamic"
+
+
+def _same(a: Any, b: Any, given: bool, batch_size: int) -> Any:
+    """Whether sizes ``a`` (a ``BatchShape``'s) and ``b`` (another's, or an item of a tuple
+    ``given``) are equal in every example: a bool, or a batch of one bool per example."""
+    if a is _BATCH_DIM:
+        if given:
+            if isinstance(b, batch_types()):
+                return b == 1
+            return bool(b == 1) or bool(b == batch_size)  # 1, or the size x.size(0) gives
+        return True if b is _BATCH_DIM else b == 1
+    if b is _BATCH_DIM and not given:
+        return a == 1
+    return a == b
 
 
 def why_size_was_asked(batch_type: str, dim: int) -> str:

@@ -184,6 +184,14 @@ class _ViewShape(BatchShape):
 
     __slots__ = ()
 
+    # == compares each example's (A, 1, F): the batch's (1, A, F), dimensions 0 and 1 swapped.
+    def _example_dims(self) -> list[Any]:
+        dims = BatchShape(self._batch.batch)._example_dims()
+        return [dims[_TO_BATCH[i]] for i in range(3)]
+
+    def _dynamic_size(self, i: int) -> Any:
+        return BatchShape(self._batch.batch)._dynamic_size(_TO_BATCH[i])
+
     def __repr__(self) -> str:
         sizes = ["*" if i == 0 else str(self._batch.size(i)) for i in range(3)]
         return f"TimeMajorShape({', '.join(sizes)})  # * = dynamic"

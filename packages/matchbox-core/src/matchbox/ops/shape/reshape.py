@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._sizes import BatchShape
 from matchbox.masked_batch import (
     MaskedBatch,
     normalize_dim,
@@ -245,6 +246,14 @@ def unflatten(func, input, dim, sizes):
                       family="shape")
 def expand(func, input, *sizes, implicit=False):
     op = _registry.op_name(func)
+    if len(sizes) == 1 and isinstance(sizes[0], BatchShape):
+        # x.expand(y.shape) of a batch y: each example to y's example's shape, as torch's
+        # x.expand_as(y) is x.expand(y.size()); another batch type's shape gives its sizes
+        # (its size() raising for a dynamic one).
+        like = sizes[0]._batch
+        if isinstance(like, MaskedBatch):
+            return expand_as(func, input, like)
+        sizes = tuple(sizes[0])
     sizes = _sizes(sizes)
     _registry.refuse_per_example(op, "size", sizes, "a dimension each example expands to its "
                                  "own size is x.expand_as(y) of a batch y of those sizes")
