@@ -132,7 +132,8 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
                 if type(value) in foreign:
                     break
             else:
-                if deferred[0] and _region_guard.any_deferred(self, args):
+                if deferred[0] and (getattr(self, "_deferred_guard", None) is not None or (
+                        args and _region_guard.any_deferred(None, args))):
                     # The dispatch's handling of a region's guard, for the fast path.
                     result = run_passing(func, None, (self, *args), None, fast_call)
                 else:

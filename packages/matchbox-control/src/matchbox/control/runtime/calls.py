@@ -140,6 +140,8 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
     if not inspect.isfunction(function):
         _refuse_container_writes_as_values(fn, args, kwargs)
         return
+    if function.__closure__ is None and not _some_container(args, kwargs):
+        return  # nothing it could be refused (a model's own method: self.cell(x, h))
     if getattr(function, "__matchbox_batch__", False) or rewritten(function):
         return
     module = (getattr(function, "__module__", None) or "").partition(".")[0]
@@ -160,6 +162,13 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
 
 # What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods.
 _MAY_BE_REFUSED = frozenset({*SHARED_TYPES, types.BuiltinMethodType})
+
+
+def _some_container(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    for value in args:
+        if type(value) in _MAY_BE_REFUSED:
+            return True
+    return bool(kwargs) and any(type(v) in _MAY_BE_REFUSED for v in kwargs.values())
 
 
 def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: bool) -> None:
