@@ -343,8 +343,8 @@ def _refuse_container_writes_as_values(fn: Any, args: tuple[Any, ...],
                                        kwargs: dict[str, Any]) -> None:
     """``map(items.append, values)`` under a per-example condition: the builtin calls the
     write for every example."""
-    if current_mask() is None:
-        return
+    if not _some_container(args, kwargs) or current_mask() is None:
+        return  # (a module called on tensors: self.cell(x, h))
     if any(_container_write(v) for v in (*args, *kwargs.values())):
         name = getattr(fn, "__qualname__", getattr(fn, "__name__", "the callable"))
         raise NotImplementedError(
