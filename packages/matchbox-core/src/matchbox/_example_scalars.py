@@ -23,7 +23,6 @@ never guessed.
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import torch
@@ -33,8 +32,13 @@ from matchbox._op_table import op_name
 __all__ = ["ADDITIONS", "SCALAR", "VECTOR", "ambiguous_index", "combined", "mark", "reduced_over",
            "refuse_a_sum_of_booleans"]
 
-# The slot of the batches that record it (MaskedBatch's; masked_batch imports this module).
-_SLOT = types.MemberDescriptorType
+# The batch type that records it: ``matchbox.masked_batch`` names it when it is defined
+# (it imports this module).
+_HOLDER: list[Any] = [None]
+
+
+def bind_batch_type(cls: type) -> None:
+    _HOLDER[0] = cls
 
 SCALAR = True   # a Python number or a 0-d tensor in the loop
 VECTOR = False  # a tensor of shape (1,) in the loop
@@ -63,8 +67,9 @@ def combined(values: Any) -> bool | None:
     tensor of rank one or more, which broadcasts the loop's 0-d value up to it), a
     number if every batch argument is one, else not known."""
     kind: bool | None = SCALAR
+    holder = _HOLDER[0]
     for value in values:
-        if type(type(value).__dict__.get("_scalar")) is _SLOT:  # a MaskedBatch
+        if type(value) is holder:  # a MaskedBatch
             if value.dims or value._scalar is VECTOR:
                 return VECTOR
             if value._scalar is None:

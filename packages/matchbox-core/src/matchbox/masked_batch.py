@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths, _region_guard
+from matchbox import _example_scalars, _lengths, _region_guard
 from matchbox._absent import batch_backward, refuse_absent
 from matchbox._arguments import normalize_dim
 from matchbox._batch import Batch, pytree_rank_error
@@ -147,9 +147,7 @@ class MaskedBatch(Batch):
               ) -> MaskedBatch:
         """Build without validation: for ops, whose results are valid by construction.
 
-        A static method (not a class method): ops call it for every result, and
-        it saves them binding a method.
-        """
+        A static method: ops call it for every result, and it saves binding a method."""
         batch = _new(MaskedBatch)
         batch._data = data
         batch._mask = mask
@@ -497,4 +495,5 @@ class MaskedBatch(Batch):
         return (tuple(bool(d) for d in dumped[0]), bool(dumped[1]))
 
 
-_region_guard.bind_batch_type(MaskedBatch)  # the batch type whose region guards defer
+for _module in (_region_guard, _example_scalars):  # they name the batch type (a cycle)
+    _module.bind_batch_type(MaskedBatch)

@@ -232,21 +232,22 @@ def _cat_unpadded(tensors: Any, dim: Any) -> MaskedBatch | None:
     if type(tensors) is not list and type(tensors) is not tuple or not tensors:
         return None
     first = tensors[0]
-    if type(first) is not MaskedBatch or type(dim) is not int:
+    if type(first) is not MaskedBatch or type(dim) is not int or any(first.dims):
         return None
-    dims, rank = first.dims, first._data.dim()
+    dims, shape = first.dims, first._data.shape
+    rank, batch = len(shape), shape[0]
+    data = []
     for t in tensors:
         if (type(t) is not MaskedBatch or t._mask is not None or t.dims != dims
                 or t._present is not None):
             return None
-    d = dim + rank if dim < 0 else dim
-    if not 0 < d < rank or any(dims):
-        return None
-    data = [t.data for t in tensors]
-    batch = data[0].size(0)
-    for x in data:
+        x = t.data
         if x.dim() != rank or x.size(0) != batch:
             return None
+        data.append(x)
+    d = dim + rank if dim < 0 else dim
+    if not 0 < d < rank:
+        return None
     try:
         joined = torch.cat(data, d)
     except RuntimeError:
