@@ -165,3 +165,29 @@ def test_container_writes_under_a_plain_condition_are_python():
     examples, xb = scalars([1.0, -1.0])
     out = f(xb, True)
     assert [e.item() for e in out.examples()] == [2.0, -2.0]
+
+
+@matchbox.batch
+def _write_into_a_row_read_per_example(x, how):
+    i = 0
+    if x[:, 0, 0] > 0:
+        i = 1
+    y = x[:, i]                  # a view of x in the loop; a copy in the batch
+    if x[:, 0, 1] > 0:
+        if how == "in the region":
+            y.mul_(0)
+        else:
+            y.unsqueeze(1).mul_(0)   # a view of that copy
+    return x.sum(-1).sum(-1)
+
+
+@pytest.mark.parametrize("how", ["in the region", "through a view"])
+def test_an_in_place_op_on_a_row_read_per_example_is_refused_in_a_region(how):
+    # In the loop the write reaches x; the batch's row is a copy, seen in the region through
+    # its gradient guard: refused there too (a review found a view of it written silently).
+    xs = [torch.tensor([[[1.0, 2], [3, 4]]]), torch.tensor([[[-1.0, 2], [3, 4]]])]
+    xb = matchbox.MaskedBatch.fromlist([x.clone().requires_grad_() for x in xs], (False, False))
+    with pytest.raises(NotImplementedError, match=r"^Tensor\.mul_: the batch was indexed along "
+                                                  r"a dynamic dimension at positions that "
+                                                  r"differ between examples"):
+        _write_into_a_row_read_per_example(xb * 1, how)

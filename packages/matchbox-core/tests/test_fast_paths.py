@@ -361,3 +361,20 @@ def test_a_one_hot_write_under_an_execution_mask_folds_the_running_examples(dtyp
     out.data.sum().backward()
     torch.testing.assert_close(stack.data.grad, (~fold).to(dtype).expand(n, 3, 2))
     assert torch.equal(item.data.grad[~running], torch.zeros(2, 1, 2, dtype=dtype))
+
+
+def test_a_one_hot_write_under_an_execution_mask_that_does_not_broadcast_is_the_general_error():
+    # The shortcut lets torch's RuntimeError through no more than the general rule does (a
+    # review): the error names the op and the dimension.
+    from matchbox.extending import EXECUTION_MASK
+
+    at = MaskedBatch(torch.rand(3, 3, 1) > 0.5, None, (False, False))
+    item = MaskedBatch(torch.randn(3, 2, 2), None, (False, False))
+    stack = MaskedBatch(torch.randn(3, 3, 2), None, (False, False))
+    token = EXECUTION_MASK.set(torch.tensor([True, False, True]))
+    try:
+        with pytest.raises(ValueError, match=r"^torch\.where: static dimension 1 has different "
+                                             r"sizes in the batch arguments: \[2, 3\]$"):
+            torch.where(at, item, stack)
+    finally:
+        EXECUTION_MASK.reset(token)

@@ -469,6 +469,39 @@ def test_in_place_op_on_a_copy_made_by_indexing_is_refused(index):
     assert torch.equal((part + 1).data, part.data + 1)  # out of place: as before
 
 
+@pytest.mark.parametrize("index", ["x[:, n]", "x[:, -1]", "x[:, i][:, 0]"])
+@pytest.mark.parametrize("view", ["unsqueeze(1)", "chunk(2, -1)[0]", "view(1, 1, 2)",
+                                  "unsqueeze(1).squeeze(1)", "narrow(-1, 0, 1)",
+                                  "expand(1, 2)", "[..., :1]"])
+@pytest.mark.parametrize("op", ["add_(1)", "zero_()", "copy_(torch.ones(1))"])
+def test_in_place_op_on_a_view_of_a_copy_made_by_indexing_is_refused(index, view, op):
+    # x[:, n] is a copy where the loop's is a view of x: so is a view of that copy, through
+    # which the loop's write reaches x too (a review found this silently leaving x as it was).
+    xb = MaskedBatch.fromlist([torch.ones(1, n, 2) for n in (3, 1, 2)], (True, False))
+    i = MaskedBatch.fromlist([torch.tensor([k]) for k in (0, 0, 1)], ())
+    n = MaskedBatch(torch.tensor([2, 0, 1]), None, ())
+    n._scalar = True  # a Python int in the loop (a @batch counter)
+    part = eval(index + ("" if view.startswith("[") else ".") + view, {"x": xb, "i": i, "n": n})
+    with pytest.raises(NotImplementedError, match=r"^Tensor\.\w+: the batch was indexed along "
+                                                  r"a dynamic dimension at positions that "
+                                                  r"differ between examples .* \(on it or on a "
+                                                  r"view of it\) .* use the out-of-place op$"):
+        eval(f"part.{op}", {"part": part, "torch": torch})
+
+
+def test_in_place_ops_on_views_of_real_views_and_of_copies_made_by_clone_still_run():
+    xs = [torch.randn(1, n, 2, dtype=torch.float64) for n in (3, 1, 2)]
+
+    def f(x):
+        x = x.clone()
+        x[:, 0].unsqueeze(1).mul_(0)  # a view of x in the batch too: written through
+        y = x[:, -1].clone()          # a copy in the loop as well
+        y.unsqueeze(1).add_(1)
+        return x.sum(-1) + y.sum(-1, keepdim=True)
+
+    mb_assert(f, [xs], [MaskedBatch.fromlist(xs, (True, False))], 3)
+
+
 def test_truncating_slice_bounds_the_padded_size():
     # x[:, :max_len] is at most max_len long in every example: its padded size
     # too, so a positional table sliced with maxsize lines up with it.

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths
+from matchbox._copies import is_copy
 from matchbox._execution import EXECUTION_MASK, mask_and, mask_view_for, same_mask
 
 
@@ -33,7 +34,7 @@ def in_place_copy(target: Any) -> Any:
     """A batch with a copy of ``target``'s data (same mask and dims) for an in-place op to
     write into; it keeps ``target``'s refusal of in-place ops (``_not_a_view``)."""
     copy = type(target)._make(target.data.clone(), target._mask, target.dims)
-    copy._not_a_view = target._not_a_view
+    copy._not_a_view = is_copy(target)
     return copy
 
 

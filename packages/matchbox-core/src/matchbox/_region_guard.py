@@ -30,6 +30,7 @@ from typing import Any
 
 import torch
 
+from matchbox._copies import remember as remember_copy
 from matchbox._execution import mask_view
 from matchbox._layout import mark_zero_padding
 from matchbox._padding import _ZERO
@@ -71,6 +72,7 @@ def defer(value: Any, mask: torch.Tensor, rows: torch.Tensor) -> Any:
     LIVE[0] = True
     guarded = MaskedBatch._make(value._data, value._mask, value.dims)
     guarded._zero_padding = value._zero_padding  # the same data, mask and version
+    guarded._not_a_view = value._not_a_view  # a copy standing for a view stays one
     guarded._deferred_guard = (mask, rows)
     return guarded
 
@@ -106,6 +108,8 @@ def resolve(batch: Any) -> Any:
     else:
         batch.data = torch.where(view, data, data.detach())
         batch._zero_padding = None
+    if batch._not_a_view:  # a copy standing for a view (``matchbox._copies``): so is the
+        remember_copy(batch._data)  # guarded one, and its views are refused in-place ops
     return batch
 
 

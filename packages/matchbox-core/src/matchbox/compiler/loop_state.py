@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _lengths
+from matchbox import _copies, _lengths
 from matchbox._batch_views import BATCH_VIEWS
 
 
@@ -69,7 +69,7 @@ def unflatten(structure: Any, leaves: Iterator[torch.Tensor]) -> Any:
     batch._present = real
     batch._scalar = scalar
     if not_a_view:
-        batch._not_a_view = True
+        _copies.mark(batch)
     return batch
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _lengths, _masking, _registry
+from matchbox import _capture, _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import VECTOR, ambiguous_index
 from matchbox._masked_writes import in_place_copy, write_into
 from matchbox.masked_batch import MaskedBatch, normalize_dim
@@ -205,7 +205,7 @@ def getitem(func, input, index):
     x, d = input, 1
     # Whether the result is a view of each example's positions, as in the loop
     # (an index of a copy is a view of the copy only).
-    view = not getattr(input, "_not_a_view", False)
+    view = not _copies.is_copy(input)
     for item in items[1:]:
         if item is None:
             x = MaskedBatch._make(x.data.unsqueeze(d), _lengths.kept(x.mask.unsqueeze(d), x.mask),
@@ -225,6 +225,7 @@ def getitem(func, input, index):
                 raise ambiguous_index(op, d)
             x = select_per_example(x, d, item)
             view = False
+            _copies.remember(x._data)  # (a new tensor: before the view of it below)
             if kind is VECTOR:
                 # The loop's index is a (1,) tensor: advanced indexing keeps the dimension.
                 mask = None if x._mask is None else _lengths.kept(x._mask.unsqueeze(d), x._mask)
@@ -251,8 +252,10 @@ def getitem(func, input, index):
             d += added
         else:
             raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")
+        if not view:  # (the copy, whose views the items after this one may take)
+            _copies.remember(x._data, source=input._data)
     if not view:
-        x._not_a_view = True
+        _copies.mark(x)
     if x is not input and not x.dims:
         x._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return x
@@ -309,7 +312,7 @@ def setitem(func, input, index, value):
             "(or scatter_), which take per-example indices"
         )
     target = getitem(torch.Tensor.__getitem__, input, index)
-    if getattr(target, "_not_a_view", False):
+    if _copies.is_copy(target):
         raise NotImplementedError(
             f"Tensor.__setitem__: x[{_format_index(index)}] selects positions that differ between "
             "examples (counted from each example's end, or per example), which the batch "

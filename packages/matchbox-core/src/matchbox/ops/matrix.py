@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
+from matchbox import _copies, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.gather import refuse_partly_empty
 
@@ -59,12 +59,7 @@ def tril_triu(func, input, diagonal=0, *, out=None):
 @_registry.implements(torch.Tensor.tril_, torch.Tensor.triu_, family=FAMILY)
 def tril_triu_(func, input, diagonal=0):
     op = _registry.op_name(func)
-    if getattr(input, "_not_a_view", False):
-        raise NotImplementedError(
-            f"{op}: the batch was indexed along a dynamic dimension at positions that differ "
-            "between examples (a negative index or bound, or per-example indices): each "
-            "example's result is a view in the loop, but the batch's is not, so an in-place "
-            "op would not reach the indexed batch; use the out-of-place op")
+    _copies.refuse_in_place(op, input)
     _on_matrices(op, func, input, diagonal)  # in place on (a view of) the data
     return input
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _lengths, _masking
+from matchbox import _capture, _copies, _lengths, _masking
 from matchbox._example_scalars import SCALAR, VECTOR
 from matchbox.masked_batch import MaskedBatch
 
@@ -203,7 +203,7 @@ def fast_getitem(func: Any, x: Any, args: tuple[Any, ...]) -> MaskedBatch | None
             or not x.dims or i._deferred_guard is not None):
         return None
     result = select_per_example(x, 1, i)
-    result._not_a_view = True  # advanced indexing copies, as the loop's int does not
+    _copies.mark(result)  # advanced indexing copies, as the loop's int does not
     if not result.dims:
         result._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return result

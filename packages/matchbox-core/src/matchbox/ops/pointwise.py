@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import ADDITIONS, combined, refuse_a_sum_of_booleans
 from matchbox._layout import zero_padding_mask
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
@@ -340,13 +340,7 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
             f"{op}: an in-place op on a plain tensor cannot take a batch argument (the "
             "tensor would have to hold every example); use the out-of-place op"
         )
-    if getattr(target, "_not_a_view", False):
-        raise NotImplementedError(
-            f"{op}: the batch was indexed along a dynamic dimension at positions that "
-            "differ between examples (a negative index or bound, or per-example indices): "
-            "each example's result is a view in the loop, but the batch's is not, so an "
-            "in-place op would not reach the indexed batch; use the out-of-place op"
-        )
+    _copies.refuse_in_place(op, target)
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     if not target.dims and target._data.dtype == torch.bool and func in ADDITIONS:
@@ -484,13 +478,17 @@ def where(func: Any, *args: Any, **kwargs: Any) -> Any:
         # No padding and static dimensions (a one-hot write into a stack): the data
         # broadcast as each example's would, and nothing needs a guard (the general rule,
         # whose checks this skips, would find so: ``_static_broadcast``, ``guard_wider``).
-        out = torch.where(data & _masking.mask_view(running, data.dim()), input._data,
-                          other._data)
-        result = MaskedBatch._make(out, None, other.dims)
-        if out.shape == other._data.shape:
-            _masking.record_equal_outside(result, running, other._data, other._data._version,
-                                          None)
-        return result
+        folded = data & _masking.mask_view(running, data.dim())
+        try:
+            out = torch.where(folded, input._data, other._data)
+        except RuntimeError:  # shapes that do not broadcast: the general rule's error
+            out = None
+        if out is not None:
+            result = MaskedBatch._make(out, None, other.dims)
+            if out.shape == other._data.shape:
+                _masking.record_equal_outside(result, running, other._data,
+                                              other._data._version, None)
+            return result
     folded = MaskedBatch._make(data & _masking.mask_view(running, data.dim()),
                                condition._mask, condition.dims)
     folded._scalar = condition._scalar

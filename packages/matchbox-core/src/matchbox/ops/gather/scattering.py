@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from matchbox import _masking, _registry
+from matchbox import _copies, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.gather._indices import (
     FAMILY,
@@ -50,12 +50,7 @@ def scatter(func, input, dim, index, *args, out=None, **kwargs):
             raise ValueError(f"{op}: an in-place op on a plain tensor cannot take a batch "
                              "argument (the tensor would have to hold every example); use "
                              "the out-of-place op")
-        if getattr(input, "_not_a_view", False):
-            raise NotImplementedError(
-                f"{op}: the batch was indexed along a dynamic dimension at positions that "
-                "differ between examples (a negative index or bound, or per-example indices): "
-                "each example's result is a view in the loop, but the batch's is not, so an "
-                "in-place op would not reach the indexed batch; use the out-of-place op")
+        _copies.refuse_in_place(op, input)
     like = _first_batch(input, index, src)
     x = as_batch(op, input, like, "input")
     idx = as_batch(op, index, like, "index")
