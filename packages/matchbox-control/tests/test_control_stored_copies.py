@@ -19,7 +19,7 @@ import types
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop
+from control_cases import assert_batch_equals_loop, sequences
 
 import matchbox
 from matchbox import MaskedBatch
@@ -295,3 +295,19 @@ def test_the_record_of_a_copy_ends_with_its_call():
     doubled_in_place(xb)  # another call: its update is not the first call's
     xb.mul_(2)  # nor one outside any call
     assert torch.equal(xb.data, rows(grad=False)[1].data * 4)
+
+
+@matchbox.batch
+def previous_state(x):
+    h = x.sum(1) * 0
+    prev = h * 0
+    for xt in x.unbind(1):
+        prev = h  # merged again after the update: in every step prev is h, as in the loop
+        h += xt
+    return prev + h
+
+
+def test_a_variable_assigned_then_updated_in_each_step_equals_the_loop():
+    # Why a variable merged under a per-example condition is not recorded: a refusal
+    # at h += xt would refuse this loop, which equals the loop over examples.
+    assert_batch_equals_loop(previous_state, sequences([2, 3, 1]))
