@@ -2,9 +2,9 @@
 
 Under a per-example condition a batch stored in a container is stored for the running
 examples only: a dict item or an attribute (``d[k] = h``, ``obj.h = h``) is merged with
-the old one (a ``where``, a new tensor), and a list item (``hs.append(h)``) is a new
-batch over ``h``'s data, a copy where the region's gradient guard applied (``h``
-requires grad).  In the loop over examples the item *is* ``h``: a later in-place update
+the old one where there is one (a ``where``, a new tensor), and a list item
+(``hs.append(h)``) or a new key's item is a new batch over ``h``'s data, a copy where the
+region's gradient guard applied (``h`` requires grad).  In the loop over examples the item *is* ``h``: a later in-place update
 (``h.mul_(10)``, ``h += 1``, ``h[:, 0] = v``, ``torch.relu_(h)``) reaches it, and here it
 would not, silently.  (A dict item or an attribute replaced so is a copy of the old one
 too, for the examples that do not store: an update of the old batch misses it as well.)
