@@ -270,6 +270,23 @@ def in_batch_call() -> bool:
     return _DEFERRED.get() is not None
 
 
+# What the outermost ``@batch`` call running in this thread or task keeps for itself only
+# (matchbox-control's record of the batches it copied): made on first use, dropped when
+# that call ends, so that nothing recorded outlives the call or reaches another.
+_CALL_STATE: contextvars.ContextVar[dict[str, Any] | None] = (
+    contextvars.ContextVar("matchbox_call_state", default=None))
+
+
+def call_state(create: bool = False) -> dict[str, Any] | None:
+    """The dict the outermost ``@batch`` call running now keeps for itself (``None``
+    outside one, and, unless ``create``, before anything was kept in it)."""
+    state = _CALL_STATE.get()
+    if state is None and create and _DEFERRED.get() is not None:
+        state = {}
+        _CALL_STATE.set(state)
+    return state
+
+
 class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like a function)
     """``with deferred_checks(name):`` around a ``@batch`` call (matchbox-control opens it;
     ``name``: the decorated function's, for the note of an error raised later).
@@ -304,6 +321,8 @@ class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like 
     def __exit__(self, kind: Any, raised: Any, traceback: Any) -> None:
         if self._token is None:
             return
+        if _CALL_STATE.get() is not None:
+            _CALL_STATE.set(None)  # the call's own records end with it
         pending = _DEFERRED.get()
         _DEFERRED.reset(self._token)  # nothing stays pending for the next call
         # The body raised: its checks are read first all the same. A check that

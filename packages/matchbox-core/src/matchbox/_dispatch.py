@@ -41,7 +41,7 @@ from matchbox import _lengths, _region_guard
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._binding import binding_for
 from matchbox._execution import EXECUTION_MASK
-from matchbox._masked_writes import in_place_copy, write_running
+from matchbox._masked_writes import WRITE_WATCH, in_place_copy, write_running
 from matchbox._op_table import (
     _KIND_OF,
     _KINDS,
@@ -70,6 +70,7 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
     deferred = _region_guard.LIVE
     run_passing = _region_guard.run_passing
     running = EXECUTION_MASK.get
+    watched = WRITE_WATCH
 
     def dispatch(func: Any, types: Any, args: tuple[Any, ...] = (),
                  kwargs: dict[str, Any] | None = None) -> Any:
@@ -95,11 +96,16 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
         if conversions and (types is None or len(types) > 1):
             # Another batch type among the arguments joins this one (PackedBatch -> Masked).
             args, kwargs = adopt_with(conversions, args, kwargs)
-        if (writes or (kwargs and kwargs.get("inplace"))) and running() is not None:
-            # In place under a per-example condition: the running examples only.
-            result = _write_running(kind, handler, func, args, kwargs)
-            if result is not None:
-                return result
+        if writes or (kwargs and kwargs.get("inplace")):
+            if running() is not None:
+                # In place under a per-example condition: the running examples only.
+                result = _write_running(kind, handler, func, args, kwargs)
+                if result is not None:
+                    return result
+            elif watched[0] is not None:  # every example writes: the watcher sees it first
+                target = _written(args, kwargs)
+                if isinstance(target, kind.cls):
+                    watched[0](target, None, op_name(func))
         if kwargs:
             if len(args) > prefix or not keywords.issuperset(kwargs):
                 args, kwargs = _bind(kind, func, args, kwargs)
@@ -147,11 +153,7 @@ def _write_running(kind: Kind, handler: Handler, func: Any, args: tuple[Any, ...
     active: on a copy of the batch, whose values the running examples then take
     (``matchbox._masked_writes``).  ``None`` when the first argument is not a batch of
     ``kind`` (a handler refuses a plain tensor; a view's ops reach its batch's dispatch)."""
-    if args:
-        target = args[0]
-    else:
-        key = "input" if "input" in (kwargs or {}) else "self"
-        target = (kwargs or {}).get(key)
+    target = _written(args, kwargs)
     if not isinstance(target, kind.cls):
         return None
     if not kind.masked_writes:
@@ -166,10 +168,18 @@ def _write_running(kind: Kind, handler: Handler, func: Any, args: tuple[Any, ...
     if args:
         args = (copy, *args[1:])
     else:
-        kwargs = {**kwargs, key: copy}
+        kwargs = {**kwargs, "input" if "input" in kwargs else "self": copy}
     args, kwargs = _bind(kind, func, args, kwargs or {})
     handler(func, *args, **kwargs)
     return write_running(target, copy, name=f"the batch written by {op_name(func)}")
+
+
+def _written(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
+    """The argument an in-place op writes: its first (``input`` or ``self`` by keyword)."""
+    if args:
+        return args[0]
+    kwargs = kwargs or {}
+    return kwargs.get("input" if "input" in kwargs else "self")
 
 
 def _joined(args: tuple[Any, ...], kwargs: dict[str, Any] | None, joins: list[Kind]

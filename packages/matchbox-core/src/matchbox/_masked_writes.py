@@ -29,6 +29,19 @@ from matchbox import _lengths
 from matchbox._copies import is_copy
 from matchbox._execution import EXECUTION_MASK, mask_and, mask_view_for, same_mask
 
+#: ``[None]``, or ``[watch]``: ``watch(target, mask, name)`` is called before every in-place
+#: write into a batch, masked (:func:`write_running`, ``mask`` the running examples) or
+#: not (the dispatch, ``mask`` None), with the batch written (before those it guards) and
+#: the op's name.  matchbox-control sets it (``runtime.copies``) to refuse a write that
+#: would not reach a copy the loop over examples holds as that very tensor; once set it
+#: stays, and answers at once where its context has nothing recorded.
+WRITE_WATCH: list[Any] = [None]
+
+
+def watch_writes(watch: Any) -> None:
+    """Make ``watch`` the watcher of in-place writes into batches (:data:`WRITE_WATCH`)."""
+    WRITE_WATCH[0] = watch
+
 
 def in_place_copy(target: Any) -> Any:
     """A batch with a copy of ``target``'s data (same mask and dims) for an in-place op to
@@ -51,6 +64,8 @@ def write_running(target: Any, new: Any, mask: torch.Tensor | None = None,
     """
     if mask is None:
         mask = EXECUTION_MASK.get()
+    if WRITE_WATCH[0] is not None:
+        WRITE_WATCH[0](target, mask, name)
     # ``new`` is read as any batch is (``MaskedBatch.data`` applies a region's deferred
     # gradient guard); the batches written are written as they are: a deferred guard of
     # theirs stays deferred, and applies to the written data when they are read.

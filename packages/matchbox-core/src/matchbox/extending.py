@@ -68,6 +68,7 @@ from matchbox._arguments import (
 )
 from matchbox._batch import Batch, is_batch, pytree_rank_error
 from matchbox._capture import (
+    call_state,
     capturing,
     check,
     deferred_checks,
@@ -82,7 +83,7 @@ from matchbox._example_scalars import VECTOR as EXAMPLE_VECTOR
 from matchbox._example_scalars import mark as mark_example_scalar
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._layout import expanded_row
-from matchbox._masked_writes import write_running
+from matchbox._masked_writes import watch_writes, write_running
 from matchbox._masking import _ZERO as ZERO
 from matchbox._masking import (
     EXECUTION_MASK,
@@ -175,6 +176,8 @@ __all__ = [
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
     "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
     "mask_and", "ZERO", "write_running", "record_equal_outside",
+    # matchbox-control's watch of in-place writes, and the @batch call its records are for
+    "watch_writes", "call_state",
     # a @batch region's gradient guard, deferred to the op that needs it
     "defer_region_guard", "deferred_region_guard", "apply_region_guard",
     # lengths that a mask cannot tell

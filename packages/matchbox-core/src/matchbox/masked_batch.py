@@ -86,10 +86,10 @@ class MaskedBatch(Batch):
     # Unset, or (data, mask, data's version) when the padding was known to hold
     # zeros (see ``has_zero_padding``).
     _zero_padding: tuple[torch.Tensor, torch.Tensor, int]
-    # Unset, or the batch this one stands for inside a masked ``@batch`` region
+    # None, or the batch this one stands for inside a masked ``@batch`` region
     # (matchbox-control's gradient guard is a new batch): an in-place update of
     # the guard is written through to it, as Python would write into the object.
-    _guards: MaskedBatch
+    _guards: MaskedBatch | None
     # None, or True for the result of indexing a dynamic dimension at positions
     # that differ between examples (``x[:, -1]``, ``x[:, :-1]``): in the loop a
     # view of each example, here a copy (or a view reaching past the result), so
@@ -139,7 +139,7 @@ class MaskedBatch(Batch):
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
         self._present = self._zero_padding = self._not_a_view = self._kept_outside = None
-        self._deferred_guard = None
+        self._deferred_guard = self._guards = None
         self._scalar = VECTOR  # the layout's own meaning: examples of shape (1, ...)
 
     @staticmethod
@@ -154,7 +154,7 @@ class MaskedBatch(Batch):
         batch.dims = dims
         # All set: reading an unset slot costs an AttributeError (Batch.__getattr__).
         batch._present = batch._zero_padding = batch._not_a_view = batch._kept_outside = None
-        batch._deferred_guard = batch._scalar = None
+        batch._deferred_guard = batch._scalar = batch._guards = None
         return batch
 
     @property

@@ -35,7 +35,7 @@ import torch
 
 from matchbox import _capture, _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import VECTOR, ambiguous_index
-from matchbox._masked_writes import in_place_copy, write_into
+from matchbox._masked_writes import WRITE_WATCH, in_place_copy, write_into
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.one_position import (
@@ -323,6 +323,8 @@ def setitem(func, input, index, value):
         value = torch.as_tensor(value, dtype=input.dtype, device=input.device)
     value = _without_leading_ones(value, target.dim())
     mask = _masking.EXECUTION_MASK.get()
+    if WRITE_WATCH[0] is not None:  # written here, not through write_running
+        WRITE_WATCH[0](input, mask, f"x[{_format_index(index)}] = value")
     if mask is None:
         copy_(torch.Tensor.copy_, target, value)
         return

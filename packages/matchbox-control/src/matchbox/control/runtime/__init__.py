@@ -9,6 +9,7 @@ modules hold one concern each:
 - ``select``: masked assignment (merging a variable after a region);
 - ``iteration``: the steps of ``for`` loops and their masks;
 - ``effects``: attribute, subscript and in-place writes under a mask;
+- ``copies``: batches stored as copies under a mask, whose in-place update is refused;
 - ``expressions``: ``and``/``or``/``not``, comparisons, conditional expressions;
 - ``comprehensions``: comprehensions and generator expressions, step by step;
 - ``sequences``: lists whose items only some examples have (``len``, ``[i]``);

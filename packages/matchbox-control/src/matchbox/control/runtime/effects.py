@@ -24,6 +24,9 @@ place) is written at once, and under a mask only for the examples that run:
 An in-place update of a batch reaches the object itself: inside a region a
 local batch is seen through a gradient guard (``masks.guard``), a new batch
 that records the one it stands for, and the update is written through to it.
+A batch stored under a mask as a copy (a dict item or an attribute merged with
+the old one, a list item over a guard's data) is recorded (``copies``): an
+in-place update of it that the copy would miss is refused.
 
 With no batch mask (``None``) each is exactly the Python statement.
 """
@@ -36,6 +39,8 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime.copies import stored
+from matchbox.control.runtime.copies import watch as watch_write
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import (
     per_example_item,
@@ -66,7 +71,9 @@ def set_attr(mask: Any, obj: Any, name: str, value: Any) -> None:
         return
     old = getattr(obj, name, _MISSING)
     old = Undefined(name) if old is _MISSING else old
-    setattr(obj, name, select(mask, value, old, f"attribute {name}"))
+    new = select(mask, value, old, f"attribute {name}")
+    stored(mask, value, new, f"the attribute .{name}", old)
+    setattr(obj, name, new)
 
 
 def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = None) -> Any:
@@ -96,7 +103,9 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
         old = obj[index]
     except (KeyError, IndexError):
         old = Undefined(f"[{index!r}]")
-    obj[index] = select(mask, value, old, f"item [{index!r}]")
+    new = select(mask, value, old, f"item [{index!r}]")
+    stored(mask, value, new, f"the item [{index!r}]", old)
+    obj[index] = new
     return obj
 
 
@@ -287,6 +296,7 @@ def _update_running(mask: Any, target: MaskedBatch, new: MaskedBatch, name: str)
             and new.data.shape == target.data.shape):
         write_running(target, new, mask, f"'{name}'")
         return
+    watch_write(target, mask, f"'{name}'")
     while target is not None:
         _write_back(target, select(mask, new, target, name), name)
         target = getattr(target, "_guards", None)

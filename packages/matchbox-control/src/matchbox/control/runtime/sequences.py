@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime.copies import stored
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
 from matchbox.extending import BATCH_VIEWS, capturing, combine_masks, fails, refuse
@@ -73,6 +74,7 @@ def per_example_item(mask: torch.Tensor, value: Any, name: str) -> Any:
     own = presence(value)  # an item of another list only some examples have
     item = only_active(mask, value, name)
     _record(item, mask if own is None else mask & own)
+    stored(mask, value, item, "a list item")  # a guard's copy: updates would miss it
     return item
 
 
