@@ -13,8 +13,11 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-# id of a marked batch's data -> a weak reference to it (the entry goes with the tensor).
+# id of a marked batch's data -> a weak reference to it.  Entries of tensors gone are
+# swept when the table has doubled since the last sweep (a loop reads a stack per example
+# each step: no callback per tensor); a recycled id is told apart by the reference.
 _COPIES: dict[int, weakref.ref] = {}
+_SWEPT = [64]
 
 
 def mark(batch: Any) -> Any:
@@ -42,13 +45,11 @@ def _root(tensor: Any) -> Any:
 
 
 def _remember(data: Any) -> None:
-    key = id(data)
-
-    def forget(ref: weakref.ref, key: int = key) -> None:
-        if _COPIES.get(key) is ref:
+    _COPIES[id(data)] = weakref.ref(data)
+    if len(_COPIES) > _SWEPT[0]:
+        for key in [k for k, ref in _COPIES.items() if ref() is None]:
             del _COPIES[key]
-
-    _COPIES[key] = weakref.ref(data, forget)
+        _SWEPT[0] = max(64, 2 * len(_COPIES))
 
 
 def _remembered(tensor: Any) -> bool:
