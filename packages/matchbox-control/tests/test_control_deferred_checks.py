@@ -482,3 +482,36 @@ def test_a_zero_range_step_of_an_example_not_running_is_no_error(reads):
     with host_reads(reads):
         out = counted_by_step(MaskedBatch.fromlist(xs, (True,)))
     assert [e.tolist() for e in out.examples()] == [counted_by_step(x).tolist() for x in xs]
+
+
+@matchbox.batch
+def solve_or_zeros(a, b):
+    try:
+        w = torch.linalg.solve(a, b)  # the loop runs it (a singular a would raise)
+    except RuntimeError:
+        w = torch.zeros_like(b)
+    return w
+
+
+@matchbox.batch
+def user_refusal_caught(x):
+    try:
+        raise NotImplementedError("the user's own")
+    except NotImplementedError:
+        x = x + 1
+    return x
+
+
+def test_an_except_clause_does_not_catch_matchboxs_refusal_of_an_op_the_loop_runs():
+    # NotImplementedError is a RuntimeError: an ``except RuntimeError`` fallback took
+    # Matchbox's refusal of an op for every example, silently (a user trial).
+    a = MaskedBatch.fromlist([torch.eye(n).unsqueeze(0) * 2 for n in (3, 2)], (True, True))
+    b = MaskedBatch.fromlist([torch.ones(1, n, 1) for n in (3, 2)], (True, False))
+    with pytest.raises(NotImplementedError, match=r"^@batch: an except clause \(.*\) catches "
+                                                  r"Matchbox's refusal of code it cannot run "
+                                                  r"on a batch \(torch.linalg.solve is not "
+                                                  r"implemented for MaskedBatch\); the loop"):
+        solve_or_zeros(a, b)
+    xs = _rows(3, 5)
+    out = user_refusal_caught(MaskedBatch.fromlist(xs, (True, False)))
+    assert [e.tolist() for e in out.examples()] == [(x + 1).tolist() for x in xs]

@@ -19,10 +19,12 @@ modules hold one concern each:
 - ``calls``: which builtin a call reaches, at run time.
 """
 
+import os
 import sys
 
 import torch
 
+import matchbox
 from matchbox.control.runtime.calls import call
 from matchbox.control.runtime.comprehensions import (
     comp_for,
@@ -103,6 +105,13 @@ def refuse_caught():
     """First in an ``except`` clause: refuse an error that a check raised for only some of
     the examples running the ``try`` (see ``converters.try_statements``)."""
     error = sys.exc_info()[1]
+    if isinstance(error, NotImplementedError) and _raised_by_matchbox(error):
+        raise NotImplementedError(
+            f"@batch: an except clause ({user_line()}) catches Matchbox's refusal of code it "
+            f"cannot run on a batch ({error}); the loop over examples runs that code and "
+            "would not go into except, so the batch would take the except path for every "
+            "example. Write the batch's way (the refusal says how), or catch the error "
+            "outside the @batch function") from error
     flags = None if error is None else failed_flags(error)
     if flags is None or flags.dim() != 1:
         return
@@ -118,6 +127,21 @@ def refuse_caught():
             "loop would send only those into except, and a batch cannot split there. Test "
             "for the failing case with an if before the op, or catch the error outside the "
             "@batch function") from error
+
+
+def _raised_by_matchbox(error):
+    """Whether ``error`` was raised in Matchbox's own code (its innermost Python frame):
+    Matchbox says that it does not implement something with ``NotImplementedError``, a
+    ``RuntimeError`` too, which an ``except RuntimeError:`` fallback would catch."""
+    traceback = error.__traceback__
+    if traceback is None:
+        return False
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    return traceback.tb_frame.f_code.co_filename.startswith(_MATCHBOX_SOURCES)
+
+
+_MATCHBOX_SOURCES = tuple(os.path.join(path, "") for path in matchbox.__path__)
 
 
 def return_value(value, returned=True):
