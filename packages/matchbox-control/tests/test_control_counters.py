@@ -51,3 +51,24 @@ def test_a_counter_against_a_plain_vector_says_why_the_shapes_differ(dtype):
                                          r"batch holds each example with dimension 0 of size "
                                          r"one .* torch\.arange\(4\)\.unsqueeze\(0\) < n"):
         steps_against_a_vector(xb)
+
+
+_SCALES = {1: 10.0, 2: 100.0, 3: 1000.0}
+
+
+@matchbox.batch
+def scaled_by_length(x):
+    n = 0
+    for _ in x.unbind(1):
+        n = n + 1
+    return x[:, 0] * _SCALES.get(n, -1.0)
+
+
+def test_a_counter_as_a_dict_key_is_refused():
+    # The loop looks each example's count up; the batch, hashed by identity, missed every
+    # key and took the default, silently (a user trial).
+    xs = [torch.ones(1, n, 2, dtype=torch.float64) for n in (3, 1, 2)]
+    with pytest.raises(TypeError, match=r"^a MaskedBatch of one number per example cannot be a "
+                                        r"dict key or a set member \(each example has its own "
+                                        r"key\)"):
+        scaled_by_length(matchbox.MaskedBatch.fromlist(xs, (True, False)))

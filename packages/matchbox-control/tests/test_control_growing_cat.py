@@ -79,3 +79,23 @@ def test_a_variable_that_changes_rank_is_refused():
                                          r"examples that ran this code and dims \(False,\) for "
                                          r"the others; a variable must keep its rank"):
         f(xb)
+
+
+@matchbox.batch
+def bos_and_steps(x):
+    items = []
+    for xt in x.unbind(1):
+        items.append((xt * 2).tanh().unsqueeze(1))
+    return torch.cat([x[:, :1]] + items, dim=1)  # (1, min(n, 1) + n, size)
+
+
+@pytest.mark.parametrize("lengths", [[3, 1, 4], [0, 2], [1], [2, 2]])
+def test_cat_of_a_dynamic_part_and_items_only_some_examples_have(lengths, dtype):
+    # Each example joins its own items: the shorter ones came out empty, silently (a user
+    # trial), where the loop's cat holds every step they have.
+    assert_batch_equals_loop(bos_and_steps, sequences(lengths, dtype=dtype))
+
+
+@given(lengths=st.lists(st.integers(0, 4), min_size=1, max_size=4))
+def test_cat_of_a_dynamic_part_and_items_only_some_examples_have_hypothesis(lengths):
+    assert_batch_equals_loop(bos_and_steps, sequences(lengths))

@@ -59,6 +59,8 @@ NEW = {
     "torch.full, per-example fill": lambda x: torch.full((1, 2), x.size_as_tensor(1)),
     "torch.full, per-example float fill": lambda x: x.sum(1) + torch.full(
         (1, x.size(2)), x.sum().detach(), dtype=x.dtype),
+    # (It called itself on the batch fill value: a RecursionError; a user trial.)
+    "torch.full_like, per-example fill": lambda x: x + torch.full_like(x, x.size_as_tensor(1)),
 }
 
 
@@ -70,9 +72,9 @@ FULL_OF_A_BATCH = batch_needs(NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION,
 
 
 def torch_full_needs_dispatch(names):
-    """``names``, those of the torch.full cases (not torch.full_like) marked."""
-    return [pytest.param(n, marks=FULL_OF_A_BATCH) if n.split(",")[0] == "torch.full" else n
-            for n in names]
+    """``names``, those of the torch.full and torch.full_like cases marked."""
+    return [pytest.param(n, marks=FULL_OF_A_BATCH)
+            if n.split(",")[0] in ("torch.full", "torch.full_like") else n for n in names]
 
 
 @pytest.mark.parametrize("case", torch_full_needs_dispatch(NEW))

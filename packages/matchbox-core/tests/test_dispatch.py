@@ -126,3 +126,14 @@ def test_an_unsupported_function_of_a_torch_submodule_is_named_with_its_module()
     with pytest.raises(NotImplementedError,
                        match=r"^torch.autograd.grad is not implemented for MaskedBatch"):
         torch.autograd.grad(xb.sum(), [xb])
+
+
+def test_pad_sequence_of_batches_is_named_with_its_module():
+    # Its C function lives in torch._C._nn, which named it torch.nn.functional.pad_sequence
+    # (a user trial).
+    from torch.nn.utils.rnn import pad_sequence
+
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
+    with pytest.raises(NotImplementedError, match=r"^torch\.nn\.utils\.rnn\.pad_sequence is not "
+                                                  r"implemented for MaskedBatch"):
+        pad_sequence(list(xb.unbind(1)), batch_first=True)

@@ -237,6 +237,26 @@ def test_len_and_iteration_are_refused():
         iter(xb)
 
 
+def test_one_number_per_example_is_no_dict_key_and_has_no_format_spec():
+    # The loop hashes each example's number by its value: a dict's get, `in` a set. Hashed
+    # by identity, the batch missed every key, silently (a user trial); a tensor of each
+    # example (a (1,) batch) hashes by identity in the loop too, and still does.
+    counts = MaskedBatch(torch.tensor([1, 2, 3]), None, ())
+    counts._scalar = True  # a Python int in the loop (a @batch counter)
+    with pytest.raises(TypeError, match=r"^a MaskedBatch of one number per example cannot be a "
+                                        r"dict key or a set member"):
+        {1: 10.0}.get(counts)
+    with pytest.raises(TypeError, match=r"cannot be a dict key or a set member"):
+        counts in {1, 2}  # noqa: B015
+    rows = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
+    assert {rows: 1}[rows] == 1
+    with pytest.raises(TypeError, match=r"^format\(\): a MaskedBatch holds one value per "
+                                        r"example, and the format spec '\.3f' formats one "
+                                        r"number"):
+        f"{counts:.3f}"  # noqa: B018
+    assert f"{rows}" == str(rows)
+
+
 @pytest.mark.parametrize("convert", [float, int, complex, lambda b: b.item(),
                                      lambda b: b.tolist()],
                          ids=["float", "int", "complex", "item", "tolist"])

@@ -283,7 +283,25 @@ class Batch:
     # a collection (Lightning's batch-size search) see a batch as one value.
     __iter__ = None
 
-    __hash__ = object.__hash__
+    def __format__(self, spec: str) -> str:
+        if spec:  # f"{v:.3f}": Python's own error names no batch
+            raise TypeError(
+                f"format(): a {type(self).__name__} holds one value per example, and the format "
+                f"spec {spec!r} formats one number; format each example's value (for e in "
+                "x.examples()), or leave the spec out to print the batch")
+        return str(self)
+
+    def __hash__(self) -> int:
+        if getattr(self, "_scalar", None) is True and not getattr(self, "dims", None):
+            # One Python number per example (a @batch counter, int(x)): the loop hashes
+            # each by its value, a dict key or a set member; the batch cannot (a user
+            # trial found `d.get(n)` and `n in {1, 2}` silently missing every key).
+            raise TypeError(
+                f"a {type(self).__name__} of one number per example cannot be a dict key or "
+                "a set member (each example has its own key): look it up per example with "
+                "a tensor, e.g. torch.tensor(values)[n] for a table of numbers, or compare "
+                "with == (n == 1) | (n == 2) for membership")
+        return object.__hash__(self)
 
     # Indexing that a batch type does not register reaches the dispatch, which names
     # the op and the way out (rather than Python's "object is not subscriptable").

@@ -132,6 +132,8 @@ def _op_name(func: Any) -> str:
     if qualname.startswith("Tensor."):
         return qualname
     module = getattr(func, "__module__", None) or ""
+    if module == "torch._C._nn" and name in _RNN_UTILITIES:
+        return f"torch.nn.utils.rnn.{name}"  # called by that function, of that name
     if module.startswith("torch.nn.functional") or module == "torch._C._nn":
         return f"torch.nn.functional.{name}"
     namespace = _NAMESPACES.get(module)
@@ -152,6 +154,8 @@ def _op_name(func: Any) -> str:
 # The modules of torch's namespaces of functions, as their C functions report them.
 _NAMESPACES = {f"torch._C._{n}": f"torch.{n}" for n in ("special", "linalg", "fft", "nested")}
 _PYTHON_NAMESPACES = {"torch.special", "torch.linalg", "torch.fft"}
+# C functions of ``torch._C._nn`` that torch offers in ``torch.nn.utils.rnn``.
+_RNN_UTILITIES = {"pad_sequence"}
 # Modules whose functions torch offers as ``torch.<name>`` (``torch.functional.einsum``).
 _TOP_LEVEL_MODULES = {"torch.functional", "torch.random", "torch.serialization"}
 

@@ -222,4 +222,18 @@ def like(func, input, **kwargs):
 @_lengths.aware
 @_registry.implements(torch.full_like, family="constructor")
 def full_like(func, input, fill_value, **kwargs):
-    return MaskedBatch._make(func(input.data, fill_value, **kwargs), input.mask, input.dims)
+    """``torch.full_like(x, v)``; ``v`` a number, or a batch of per-example scalars that fills
+    each example with its own value (see :func:`new_full`)."""
+    if not isinstance(fill_value, MaskedBatch):
+        return MaskedBatch._make(func(input.data, fill_value, **kwargs), input.mask, input.dims)
+    op = _registry.op_name(func)
+    if not isinstance(input, MaskedBatch):
+        raise TypeError(f"{op}: with a per-example fill_value, input must be a batch (whose "
+                        "examples' shapes the result takes); got a plain tensor")
+    requires_grad = kwargs.pop("requires_grad", False)
+    kwargs.pop("memory_format", None)  # (the filled data is a new contiguous tensor)
+    kwargs["dtype"] = kwargs.get("dtype") or input.dtype
+    kwargs["device"] = kwargs.get("device") or input.device
+    data = _filler(op, input, fill_value, kwargs)(list(input.data.shape))
+    batch = MaskedBatch._make(data, input.mask, input.dims)
+    return batch.requires_grad_(requires_grad) if requires_grad else batch

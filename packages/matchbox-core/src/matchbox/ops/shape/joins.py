@@ -267,9 +267,14 @@ def _joined_data(parts: list[MaskedBatch], mask: torch.Tensor | None,
 
 
 def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> MaskedBatch:
-    """Concatenate along dynamic dimension ``d``: each example's parts end to end."""
+    """Concatenate along dynamic dimension ``d``: each example's parts end to end (a part
+    static in every dimension that an example does not have, an item of a list that only
+    some examples have, is no part of that example's: ``[bos] + steps``)."""
+    batch = parts[0].data.size(0)
     lengths = [_masking.lengths_along(p, d) if p.dims[d - 1] else
-               torch.full((p.data.size(0),), p.data.size(d), device=p.device)
+               torch.full((batch,), p.data.size(d), device=p.device)
+               * _examples_having(p, batch) if not any(p.dims) else
+               torch.full((batch,), p.data.size(d), device=p.device)
                for p in parts]
     padded = [p.data.size(d) for p in parts]
     total = torch.stack(lengths, 1).sum(1)
