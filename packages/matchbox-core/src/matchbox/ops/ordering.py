@@ -110,10 +110,9 @@ def _scan(op: str, run: Callable[[torch.Tensor, int], torch.Tensor], x: MaskedBa
 def cumsum_cumprod(func, input, dim, *, dtype=None, out=None):
     op = _registry.op_name(func)
     _registry.refuse_out(op, out)
-    # cumprod's backward reads its outputs (grad * output), and 0 * inf is NaN: a 0
-    # at the first padding position sends torch to its formula for inputs with
-    # zeros, which reads nothing from there on (tested with outputs that overflow
-    # to inf).  cumsum's backward reads no values.
+    # cumprod's backward reads its outputs (grad * output), and 0 * inf is NaN: a 0 at the
+    # first padding position sends torch to its formula for inputs with zeros, which reads
+    # nothing from there on (tested with outputs that overflow to inf); cumsum's, nothing.
     fill = 0 if func in (torch.cumprod, torch.Tensor.cumprod) else None
     if dtype is not None and input.dtype != dtype:
         # The cast first: torch 2.3's cumprod backward through ``dtype=`` fails on
