@@ -8,6 +8,8 @@ each example's own steps, which takes moving them to the front first.
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from control_cases import assert_batch_equals_loop, sequences
@@ -192,3 +194,38 @@ def test_zip_of_a_reversed_range_with_per_example_starts(bounds):
     ns = [torch.tensor([max(a, b)]) for a, b in bounds]
     assert_batch_equals_loop(ranges_with_starts, (ys, MaskedBatch.fromlist(ys, (False, False))),
                              (ss, MaskedBatch.fromlist(ss, ())), (ns, MaskedBatch.fromlist(ns, ())))
+
+
+@matchbox.batch
+def index_of_the_end(x, how):
+    end = x[:, 0] * 0 + 100.0
+    position = x[:, 0, 0] * 0
+    if how == "enumerate":
+        for i, item in enumerate(itertools.chain(x.unbind(1), [end])):
+            if item[:, 0] == 100.0:
+                position = position + i
+    else:
+        for i, item in zip(itertools.count(), (s for s in [*x.unbind(1), end])):
+            if item[:, 0] == 100.0:
+                position = position + i
+    return position
+
+
+@pytest.mark.parametrize("how", ["enumerate", "zip"])
+def test_a_lazy_iterable_with_items_after_missing_ones_is_refused(how):
+    # enumerate/zip of a lazy iterable went by position over every example's items: the end
+    # item's index was the longest example's length for every example, silently (a user
+    # trial).
+    xs = [torch.arange(1.0, n + 1, dtype=torch.float64).view(1, n, 1) for n in (3, 1)]
+    with pytest.raises(NotImplementedError, match=rf"^@batch: {how}\(\) over a lazy iterable "
+                                                  r"\(a generator, itertools.chain\) \(.*\) "
+                                                  r"reaches an item that some example has "
+                                                  r"after one it lacks"):
+        index_of_the_end(MaskedBatch.fromlist(xs, (True, False)), how)
+
+
+@pytest.mark.parametrize("how", ["enumerate", "zip"])
+def test_a_lazy_iterable_whose_examples_have_every_item_equals_the_loop(how):
+    xs = [torch.arange(1.0, 4, dtype=torch.float64).view(1, 3, 1) * k for k in (1, 2)]
+    out = index_of_the_end(MaskedBatch.fromlist(xs, (True, False)), how)
+    assert [e.item() for e in out.examples()] == [index_of_the_end(x, how).item() for x in xs]

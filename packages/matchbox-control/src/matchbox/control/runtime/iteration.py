@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from matchbox.control.runtime.masks import Mask
+from matchbox.control.runtime.select import user_line
 from matchbox.control.runtime.unbinding import prefix_steps
 from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import (
@@ -332,7 +333,7 @@ def iter_enumerate(enumerate_fn: Any, *args: Any, **kwargs: Any) -> Any:
         return enumerate_fn(*args, **kwargs)
     steps = _known_steps(items)
     if steps is None:
-        return enumerate_fn(items, start)
+        return enumerate_fn(_in_place_lazily(items, "enumerate"), start)
     items, present = steps
     if present is None:
         return enumerate_fn(items, start)
@@ -373,7 +374,8 @@ def iter_zip(zip_fn: Any, *args: Any, **kwargs: Any) -> Any:
         return zip_fn(*args, **kwargs)
     known = [_known_steps(arg) for arg in args]
     if any(k is None for k in known):
-        return zip_fn(*args)  # a lazy iterable: plain zip, which keeps the laziness
+        # A lazy iterable: plain zip, which keeps the laziness.
+        return zip_fn(*(_in_place_lazily(arg, "zip") for arg in args))
     _check_batch_sizes([item for items, _ in known for item in items[:1]])
     if all(present is None for _, present in known):
         return zip_fn(*(items for items, _ in known))
@@ -389,6 +391,32 @@ def iter_zip(zip_fn: Any, *args: Any, **kwargs: Any) -> Any:
             present = own[:count] if present is None else present & own[:count]
         columns.append(items[:count])
     return _Stepped(list(zip_fn(*columns)), present, "zip")
+
+
+def _in_place_lazily(iterable: Any, name: str) -> Iterator[Any]:
+    """``iterable`` read lazily, refused at an item that an example has after one it lacks
+    (``itertools.chain(x.unbind(1), [eos])``, a generator of steps): a plain count or
+    pairing goes by position over every example's items, which is then not that
+    example's own (a user trial)."""
+    lacked = None  # per example: an item it lacks came before
+    for item in iterable:
+        real = example_real(item)
+        if lacked is not None:
+            having = lacked if real is None else lacked & real
+            if fails(having, lambda: _out_of_place_error(name)):
+                raise _out_of_place_error(name)
+        if real is not None:
+            lacked = ~real if lacked is None else lacked | ~real
+        yield item
+
+
+def _out_of_place_error(name: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"@batch: {name}() over a lazy iterable (a generator, itertools.chain) ({user_line()}) "
+        "reaches an item that some example has after one it lacks (a step past its end): "
+        f"{name}() would go by position over every example's items, not over its own; "
+        f"give {name}() a list ([*x.unbind(1), eos]), whose items each example counts as "
+        "its own")
 
 
 def _known_steps(iterable: Any) -> tuple[list[Any], torch.Tensor | None] | None:
