@@ -96,9 +96,9 @@ class BatchShape:
 
     def __ne__(self, other: object) -> Any:
         equal = self.__eq__(other)
-        if equal is NotImplemented or not isinstance(equal, batch_types()):
-            return equal if equal is NotImplemented else not equal
-        return ~equal
+        if equal is NotImplemented:
+            return equal
+        return ~equal if isinstance(equal, batch_types()) else not equal
 
     def _example_dims(self) -> list[Any]:
         """Each dimension of every example, as the loop has it: ``_BATCH_DIM``, a static

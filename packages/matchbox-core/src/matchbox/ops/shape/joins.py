@@ -271,11 +271,7 @@ def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> Ma
     static in every dimension that an example does not have, an item of a list that only
     some examples have, is no part of that example's: ``[bos] + steps``)."""
     batch = parts[0].data.size(0)
-    lengths = [_masking.lengths_along(p, d) if p.dims[d - 1] else
-               torch.full((batch,), p.data.size(d), device=p.device)
-               * _examples_having(p, batch) if not any(p.dims) else
-               torch.full((batch,), p.data.size(d), device=p.device)
-               for p in parts]
+    lengths = [_length_along(p, d, batch) for p in parts]
     padded = [p.data.size(d) for p in parts]
     total = torch.stack(lengths, 1).sum(1)
     if _capture.capturing() is not None:
@@ -311,6 +307,17 @@ def _cat_dynamic(parts: list[MaskedBatch], d: int, dims: tuple[bool, ...]) -> Ma
     along = (position < total[:, None]).reshape(shape)
     mask = _masking.combine_masks(others) & along
     return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
+
+
+def _length_along(part: MaskedBatch, d: int, batch: int) -> torch.Tensor:
+    """Each example's length of ``part`` along ``d`` in a join along dynamic ``d``: a part
+    static in every dimension has its size there only in the examples that have it."""
+    if part.dims[d - 1]:
+        return _masking.lengths_along(part, d)
+    size = torch.full((batch,), part.data.size(d), device=part.device)
+    if any(part.dims) or (part._mask is None and part._present is None):
+        return size  # (every example has it)
+    return size * _examples_having(part, batch)
 
 
 def _present_steps_first(data: torch.Tensor, mask: torch.Tensor,
