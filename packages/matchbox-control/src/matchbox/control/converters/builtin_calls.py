@@ -49,7 +49,12 @@ from matchbox.control import naming, templates
 from matchbox.control.analysis import names
 from matchbox.control.context import Context
 from matchbox.control.converters.assignments import _changes_in_place, index_expression
-from matchbox.control.converters.control_flow import _ITERATORS, _iterable
+from matchbox.control.converters.control_flow import (
+    _ITERATORS,
+    _iterable,
+    rows_zipped,
+    zip_of_rows,
+)
 from matchbox.control.runtime.calls import ATTRIBUTES, NAMES
 from matchbox.control.runtime.effects import CONTAINER_WRITES, LIST_AND_DICT_WRITES
 
@@ -153,6 +158,8 @@ class _BuiltinCalls(names.ScopeTransformer):
     def visit_Call(self, node: Any) -> Any:
         self._for_iterables.update(_for_iterables(_fold_sequence(node)))
         self.generic_visit(node)
+        if zip_of_rows(node):
+            return rows_zipped(node)
         runtime = _runtime_call(node)
         if runtime in ("not_", "if_exp") and node.args:
             node.args[0] = _truth(node.args[0], "truth")

@@ -241,6 +241,8 @@ def _iterable(node: Any) -> Any:
     """``range``/``enumerate``/``zip``/``reversed`` calls through the runtime (batch
     bounds, each example's own counts and steps), nested ones included
     (``enumerate(zip(a, reversed(b)))``)."""
+    if zip_of_rows(node):
+        return rows_zipped(node)
     if (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
             and node.func.id in _ITERATORS):
         helper = gast.Attribute(value=templates.name(naming.RUNTIME),
@@ -249,6 +251,21 @@ def _iterable(node: Any) -> Any:
         return gast.Call(func=helper, args=[templates.name(node.func.id)] + args,
                          keywords=list(node.keywords))
     return node
+
+
+def zip_of_rows(node: Any) -> bool:
+    """Whether ``node`` is ``zip(*rows)``: one starred argument, nothing else spread."""
+    return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
+            and node.func.id == "zip" and len(node.args) == 1
+            and isinstance(node.args[0], gast.Starred))
+
+
+def rows_zipped(node: Any) -> Any:
+    """``zip(*rows)`` as ``mb__.zip_rows(zip, rows)``: each example zips its own rows."""
+    new = templates.replace_expr("mb__.zip_rows(zip_fn, rows)", origin=node, zip_fn=node.func,
+                                 rows=node.args[0].value)
+    new.keywords.extend(node.keywords)
+    return new
 
 
 def transform(function: Any, ctx: Context) -> None:

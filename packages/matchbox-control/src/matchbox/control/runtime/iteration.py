@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.select import user_line
 from matchbox.control.runtime.unbinding import prefix_steps
@@ -74,6 +75,8 @@ def example_real(item: Any) -> torch.Tensor | None:
         batch = mask.size(0)
         flat = mask.reshape(batch, -1)
         return flat[:, 0] if flat.size(1) == 1 else flat.any(1)
+    if type(item) is Column:  # a column of zip(*rows): where any of its items is
+        return item.present
     if type(item) is tuple:
         _check_batch_sizes(item)
         return combine_masks([example_real(component) for component in item])

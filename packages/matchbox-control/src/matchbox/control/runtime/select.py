@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
+from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.masks import example_mask, mask_view
 from matchbox.extending import (
     BATCH_VIEWS,
@@ -207,6 +208,8 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
         return new
     if type(new) is MaskedBatch and type(old) is MaskedBatch:
         return _select_batches(mask, new, old, name)
+    if (type(new) is Column or type(old) is Column) and _column_like(new) and _column_like(old):
+        return _select_columns(mask, new, old, name)
     if isinstance(old, Undefined):
         if type(new) is list or type(new) is tuple:
             from matchbox.control.runtime import sequences  # it imports this module
@@ -253,6 +256,26 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
         f"{_describe(old)} for the others; a value that differs between examples must "
         "be a tensor, a number, or a tuple/list/dict of them (of the same length)"
     )
+
+
+def _column_like(value: Any) -> bool:
+    return type(value) in (Column, tuple, list) or isinstance(value, Undefined)
+
+
+def _select_columns(mask: torch.Tensor, new: Any, old: Any, name: str) -> Column:
+    """Columns of ``zip(*rows)`` (``runtime.columns``) merged: item by item, each example
+    keeping its own items, and the column recording the examples that have it."""
+    from matchbox.control.runtime import sequences  # it imports this module
+
+    def record(value: Any) -> Any:
+        if isinstance(value, Undefined):
+            return torch.zeros_like(mask)
+        return torch.ones_like(mask) if value.present is None else value.present
+
+    new, old = (v if isinstance(v, (Column, Undefined)) else Column(v) for v in (new, old))
+    items = sequences.select_items(mask, () if isinstance(new, Undefined) else new,
+                                   () if isinstance(old, Undefined) else old, name)
+    return Column(items, torch.where(mask, record(new), record(old)))
 
 
 def user_line() -> str:

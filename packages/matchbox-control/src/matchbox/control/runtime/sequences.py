@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime.columns import Column, Columns
 from matchbox.control.runtime.copies import stored
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
@@ -69,6 +70,8 @@ def per_example_item(mask: torch.Tensor, value: Any, name: str) -> Any:
     """
     if value is None:
         return None
+    if type(value) is Column:  # a column of zip(*rows): its items keep their own records
+        return Column(value, mask if value.present is None else mask & value.present)
     if isinstance(value, (list, dict)):
         _refuse_nested(value, name)
     own = presence(value)  # an item of another list only some examples have
@@ -95,6 +98,8 @@ def presence(item: Any) -> torch.Tensor | None:
         return getattr(item, "_present", None)
     if cls in BATCH_VIEWS:
         return presence(item.batch)
+    if cls is Column:  # a sequence of its own: where any of its items is (zip(*rows))
+        return item.present
     if cls is tuple or (isinstance(item, tuple) and hasattr(item, "_fields")):
         return combine_masks([presence(part) for part in item])
     return None
@@ -192,7 +197,7 @@ def _refuse_nested(value: Any, label: str, name: str | None = None) -> None:
 
 
 def _sequence(obj: Any) -> bool:
-    return type(obj) is list or type(obj) is tuple
+    return type(obj) is list or type(obj) is tuple or type(obj) is Column
 
 
 def length(obj: Any) -> Any:
@@ -251,6 +256,8 @@ def unpack(value: Any, count: int, star: int | None) -> Any:
     own items, as a list); an example whose list has the wrong length raises the
     ``ValueError`` the loop raises.  Anything else is unpacked by Python itself.
     """
+    if type(value) is Columns:
+        value = tuple(value)  # zip(*rows): an example without rows has no column
     if not _sequence(value):
         return value
     present = per_example_presence(value)
