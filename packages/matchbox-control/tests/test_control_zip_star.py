@@ -1,11 +1,13 @@
-"""``zip(*rows)`` of a list whose items only some examples have.
+"""``zip(*rows)`` and ``f(*items)`` of a list whose items only some examples have.
 
 In the loop over examples each example zips its own rows: it gets one column per
 element of a row (none if it has no rows), and column ``j`` holds its own rows'
 ``j``-th elements, as many as it has rows.  The batch zipped every example's rows
 by position, and a column counted only for the examples that have every row, so
 the shorter examples lost every column (silently, in a ``for``; ``IndexError``
-from ``list(zip(*rows))[j]``).
+from ``list(zip(*rows))[j]``).  Spreading such a list into another call
+(``max(*items)``, an undecorated ``f(*items)``) would give the callee a number of
+arguments that is not any example's own: refused, naming the call.
 """
 
 from __future__ import annotations
@@ -169,6 +171,52 @@ def test_a_spread_into_a_function_batch_rewrote_taking_args(lengths):
 
 # Refused: what a batch cannot give each example.
 
+def count(*items):  # not decorated: it would see every example's items
+    return len(items)
+
+
+@matchbox.batch
+def spread_into_a_helper(x):
+    return zero(x) + count(*x.unbind(1))
+
+
+@matchbox.batch
+def spread_into_max(x):
+    items = [xt.sum(1) for xt in x.unbind(1)]
+    return max(*items)
+
+
+def test_a_spread_of_a_per_example_list_into_other_calls_is_refused():
+    _, xb = sequences([2, 4, 1])
+    with pytest.raises(NotImplementedError, match=r"count\(\*items\) .* spreads a list"):
+        spread_into_a_helper(xb)
+    with pytest.raises(NotImplementedError, match=r"max\(\*items\) .* pass the list itself"
+                                                  r"|max\(\*items\) .* spreads a list"):
+        spread_into_max(xb)
+    # Not refused where every example has every item.
+    assert_batch_equals_loop(spread_into_max, sequences([3, 3]))
+    assert_batch_equals_loop(spread_into_a_helper, sequences([2, 2]))
+
+
+@matchbox.batch
+def zipped_with_others(x):
+    rows = [(xt, xt * 2) for xt in x.unbind(1)]
+    acc = zero(x)
+    for first, *rest in zip([1, 2], *rows):
+        acc = acc + first * len(rest)
+    return acc
+
+
+@matchbox.batch
+def mapped_rows(x):
+    rows = [(xt, xt * 2) for xt in x.unbind(1)]
+
+    def total(*items):
+        return sum(items)
+
+    return torch.stack(list(map(total, *rows)), 1).sum(1)
+
+
 @matchbox.batch
 def rows_of_two_widths(x):
     rows = [(xt, xt * 2) if i == 0 else (xt,) for i, xt in enumerate(x.unbind(1))]
@@ -186,9 +234,25 @@ def zipped_steps(x):
     return acc
 
 
+def undecorated_length(items):
+    return len(items)
+
+
+@matchbox.batch
+def column_to_a_helper(x):
+    rows = [(xt, xt * 2) for xt in x.unbind(1)]
+    acc = zero(x)
+    for col in zip(*rows):
+        acc = acc + undecorated_length(col)
+    return acc
+
+
 @pytest.mark.parametrize("f, message", [
+    (zipped_with_others, r"zip\(\.\.\., \*rows\) .*zip\(\*\[a, \*rows\]\)"),
+    (mapped_rows, r"map\(f, \*rows\) .* for column in zip\(\*rows\)"),
     (rows_of_two_widths, r"zip\(\*rows\) .* rows differ in length \(\[1, 2\]\)"),
     (zipped_steps, r"zip\(\*rows\) .* not tuples \(a MaskedBatch\)"),
+    (column_to_a_helper, r"undecorated_length\(\) is given a column of zip\(\*rows\)"),
 ])
 def test_what_cannot_give_each_example_its_own_is_refused(f, message):
     with pytest.raises(NotImplementedError, match=message):

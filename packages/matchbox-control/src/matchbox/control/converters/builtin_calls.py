@@ -160,6 +160,7 @@ class _BuiltinCalls(names.ScopeTransformer):
         self.generic_visit(node)
         if zip_of_rows(node):
             return rows_zipped(node)
+        _check_spreads(node)
         runtime = _runtime_call(node)
         if runtime in ("not_", "if_exp") and node.args:
             node.args[0] = _truth(node.args[0], "truth")
@@ -234,6 +235,33 @@ class _BuiltinCalls(names.ScopeTransformer):
         op = templates.constant(_TYPE_COMPARISONS[type(node.ops[0])])
         return templates.replace_expr("mb__.compare_type(type_fn, obj, op, other)", origin=node,
                                       type_fn=left.func, obj=left.args[0], op=op, other=right)
+
+
+def _check_spreads(node: Any) -> None:
+    """``f(*items)`` as ``f(*mb__.spread(f, items))``: refused a list some of whose items
+    a running example does not have (``runtime.star_args``).  The callee is read again
+    where it is a name or an attribute; another (``fs[0](*items)``) is not known."""
+    if not any(isinstance(a, gast.Starred) for a in node.args):
+        return
+    callee = node.func
+    runtime = _runtime_call(node)
+    if runtime is not None:
+        if runtime not in ("iter_zip", "iter_enumerate", "iter_range", "iter_reversed"):
+            return  # (what the rewriting wrote spreads nothing of the user's)
+        callee = node.args[0]  # mb__.iter_zip(zip, a, *rows), a for's or comprehension's
+    if not _plain_reference(callee):
+        callee = templates.constant(None)
+    for arg in node.args:
+        if isinstance(arg, gast.Starred):
+            arg.value = templates.replace_expr("mb__.spread(fn, items)", origin=arg,
+                                               fn=callee, items=arg.value)
+
+
+def _plain_reference(node: Any) -> bool:
+    """A name, or attributes of a name (``f``, ``self.cell``, ``torch.max``)."""
+    while isinstance(node, gast.Attribute):
+        node = node.value
+    return isinstance(node, gast.Name)
 
 
 def _runtime_call(node: Any) -> str | None:

@@ -13,7 +13,7 @@ modules hold one concern each:
 - ``expressions``: ``and``/``or``/``not``, comparisons, conditional expressions;
 - ``comprehensions``: comprehensions and generator expressions, step by step;
 - ``sequences``: lists whose items only some examples have (``len``, ``[i]``);
-- ``columns``, ``star_args``: ``zip(*rows)`` of such lists;
+- ``columns``, ``star_args``: ``zip(*rows)`` and ``f(*items)`` of such lists;
 - ``folds``: ``sum``, ``max``, ``min``, ``any``, ``all``, ``functools.reduce``;
 - ``scalars``: ``.item()``, ``int``, ``float``, ``bool`` of per-example scalars;
 - ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
@@ -74,7 +74,7 @@ from matchbox.control.runtime.select import (
     user_line,
 )
 from matchbox.control.runtime.sequences import get_item, operand, truth, unpack
-from matchbox.control.runtime.star_args import zip_rows
+from matchbox.control.runtime.star_args import spread, zip_rows
 from matchbox.control.runtime.step_outputs import call_steps
 from matchbox.control.runtime.structured import (
     scan_capturing,
@@ -178,6 +178,6 @@ __all__ = [
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
     "scan_while_capturing", "select", "set_attr", "set_comp", "set_item",
-    "slice_", "still_running", "truth", "operand", "unbind", "unbind_steps", "unpack",
+    "slice_", "spread", "still_running", "truth", "operand", "unbind", "unbind_steps", "unpack",
     "zip_rows",
 ]

@@ -45,6 +45,7 @@ import torch
 
 from matchbox.control import naming
 from matchbox.control.runtime import folds, scalars, sequences, type_tests
+from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.effects import (
     CONTAINER_WRITES,
     SHARED_TYPES,
@@ -160,8 +161,9 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
                 _refuse_list_to(function, value, "closes over", writes)
 
 
-# What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods.
-_MAY_BE_REFUSED = frozenset({*SHARED_TYPES, types.BuiltinMethodType})
+# What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods, and
+# the columns of ``zip(*rows)`` (``runtime.columns``).
+_MAY_BE_REFUSED = frozenset({*SHARED_TYPES, types.BuiltinMethodType, Column})
 
 
 def _some_container(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -176,9 +178,10 @@ def _refuse_list_to(function: types.FunctionType, value: Any, how: str, masked: 
     over'), where it is a list only some examples' items are in, or, ``masked`` (under a
     per-example condition), any list or dict or a write method of one."""
     name = getattr(function, "__qualname__", "the function")
-    if type(value) is list and sequences.has_records(value):
+    if (type(value) is list or type(value) is Column) and sequences.has_records(value):
+        what = "a column of zip(*rows)" if type(value) is Column else "a list"
         raise NotImplementedError(
-            f"@batch: {name}() {how} a list whose items only some examples have "
+            f"@batch: {name}() {how} {what} whose items only some examples have "
             f"({user_line()}), but @batch did not rewrite {name}: its len(), [i] and "
             "loops would see every example's items, padding included. Decorate "
             f"{name} with @matchbox.batch, which keeps each example's own items")

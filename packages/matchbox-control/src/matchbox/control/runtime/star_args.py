@@ -1,22 +1,38 @@
-"""``zip(*rows)`` of a list whose items only some examples have.
+"""``zip(*rows)`` and ``f(*items)`` of a list whose items only some examples have.
 
-In the loop over examples ``*rows`` spreads each example's own rows.  Under
-``@batch`` one list holds every example's rows (``runtime.sequences``), so a plain
-``zip(*rows)`` would zip every example's rows by position, and a column would count
-only for the examples that have every row.  The rewriting (``converters.builtin_calls``,
-``control_flow``) writes ``zip(*rows)`` as ``mb__.zip_rows(zip, rows)``: each example's
-own columns (``runtime.columns``).
+In the loop over examples ``*items`` spreads each example's own items: the
+number of arguments differs between examples.  Under ``@batch`` one list holds
+every example's items (``runtime.sequences``), so a plain spread would hand the
+callee every example's items, and ``zip(*rows)`` would zip every example's rows
+by position.  The rewriting (``converters.builtin_calls``) sends:
+
+| written                 | becomes                     | per example                  |
+|-------------------------|-----------------------------|------------------------------|
+| ``zip(*rows)``          | ``mb__.zip_rows(zip, rows)``| its own columns (``columns``)|
+| ``f(a, *items)``        | ``f(a, *mb__.spread(f,      | ``items`` as they are where  |
+|                         | items))``                   | every running example has    |
+|                         |                             | every item; else refused     |
+
+A function ``@batch`` rewrote that takes only ``*args`` (``def f(*items)``) keeps
+each example's own items (its ``len(items)``, loops and reads are per example), and
+``print`` shows the batch's items, as printing a batch shows its ``repr``: both take
+such a list.  Any other callee would see a number of arguments that is not any
+example's own, and is refused with ``NotImplementedError`` naming the call.
 """
 
 from __future__ import annotations
 
 import builtins
+import inspect
+from collections.abc import Iterator
 from typing import Any
 
 from matchbox.control.runtime import sequences
+from matchbox.control.runtime.calls import rewritten
 from matchbox.control.runtime.columns import Column, Columns
+from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
-from matchbox.extending import capturing, reads_values
+from matchbox.extending import capturing, fails, reads_values
 
 
 def zip_rows(zip_fn: Any, rows: Any, /, **kwargs: Any) -> Any:
@@ -60,3 +76,63 @@ def _own(part: Any, record: Any) -> Any:
     if record is None or sequences.presence(part) is record:
         return part
     return sequences.per_example_item(record, part, "a column of zip(*rows)")
+
+
+def spread(fn: Any, items: Any) -> Any:
+    """The arguments ``*items`` gives ``fn``: refused where ``items`` is a list some of
+    whose items a running example does not have (see the module docstring)."""
+    if isinstance(items, Iterator):
+        items = tuple(items)  # (``*`` reads an iterator whole, too)
+    elif type(items) is not list and type(items) is not tuple and type(items) is not Column:
+        return items
+    present = sequences.per_example_presence(items)
+    if present is None or _takes_every_item(fn):
+        return items
+    lacking = ~present.all(0)
+    running = current_mask()
+    if running is not None:
+        lacking = lacking & running
+
+    def error() -> NotImplementedError:
+        return _spread_error(fn)
+
+    if fails(lacking, error):
+        raise error()
+    return items
+
+
+def _takes_every_item(fn: Any) -> bool:
+    """``print``, or a function ``@batch`` rewrote whose positional parameters are only
+    ``*args``: it holds each example's own items."""
+    if fn is builtins.print:
+        return True
+    function = getattr(fn, "__func__", fn)
+    if not inspect.isfunction(function) or not (
+            rewritten(function) or getattr(function, "__matchbox_batch__", False)):
+        return False
+    code = function.__code__
+    bound = 1 if getattr(fn, "__self__", None) is not None else 0
+    return bool(code.co_flags & inspect.CO_VARARGS) and code.co_argcount == bound
+
+
+def _spread_error(fn: Any) -> NotImplementedError:
+    if fn is builtins.zip:
+        return NotImplementedError(
+            f"@batch: zip(..., *rows) ({user_line()}) spreads a list whose items only some "
+            "examples have among other arguments: each example would zip its own rows, "
+            "which a batch keeps only for zip(*rows) alone; put the other sequences into "
+            "the list first (zip(*[a, *rows]))")
+    if fn is builtins.map:
+        return NotImplementedError(
+            f"@batch: map(f, *rows) ({user_line()}) spreads a list whose items only some "
+            "examples have: each example would map over its own rows; write a comprehension "
+            "over the columns ([f(*column) for column in zip(*rows)], with f a function "
+            "@batch rewrote that takes *args), which gives each example its own")
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "f"
+    return NotImplementedError(
+        f"@batch: {name}(*items) ({user_line()}) spreads a list whose items only some "
+        "examples have (a step past an example's end) into arguments: in the loop over "
+        "examples each example passes only its own items, so the number of arguments "
+        f"differs between examples, and one call cannot take each example's own. Pass "
+        f"the list itself ({name}(items): max(items), torch.stack(items, 1)) or loop over "
+        "it; a function @batch rewrote that takes only *args (def f(*items)) may take it")
