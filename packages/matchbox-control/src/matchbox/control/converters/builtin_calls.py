@@ -19,6 +19,11 @@
 | ``type(x) is T`` (``is not``, ``==``,    | ``mb__.compare_type(type, x, 'is', T)``:  |
 | ``!=``)                                  | warns where ``x`` is a batch, ``T`` a     |
 |                                          | tensor class                              |
+| ``zip(*rows)``                           | ``mb__.zip_rows(zip, rows)``: each        |
+|                                          | example's own columns                     |
+| ``f(*items)`` (a spread)                 | ``f(*mb__.spread(f, items))``: refused a  |
+|                                          | list only some examples' items are in     |
+|                                          | (``runtime.star_args``)                   |
 | any other call ``f(...)``                | ``mb__.call(f, ...)``: a list's writes    |
 |                                          | reached as values (``add = items.append``)|
 |                                          | per example; a list refused to a function |
