@@ -24,7 +24,9 @@ is, and ``zip``/``enumerate`` outside a ``for`` of a list some of whose examples
 not their first ones.  A function that
 ``@batch`` did not rewrite (a helper without the decorator) cannot keep a list per example:
 it is refused a list whose items only some examples have, and, under a per-example
-condition, any list (it may append to it for every example), saying to decorate it.
+condition, any list (it may append to it for every example), saying to decorate it; what
+it returns is refused where a running example has no value in it (the last state of a
+loop it ran past the example's end: ``helper_results``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from matchbox.control.runtime.effects import (
     delete_item,
     set_item,
 )
+from matchbox.control.runtime.helper_results import PYTHON_CALLABLES, refuse_absent_examples
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
 from matchbox.extending import fails
@@ -93,7 +96,10 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_a_plain_tensor_write(fn)
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
-    return fn(*args, **kwargs)
+    result = fn(*args, **kwargs)
+    if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
+        refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
+    return result
 
 
 # A container's in-place operators, as an augmented assignment writes them.
@@ -308,6 +314,7 @@ def _refuse_items_out_of_place(fn: Any, items: list[Any]) -> None:
 
 
 _LOWERED.update({fn: _pairing(fn) for fn in (builtins.zip, builtins.enumerate)})
+
 
 # ``next(iter(it))``: ``iter`` of an iterator is the iterator, which ``next`` then advances.
 _LOWERED.update({fn: _reading_a_shared_iterator(fn) for fn in (builtins.iter, itertools.islice)})
