@@ -230,3 +230,42 @@ def test_absent_examples_that_the_loop_has_no_value_for_equal_the_loop(f, length
         lengths = [l or 1 for l in lengths]  # (every example needs a last step)
     assert_batch_equals_loop(f, sequences(lengths, dtype=dtype))
 
+
+# ``map`` over steps only some examples have runs per example, as the generator
+# ``(f(s) for s in steps)``: each example's own results.
+
+def doubled(t):
+    return t * 2
+
+
+def added(a, b):
+    return a + b.tanh()
+
+
+@matchbox.batch
+def appends_the_last_mapped(x):
+    return torch.cat([x, list(map(doubled, x.unbind(1)))[-1].unsqueeze(1)], 1)
+
+
+@matchbox.batch
+def scales_by_the_mapped_count(x):
+    return x.sum(1) * len(list(map(doubled, x.unbind(1))))
+
+
+@matchbox.batch
+def appends_the_last_of_two_mapped(x):
+    return torch.cat([x, list(map(added, x.unbind(1), x.unbind(1)))[-1].unsqueeze(1)], 1)
+
+
+@matchbox.batch
+def sums_the_mapped(x):
+    h = x.sum(1) * 0
+    for y in map(doubled, x.unbind(1)):
+        h = h + y
+    return torch.cat([x, h.unsqueeze(1), *(y.unsqueeze(1) for y in map(doubled, [h, h]))], 1)
+
+
+@pytest.mark.parametrize("f", [appends_the_last_mapped, scales_by_the_mapped_count,
+                               appends_the_last_of_two_mapped, sums_the_mapped])
+def test_map_over_steps_equals_the_loop(f, dtype):
+    assert_batch_equals_loop(f, sequences([2, 4, 1, 3], dtype=dtype))
