@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from matchbox.control import naming
 from matchbox.control.runtime.masks import current_mask, mask_view_for
 from matchbox.control.runtime.select import user_line
 from matchbox.extending import check, running, same_mask
@@ -68,10 +69,9 @@ def _unrewritten(fn: Any) -> bool:
         return False
     verdict = _UNREWRITTEN.get(code)
     if verdict is None:
-        from matchbox.control.runtime.calls import rewritten  # (calls imports this module)
-
         module = (getattr(function, "__module__", None) or "").partition(".")[0]
-        verdict = not (getattr(function, "__matchbox_batch__", False) or rewritten(function)
+        verdict = not (getattr(function, "__matchbox_batch__", False)
+                       or naming.RUNTIME in code.co_freevars  # code the rewriting made
                        or module in ("torch", "matchbox"))
         _UNREWRITTEN[code] = verdict
     return verdict
