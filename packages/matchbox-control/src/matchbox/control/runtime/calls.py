@@ -11,6 +11,8 @@ callable is called as it is.
 | ``len``                               | ``sequences.length``               |
 | ``int``, ``float``, ``bool``          | ``scalars``                        |
 | ``isinstance``, ``torch.is_tensor``   | ``type_tests`` (warns for a batch) |
+| ``map`` of steps only some examples   | a generator, as ``(f(s) for s in   |
+| have (``map(f, x.unbind(1))``)        | steps)`` (``comprehensions``)      |
 
 Every other call of the rewritten code reaches :func:`call` too (``converters.builtin_calls``),
 for the Python lists it hands over.  A list's ``append``/``extend``/``+=`` reached some other
@@ -24,7 +26,9 @@ is, and ``zip``/``enumerate`` outside a ``for`` of a list some of whose examples
 not their first ones.  A function that
 ``@batch`` did not rewrite (a helper without the decorator) cannot keep a list per example:
 it is refused a list whose items only some examples have, and, under a per-example
-condition, any list (it may append to it for every example), saying to decorate it.
+condition, any list (it may append to it for every example), saying to decorate it; what
+it returns is refused where a running example has no value in it (the last state of a
+loop it ran past the example's end: ``helper_results``).
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from typing import Any
 import torch
 
 from matchbox.control import naming
-from matchbox.control.runtime import folds, scalars, sequences, type_tests
+from matchbox.control.runtime import comprehensions, folds, scalars, sequences, type_tests
 from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.effects import (
     CONTAINER_WRITES,
@@ -54,9 +58,11 @@ from matchbox.control.runtime.effects import (
     delete_item,
     set_item,
 )
+from matchbox.control.runtime.helper_results import PYTHON_CALLABLES, refuse_absent_examples
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
 from matchbox.extending import fails
+from matchbox.masked_batch import MaskedBatch
 
 _LOWERED: dict[Any, Callable[..., Any]] = {
     builtins.sum: folds.sum_, builtins.max: folds.max_, builtins.min: folds.min_,
@@ -94,7 +100,10 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_a_plain_tensor_write(fn)
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
-    return fn(*args, **kwargs)
+    result = fn(*args, **kwargs)
+    if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
+        refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
+    return result
 
 
 # A container's in-place operators, as an augmented assignment writes them.
@@ -311,6 +320,38 @@ def _refuse_items_out_of_place(fn: Any, items: list[Any]) -> None:
 
 
 _LOWERED.update({fn: _pairing(fn) for fn in (builtins.zip, builtins.enumerate)})
+
+
+def _map(fn: Any, *iterables: Any, **kwargs: Any) -> Any:
+    """``map(fn, steps)`` as the generator ``(fn(s) for s in steps)``, per example: each
+    example's own items, recorded as a comprehension's (``runtime.comprehensions``), so
+    that ``list(map(f, x.unbind(1)))[-1]`` is each example's own last result (the builtin
+    calls ``fn`` on every step, and the results record nothing: the last was a step past
+    the shorter examples' end, silently).  Over several iterables, of their ``zip``.  The
+    builtin itself where no iterable can hold items only some examples have."""
+    if current_mask() is not None:
+        _refuse_container_writes_as_values(builtins.map, (fn, *iterables), {})
+    if kwargs or not iterables or not any(_stepped(it) for it in iterables):
+        return builtins.map(fn, *iterables, **kwargs)
+    if len(iterables) == 1:
+        return comprehensions.gen_exp(comprehensions.comp_for(
+            iterables[0], None, lambda guard, item: call(fn, guard(item))))
+    return comprehensions.gen_exp(comprehensions.comp_for(
+        call(builtins.zip, *iterables), (None,) * len(iterables),
+        lambda guard, *items: call(fn, *map(guard, items))))
+
+
+def _stepped(iterable: Any) -> bool:
+    """Whether ``iterable`` may hold items only some examples have: a list or tuple of
+    such items (recorded, or batches with a mask), or a lazy iterable."""
+    if type(iterable) is list or type(iterable) is tuple:
+        return any(type(item) is MaskedBatch and (item._present is not None
+                                                  or item._mask is not None)
+                   for item in iterable)
+    return isinstance(iterable, Iterator)
+
+
+_LOWERED[builtins.map] = _map
 
 # ``next(iter(it))``: ``iter`` of an iterator is the iterator, which ``next`` then advances.
 _LOWERED.update({fn: _reading_a_shared_iterator(fn) for fn in (builtins.iter, itertools.islice)})
