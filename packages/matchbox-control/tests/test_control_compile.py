@@ -721,6 +721,32 @@ def test_a_graph_whose_scan_fails_to_compile_is_captured_again_unrolled(scan_loo
                                            "torch.compile failed on the captured graph")
 
 
+def test_a_graph_that_fails_to_compile_every_way_runs_eagerly(scan_loops, monkeypatch):
+    # Retried with its own sizes, then unrolled: each retry gave up one thing and took
+    # the other back, so a backend failing on every graph made the two retries call each
+    # other until Python's recursion limit. Now the last retry keeps both and runs eagerly.
+    from matchbox.compiler import loops
+
+    calls = []
+
+    def failing(graph, example_inputs):
+        calls.append("scan" in graph.code)
+        raise RuntimeError("this backend compiles nothing")
+
+    monkeypatch.setattr(loops, "SCAN_BACKENDS", (*loops.SCAN_BACKENDS, failing))
+    compiled = matchbox.compile(gated_rnn, backend=failing)
+    w, u = torch.randn(3, 3, dtype=torch.float64), torch.randn(3, 3, dtype=torch.float64)
+
+    def run(*args):
+        return compiled(*args) if isinstance(args[0], MaskedBatch) else gated_rnn(*args)
+
+    with pytest.warns(UserWarning, match="this backend compiles nothing"):
+        assert_batch_equals_loop(run, sequences([9, 3, 1, 12]), ([w] * 4, w), ([u] * 4, u))
+    (spec,) = compiled.specializations
+    assert spec.eager_reason is not None and spec.sizes is None
+    assert len(calls) <= 4 and calls[-1] is False  # the last graph: loops unrolled
+
+
 def test_a_range_over_sizes_read_from_a_batch_takes_its_padded_size_in_steps():
     # The range of x.size_as_tensor(1) ran to the capture's step bound (16) whatever x's
     # padding (8): twice the steps, each past the padding reading nothing. Its sizes are

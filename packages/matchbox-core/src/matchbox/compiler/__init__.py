@@ -257,11 +257,11 @@ class _Specializations:
             restore(kept)
             why = f"torch.compile failed on the captured graph: {_graph.reason(error)}"
             if spec.sizes is not None:  # the same call with its own sizes, as before
-                return self._run(self._specialize(call, spec.bound, replaces=spec,
-                                                  static_because=why), call)
+                return self._run(self._specialize(call, spec.bound, spec.unrolled_because,
+                                                  replaces=spec, static_because=why), call)
             if spec.scans:  # the same call with its loops unrolled, as before scans
-                return self._run(self._specialize(call, spec.bound, unrolled_because=why),
-                                 call)
+                return self._run(self._specialize(call, spec.bound, why, replaces=spec,
+                                 static_because=spec.fixed_sizes_because), call)
             self._fall_back(spec, why)
             return self._run_eagerly(spec, call)
         spec.calls += 1
@@ -306,8 +306,8 @@ class _Specializations:
         (one that fails before, for a reason of its own, is not captured twice)."""
         params, structure, tensors = call.params, call.structure, call.tensors
         static_because = static_because or self.by_guards.fixed_because(call.key)
-        spec = Specialization(summary=summarize(structure, tensors), bound=bound,
-                              fixed_sizes_because=static_because)
+        spec = Specialization(summarize(structure, tensors), bound, fixed_sizes_because=static_because,
+                              unrolled_because=unrolled_because)
         if unrolled_because is not None:
             spec.unrolled.append(f"every loop, as a graph with scans failed: {unrolled_because}")
         if len(self.graphs) + len(self.uncaptured) == MANY_GRAPHS:

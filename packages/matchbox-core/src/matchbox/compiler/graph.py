@@ -69,6 +69,11 @@ class Specialization:
     #: Why the graph holds for its own sizes only, when capturing or compiling it with
     #: symbolic sizes failed (``None``: it did not, or ``dynamic=False``).
     fixed_sizes_because: str | None = None
+    #: Why every loop of the graph is unrolled: a graph of the same call holding scans
+    #: failed (``None``: loops are scans where they may be).  A graph that fails to compile
+    #: is tried again giving up what it gave up and one thing more (its symbolic sizes,
+    #: then its scans), so one that fails every way runs eagerly.
+    unrolled_because: str | None = None
     _first_run: bool = field(default=True, repr=False)
 
     def first_run_failed(self, error: BaseException) -> bool:
