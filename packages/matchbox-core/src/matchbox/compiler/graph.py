@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _masking
+from matchbox.compiler import precompiled
 from matchbox.compiler.state import watch_effects
 from matchbox.compiler.structure import Structure, flatten, unflatten
 
@@ -179,6 +180,8 @@ def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
     if options is not None:
         kwargs["options"] = options
     compiled = torch.compile(graph, **kwargs)
+    if precompiled.wanted(backend, mode):  # MATCHBOX_PRECOMPILE=1: saved whole, to load
+        compiled = precompiled.precompiled(graph, options, dynamic, compiled)
     return _without_duck_sizing(compiled) if dynamic else compiled
 
 
