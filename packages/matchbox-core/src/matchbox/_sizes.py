@@ -1,5 +1,7 @@
-"""Sizes as PyTorch's code asks a batch for them: ``shape`` (:class:`BatchShape`), and
-the batch size that ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read (:func:`batch_size_as_asked`)
+"""Sizes as PyTorch's code asks a batch for them: ``shape`` (:class:`BatchShape`), the
+batch size ``x.size(0)`` gives (:class:`BatchSize`: the batch size as a size, 1 as a
+number, as in each example; :func:`as_number` is what an op's scalar argument reads), the
+batch size that ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read (:func:`batch_size_as_asked`)
 or the hint when they ask for a size that differs between examples
 (:func:`why_size_was_asked`).
 
@@ -14,6 +16,8 @@ import operator
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from matchbox._op_table import batch_types
 
@@ -164,24 +168,45 @@ def why_size_was_asked(batch_type: str, dim: int) -> str:
     return ""
 
 
-class SharedStateBatchSize(int):
-    """The batch size as ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read it to check their initial
-    states: equal to the batch size, and to 1.
+class BatchSize(int):
+    """``x.size(0)`` of a ``MaskedBatch`` (and ``x.shape[0]``, ``x.size()[0]``): the batch
+    size where a size is taken, each example's own size, 1, where it is a number.
 
-    In the loop over examples an initial state ``(layers, 1, hidden)`` has each
-    example's batch size, 1.  On a batch the module compares the state's size
-    with ``(layers, batch size, hidden)`` before Matchbox sees the call; this
-    size lets a plain ``(layers, 1, hidden)`` state (one state for every
-    example, a learned start state) pass that check too, and the recurrent
-    ops then broadcast it to every example, as pointwise ops broadcast a plain
-    tensor.  It is an ``int`` equal to the batch size everywhere else.
+    In the loop over examples ``x.size(0)`` is 1.  On a batch it is the batch size, the
+    original Matchbox's idiom ``h = x.new_zeros(x.size(0), H)`` (a size starting with the
+    batch size names each example's batch dimension).  So this ``int``:
+
+    - is the batch size as a size: ``int()``, ``operator.index`` (``range``, sizes of
+      torch's functions and of the batch's ``new_zeros``/``view``/``expand``), ``repr``,
+      ``str`` and the hash;
+    - is 1 as a number: Python arithmetic (``+ - * / // % **``, ``divmod``, their
+      reflected forms, ``-x``, ``+x``, ``abs``, ``~``, bitwise ops, ``round``,
+      ``math.floor``/``ceil``/``trunc``) gives the plain result with 1 (``kl / x.size(0)``
+      and ``x.size(0) * 2`` are the loop's), ``float()`` is 1.0 (``math.sqrt`` and
+      the other functions of floats follow), and ``<``, ``<=``, ``>``, ``>=`` compare 1;
+      as a scalar argument of an op on batches (``loss / n``, ``torch.full_like(x, n)``)
+      the batch's ops read it as 1 (``as_number``);
+    - ``==`` holds with 1 and with the batch size (``!=``: neither): a tensor built
+      with it as a size (``torch.zeros(x.size(0), H)``: a plain ``(batch size, H)``
+      state in the batch's order) has ``size(0) == x.size(0)`` as in the loop, and
+      ``nn.RNN``/``nn.LSTM``/``nn.GRU``, which compare their initial state's size with
+      the batch size they read from the input, accept a plain ``(layers, 1, hidden)``
+      state (one state for every example, a learned start state; the recurrent ops
+      broadcast it to every example) and a ``(layers, batch size, hidden)`` one.  So
+      ``x.size(0) == 2`` holds for a batch of 2 examples, where each example's 1 does
+      not: compare with 1 (or ``<``, ``>``), which the loop decides the same way.
+
+    Python reads an ``int``'s value directly, not through these methods, in some places:
+    ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/``gcd``, ``%d``
+    formatting, ``torch.tensor(x.size(0))``, and a torch op on plain tensors only
+    (``w * x.size(0)``, ``torch.full((1, H), x.size(0))``): there it is the batch size.
     """
 
     __slots__ = ()
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, int):
-            return int(other) in (int(self), 1)
+        if isinstance(other, (int, float)):
+            return other == 1 or other == int(self)
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
@@ -190,13 +215,92 @@ class SharedStateBatchSize(int):
 
     __hash__ = int.__hash__
 
+    def __float__(self) -> float:
+        return 1.0
+
+    def __pow__(self, other: Any, modulo: Any = None) -> Any:
+        return pow(1, other) if modulo is None else pow(1, other, modulo)
+
+    def __rpow__(self, other: Any, modulo: Any = None) -> Any:
+        return pow(other, 1) if modulo is None else pow(other, 1, modulo)
+
+    def __round__(self, ndigits: Any = None) -> Any:
+        return round(1, ndigits)
+
+
+class SymBatchSize(torch.SymInt):
+    """:class:`BatchSize` while ``matchbox.compile`` captures with a symbolic batch size:
+    the symbol as a size (the graph serves every batch size), 1 as a number, ``==``
+    with 1 or the batch size (a guard for the latter), as :class:`BatchSize`."""
+
+    def __eq__(self, other: object) -> Any:
+        if isinstance(other, (int, float)) and other == 1:
+            return True
+        return torch.SymInt.__eq__(self, other)
+
+    def __ne__(self, other: object) -> Any:
+        if isinstance(other, (int, float)) and other == 1:
+            return False
+        return torch.SymInt.__ne__(self, other)
+
+    __hash__ = torch.SymInt.__hash__
+    __float__ = BatchSize.__float__
+    __pow__ = BatchSize.__pow__
+    __rpow__ = BatchSize.__rpow__
+    __round__ = BatchSize.__round__
+
+
+def _as_one(op: Any, reflected: bool) -> Any:
+    if reflected:
+        return lambda self, other: op(other, 1)
+    return lambda self, other: op(1, other)
+
+
+for _cls in (BatchSize, SymBatchSize):
+    for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                       ("truediv", operator.truediv), ("floordiv", operator.floordiv),
+                       ("mod", operator.mod), ("divmod", divmod), ("and", operator.and_),
+                       ("or", operator.or_), ("xor", operator.xor),
+                       ("lshift", operator.lshift), ("rshift", operator.rshift)):
+        setattr(_cls, f"__{_name}__", _as_one(_op, False))
+        setattr(_cls, f"__r{_name}__", _as_one(_op, True))
+    for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
+                       ("ge", operator.ge)):
+        setattr(_cls, f"__{_name}__", _as_one(_op, False))
+    for _name, _value in (("neg", -1), ("pos", 1), ("abs", 1), ("invert", ~1),
+                          ("floor", 1), ("ceil", 1), ("trunc", 1)):
+        setattr(_cls, f"__{_name}__", lambda self, _value=_value: _value)
+del _cls, _name, _op, _value
+
+# Its former name, when it was only what nn.RNN/LSTM/GRU read.
+SharedStateBatchSize = BatchSize
+# What a scalar argument of an op on batches reads as 1 (``as_number``).
+ONE_IN_EACH_EXAMPLE = (BatchSize, SymBatchSize)
+
+
+def as_number(value: Any) -> Any:
+    """``value``, or 1 for ``x.size(0)`` (:class:`BatchSize`, :class:`SymBatchSize`), which
+    is 1 in each example: a scalar argument of an op on batches, as the loop reads it."""
+    return 1 if type(value) in ONE_IN_EACH_EXAMPLE else value
+
+
+def batch_size_of(size: Any) -> Any:
+    """What ``size(0)`` of a ``MaskedBatch`` whose data has ``size`` rows gives: a
+    :class:`BatchSize`, or a :class:`SymBatchSize` of a symbolic batch size while
+    ``matchbox.compile`` captures (an ``int`` of it would fix it)."""
+    kind = type(size)
+    if kind is int:
+        return BatchSize(size)
+    return SymBatchSize(size.node) if kind is torch.SymInt else size
+
 
 def batch_size_as_asked(size: int) -> int:
     """``size`` (a batch size that ``size(0)`` of a batch type returns), as a
-    :class:`SharedStateBatchSize` when PyTorch's recurrent modules ask for it."""
+    :class:`BatchSize` when PyTorch's recurrent modules ask for it (``PackedBatch`` and
+    ``TimeMajorBatch`` give a plain ``int`` otherwise)."""
     if isinstance(size, int) and sys._getframe(2).f_globals.get("__name__") == \
             "torch.nn.modules.rnn":
-        return SharedStateBatchSize(size)
+        return BatchSize(size)
     # (A symbolic batch size, while ``matchbox.compile`` captures: an ``int`` of it would
     # fix it.  A shared initial state then fails the module's check, and the call is
     # captured again with its own sizes.)

@@ -130,10 +130,10 @@ from matchbox._registry import (
     unsupported,
     writes_first_argument,
 )
+from matchbox._sizes import BatchSize, as_number, batch_size_as_asked
 from matchbox.masked_batch import (
     BatchShape,
     MaskedBatch,
-    batch_size_as_asked,
     check_examples,
     has_zero_padding,
     mark_zero_padding,
@@ -161,6 +161,7 @@ __all__ = [
     "BATCH_VIEWS", "provide_batch_dim_view",
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
+    "BatchSize", "as_number",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
     "has_zero_padding",
     # argument checks (the op first, for the message)

@@ -1,0 +1,242 @@
+"""``x.size(0)`` of a batch (``x.shape[0]``, ``x.size()[0]``) used as a number, against the loop.
+
+In the loop over examples ``x.size(0)`` is 1.  On a batch it is the batch size, so that the
+original Matchbox's ``x.new_zeros(x.size(0), H)`` builds one state per example; used as a
+number it divided by the batch size, silently (a user trial: ``kl / x.size(0)`` in a VAE's
+loss).  It is now a ``BatchSize``: the batch size as a size, 1 as a number.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import operator
+import pickle
+
+import pytest
+import torch
+
+import matchbox
+from matchbox import MaskedBatch
+from matchbox._sizes import BatchSize, as_number
+from matchbox.testing import mb_assert
+
+DTYPES = [torch.float32, torch.float64]
+BATCH_SIZES = [1, 3]
+LENGTHS = {1: (2,), 3: (3, 1, 2)}
+
+
+def sequences(batch_size, dtype, size=4):
+    examples = [torch.randn(1, n, size, dtype=dtype) for n in LENGTHS[batch_size]]
+    return examples, MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+
+
+def rows(batch_size, dtype, size=4):
+    """Examples ``(1, size)`` with static dimensions only (``x.size()`` is defined)."""
+    examples = [torch.randn(1, size, dtype=dtype) for _ in range(batch_size)]
+    return examples, MaskedBatch.fromlist(examples, (False,))
+
+
+def assert_loop(f, examples, batch, **kwargs):
+    mb_assert(f, [examples], [batch], len(examples), **kwargs)
+
+
+# ---------------------------------------------------------------- the user trial's VAE loss
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch_size", BATCH_SIZES)
+def test_a_vae_kl_divided_by_x_size_0_equals_the_loop(batch_size, dtype):
+    enc = torch.nn.Linear(4, 8).to(dtype)
+
+    def vae_kl(x):  # x (1, n, 4), one example
+        mu, logvar = enc(x.mean(1)).chunk(2, -1)
+        kl = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp(), -1)
+        return kl / x.size(0)
+
+    examples, batch = sequences(batch_size, dtype)
+    assert_loop(vae_kl, examples, batch, params=list(enc.parameters()))
+
+
+# ---------------------------------------------------------------- scalars of ops on batches
+
+SCALAR_USES = {
+    "x / x.size(0)": lambda x: x / x.size(0),
+    "x / x.shape[0]": lambda x: x / x.shape[0],
+    "n = x.size(0); x / n": lambda x: (lambda n: x / n)(x.size(0)),
+    "x * x.size(0)": lambda x: x * x.size(0),
+    "x.size(0) * x": lambda x: x.size(0) * x,
+    "x.size(0) / (x * x + 1)": lambda x: x.size(0) / (x * x + 1),
+    "x - x.size(0)": lambda x: x - x.size(0),
+    "x.size(0) - x": lambda x: x.size(0) - x,
+    "x ** x.size(0)": lambda x: x ** (x.size(0) + 1),
+    "x * (x.size(0) * 2)": lambda x: x * (x.size(0) * 2),
+    "torch.add(x, x.size(0))": lambda x: torch.add(x, x.size(0)),
+    "torch.div(x, x.size(0))": lambda x: torch.div(x, x.size(0)),
+    "torch.add(x, 1, alpha=x.size(0))": lambda x: torch.add(x, 1, alpha=x.size(0)),
+    "x.clamp(max=x.size(0))": lambda x: x.clamp(max=x.size(0)),
+    "torch.where(x > 0, x, x.size(0))": lambda x: torch.where(x > 0, x, x.size(0)),
+    "x.masked_fill(x > 0, x.size(0))": lambda x: x.masked_fill(x > 0, x.size(0)),
+    "x * 1 mul_ x.size(0)": lambda x: (x * 1).mul_(x.size(0)),
+    "x + torch.full_like(x, x.size(0))": lambda x: x + torch.full_like(x, x.size(0)),
+    "x.sum(1) + x.new_full((1, 4), x.size(0))":
+        lambda x: x.sum(1) + x.new_full((1, 4), x.size(0)),
+    "x / math.sqrt(x.size(0))": lambda x: x / math.sqrt(x.size(0)),
+    "x / float(x.size(0))": lambda x: x / float(x.size(0)),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch_size", BATCH_SIZES)
+@pytest.mark.parametrize("use", list(SCALAR_USES))
+def test_x_size_0_as_a_scalar_of_an_op_is_1_as_in_the_loop(use, batch_size, dtype):
+    examples, batch = sequences(batch_size, dtype)
+    assert_loop(SCALAR_USES[use], examples, batch)
+
+
+@pytest.mark.parametrize("batch_size", BATCH_SIZES)
+def test_x_size_of_a_static_batch_is_1_first_as_a_number(batch_size):
+    examples, batch = rows(batch_size, torch.float64)
+    assert_loop(lambda x: x / x.size()[0] + x.size()[1], examples, batch)
+    assert_loop(lambda x: x * x.shape[0] / len(x.shape), examples, batch)
+
+
+# ---------------------------------------------------------------- Python numbers
+
+NUMBER_USES = {
+    "float(n)": float,
+    "math.sqrt(n)": math.sqrt,
+    "math.exp(n)": math.exp,
+    "n * 2": lambda n: n * 2,
+    "2 * n": lambda n: 2 * n,
+    "n + 1": lambda n: n + 1,
+    "1 - n": lambda n: 1 - n,
+    "n / 2": lambda n: n / 2,
+    "n // 2": lambda n: n // 2,
+    "5 // n": lambda n: 5 // n,
+    "n % 2": lambda n: n % 2,
+    "7 % n": lambda n: 7 % n,
+    "n ** 2": lambda n: n ** 2,
+    "2 ** n": lambda n: 2 ** n,
+    "pow(n, 3, 2)": lambda n: pow(n, 3, 2),
+    "divmod(n, 2)": lambda n: divmod(n, 2),
+    "divmod(5, n)": lambda n: divmod(5, n),
+    "-n": operator.neg,
+    "+n": operator.pos,
+    "abs(n)": abs,
+    "~n": operator.invert,
+    "n << 2": lambda n: n << 2,
+    "n & 3": lambda n: n & 3,
+    "round(n)": round,
+    "math.floor(n)": math.floor,
+    "math.ceil(n)": math.ceil,
+    "math.trunc(n)": math.trunc,
+    "n * n": lambda n: n * n,
+    "n > 1": lambda n: n > 1,
+    "n >= 2": lambda n: n >= 2,
+    "n < 2": lambda n: n < 2,
+    "n <= 1": lambda n: n <= 1,
+    "1 < n": lambda n: 1 < n,
+    "n == 1": lambda n: n == 1,
+    "n != 1": lambda n: n != 1,
+    "1 == n": lambda n: 1 == n,
+    "n == 1.0": lambda n: n == 1.0,
+    "n / 2.0": lambda n: n / 2.0,
+    "max(n, 2)": lambda n: max(n, 2) * 1,
+    "min(n, 2)": lambda n: min(n, 2) * 1,
+}
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 5])
+@pytest.mark.parametrize("use", list(NUMBER_USES))
+def test_x_size_0_as_a_python_number_is_the_loops(use, batch_size):
+    examples, batch = sequences(1, torch.float64)
+    batch = MaskedBatch.fromlist([examples[0]] * batch_size, (True, False))
+    f = NUMBER_USES[use]
+    expected = f(examples[0].size(0))
+    for n in (batch.size(0), batch.shape[0]):
+        got = f(n)
+        assert got == expected and type(got) is type(expected), (got, expected)
+        if isinstance(got, tuple):
+            assert all(type(g) is type(e) for g, e in zip(got, expected))
+
+
+def test_a_number_computed_from_it_is_a_plain_number():
+    n = MaskedBatch.fromlist([torch.ones(1, 2)] * 3, (False,)).size(0)
+    assert type(n * 2) is int and type(n / 2) is float and type(-n) is int
+    assert type(n + n) is int and n + n == 2
+
+
+# ---------------------------------------------------------------- sizes: the batch size
+
+@pytest.mark.parametrize("batch_size", [1, 2, 5])
+def test_as_a_size_it_is_the_batch_size(batch_size):
+    batch = MaskedBatch.fromlist([torch.ones(1, 2, 3)] * batch_size, (True, False))
+    n = batch.size(0)
+    assert isinstance(n, int) and type(n) is BatchSize
+    assert int(n) == operator.index(n) == batch_size and type(int(n)) is int
+    assert repr(n) == str(n) == str(batch_size) and hash(n) == hash(batch_size)
+    assert len(range(n)) == batch_size
+    assert torch.zeros(n, 4).shape == (batch_size, 4)
+    assert batch.shape[0] == batch.size(0) and type(batch.shape[0]) is BatchSize
+    assert copy.deepcopy(n) == batch_size and type(copy.deepcopy(n)) is BatchSize
+    assert type(pickle.loads(pickle.dumps(n))) is BatchSize
+    assert as_number(n) == 1 and as_number(7) == 7
+
+
+@pytest.mark.parametrize("batch_size", [2, 4])
+def test_equality_holds_with_1_and_with_the_batch_size(batch_size):
+    # As nn.RNN's check needs (a shared (layers, 1, hidden) state or a (layers, B, hidden)
+    # one), and as a plain tensor built with it as a size has (torch.zeros(x.size(0), H)).
+    batch = MaskedBatch.fromlist([torch.ones(1, 2)] * batch_size, (False,))
+    n = batch.size(0)
+    assert n == 1 and n == batch_size and 1 == n and batch_size == n
+    assert not (n != 1) and not (n != batch_size)
+    assert n != batch_size + 1 and not (n == batch_size + 1)
+    assert torch.zeros(n, 3).size(0) == n and torch.zeros(1, 3).size(0) == n
+    assert n in (1,) and n in (batch_size,)
+    # ordering compares 1, as each example's size does
+    assert n < 2 and n <= 1 and not n > 1 and n >= 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch_size", BATCH_SIZES)
+def test_the_original_idioms_taking_it_as_a_size_still_work(batch_size, dtype):
+    examples, batch = sequences(batch_size, dtype)
+    w = torch.randn(4, 5, dtype=dtype)
+
+    def state(x, w):
+        h = x.new_zeros(x.size(0), 5)  # the original README's state
+        return h + x.sum(1) @ w
+
+    def flattened(x, w):
+        return (x.sum(1) @ w[:, :4]).view(x.size(0), -1).reshape(x.size(0), 2, 2)
+
+    def expanded(x, w):
+        h0 = torch.ones(1, 4, dtype=dtype)
+        return (x.sum(1) + h0.expand(x.size(0), -1)) @ w
+
+    def legacy_new(x, w):
+        h = x.new(x.size(0), 4).zero_()
+        return h + x.sum(1) @ w[:, :4]
+
+    for f in (state, flattened, expanded, legacy_new):
+        mb_assert(f, [examples, [w] * batch_size], [batch, w], batch_size)
+
+
+# ---------------------------------------------------------------- matchbox.compile
+
+def test_under_compile_with_a_symbolic_batch_size_it_is_1_as_a_number():
+    def loss(x):
+        scaled = x.sum(1) / x.size(0) + float(x.size(0))
+        if x.size(0) > 1:  # never, in the loop
+            scaled = scaled * 100
+        return x.new_zeros(x.size(0), 4) + scaled
+
+    compiled = matchbox.compile(loss, backend="aot_eager")
+    for lengths in ([3, 1, 2, 4], [2, 5, 1], [4, 2]):
+        examples = [torch.randn(1, n, 4) for n in lengths]
+        batch = MaskedBatch.fromlist(examples, (True, False))
+        for got, x in zip(compiled(batch).examples(), examples):
+            torch.testing.assert_close(got, loss(x))
+    [spec] = compiled.specializations  # one graph: the batch size stayed symbolic
+    assert spec.summary.startswith("batch(B=*")
