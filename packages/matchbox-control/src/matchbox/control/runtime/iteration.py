@@ -34,6 +34,7 @@ from matchbox.control.runtime.select import user_line
 from matchbox.control.runtime.unbinding import prefix_steps
 from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import (
+    as_number,
     capturing,
     combine_masks,
     fails,
@@ -259,13 +260,17 @@ class _Stepped:
 
 
 def iter_range(range_fn: Any, *args: Any) -> Any:
-    """``range(*args)``; with batch bounds, each example's own range.
+    """``range(*args)``; with batch bounds, each example's own range; ``x.size(0)`` of a
+    batch is 1, each example's size there (``range(x.size(0))``: one step, as in the loop).
 
     The steps run to the largest example's count; step ``k`` has ``start +
     k * step`` as a plain int when ``start`` and ``step`` are the same for
     every example, as a batch of per-example ints otherwise.
     """
-    if range_fn is not builtins.range or not any(type(a) is MaskedBatch for a in args):
+    if range_fn is not builtins.range:
+        return range_fn(*args)
+    args = tuple(as_number(a) for a in args)  # x.size(0): 1 in each example, as in the loop
+    if not any(type(a) is MaskedBatch for a in args):
         return range_fn(*args)
     if not 1 <= len(args) <= 3:
         raise TypeError(f"range expected 1 to 3 arguments, got {len(args)}")
