@@ -25,7 +25,7 @@ from matchbox._execution import EXECUTION_MASK, and_running, running, same_mask
 from matchbox._layout import constant_pad, distinct_sizes, expanded_row
 from matchbox._op_table import op_name
 from matchbox._padding import _ZERO, combine_masks
-from matchbox._sizes import as_number
+from matchbox._sizes import ONE_IN_EACH_EXAMPLE as _ONE  # x.size(0) (see as_number)
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -144,7 +144,8 @@ def align(
             # was checked against them already).
             check_lengths_agree(op, [(lifted[id(b)], i) for b in batches
                                      if raised[id(b)].dims[i - 1]])
-    aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else as_number(a) for a in args]
+    aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else 1 if type(a) in _ONE else a
+               for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
     if sum(dims) > 1 or _lengths.any_carried(batches):
         mask = combined_lengths(list(raised.values()), mask, dims)
