@@ -194,6 +194,9 @@ def test_equality_holds_with_1_and_with_the_batch_size(batch_size):
     assert n != batch_size + 1 and not (n == batch_size + 1)
     assert torch.zeros(n, 3).size(0) == n and torch.zeros(1, 3).size(0) == n
     assert n in (1,) and n in (batch_size,)
+    # two batch sizes compare as sizes: a state of another batch fails torch's checks
+    other = MaskedBatch.fromlist([torch.ones(1, 2)] * (batch_size + 1), (False,)).size(0)
+    assert n == batch.shape[0] and n != other and not (n == other)
     # ordering compares 1, as each example's size does
     assert n < 2 and n <= 1 and not n > 1 and n >= 1
 

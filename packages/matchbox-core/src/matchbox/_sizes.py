@@ -194,7 +194,9 @@ class BatchSize(int):
       state (one state for every example, a learned start state; the recurrent ops
       broadcast it to every example) and a ``(layers, batch size, hidden)`` one.  So
       ``x.size(0) == 2`` holds for a batch of 2 examples, where each example's 1 does
-      not: compare with 1 (or ``<``, ``>``), which the loop decides the same way.
+      not: compare with 1 (or ``<``, ``>``), which the loop decides the same way.  Two
+      ``BatchSize`` compare as sizes (``hx.size(1) == x.size(0)`` of a state view of
+      another batch is false, as the module's check needs).
 
     Python reads an ``int``'s value directly, not through these methods, in some places:
     ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/``gcd``, ``%d``
@@ -205,6 +207,8 @@ class BatchSize(int):
     __slots__ = ()
 
     def __eq__(self, other: object) -> bool:
+        if type(other) is BatchSize:  # two batch sizes: as sizes (torch's checks of a state)
+            return int(other) == int(self)
         if isinstance(other, (int, float)):
             return other == 1 or other == int(self)
         return NotImplemented
