@@ -168,24 +168,39 @@ def why_size_was_asked(batch_type: str, dim: int) -> str:
     return ""
 
 
+BATCH_SIZE_AS_A_NUMBER = (
+    "x.size(0) of a MaskedBatch (x.shape[0]) is the batch size where a size is taken "
+    "(x.new_zeros(x.size(0), H)), but each example's own size(0) is 1: used as a number "
+    "it would differ between the loop over examples and the batch, so Matchbox refuses it. "
+    "Use x.batch_size for the number of examples in the batch, or 1 for an example's own "
+    "size(0)")
+
+
+def refuse_batch_size_number(*args: Any) -> Any:
+    """Raise ``TypeError``: ``x.size(0)`` of a batch (:class:`BatchSize`) used as a number,
+    where the loop over examples (1) and the batch (its batch size) would differ."""
+    raise TypeError(BATCH_SIZE_AS_A_NUMBER)
+
+
 class BatchSize(int):
     """``x.size(0)`` of a ``MaskedBatch`` (and ``x.shape[0]``, ``x.size()[0]``): the batch
-    size where a size is taken, each example's own size, 1, where it is a number.
+    size where a size is taken; used as a number it raises ``TypeError``.
 
     In the loop over examples ``x.size(0)`` is 1.  On a batch it is the batch size, the
     original Matchbox's idiom ``h = x.new_zeros(x.size(0), H)`` (a size starting with the
-    batch size names each example's batch dimension).  So this ``int``:
+    batch size names each example's batch dimension).  As a number neither reading is
+    right everywhere: in the per-example model (``kl / x.size(0)``) it is 1, in code
+    around the model (``seen += batch.size(0)``) the number of examples.  So this ``int``:
 
-    - is the batch size as a size: ``int()``, ``operator.index`` (``range``, sizes of
-      torch's functions and of the batch's ``new_zeros``/``view``/``expand``), ``repr``,
-      ``str`` and the hash;
-    - is 1 as a number: Python arithmetic (``+ - * / // % **``, ``divmod``, their
-      reflected forms, ``-x``, ``+x``, ``abs``, ``~``, bitwise ops, ``round``,
-      ``math.floor``/``ceil``/``trunc``) gives the plain result with 1 (``kl / x.size(0)``
-      and ``x.size(0) * 2`` are the loop's), ``float()`` is 1.0 (``math.sqrt`` and
-      the other functions of floats follow), and ``<``, ``<=``, ``>``, ``>=`` compare 1;
-      as a scalar argument of an op on batches (``loss / n``, ``torch.full_like(x, n)``)
-      the batch's ops read it as 1 (``as_number``);
+    - is the batch size as a size: ``int()``, ``operator.index`` (``range`` outside
+      ``@matchbox.batch``, sizes of torch's functions and of the batch's
+      ``new_zeros``/``view``/``expand``), ``repr``, ``str`` and the hash;
+    - refuses to be a number (``TypeError``, :data:`BATCH_SIZE_AS_A_NUMBER`): Python
+      arithmetic (``+ - * / // % **``, ``divmod``, their reflected forms, ``-x``, ``+x``,
+      ``abs``, ``~``, bitwise ops, ``round``, ``math.floor``/``ceil``/``trunc``),
+      ``float()`` (so ``math.sqrt`` and the other functions of floats), ``<``, ``<=``,
+      ``>``, ``>=`` (so ``max``/``min``), and a scalar argument of an op on batches
+      (``loss / n``, ``torch.full_like(x, n)``: :func:`refuse_batch_size_number`);
     - ``==`` holds with 1 and with the batch size (``!=``: neither): a tensor built
       with it as a size (``torch.zeros(x.size(0), H)``: a plain ``(batch size, H)``
       state in the batch's order) has ``size(0) == x.size(0)`` as in the loop, and
@@ -194,14 +209,14 @@ class BatchSize(int):
       state (one state for every example, a learned start state; the recurrent ops
       broadcast it to every example) and a ``(layers, batch size, hidden)`` one.  So
       ``x.size(0) == 2`` holds for a batch of 2 examples, where each example's 1 does
-      not: compare with 1 (or ``<``, ``>``), which the loop decides the same way.  Two
-      ``BatchSize`` compare as sizes (``hx.size(1) == x.size(0)`` of a state view of
-      another batch is false, as the module's check needs).
+      not.  Two ``BatchSize`` compare as sizes (``hx.size(1) == x.size(0)`` of a state
+      view of another batch is false, as the module's check needs).
 
-    Python reads an ``int``'s value directly, not through these methods, in some places:
-    ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/``gcd``, ``%d``
-    formatting, ``torch.tensor(x.size(0))``, and a torch op on plain tensors only
-    (``w * x.size(0)``, ``torch.full((1, H), x.size(0))``): there it is the batch size.
+    Python reads an ``int``'s value directly, not through these methods, in some places,
+    which stay silent (the batch size): a Python float on the left (``1.0 / x.size(0)``,
+    ``2.5 * x.size(0)``), ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/
+    ``gcd``, ``%d`` and ``format`` specs, ``torch.tensor(x.size(0))``, and a torch op
+    on plain tensors only (``w * x.size(0)``, ``torch.full((1, H), x.size(0))``).
     """
 
     __slots__ = ()
@@ -219,23 +234,12 @@ class BatchSize(int):
 
     __hash__ = int.__hash__
 
-    def __float__(self) -> float:
-        return 1.0
-
-    def __pow__(self, other: Any, modulo: Any = None) -> Any:
-        return pow(1, other) if modulo is None else pow(1, other, modulo)
-
-    def __rpow__(self, other: Any, modulo: Any = None) -> Any:
-        return pow(other, 1) if modulo is None else pow(other, 1, modulo)
-
-    def __round__(self, ndigits: Any = None) -> Any:
-        return round(1, ndigits)
-
 
 class SymBatchSize(torch.SymInt):
     """:class:`BatchSize` while ``matchbox.compile`` captures with a symbolic batch size:
-    the symbol as a size (the graph serves every batch size), 1 as a number, ``==``
-    with 1 or the batch size (a guard for the latter), as :class:`BatchSize`."""
+    the symbol as a size (the graph serves every batch size), ``==`` with 1 or the batch
+    size (a guard for the latter), and refused as a number, as :class:`BatchSize`.
+    (Torch's own shape code gets the plain ``SymInt`` underneath, never this object.)"""
 
     def __eq__(self, other: object) -> Any:
         if isinstance(other, (int, float)) and other == 1:
@@ -248,44 +252,24 @@ class SymBatchSize(torch.SymInt):
         return torch.SymInt.__ne__(self, other)
 
     __hash__ = torch.SymInt.__hash__
-    __float__ = BatchSize.__float__
-    __pow__ = BatchSize.__pow__
-    __rpow__ = BatchSize.__rpow__
-    __round__ = BatchSize.__round__
 
 
-def _as_one(op: Any, reflected: bool) -> Any:
-    if reflected:
-        return lambda self, other: op(other, 1)
-    return lambda self, other: op(1, other)
-
-
+_NUMBER_METHODS = (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "divmod", "pow", "and", "or", "xor",
+    "lshift", "rshift", "matmul")
 for _cls in (BatchSize, SymBatchSize):
-    for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
-                       ("truediv", operator.truediv), ("floordiv", operator.floordiv),
-                       ("mod", operator.mod), ("divmod", divmod), ("and", operator.and_),
-                       ("or", operator.or_), ("xor", operator.xor),
-                       ("lshift", operator.lshift), ("rshift", operator.rshift)):
-        setattr(_cls, f"__{_name}__", _as_one(_op, False))
-        setattr(_cls, f"__r{_name}__", _as_one(_op, True))
-    for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt),
-                       ("ge", operator.ge)):
-        setattr(_cls, f"__{_name}__", _as_one(_op, False))
-    for _name, _value in (("neg", -1), ("pos", 1), ("abs", 1), ("invert", ~1),
-                          ("floor", 1), ("ceil", 1), ("trunc", 1)):
-        setattr(_cls, f"__{_name}__", lambda self, _value=_value: _value)
-del _cls, _name, _op, _value
+    for _name in _NUMBER_METHODS:
+        setattr(_cls, f"__{_name}__", refuse_batch_size_number)
+        setattr(_cls, f"__r{_name}__", refuse_batch_size_number)
+    for _name in ("lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "floor", "ceil",
+                  "trunc", "round", "float", "complex", "sym_float"):
+        setattr(_cls, f"__{_name}__", refuse_batch_size_number)
+del _cls, _name
 
 # Its former name, when it was only what nn.RNN/LSTM/GRU read.
 SharedStateBatchSize = BatchSize
-# What a scalar argument of an op on batches reads as 1 (``as_number``).
-ONE_IN_EACH_EXAMPLE = (BatchSize, SymBatchSize)
-
-
-def as_number(value: Any) -> Any:
-    """``value``, or 1 for ``x.size(0)`` (:class:`BatchSize`, :class:`SymBatchSize`), which
-    is 1 in each example: a scalar argument of an op on batches, as the loop reads it."""
-    return 1 if type(value) in ONE_IN_EACH_EXAMPLE else value
+# x.size(0) of a batch, refused as a scalar argument of an op on batches.
+BATCH_SIZES = (BatchSize, SymBatchSize)
 
 
 def batch_size_of(size: Any) -> Any:
