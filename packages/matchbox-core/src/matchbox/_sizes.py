@@ -1,6 +1,7 @@
 """Sizes as PyTorch's code asks a batch for them: ``shape`` (:class:`BatchShape`), the
-batch size ``x.size(0)`` gives (:class:`BatchSize`: the batch size as a size, 1 as a
-number, as in each example; :func:`as_number` is what an op's scalar argument reads), the
+batch size ``x.size(0)`` gives (:class:`BatchSize`: the batch size as a size, refused as
+a number, :func:`refuse_batch_size_number`, where each example's 1 and the batch size
+differ), the
 batch size that ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read (:func:`batch_size_as_asked`)
 or the hint when they ask for a size that differs between examples
 (:func:`why_size_was_asked`).
