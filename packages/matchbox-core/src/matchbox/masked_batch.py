@@ -314,7 +314,8 @@ class MaskedBatch(Batch):
         return self._data.dim()
 
     def size(self, dim: int | None = None) -> Any:
-        """The size of a static dimension; ``size(0)`` is the batch size (a ``BatchSize``: refused as a number).
+        """The size of a static dimension; ``size(0)`` is the batch size (a ``BatchSize``,
+        refused as a number).
 
         A dynamic dimension has no single size: that raises ``ValueError``
         (use ``maxsize`` for the padded size or ``size_as_tensor`` for the

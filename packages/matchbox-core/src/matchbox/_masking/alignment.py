@@ -144,9 +144,8 @@ def align(
             # was checked against them already).
             check_lengths_agree(op, [(lifted[id(b)], i) for b in batches
                                      if raised[id(b)].dims[i - 1]])
-    aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else a for a in args]
-    if any(type(a) in BATCH_SIZES for a in args):  # x.size(0): 1 in each example, B here
-        refuse_batch_size_number()
+    aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else  # x.size(0): raises
+               refuse_batch_size_number() if type(a) in BATCH_SIZES else a for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
     if sum(dims) > 1 or _lengths.any_carried(batches):
         mask = combined_lengths(list(raised.values()), mask, dims)

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from matchbox import _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import ADDITIONS, combined, refuse_a_sum_of_booleans
 from matchbox._layout import zero_padding_mask
-from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number
+from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
 # Python operators and the ATen op each one is.
@@ -306,9 +306,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
             elif a._mask is not mask:
                 shared = False
         else:
-            if type(a) in BATCH_SIZES:  # x.size(0): 1 in each example, B in the batch
-                refuse_batch_size_number()
-            values.append(a)
+            values.append(refuse_batch_size_number() if type(a) in BATCH_SIZES else a)  # x.size(0)
     dims = first.dims
     if not shared:
         batches = [a for a in args if isinstance(a, MaskedBatch)]
@@ -389,8 +387,7 @@ def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
         if len(args) == 1:
             other = args[0]
             if isinstance(other, (int, float)):
-                if type(other) in BATCH_SIZES:  # x.size(0): 1 in each example, B here
-                    refuse_batch_size_number()
+                other = refuse_batch_size_number() if type(other) in BATCH_SIZES else other
                 return make(func(self._data, other), self._mask, self.dims)
             if (type(other) is MaskedBatch and other.dims == self.dims
                     and other._data.shape == self._data.shape):
