@@ -149,7 +149,7 @@ def train(model: nn.Module, loader, steps: int, device: str) -> list[float]:
         optimizer.step()
         mean = float(matchbox.batch_mean(loss.detach()))
         curve.append(mean)
-        progress.update(step, mean, batch.size(0))
+        progress.update(step, mean, batch.batch_size)
     progress.close()
     return curve
 
@@ -161,7 +161,7 @@ def check_against_loop(model: CodeLM, batch: MaskedBatch) -> None:
     """The batched loss and all gradients equal the per-example loop's (float64)."""
     model64 = copy.deepcopy(model).double().cpu()
     batch = batch.cpu()
-    mb_assert(model64, [list(batch.examples())], [batch], batch.size(0))
+    mb_assert(model64, [list(batch.examples())], [batch], batch.batch_size)
 
 
 def time_step(fn, repeats: int) -> float:

@@ -330,7 +330,7 @@ def _train(args: argparse.Namespace) -> dict:
     start = time.perf_counter()
     losses = _training.train(model, batches,
                              lambda b: model.loss(b, unbatch=args.unbatch)
-                             / (b.src.size(0) if args.unbatch else 1),
+                             / (b.src.batch_size if args.unbatch else 1),
                              steps=args.steps, lr=args.lr, log_every=args.log_every)
     seconds = (time.perf_counter() - start) / max(args.steps, 1)
     mode = "the original's loop over examples" if args.unbatch else "batches"

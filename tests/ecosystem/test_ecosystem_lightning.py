@@ -64,7 +64,7 @@ class Tagger(L.LightningModule):
         x, y = batch
         loss = matchbox.batch_mean(F.cross_entropy(self(x).transpose(1, 2), y))
         self.log("loss", loss, on_step=False, on_epoch=True)  # no batch_size=
-        self.losses.append((loss.detach(), x.size(0)))
+        self.losses.append((loss.detach(), x.batch_size))
         return loss
 
     def configure_optimizers(self):

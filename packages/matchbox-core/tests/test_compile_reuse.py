@@ -72,12 +72,12 @@ def test_reuse_none_compiles_every_size():
 
 
 def test_a_smaller_batch_is_never_run_on_a_graph_for_more_examples():
-    # A user trial: a model reading the batch size (x.size(0), a constant in the graph)
+    # A user trial: a model reading the batch size (x.batch_size, a constant in the graph)
     # or mixing the examples (batch_mean into a per-example result) gave wrong values when
     # a batch of three ran on a graph for four, filled with copies of its first example.
     def scaled(x, w):
         per = (x @ w).tanh().sum(1).sum(-1)
-        return per / x.size(0) + matchbox.batch_mean(per)
+        return per / x.batch_size + matchbox.batch_mean(per)
 
     w = torch.randn(3, 3)
     compiled = compile_fixed(scaled, backend=BACKEND, reuse=100)

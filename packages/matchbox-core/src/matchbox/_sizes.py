@@ -1,5 +1,8 @@
-"""Sizes as PyTorch's code asks a batch for them: ``shape`` (:class:`BatchShape`), and
-the batch size that ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read (:func:`batch_size_as_asked`)
+"""Sizes as PyTorch's code asks a batch for them: ``shape`` (:class:`BatchShape`), the
+batch size ``x.size(0)`` gives (:class:`BatchSize`: the batch size as a size, refused as
+a number, :func:`refuse_batch_size_number`, where each example's 1 and the batch size
+differ), the
+batch size that ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read (:func:`batch_size_as_asked`)
 or the hint when they ask for a size that differs between examples
 (:func:`why_size_was_asked`).
 
@@ -14,6 +17,8 @@ import operator
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from matchbox._op_table import batch_types
 
@@ -164,24 +169,64 @@ def why_size_was_asked(batch_type: str, dim: int) -> str:
     return ""
 
 
-class SharedStateBatchSize(int):
-    """The batch size as ``nn.RNN``/``nn.LSTM``/``nn.GRU`` read it to check their initial
-    states: equal to the batch size, and to 1.
+BATCH_SIZE_AS_A_NUMBER = (
+    "x.size(0) of a MaskedBatch (x.shape[0]) is the batch size where a size is taken "
+    "(x.new_zeros(x.size(0), H)), but each example's own size(0) is 1: used as a number "
+    "it would differ between the loop over examples and the batch, so Matchbox refuses it. "
+    "Use x.batch_size for the number of examples in the batch, or 1 for an example's own "
+    "size(0)")
 
-    In the loop over examples an initial state ``(layers, 1, hidden)`` has each
-    example's batch size, 1.  On a batch the module compares the state's size
-    with ``(layers, batch size, hidden)`` before Matchbox sees the call; this
-    size lets a plain ``(layers, 1, hidden)`` state (one state for every
-    example, a learned start state) pass that check too, and the recurrent
-    ops then broadcast it to every example, as pointwise ops broadcast a plain
-    tensor.  It is an ``int`` equal to the batch size everywhere else.
+
+def refuse_batch_size_number(*args: Any) -> Any:
+    """Raise ``TypeError``: ``x.size(0)`` of a batch (:class:`BatchSize`) used as a number,
+    where the loop over examples (1) and the batch (its batch size) would differ."""
+    raise TypeError(BATCH_SIZE_AS_A_NUMBER)
+
+
+class BatchSize(int):
+    """``x.size(0)`` of a ``MaskedBatch`` (and ``x.shape[0]``, ``x.size()[0]``): the batch
+    size where a size is taken; used as a number it raises ``TypeError``.
+
+    In the loop over examples ``x.size(0)`` is 1.  On a batch it is the batch size, the
+    original Matchbox's idiom ``h = x.new_zeros(x.size(0), H)`` (a size starting with the
+    batch size names each example's batch dimension).  As a number neither reading is
+    right everywhere: in the per-example model (``kl / x.size(0)``) it is 1, in code
+    around the model (``seen += batch.size(0)``) the number of examples.  So this ``int``:
+
+    - is the batch size as a size: ``int()``, ``operator.index`` (``range`` outside
+      ``@matchbox.batch``, sizes of torch's functions and of the batch's
+      ``new_zeros``/``view``/``expand``), ``repr``, ``str`` and the hash;
+    - refuses to be a number (``TypeError``, :data:`BATCH_SIZE_AS_A_NUMBER`): Python
+      arithmetic (``+ - * / // % **``, ``divmod``, their reflected forms, ``-x``, ``+x``,
+      ``abs``, ``~``, bitwise ops, ``round``, ``math.floor``/``ceil``/``trunc``),
+      ``float()`` (so ``math.sqrt`` and the other functions of floats), ``<``, ``<=``,
+      ``>``, ``>=`` (so ``max``/``min``), and a scalar argument of an op on batches
+      (``loss / n``, ``torch.full_like(x, n)``: :func:`refuse_batch_size_number`);
+    - ``==`` holds with 1 and with the batch size (``!=``: neither): a tensor built
+      with it as a size (``torch.zeros(x.size(0), H)``: a plain ``(batch size, H)``
+      state in the batch's order) has ``size(0) == x.size(0)`` as in the loop, and
+      ``nn.RNN``/``nn.LSTM``/``nn.GRU``, which compare their initial state's size with
+      the batch size they read from the input, accept a plain ``(layers, 1, hidden)``
+      state (one state for every example, a learned start state; the recurrent ops
+      broadcast it to every example) and a ``(layers, batch size, hidden)`` one.  So
+      ``x.size(0) == 2`` holds for a batch of 2 examples, where each example's 1 does
+      not.  Two ``BatchSize`` compare as sizes (``hx.size(1) == x.size(0)`` of a state
+      view of another batch is false, as the module's check needs).
+
+    Python reads an ``int``'s value directly, not through these methods, in some places,
+    which stay silent (the batch size): a Python float on the left (``1.0 / x.size(0)``,
+    ``2.5 * x.size(0)``), ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/
+    ``gcd``, ``%d`` and ``format`` specs, ``torch.tensor(x.size(0))``, and a torch op
+    on plain tensors only (``w * x.size(0)``, ``torch.full((1, H), x.size(0))``).
     """
 
     __slots__ = ()
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, int):
-            return int(other) in (int(self), 1)
+        if type(other) is BatchSize:  # two batch sizes: as sizes (torch's checks of a state)
+            return int(other) == int(self)
+        if isinstance(other, (int, float)):
+            return other == 1 or other == int(self)
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
@@ -191,12 +236,60 @@ class SharedStateBatchSize(int):
     __hash__ = int.__hash__
 
 
+class SymBatchSize(torch.SymInt):
+    """:class:`BatchSize` while ``matchbox.compile`` captures with a symbolic batch size:
+    the symbol as a size (the graph serves every batch size), ``==`` with 1 or the batch
+    size (a guard for the latter), and refused as a number, as :class:`BatchSize`.
+    (Torch's own shape code gets the plain ``SymInt`` underneath, never this object.)"""
+
+    def __eq__(self, other: object) -> Any:
+        if isinstance(other, (int, float)) and other == 1:
+            return True
+        return torch.SymInt.__eq__(self, other)
+
+    def __ne__(self, other: object) -> Any:
+        if isinstance(other, (int, float)) and other == 1:
+            return False
+        return torch.SymInt.__ne__(self, other)
+
+    __hash__ = torch.SymInt.__hash__
+
+
+_NUMBER_METHODS = (
+    "add", "sub", "mul", "truediv", "floordiv", "mod", "divmod", "pow", "and", "or", "xor",
+    "lshift", "rshift", "matmul")
+for _cls in (BatchSize, SymBatchSize):
+    for _name in _NUMBER_METHODS:
+        setattr(_cls, f"__{_name}__", refuse_batch_size_number)
+        setattr(_cls, f"__r{_name}__", refuse_batch_size_number)
+    for _name in ("lt", "le", "gt", "ge", "neg", "pos", "abs", "invert", "floor", "ceil",
+                  "trunc", "round", "float", "complex", "sym_float"):
+        setattr(_cls, f"__{_name}__", refuse_batch_size_number)
+del _cls, _name
+
+# Its former name, when it was only what nn.RNN/LSTM/GRU read.
+SharedStateBatchSize = BatchSize
+# x.size(0) of a batch, refused as a scalar argument of an op on batches.
+BATCH_SIZES = (BatchSize, SymBatchSize)
+
+
+def batch_size_of(size: Any) -> Any:
+    """What ``size(0)`` of a ``MaskedBatch`` whose data has ``size`` rows gives: a
+    :class:`BatchSize`, or a :class:`SymBatchSize` of a symbolic batch size while
+    ``matchbox.compile`` captures (an ``int`` of it would fix it)."""
+    kind = type(size)
+    if kind is int:
+        return BatchSize(size)
+    return SymBatchSize(size.node) if kind is torch.SymInt else size
+
+
 def batch_size_as_asked(size: int) -> int:
     """``size`` (a batch size that ``size(0)`` of a batch type returns), as a
-    :class:`SharedStateBatchSize` when PyTorch's recurrent modules ask for it."""
+    :class:`BatchSize` when PyTorch's recurrent modules ask for it (``PackedBatch`` and
+    ``TimeMajorBatch`` give a plain ``int`` otherwise)."""
     if isinstance(size, int) and sys._getframe(2).f_globals.get("__name__") == \
             "torch.nn.modules.rnn":
-        return SharedStateBatchSize(size)
+        return BatchSize(size)
     # (A symbolic batch size, while ``matchbox.compile`` captures: an ``int`` of it would
     # fix it.  A shared initial state then fails the module's check, and the call is
     # captured again with its own sizes.)

@@ -130,10 +130,15 @@ from matchbox._registry import (
     unsupported,
     writes_first_argument,
 )
+from matchbox._sizes import (
+    BATCH_SIZES,
+    BatchSize,
+    batch_size_as_asked,
+    refuse_batch_size_number,
+)
 from matchbox.masked_batch import (
     BatchShape,
     MaskedBatch,
-    batch_size_as_asked,
     check_examples,
     has_zero_padding,
     mark_zero_padding,
@@ -161,6 +166,7 @@ __all__ = [
     "BATCH_VIEWS", "provide_batch_dim_view",
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
+    "BatchSize", "BATCH_SIZES", "refuse_batch_size_number",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
     "has_zero_padding",
     # argument checks (the op first, for the message)

@@ -63,7 +63,7 @@ from matchbox._real_rows import RowMask, batch_rows, real_rows, unpack_guarded
 from matchbox._sizes import (
     BatchShape,
     SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
-    batch_size_as_asked,
+    batch_size_of,
     why_size_was_asked,
 )
 
@@ -314,7 +314,8 @@ class MaskedBatch(Batch):
         return self._data.dim()
 
     def size(self, dim: int | None = None) -> Any:
-        """The size of a static dimension; ``size(0)`` is the batch size.
+        """The size of a static dimension; ``size(0)`` is the batch size (a ``BatchSize``,
+        refused as a number).
 
         A dynamic dimension has no single size: that raises ``ValueError``
         (use ``maxsize`` for the padded size or ``size_as_tensor`` for the
@@ -330,7 +331,7 @@ class MaskedBatch(Batch):
             return tuple(self.size(i) for i in range(self.dim()))
         i = normalize_dim("size", dim, self.dim())
         if i == 0:
-            return batch_size_as_asked(self._data.size(0))
+            return batch_size_of(self._data.size(0))
         if self.dims[i - 1]:
             raise ValueError(
                 f"size({dim}): dimension {i} is dynamic, so its size differs between "

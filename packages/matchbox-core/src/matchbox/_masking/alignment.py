@@ -25,6 +25,7 @@ from matchbox._execution import EXECUTION_MASK, and_running, running, same_mask
 from matchbox._layout import constant_pad, distinct_sizes, expanded_row
 from matchbox._op_table import op_name
 from matchbox._padding import _ZERO, combine_masks
+from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number
 from matchbox.masked_batch import MaskedBatch
 
 
@@ -82,13 +83,11 @@ def pad_to(batch: MaskedBatch, dim: int, size: int) -> MaskedBatch:
 def align(
     op: str, args: Sequence[Any], inplace_target: MaskedBatch | None = None
 ) -> tuple[list[Any], torch.Tensor, tuple[bool, ...]]:
-    """Make batch arguments broadcast the way their examples would.
-
-    Returns the arguments with batches replaced by aligned data tensors, the
-    combined mask (true where every batch argument is real) and the dims of the
-    result.  Plain tensors are the same for every example: they broadcast
-    against each example, never across the batch.
-    """
+    """Make batch arguments broadcast the way their examples would: the arguments with
+    batches replaced by aligned data tensors (``x.size(0)`` of a batch, as a
+    scalar argument, raises: 1 in each example, the batch size here), the combined mask (true where every batch argument is real) and the dims
+    of the result.  Plain tensors are the same for every example: they broadcast
+    against each example, never across the batch."""
     batches = [a for a in args if isinstance(a, MaskedBatch)]
     rank = example_rank(*args)
     batch_size = batches[0].data.size(0)
@@ -145,7 +144,8 @@ def align(
             # was checked against them already).
             check_lengths_agree(op, [(lifted[id(b)], i) for b in batches
                                      if raised[id(b)].dims[i - 1]])
-    aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else a for a in args]
+    aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else  # x.size(0): raises
+               refuse_batch_size_number() if type(a) in BATCH_SIZES else a for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
     if sum(dims) > 1 or _lengths.any_carried(batches):
         mask = combined_lengths(list(raised.values()), mask, dims)

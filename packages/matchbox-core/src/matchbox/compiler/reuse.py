@@ -11,7 +11,7 @@ are padded further, as the bucket pads them (padding holds nothing a graph reads
 Only where that is exact: the same structure, batch size, dtypes, devices,
 ``requires_grad``, grad mode, static sizes and plain tensor arguments; a graph that
 changes an argument in place is not reused.  A smaller batch is never run on a graph for
-more examples: code may read the batch size (``x.size(0)``, a constant in the graph) or
+more examples: code may read the batch size (``x.batch_size``, a constant in the graph) or
 mix the examples (``batch_mean``), and copies added to fill the graph would change its
 result.  ``Specialization.padded_calls`` counts the calls a graph ran for shorter batches.
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _registry
-from matchbox._sizes import BatchShape
+from matchbox._sizes import BATCH_SIZES, BatchShape, refuse_batch_size_number
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
@@ -185,6 +185,8 @@ def _filler(op: str, reference: MaskedBatch, fill_value: Any,
     """How to make the data of a filled batch: a number fills everything; a batch of
     per-example scalars fills each example's row with its own value."""
     if not isinstance(fill_value, MaskedBatch):
+        if type(fill_value) in BATCH_SIZES:  # x.size(0): 1 in each example, B here
+            refuse_batch_size_number()
         return lambda shape: torch.full(shape, fill_value, **kwargs)
     if fill_value.dims:
         raise ValueError(
@@ -225,6 +227,8 @@ def full_like(func, input, fill_value, **kwargs):
     """``torch.full_like(x, v)``; ``v`` a number, or a batch of per-example scalars that fills
     each example with its own value (see :func:`new_full`)."""
     if not isinstance(fill_value, MaskedBatch):
+        if type(fill_value) in BATCH_SIZES:  # x.size(0): 1 in each example, B here
+            refuse_batch_size_number()
         return MaskedBatch._make(func(input.data, fill_value, **kwargs), input.mask, input.dims)
     op = _registry.op_name(func)
     if not isinstance(input, MaskedBatch):

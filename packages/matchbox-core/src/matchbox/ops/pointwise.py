@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from matchbox import _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import ADDITIONS, combined, refuse_a_sum_of_booleans
 from matchbox._layout import zero_padding_mask
+from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 
 # Python operators and the ATen op each one is.
@@ -226,16 +227,14 @@ def _same_layout(args: tuple[Any, ...]) -> bool:
 
     True when every batch argument has one layout (or, with static dimensions only and
     one mask object, shapes that broadcast as the examples' do) and every plain tensor
-    broadcasts into it without growing it and without a size along a dynamic
-    dimension or dimension 0.  Anything else takes the general path, which
-    also gives the errors.
+    broadcasts into it without growing it and without a size along a dynamic dimension
+    or dimension 0.  Anything else takes the general path, which also gives the errors.
 
-    Batches that differ in layout (a dimension dynamic in one, static in
-    another) never come here: ``_masking.align`` checks the static size
-    against each running example's length, a device sync only they pay.  A
-    plain tensor spanning a dynamic dimension's padded size is the idiom
-    ``pe[:, :x.maxsize(1)]``, which in the loop slices each example's own
-    length: position for position the same values, so it needs no check.
+    Batches that differ in layout (a dimension dynamic in one, static in another) never
+    come here: ``_masking.align`` checks the static size against each running example's
+    length, a device sync only they pay.  A plain tensor spanning a dynamic dimension's
+    padded size is the idiom ``pe[:, :x.maxsize(1)]``, which in the loop slices each
+    example's own length: position for position the same values, so it needs no check.
     """
     first = next((a for a in args if isinstance(a, MaskedBatch)), None)
     shape = first._data.shape
@@ -307,7 +306,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
             elif a._mask is not mask:
                 shared = False
         else:
-            values.append(a)
+            values.append(refuse_batch_size_number() if type(a) in BATCH_SIZES else a)  # x.size(0)
     dims = first.dims
     if not shared:
         batches = [a for a in args if isinstance(a, MaskedBatch)]
@@ -388,6 +387,7 @@ def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
         if len(args) == 1:
             other = args[0]
             if isinstance(other, (int, float)):
+                other = refuse_batch_size_number() if type(other) in BATCH_SIZES else other
                 return make(func(self._data, other), self._mask, self.dims)
             if (type(other) is MaskedBatch and other.dims == self.dims
                     and other._data.shape == self._data.shape):

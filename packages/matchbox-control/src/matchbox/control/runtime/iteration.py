@@ -32,16 +32,18 @@ from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.masks import Mask
 from matchbox.control.runtime.select import user_line
 from matchbox.control.runtime.unbinding import prefix_steps
-from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import (
+    BATCH_SIZES,
     capturing,
     combine_masks,
     fails,
     fit_mask,
     reads_values,
+    refuse_batch_size_number,
     remember_mask_view,
     running,
 )
+from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import mark_example_scalar as mark
 from matchbox.extending import mask_lengths as _lengths
 from matchbox.functional import stack
@@ -259,13 +261,18 @@ class _Stepped:
 
 
 def iter_range(range_fn: Any, *args: Any) -> Any:
-    """``range(*args)``; with batch bounds, each example's own range.
+    """``range(*args)``; with batch bounds, each example's own range; ``x.size(0)`` of a
+    batch raises ``TypeError`` (each example's ``range(1)`` has one step, the batch's B).
 
     The steps run to the largest example's count; step ``k`` has ``start +
     k * step`` as a plain int when ``start`` and ``step`` are the same for
     every example, as a batch of per-example ints otherwise.
     """
-    if range_fn is not builtins.range or not any(type(a) is MaskedBatch for a in args):
+    if range_fn is not builtins.range:
+        return range_fn(*args)
+    if any(type(a) in BATCH_SIZES for a in args):  # 1 step in each example, B here
+        refuse_batch_size_number()
+    if not any(type(a) is MaskedBatch for a in args):
         return range_fn(*args)
     if not 1 <= len(args) <= 3:
         raise TypeError(f"range expected 1 to 3 arguments, got {len(args)}")

@@ -244,7 +244,7 @@ def initial_states(op: str, hx: Any, batch_size: int) -> tuple[list[torch.Tensor
         if isinstance(s, torch.Tensor):
             # A plain (L*D, 1, H) state is every example's own (a learned start state):
             # broadcast, its gradient the sum of the examples' (the module let it through
-            # its size check: see matchbox.masked_batch.SharedStateBatchSize).
+            # its size check: see matchbox._sizes.BatchSize).
             shared = s.dim() == 3 and s.size(1) == 1 and batch_size != 1
             # (contiguous: cuDNN refuses a strided hx)
             states.append(s.expand(-1, batch_size, -1).contiguous() if shared else s)
