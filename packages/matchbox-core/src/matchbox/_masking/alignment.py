@@ -84,10 +84,10 @@ def align(
     op: str, args: Sequence[Any], inplace_target: MaskedBatch | None = None
 ) -> tuple[list[Any], torch.Tensor, tuple[bool, ...]]:
     """Make batch arguments broadcast the way their examples would: the arguments with
-    batches replaced by aligned data tensors (``x.size(0)`` of a batch, as a
-    scalar argument, raises: 1 in each example, the batch size here), the combined mask (true where every batch argument is real) and the dims
-    of the result.  Plain tensors are the same for every example: they broadcast
-    against each example, never across the batch."""
+    batches replaced by aligned data tensors (``x.size(0)`` of a batch as a scalar
+    argument raises: 1 in each example, the batch size here), the combined mask (true
+    where every batch argument is real) and the dims of the result.  Plain tensors are the
+    same for every example: they broadcast against each example, never across the batch."""
     batches = [a for a in args if isinstance(a, MaskedBatch)]
     rank = example_rank(*args)
     batch_size = batches[0].data.size(0)
