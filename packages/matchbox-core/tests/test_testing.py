@@ -220,3 +220,12 @@ def test_a_malformed_dimension_of_an_original_spec_is_refused():
                                          r"dimension after the batch size is \(dynamic, size\) "
                                          r"or \(\), got \(True, 'a'\)"):
         mb_test(lambda x: x, (4, (True, "a")))
+
+
+def test_mb_assert_takes_the_batch_size_as_xb_size_0():
+    # x.size(0) of a batch is the batch size as a size and refuses arithmetic (it is 1 in
+    # each example); the oracle repeats a plain result once per example with it.
+    xs, xb = mb_rand(3, (True, 4), (False, 2), dtype=torch.float64)
+    w = torch.randn(2, dtype=torch.float64, requires_grad=True)
+    mb_assert(lambda x, w: x.sum(1) * w, [xs, [w] * 3], [xb, w], xb.size(0))
+    mb_assert(lambda x, w: w * 2, [xs, [w] * 3], [xb, w], xb.size(0))  # a plain result

@@ -7,6 +7,7 @@ with respect to the inputs and to module parameters.
 
 from __future__ import annotations
 
+import operator
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -169,6 +170,7 @@ def mb_assert(
     whatever its own padding: padding must never matter, and NaN shows where it
     does.
     """
+    batch_size = operator.index(batch_size)  # a plain int (``xb.size(0)`` works as a size)
     if params is None:
         params = list(f.parameters()) if isinstance(f, torch.nn.Module) else []
     params = [p for p in params if p.requires_grad]
