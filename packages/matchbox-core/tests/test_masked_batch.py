@@ -227,7 +227,8 @@ def test_backward_needs_per_example_scalars():
 
 def test_len_and_iteration_are_refused():
     xb = MaskedBatch.fromlist([torch.rand(1, 2)], (False,))
-    with pytest.raises(TypeError, match=r"len\(\) of a MaskedBatch is ambiguous"):
+    with pytest.raises(TypeError, match=r"len\(\) of a MaskedBatch is ambiguous: use "
+                                         r"x.batch_size for the number of examples"):
         len(xb)
     # Not iterable by declaration (__iter__ = None), so that tools which check
     # isinstance(x, Iterable) before walking a collection (Lightning's batch-size

@@ -272,8 +272,8 @@ class Batch:
 
     def __len__(self) -> int:
         raise TypeError(
-            f"len() of a {type(self).__name__} is ambiguous: use size(0) for the batch size "
-            "(torch.tensor(v) or torch.as_tensor(v) of a batch v, one value per example, "
+            f"len() of a {type(self).__name__} is ambiguous: use x.batch_size for the number "
+            "of examples (torch.tensor(v) or torch.as_tensor(v) of a batch v, one value per example, "
             "asks for it too: v is already each example's value as a tensor; use it as it is)"
         )
 
