@@ -267,8 +267,6 @@ for _cls in (BatchSize, SymBatchSize):
         setattr(_cls, f"__{_name}__", refuse_batch_size_number)
 del _cls, _name
 
-# Its former name, when it was only what nn.RNN/LSTM/GRU read.
-SharedStateBatchSize = BatchSize
 # x.size(0) of a batch, refused as a scalar argument of an op on batches.
 BATCH_SIZES = (BatchSize, SymBatchSize)
 

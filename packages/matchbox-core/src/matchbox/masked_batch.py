@@ -62,7 +62,6 @@ from matchbox._padding import fill_padding, guard_gradient, mixing_mask
 from matchbox._real_rows import RowMask, batch_rows, real_rows, unpack_guarded
 from matchbox._sizes import (
     BatchShape,
-    SharedStateBatchSize,  # noqa: F401  (imported from here by the other batch types)
     batch_size_of,
     why_size_was_asked,
 )

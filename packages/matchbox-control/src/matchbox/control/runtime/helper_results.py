@@ -91,7 +91,7 @@ def _batches(value: Any, where: str, depth: int = 0) -> Any:
 def _refuse(fn: Any, where: str, batch: MaskedBatch) -> None:
     mask = batch._mask
     size = mask.size(0)
-    if 0 in batch.data.shape[1:]:
+    if 0 in batch._data.shape[1:]:
         return  # (examples without elements: absent or not, they hold nothing)
     executing = current_mask()
     if executing is not None:
