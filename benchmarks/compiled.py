@@ -23,7 +23,7 @@ and one run), i.e. what a training run pays once per graph; a second process
 finds inductor's caches warm (``--cold`` empties them first).
 
     python -m benchmarks.compiled [--batches 8 64] [--models ...] [--repeats 5] [--device cuda]
-        [--mode reduce-overhead] [--fixed-sizes]
+        [--mode reduce-overhead] [--fixed-sizes] [--python-wrapper]
 """
 
 from __future__ import annotations
@@ -251,6 +251,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("--fixed-sizes", action="store_true",
                         help="matchbox.compile(..., dynamic=False): a graph per batch size and "
                              "padded size, as before symbolic sizes")
+    parser.add_argument("--python-wrapper", action="store_true",
+                        help="matchbox.compile(..., options={'cpp_wrapper': False}): a CPU graph "
+                             "holding a scan in inductor's Python wrapper, as before")
     parser.add_argument("--cold", action="store_true",
                         help="empty inductor's caches first (compile times of a first run)")
     args = parser.parse_args(argv)
@@ -259,6 +262,8 @@ def main(argv: list[str] | None = None) -> str:
     compile_in_process()
     if args.fixed_sizes:
         COMPILE_SETTINGS["dynamic"] = False
+    if args.python_wrapper:
+        COMPILE_SETTINGS["options"] = {"cpp_wrapper": False}
     if args.cold:
         import os
         import tempfile

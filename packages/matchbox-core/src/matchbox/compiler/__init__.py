@@ -67,8 +67,7 @@ from matchbox.compiler.structure import (
     unflatten,
 )
 
-__all__ = ["compile", "CompiledFunction", "CompiledModule", "Specialization",
-           "CaptureError", "hide_from_torch_compile"]
+__all__ = ["compile", "CompiledFunction", "CompiledModule", "Specialization", "CaptureError", "hide_from_torch_compile"]  # noqa: E501
 
 log = logging.getLogger("matchbox.compile")
 
@@ -337,7 +336,8 @@ class _Specializations:
             spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options,
                                                  dynamic=spec.sizes is not None)
             if spec.scans:
-                spec.compiled = scan_settings.scan_graph_settings(spec.compiled, self.backend)
+                spec.compiled = scan_settings.scan_graph_settings(spec.compiled, self.backend,
+                                                                  call.inputs)
             spec.compile_seconds = time.perf_counter() - start
             log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
                      spec.summary, spec.nodes, bound)

@@ -1,13 +1,15 @@
 """What a compiled graph holding a ``scan`` runs under (:func:`scan_graph_settings`).
 
-A graph whose loops stay loops (:mod:`matchbox.compiler.loops`) needs two of
-PyTorch's compile settings changed while it compiles: one for its gradients, one
-for inductor's caches.  They are set around each call of the compiled graph and
-restored after it, never for the rest of the process.
+A graph whose loops stay loops (:mod:`matchbox.compiler.loops`) needs some of
+PyTorch's compile settings changed while it compiles: one for its gradients, two
+for inductor's caches, and on the CPU one for the speed of its steps.  They are set
+around each call of the compiled graph and restored after it, never for the rest of
+the process.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -18,8 +20,11 @@ from matchbox.compiler.graph import with_settings
 #: The name by which inductor's caches allow a higher-order op (``HigherOrderOperator.cacheable``).
 _SCAN_OP_NAME = "torch.ops.higher_order.scan"
 
+log = logging.getLogger("matchbox.compile")
 
-def scan_graph_settings(compiled: Callable[..., Any], backend: Any) -> Callable[..., Any]:
+
+def scan_graph_settings(compiled: Callable[..., Any], backend: Any,
+                        inputs: list[torch.Tensor] = ()) -> Callable[..., Any]:
     """``compiled`` (a graph holding a scan) run with the settings such a graph needs.
 
     - AOTAutograd's donated buffers off.  With them on, inductor's backward of a scan gave
@@ -38,6 +43,14 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any) -> Callable[
       (``force_non_lazy_backward_lowering``): compiled later, at the first backward, it
       would run outside these settings, and AOTAutograd saves a graph's cache entry
       only with its backward.
+    - On the CPU (every input there), under inductor, the graph's wrapper in C++
+      (``cpp_wrapper``): inductor lowers a scan to a loop in the wrapper that calls the
+      body's kernels each step, and in the Python wrapper each step cost about 1,000 Python
+      bytecodes (forward and backward, the README RNN), so a training step grew with its
+      length (25,900 at 16 steps, 73,900 at 64); in C++ it is 10,800 at any length.
+      ``options={"cpp_wrapper": False}`` keeps the Python wrapper (``torch.compile``'s
+      options are applied inside these settings), as does a graph whose C++ wrapper
+      fails to build (:func:`_python_wrapper_if_cpp_fails`).
 
     The settings apply when a graph compiles, at a call (a recompilation included), so
     every call runs under them (:func:`matchbox.compiler.graph.with_settings`); nothing
@@ -53,7 +66,46 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any) -> Callable[
                   _SCAN_OP_NAME: torch.__version__}
         settings += [(functorch_config, "force_non_lazy_backward_lowering", True),
                      (inductor_config, "unsafe_marked_cacheable_functions", marked)]
+    if backend == "inductor" and inputs and all(t.device.type == "cpu" for t in inputs):
+        from torch._inductor import config as inductor_config
+
+        return _python_wrapper_if_cpp_fails(
+            with_settings(compiled, [*settings, (inductor_config, "cpp_wrapper", True)]),
+            with_settings(compiled, settings))
     return with_settings(compiled, settings)
+
+
+def _python_wrapper_if_cpp_fails(in_cpp: Callable[..., Any], in_python: Callable[..., Any]
+                                 ) -> Callable[..., Any]:
+    """``in_cpp``, and from the first call whose C++ wrapper fails to build on, ``in_python``
+    (the same graph; it compiles again).
+
+    Torch 2.13's C++ wrapper cannot call an op without a C shim (``aten.split_copy``, from
+    ``nn.LSTM``'s gates in a scan) inside a loop's body: the build fails, and without this
+    the graph would lose its scans (unrolled) for a setting that only made it faster."""
+    current = [in_cpp]
+
+    def run(*inputs: torch.Tensor) -> Any:
+        try:
+            return current[0](*inputs)
+        except Exception as error:
+            if current[0] is in_python or not _cpp_build_failed(error):
+                raise
+            log.info("matchbox.compile: a graph's C++ wrapper failed to build; it runs in the "
+                     "Python wrapper (%s)", str(error).strip().splitlines()[0][:200])
+            current[0] = in_python
+            return in_python(*inputs)
+
+    return run
+
+
+def _cpp_build_failed(error: BaseException | None) -> bool:
+    """Whether ``error`` (or one it wraps) is inductor's failed C++ build."""
+    while error is not None:
+        if type(error).__name__ == "CppCompileError":
+            return True
+        error = error.__cause__ or getattr(error, "inner_exception", None)
+    return False
 
 
 def _can_mark_cacheable() -> bool:
