@@ -232,6 +232,46 @@ def test_the_original_idioms_taking_it_as_a_size_still_work(batch_size, dtype):
         mb_assert(f, [examples, [w] * batch_size], [batch, w], batch_size)
 
 
+# ------------------------------------------- a plain tensor built with x.size(0) as a size
+
+ROWS_REFUSED = (
+    r"Tensor\.add: a plain tensor argument has size 3 in dimension 0, which is the batch "
+    r"dimension of each example \(size one\); .*\. Its size is the batch size: built with "
+    r"x\.size\(0\) as a size \(torch\.zeros\(x\.size\(0\), 4\), a state\), it is a plain "
+    r"tensor, which cannot be told from one holding a row per example; build a batch, one "
+    r"row per example, with x\.new_zeros\(x\.size\(0\), 4\), or share one row, "
+    r"torch\.zeros\(1, 4\)$")
+
+
+def accumulated(make):
+    def accumulate(x):  # a state, built with x.size(0), that sums the example's rows
+        h = make(x)
+        h = h + x.sum(1)
+        return h * 2 + x.pow(2).sum(1)
+    return accumulate
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_plain_state_built_with_x_size_0_is_refused_naming_what_to_build(dtype):
+    # torch.zeros(x.size(0), 4) is (B, 4) beside a batch: a plain tensor with a row per
+    # example cannot be told from one shared by them (B rows in each example's loop).
+    _, batch = sequences(3, dtype)
+    with pytest.raises(ValueError, match=ROWS_REFUSED):
+        accumulated(lambda x: torch.zeros(x.size(0), 4, dtype=dtype))(batch)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lengths", [(3, 0, 2), (2,), (0,)])
+def test_the_states_the_refusal_suggests_equal_the_loop(lengths, dtype):
+    examples = [torch.randn(1, n, 4, dtype=dtype) for n in lengths]
+    batch = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+    makes = [lambda x: x.new_zeros(x.size(0), 4), lambda x: torch.zeros(1, 4, dtype=dtype)]
+    if len(lengths) == 1:  # then the plain state has one row, as in the loop
+        makes.append(lambda x: torch.zeros(x.size(0), 4, dtype=dtype))
+    for make in makes:
+        mb_assert(accumulated(make), [examples], [batch], len(lengths))
+
+
 # ---------------------------------------------------------------- matchbox.compile
 
 def test_under_compile_with_a_symbolic_batch_size_it_is_a_size():

@@ -22,7 +22,7 @@ can instead run on the real rows only (:func:`real_rows`, :func:`pack_rows`,
 :func:`unpack_rows`): padding is never read, the result's padding is zero and
 no gradient reaches it, and no work is spent on padding.
 
-The rules are in four modules, and this package re-exports them.  Three lie below
+The rules are in five modules, and this package re-exports them.  Three lie below
 ``MaskedBatch``, whose methods (the rows and positions protocol) are made of them, so
 they are modules of ``matchbox`` beside ``masked_batch``, not of this package (whose
 ``__init__`` imports ``alignment``, which builds batches):
@@ -33,6 +33,7 @@ they are modules of ``matchbox`` beside ``masked_batch``, not of this package (w
 | ``matchbox._padding`` | padding fills and gradient guards (the mixing rule) |
 | ``matchbox._real_rows`` | ops on the real rows only (linear layers, norms, lookups) |
 | ``matchbox._masking.alignment`` | batch arguments broadcast like their examples; the checks that they suit an op; the boundary rule (``guard_wider``) |
+| ``matchbox._masking.plain_tensors`` | a plain tensor's dimension 0 beside a batch: one row, or expanded from it |
 """
 
 from matchbox._execution import (  # noqa: F401
@@ -53,7 +54,6 @@ from matchbox._execution import (  # noqa: F401
 from matchbox._masking.alignment import (  # noqa: F401
     align,
     check_lengths_agree,
-    check_plain_batch_dim,
     check_static_extents,
     check_static_join,
     combine_layouts,
@@ -66,6 +66,7 @@ from matchbox._masking.alignment import (  # noqa: F401
     raise_rank,
     sizes_along,
 )
+from matchbox._masking.plain_tensors import check_plain_batch_dim  # noqa: F401
 from matchbox._padding import (  # noqa: F401
     _ZERO,
     combine_masks,

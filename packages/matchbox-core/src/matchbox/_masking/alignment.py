@@ -22,7 +22,8 @@ import torch
 from matchbox import _lengths
 from matchbox._capture import check, fails
 from matchbox._execution import EXECUTION_MASK, and_running, running, same_mask
-from matchbox._layout import constant_pad, distinct_sizes, expanded_row
+from matchbox._layout import constant_pad, distinct_sizes
+from matchbox._masking.plain_tensors import check_plain_batch_dim
 from matchbox._op_table import op_name
 from matchbox._padding import _ZERO, combine_masks
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number
@@ -392,44 +393,6 @@ def _check_plain_tensors(
                 "1) along a dynamic dimension or span its padded size (e.g. positional "
                 "encodings sliced with x.maxsize(dim))"
             )
-
-
-def check_plain_batch_dim(op: str, args: Sequence[Any], rank: int,
-                          batch_size: int | None = None) -> list[Any]:
-    """A plain tensor of full rank must have size one in dimension 0.
-
-    Or the batch size, with stride 0 there: an ``expand`` of size one, the same
-    for every example (``encodings.unsqueeze(0).expand(x.maxsize())``, as the
-    original Matchbox's code wrote it); it stands as its first row.  Returns the
-    arguments with such tensors narrowed to that row.
-    """
-    out = list(args)
-    for k, a in enumerate(args):
-        if isinstance(a, torch.Tensor) and a.dim() == rank and a.size(0) != 1:
-            if (row := expanded_row(a, batch_size)) is not a:
-                out[k] = row
-                continue
-            if rank == 1:
-                raise ValueError(_against_scalars(op, a.size(0)))
-            raise ValueError(
-                f"{op}: a plain tensor argument has size {a.size(0)} in dimension 0, which "
-                "is the batch dimension of each example (size one); a tensor shared by "
-                "all examples must have size 1 there or fewer dimensions (or be expanded "
-                "to the batch size from size 1, as expand(x.maxsize()) does)"
-            )
-    return out
-
-
-def _against_scalars(op: str, size: int) -> str:
-    """Why a plain vector cannot meet a batch of per-example scalars (a counter)."""
-    return (
-        f"{op}: a plain tensor of shape ({size},) meets a batch of per-example scalars (a "
-        "counter, a length, x.sum()); in the loop each example's scalar broadcasts to shape "
-        f"({size},), but a batch holds each example with dimension 0 of size one (its batch "
-        f"dimension), so no batch can hold ({size},) per example. Give the plain tensor a "
-        f"leading dimension of size one, e.g. torch.arange({size}).unsqueeze(0) < n: each "
-        f"example's result is then (1, {size}), in the loop and in the batch"
-    )
 
 
 # ---------------------------------------------------------------------------- the boundary rule

@@ -9,6 +9,7 @@ callable is called as it is.
 |---------------------------------------|------------------------------------|
 | ``sum``, ``max``, ``min``, ``any``, ``all``, ``functools.reduce`` | ``folds`` |
 | ``len``                               | ``sequences.length``               |
+| ``copy.deepcopy``                     | ``sequences.deep_copy``            |
 | ``int``, ``float``, ``bool``          | ``scalars``                        |
 | ``isinstance``, ``torch.is_tensor``   | ``type_tests`` (warns for a batch) |
 | ``map`` of steps only some examples   | a generator, as ``(f(s) for s in   |
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import copy
 import functools
 import heapq
 import inspect
@@ -67,7 +69,7 @@ from matchbox.masked_batch import MaskedBatch
 _LOWERED: dict[Any, Callable[..., Any]] = {
     builtins.sum: folds.sum_, builtins.max: folds.max_, builtins.min: folds.min_,
     builtins.any: folds.any_, builtins.all: folds.all_, functools.reduce: folds.reduce_,
-    builtins.len: sequences.length,
+    builtins.len: sequences.length, copy.deepcopy: sequences.deep_copy,
     builtins.int: scalars.int_, builtins.float: scalars.float_, builtins.bool: scalars.bool_,
     builtins.isinstance: type_tests.isinstance_, torch.is_tensor: type_tests.is_tensor,
 }
@@ -155,7 +157,7 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
     if getattr(function, "__matchbox_batch__", False) or rewritten(function):
         return
     module = (getattr(function, "__module__", None) or "").partition(".")[0]
-    if module in ("torch", "matchbox"):
+    if module in ("torch", "matchbox") or function in _COPIES:
         return
     masked = current_mask() is not None
     for value in (*args, *kwargs.values()):
@@ -169,6 +171,10 @@ def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
             if type(value) in _MAY_BE_REFUSED:
                 _refuse_list_to(function, value, "closes over", writes)
 
+
+# ``copy.copy(items)``: a new list of the same items, each keeping the record of the
+# examples that have it, as ``list(items)`` does (``copy.deepcopy``: ``sequences``).
+_COPIES = frozenset({copy.copy})
 
 # What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods, and
 # the columns of ``zip(*rows)`` (``runtime.columns``).

@@ -5,7 +5,9 @@ A helper without the decorator runs as plain Python on batches: a loop in it ove
 gives that example no value (core makes an op's result padding for an example
 absent from an operand: in the loop over examples that op never runs for it).  So
 the loop's last state is absent for the shorter examples, where the loop over
-examples gives each its own last state.  Core refuses such a value where it leaves
+examples gives each its own last state; so is ``x.unbind(1)[-1]`` there (the batch's
+last padded step, the longest example's), where each example's own last step is
+``x[:, -1]`` (or ``x.unbind(1)[-1]`` in rewritten code).  Core refuses such a value where it leaves
 Matchbox (``matchbox._absent``); before that, an op takes the absence for an item the
 example lacks -- ``torch.cat([x, h.unsqueeze(1)], 1)`` skips it, ``x * h.unsqueeze(1)``
 gives the example length 0 -- silently.  Inside Matchbox the two cannot be told
@@ -115,12 +117,15 @@ def _error(fn: Any, where: str, absent: torch.Tensor, line: str) -> ValueError:
                 "every example's items or skip its own last value, silently")
     else:
         what = (f"the value it returns has none for example {which[0]} (examples without "
-                f"one: {shown}): it was computed by a loop that ran past the example's end (a "
-                "plain for over x.unbind(d), or map over it, runs every step for every "
-                "example), where the loop over examples gives the example its own last value; "
+                f"one: {shown}): it is a step past the example's end, or was computed from "
+                "one (in a function @batch did not rewrite, x.unbind(d) is the batch's padded "
+                "steps: x.unbind(d)[-1] is the longest example's last step, and a plain for "
+                "over x.unbind(d), or map over it, runs every step for every example), where "
+                "the loop over examples gives the example its own last step or state; "
                 "combined with other values it would be taken for an item the example lacks "
                 "(torch.cat skips it), silently")
     return ValueError(
         f"@batch: {name}() ({line}) is not rewritten by @batch, and {what}. Decorate {name} "
-        "with @matchbox.batch, which runs each example for its own steps only"
+        "with @matchbox.batch, which runs each example for its own steps only (there "
+        "x.unbind(d)[-1] is each example's own last step; x[:, -1] is, anywhere)"
     )

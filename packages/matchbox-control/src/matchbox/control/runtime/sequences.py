@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import builtins
 import collections
+import copy
 import numbers
 from typing import Any
 
@@ -103,6 +104,18 @@ def presence(item: Any) -> torch.Tensor | None:
     if cls is tuple or (isinstance(item, tuple) and hasattr(item, "_fields")):
         return combine_masks([presence(part) for part in item])
     return None
+
+
+def deep_copy(value: Any, memo: Any = None) -> Any:
+    """``copy.deepcopy(value)``; of a list whose items only some examples have, a list of
+    the items' copies, each keeping its item's record (the copy holds none of its own)."""
+    result = copy.deepcopy(value, memo)
+    if _sequence(value) and has_records(value):
+        for item, twin in zip(value, result):
+            present = presence(item)
+            if present is not None:
+                _record(twin, present)
+    return result
 
 
 def per_example_presence(items: Any) -> torch.Tensor | None:

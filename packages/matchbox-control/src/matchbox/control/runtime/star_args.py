@@ -11,13 +11,20 @@ by position.  The rewriting (``converters.builtin_calls``) sends:
 | ``zip(*rows)``          | ``mb__.zip_rows(zip, rows)``| its own columns (``columns``)|
 | ``f(a, *items)``        | ``f(a, *mb__.spread(f,      | ``items`` as they are where  |
 |                         | items))``                   | every running example has    |
-|                         |                             | every item; else refused     |
+|                         |                             | every item; each example's   |
+|                         |                             | own where every running one  |
+|                         |                             | has as many (``*outs[-2:]``);|
+|                         |                             | else refused                 |
 
 A function ``@batch`` rewrote that takes only ``*args`` (``def f(*items)``) keeps
 each example's own items (its ``len(items)``, loops and reads are per example), and
 ``print`` shows the batch's items, as printing a batch shows its ``repr``: both take
-such a list.  Any other callee would see a number of arguments that is not any
-example's own, and is refused with ``NotImplementedError`` naming the call.
+such a list.  Any other callee gets each example's own items where every running example
+has the same number of them (``combine(*outs[-2:])``, each example's own last two, at
+different positions of the batch's list): argument ``j`` is each example's ``j``-th
+item, as ``items[j]`` reads it.  Where their numbers differ the callee would see a
+number of arguments that is not every example's own: refused with
+``NotImplementedError`` naming the call and two examples' numbers.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ import builtins
 import inspect
 from collections.abc import Iterator
 from typing import Any
+
+import torch
 
 from matchbox.control.runtime import sequences
 from matchbox.control.runtime.calls import rewritten
@@ -79,8 +88,8 @@ def _own(part: Any, record: Any) -> Any:
 
 
 def spread(fn: Any, items: Any) -> Any:
-    """The arguments ``*items`` gives ``fn``: refused where ``items`` is a list some of
-    whose items a running example does not have (see the module docstring)."""
+    """The arguments ``*items`` gives ``fn``: each example's own where ``items`` is a list
+    some of whose items a running example does not have (see the module docstring)."""
     if isinstance(items, Iterator):
         items = tuple(items)  # (``*`` reads an iterator whole, too)
     elif type(items) is not list and type(items) is not tuple and type(items) is not Column:
@@ -94,11 +103,45 @@ def spread(fn: Any, items: Any) -> Any:
         lacking = lacking & running
 
     def error() -> NotImplementedError:
-        return _spread_error(fn)
+        return _spread_error(fn, present, running)
 
-    if fails(lacking, error):
-        raise error()
+    if capturing() is None:
+        if not bool(lacking.any()):  # one sync: every running example has every item
+            return items
+        own = _own_items(items, present, running)
+        if own is None:
+            raise error()
+        return own
+    # A graph cannot count each example's items: it takes them all, and where an example
+    # lacks one the call runs again eagerly (which takes each example's own, or raises).
+    fails(lacking, error)
     return items
+
+
+def _own_items(items: Any, present: torch.Tensor, running: torch.Tensor | None
+               ) -> tuple[Any, ...] | None:
+    """Each running example's own items, argument ``j`` its ``j``-th (``items[j]``), where
+    every running example has as many; ``None`` where their numbers differ."""
+    counts = present.sum(0)
+    if running is not None:
+        counts = counts[running]
+    if not counts.numel():
+        return tuple(items)  # no example runs the call: what it gives is discarded
+    count = int(counts[0])
+    if not bool((counts == count).all()):
+        return None
+    return tuple(sequences.get_item(items, j) for j in range(count))
+
+
+def _counts(present: torch.Tensor, running: torch.Tensor | None) -> str:
+    """Two running examples' numbers of items that differ, written out."""
+    counts = present.sum(0)
+    if running is not None:
+        counts = torch.where(running, counts, -1)
+    real = [(j, n) for j, n in enumerate(counts.tolist()) if n >= 0]
+    first = real[0]
+    other = next(((j, n) for j, n in real if n != first[1]), first)
+    return f"example {first[0]} has {first[1]}, example {other[0]} has {other[1]}"
 
 
 def _takes_every_item(fn: Any) -> bool:
@@ -115,24 +158,28 @@ def _takes_every_item(fn: Any) -> bool:
     return bool(code.co_flags & inspect.CO_VARARGS) and code.co_argcount == bound
 
 
-def _spread_error(fn: Any) -> NotImplementedError:
+def _spread_error(fn: Any, present: torch.Tensor, running: torch.Tensor | None
+                  ) -> NotImplementedError:
+    differ = (f"the running examples have different numbers of them "
+              f"({_counts(present, running)})")
     if fn is builtins.zip:
         return NotImplementedError(
             f"@batch: zip(..., *rows) ({user_line()}) spreads a list whose items only some "
-            "examples have among other arguments: each example would zip its own rows, "
-            "which a batch keeps only for zip(*rows) alone; put the other sequences into "
-            "the list first (zip(*[a, *rows]))")
+            f"examples have among other arguments, and {differ}: each example would zip "
+            "its own rows, which a batch keeps only for zip(*rows) alone; put the other "
+            "sequences into the list first (zip(*[a, *rows]))")
     if fn is builtins.map:
         return NotImplementedError(
             f"@batch: map(f, *rows) ({user_line()}) spreads a list whose items only some "
-            "examples have: each example would map over its own rows; write a comprehension "
-            "over the columns ([f(*column) for column in zip(*rows)], with f a function "
-            "@batch rewrote that takes *args), which gives each example its own")
+            f"examples have, and {differ}: each example would map over its own rows; write "
+            "a comprehension over the columns ([f(*column) for column in zip(*rows)], with "
+            "f a function @batch rewrote that takes *args), which gives each example its own")
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or "f"
     return NotImplementedError(
         f"@batch: {name}(*items) ({user_line()}) spreads a list whose items only some "
-        "examples have (a step past an example's end) into arguments: in the loop over "
-        "examples each example passes only its own items, so the number of arguments "
-        f"differs between examples, and one call cannot take each example's own. Pass "
-        f"the list itself ({name}(items): max(items), torch.stack(items, 1)) or loop over "
-        "it; a function @batch rewrote that takes only *args (def f(*items)) may take it")
+        f"examples have (a step past an example's end) into arguments, and {differ}: in "
+        "the loop over examples each example passes only its own items, so the number of "
+        "arguments differs between examples, and one call cannot take each example's "
+        f"own. Pass the list itself ({name}(items): max(items), torch.stack(items, 1)) or "
+        "loop over it; a function @batch rewrote that takes only *args (def f(*items)) "
+        "may take it")

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _masking
+from matchbox._layout import expanded_row
 from matchbox.masked_batch import MaskedBatch
 
 FAMILY = "gather"
@@ -28,11 +29,13 @@ def as_batch(op: str, value: Any, like: MaskedBatch, name: str) -> MaskedBatch:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{op}: the {name} must be a tensor or a batch, got "
                         f"{type(value).__name__}")
+    value = expanded_row(value, like.data.size(0))  # expanded from size one: its one row
     if value.dim() != like.dim() or value.size(0) != 1:
         raise ValueError(
             f"{op}: a plain {name} is the same for every example and must look like one "
             f"example: rank {like.dim()} with size 1 in dimension 0 (each example's batch "
-            f"dimension); got shape {tuple(value.shape)}")
+            f"dimension), or expanded from size 1 to the batch size there; got shape "
+            f"{tuple(value.shape)}")
     batch = like.data.size(0)
     return MaskedBatch._make(value.expand(batch, *value.shape[1:]), None,
                              (False,) * (value.dim() - 1))

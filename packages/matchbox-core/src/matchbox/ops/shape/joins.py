@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._layout import expanded_row
 from matchbox.masked_batch import (
     MaskedBatch,
     full_mask,
@@ -37,10 +38,14 @@ def _as_batches(op: str, tensors: Sequence[Any]) -> list[MaskedBatch]:
                 )
             out.append(t)
             continue
+        # Expanded from size one to the batch size (``cls.expand(x.size(0), -1, -1)``):
+        # its one row, as a pointwise op takes it (``_layout.expanded_row``).
+        t = expanded_row(t, batch)
         if t.dim() != first.dim() or t.size(0) != 1:
             raise ValueError(
                 f"{op}: a plain tensor in the list must look like one example (rank "
-                f"{first.dim()}, size 1 in dimension 0); got shape {tuple(t.shape)}"
+                f"{first.dim()}, size 1 in dimension 0, or expanded from size 1 to the "
+                f"batch size there); got shape {tuple(t.shape)}"
             )
         # Real for every example (no mask); guarded like any argument real where
         # the result is padding (``_joined_data``).

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._layout import expanded_row
 from matchbox._sizes import BatchShape
 from matchbox.masked_batch import (
     MaskedBatch,
@@ -314,11 +315,13 @@ def expand_as(func, input, other):
 
 def _plain_as_batch(op: str, t: torch.Tensor, like: MaskedBatch) -> MaskedBatch:
     """A plain tensor (the same for every example) as a batch of ``like``'s batch size."""
+    t = expanded_row(t, like.data.size(0))  # expanded from size one: its one row
     if t.dim() > like.dim() or (t.dim() == like.dim() and t.size(0) != 1):
         raise ValueError(
             f"{op}: the plain tensor of shape {tuple(t.shape)} is the same for every example "
             f"of the batch argument, so it must look like one example (rank at most "
-            f"{like.dim()}, size 1 in dimension 0, each example's batch dimension)")
+            f"{like.dim()}, size 1 in dimension 0, each example's batch dimension, or "
+            f"expanded from size 1 to the batch size there)")
     t = t.reshape((1,) * (like.dim() - t.dim()) + tuple(t.shape))
     return MaskedBatch._make(t.expand(like.data.size(0), *t.shape[1:]), None,
                              (False,) * (t.dim() - 1))

@@ -44,6 +44,7 @@ from matchbox.extending import (
     MaskedBatch,
     check_lengths_agree,
     combine_masks,
+    expanded_row,
     fill_padding,
     fit_mask,
     guard_gradient,
@@ -74,13 +75,20 @@ def _check_operands(op: str, operands: dict[str, Any]) -> tuple[int, int]:
     sizes = {x.data.size(0) for x in batches.values()}
     if len(sizes) > 1:
         raise ValueError(f"{op}: query, key and value have different batch sizes {sorted(sizes)}")
+    batch_size = sizes.pop()
     for name, x in operands.items():
-        if isinstance(x, torch.Tensor) and (x.dim() > rank or x.dim() == rank and x.size(0) != 1):
+        if not isinstance(x, torch.Tensor):
+            continue
+        # Expanded from size one to the batch size (``cls.expand(x.size(0), -1, -1)``): the
+        # same for every example, as a pointwise op takes it (``expanded_row``).
+        x = expanded_row(x, batch_size)
+        if x.dim() > rank or x.dim() == rank and x.size(0) != 1:
             raise ValueError(
                 f"{op}: {name} is a plain tensor of shape {tuple(x.shape)}; a tensor shared by "
-                f"every example must have at most rank {rank} and size 1 in dimension 0"
+                f"every example must have at most rank {rank} and size 1 in dimension 0 (or "
+                f"be expanded from size 1 to the batch size there)"
             )
-    return rank, sizes.pop()
+    return rank, batch_size
 
 
 def _data(x: Any, rank: int, batch_size: int) -> torch.Tensor:

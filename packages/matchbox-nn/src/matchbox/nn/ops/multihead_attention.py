@@ -52,6 +52,7 @@ from matchbox.extending import (
     MaskedBatch,
     check_lengths_agree,
     combine_masks,
+    expanded_row,
     fill_padding,
     fit_mask,
     guard_gradient,
@@ -123,28 +124,35 @@ def _inputs(op: str, query: Any, key: Any, value: Any) -> _Inputs:
         if x.batch.data.size(0) != batch_size:
             raise ValueError(f"{op}: query, key and value have different batch sizes "
                              f"({batch_size} and {x.batch.data.size(0)})")
-    pairs = [_operand(op, name, x) for name, x in (("query", query), ("key", key),
-                                                    ("value", value))]
+    pairs = [_operand(op, name, x, batch_size) for name, x in (("query", query), ("key", key),
+                                                                ("value", value))]
     (_, k), (_, v) = pairs[1], pairs[2]
     check_same_keys(op, pairs[1][0] if pairs[1][0] is not None else k,
                     pairs[2][0] if pairs[2][0] is not None else v, 1)
     return _Inputs(tuple(b for b, _ in pairs), tuple(d for _, d in pairs), batch_size)
 
 
-def _operand(op: str, name: str, x: Any) -> tuple[Any, torch.Tensor]:
+def _operand(op: str, name: str, x: Any, batch_size: int) -> tuple[Any, torch.Tensor]:
     """A time-major input ``(L, N, E)`` per example as batch-major ``(batch, data)``."""
     if isinstance(x, TimeMajorBatch):
         if x.batch.dims[1]:
             raise ValueError(f"{op}: the feature dimension (2) of {name} is dynamic; it must "
                              "be static")
         return x.batch, weight_input_data(x.batch)
-    if isinstance(x, torch.Tensor) and x.dim() == 3 and x.size(1) == 1:
-        return None, x.transpose(0, 1)  # the same (L, 1, E) for every example
+    if isinstance(x, torch.Tensor) and x.dim() == 3:
+        # The same (L, 1, E) for every example, or one expanded from it to the batch size
+        # (``cls.expand(x.size(0), -1, -1)``, time-major): its one example, as a pointwise
+        # op takes it (``expanded_row``).
+        example = expanded_row(x.transpose(0, 1), batch_size)
+        if example.size(0) == 1:
+            return None, example
     shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
     raise ValueError(
         f"{op}: {name} must be a time-major batch (matchbox.nn.time_major(x), which "
         "nn.MultiheadAttention(batch_first=True) builds itself) or a plain (L, 1, E) tensor "
-        f"shared by every example; got {shape}"
+        "shared by every example (time-major: a batch-first (1, L, E) tensor such as a class "
+        f"token, passed itself or expanded from size 1 with .expand(x.size(0), -1, -1)); got "
+        f"{shape}"
     )
 
 
