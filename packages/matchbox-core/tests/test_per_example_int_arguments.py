@@ -21,6 +21,8 @@ CASES = {
     "repeat": (lambda x, k: x.repeat(1, k, 1), r"Tensor.repeat: the count is a batch .*"
                                                r"repeat_interleave takes one count per example"),
     "tile": (lambda x, k: x.tile((1, k, 1)), r"Tensor.tile: the count is a batch"),
+    # chunk handed the batch on to torch's chunk of its data: an AttributeError
+    "chunk": (lambda x, k: x.chunk(k, 2), r"Tensor.chunk: the number of chunks is a batch"),
 }
 
 
