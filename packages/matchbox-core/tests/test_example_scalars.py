@@ -120,6 +120,28 @@ def test_adding_booleans_of_one_value_per_example_is_refused():
     assert (c.data == torch.tensor([True, True, False])).all()  # refused before the write
 
 
+def test_an_integer_to_a_negative_integer_power_of_one_value_per_example_is_refused():
+    # Each example's n is a Python int in the loop, whose 2 ** -n is a float (0.25); torch's
+    # integer power gives 0, which the batch gave, silently (a user trial: 2 ** -k of a
+    # per-example int() under @batch).
+    xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (2, 0, 1)], (True, False))
+    n = xb.size_as_tensor(1)
+    refused = r"an integer to a negative integer power, one number per example .* 2 \*\* -1 is 0.5"
+    with pytest.raises(TypeError, match=r"Tensor.__rpow__: " + refused):
+        2 ** -n
+    with pytest.raises(TypeError, match=r"Tensor.pow: " + refused):
+        n ** (n - 3)
+    with pytest.raises(TypeError, match=r"torch.pow: " + refused):
+        torch.pow(2, -n)
+    with pytest.raises(TypeError, match=r"Tensor.pow: " + refused):
+        n ** torch.tensor(-1)
+    # Non-negative exponents are ints in Python too; a float base or exponent is a float.
+    assert ((2 ** n).data == torch.tensor([4, 1, 2])).all()
+    assert ((n ** n).data == torch.tensor([4, 1, 1])).all()
+    assert torch.equal((2.0 ** -n).data, torch.tensor([0.25, 1.0, 0.5]))
+    assert torch.equal(((n + 1) ** -1.0).data, torch.tensor([1 / 3, 1.0, 0.5]))
+
+
 def test_counts_of_per_example_booleans_and_sums_of_boolean_rows_equal_the_loop():
     xs = [torch.randn(1, n, 3, dtype=torch.float64) for n in (5, 2, 1, 0)]
     xb = MaskedBatch.fromlist(xs, (True, False))

@@ -132,3 +132,14 @@ def test_bad_pad_arguments_are_named():
         F.pad(xb, [1])
     with pytest.raises(ValueError, match=r"mode must be one of .*got 'wrap'"):
         F.pad(xb, [1, 1], mode="wrap")
+
+
+def test_a_pad_width_of_one_value_per_example_is_refused_naming_it():
+    # A width per example (a @batch int(), size_as_tensor) said only that int() of a batch
+    # has no answer, naming neither the op nor the argument (a user trial).
+    xb = batch(examples([5, 3], 2), (False, True))
+    width = xb.size_as_tensor(2)
+    with pytest.raises(NotImplementedError, match=r"torch.nn.functional.pad: a pad width is a "
+                                                  r"batch \(one value per example\); per-example "
+                                                  r"widths are not implemented"):
+        F.pad(xb, (0, width))

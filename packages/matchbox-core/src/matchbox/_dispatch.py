@@ -355,6 +355,15 @@ def refuse_per_example(op: str, name: str, value: Any, instead: str) -> None:
             f"not implemented here: {name} must be the same int for every example; {instead}")
 
 
+def int_argument(op: str, name: str, value: Any,
+                 instead: str = "keep the positions and mask them with torch.where on a "
+                                "comparison of positions with the per-example value") -> int:
+    """``int(value)`` of an argument that must be one int for every example: a batch of one
+    per example is refused naming the op and the argument (``int()`` of it said neither)."""
+    refuse_per_example(op, name, value, instead)
+    return int(value)
+
+
 def unsupported(func: Any, batch_type: str = "MaskedBatch",
                 kwargs: dict[str, Any] | None = None) -> NotImplementedError:
     """The error for an op that is not in the registry, naming the op (and, from the batch

@@ -29,8 +29,8 @@ import torch
 
 from matchbox._op_table import op_name
 
-__all__ = ["ADDITIONS", "SCALAR", "VECTOR", "ambiguous_index", "combined", "mark", "reduced_over",
-           "refuse_a_sum_of_booleans"]
+__all__ = ["ADDITIONS", "POWERS", "SCALAR", "VECTOR", "ambiguous_index", "combined", "mark",
+           "reduced_over", "refuse_a_sum_of_booleans", "refuse_python_mismatches"]
 
 # The batch type that records it: ``matchbox.masked_batch`` names it when it is defined
 # (it imports this module).
@@ -111,3 +111,38 @@ def refuse_a_sum_of_booleans(kind: bool | None, func: Any) -> None:
             "True + True is 2, where torch "
             "adds booleans as 'or'); write int(a) + int(b) (or a.long() + b.long()) for a "
             "count, or a | b for 'or'")
+
+
+#: Powers, which Python's ints and torch's integer tensors differ on (``2 ** -1``).
+POWERS = frozenset({torch.pow, torch.Tensor.pow, torch.Tensor.__pow__, torch.Tensor.__rpow__})
+
+
+def refuse_python_mismatches(result: Any, func: Any, args: Any) -> None:
+    """Refuse a result of one number per example (``result._scalar`` already worked out)
+    that the loop's Python numbers would give otherwise, silently: a sum of booleans
+    (:func:`refuse_a_sum_of_booleans`), and an integer to a negative integer power (the
+    loop's ``2 ** -k`` of a Python int ``k`` is a float, ``0.25``, where torch's integer
+    power gives ``0``).  The power reads the exponent's values (one check, only for an
+    integer power of per-example numbers)."""
+    dtype = result._data.dtype
+    if dtype == torch.bool and func in ADDITIONS:
+        refuse_a_sum_of_booleans(result._scalar, func)
+    elif (func in POWERS and result._scalar is SCALAR and not dtype.is_floating_point
+          and not dtype.is_complex and len(args) == 2):
+        exponent = args[0] if func is torch.Tensor.__rpow__ else args[1]
+        if type(exponent) is _HOLDER[0]:
+            negative = exponent._data < 0
+            if exponent._mask is not None:
+                negative = negative & exponent._mask.reshape(negative.shape)
+        elif isinstance(exponent, torch.Tensor) and not exponent.is_floating_point():
+            negative = (exponent < 0).reshape(-1).expand(result._data.size(0))
+        else:
+            return  # a Python int exponent: torch refuses a negative one itself
+        from matchbox._capture import fails
+        from matchbox._execution import running
+        if fails(running(negative.reshape(-1))):
+            raise TypeError(
+                f"{op_name(func)}: an integer to a negative integer power, one number per "
+                "example (a Python int in the loop, whose 2 ** -1 is 0.5, a float), where "
+                "torch's integer power gives 0; make the base or the exponent a float "
+                "(2.0 ** k, float(b) ** k)")

@@ -202,7 +202,7 @@ def argsort(func, input, dim=-1, descending=False, *, stable=False):
 def topk(func, input, k, dim=-1, largest=True, sorted=True, *, out=None):
     op = _registry.op_name(func)
     _registry.refuse_out(op, out)
-    k = int(k)
+    k = _registry.int_argument(op, "k", k)
     d = normalize_dim(op, -1 if dim is None else dim, input.dim())
     if k < 0:
         raise RuntimeError(f"{op}: k={k} must be non-negative")
@@ -368,12 +368,12 @@ def trapezoid(func, y, x=None, *, dx=None, dim=-1):
 @_registry.implements(torch.roll, torch.Tensor.roll, family=FAMILY)
 def roll(func, input, shifts, dims=None):
     op = _registry.op_name(func)
+    _registry.refuse_per_example(op, "shift", shifts, "gather each example's positions")
     shift_list, dim_list = _dim_list(shifts), _dim_list(dims) if dims is not None else None
     if dim_list is None:
         if len(shift_list) != 1:
             raise RuntimeError(f"{op}: without dims, shifts must be one int (got {shifts!r})")
-        return MaskedBatch._make(_roll_flat(input, int(shift_list[0])), input._mask,
-                                 input.dims)
+        return MaskedBatch._make(_roll_flat(input, int(shift_list[0])), input._mask, input.dims)
     if len(shift_list) != len(dim_list):
         raise RuntimeError(f"{op}: shifts and dimensions must align: {len(shift_list)} "
                            f"shifts, {len(dim_list)} dims")

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 
 from matchbox import _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import ADDITIONS, combined, refuse_a_sum_of_booleans
+from matchbox._example_scalars import refuse_python_mismatches as _refuse_mismatches
 from matchbox._layout import zero_padding_mask
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
@@ -214,8 +215,7 @@ def _kind_of(result: Any, args: Any, func: Any = None) -> Any:
     number or a (1,) tensor: ``matchbox._example_scalars``) worked out from ``args``."""
     if type(result) is MaskedBatch and not result.dims:
         result._scalar = combined(args)
-        if result._data.dtype == torch.bool and func in ADDITIONS:
-            refuse_a_sum_of_booleans(result._scalar, func)
+        _refuse_mismatches(result, func, args)
     elif type(result) is tuple or isinstance(result, tuple):
         for item in result:
             _kind_of(item, args)
@@ -365,8 +365,7 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     result = _plain_call(func, self, args)
     if result is not None and not result.dims:
         result._scalar = combined((self, *args))
-        if result._data.dtype == torch.bool and func in ADDITIONS:
-            refuse_a_sum_of_booleans(result._scalar, func)
+        _refuse_mismatches(result, func, (self, *args))
     return result
 
 

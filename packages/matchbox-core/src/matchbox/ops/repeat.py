@@ -71,16 +71,20 @@ def _gather_along(x: MaskedBatch, d: int, source: torch.Tensor, old: torch.Tenso
 # ------------------------------------------------------------------ repeat, tile
 
 
+_ONE_COUNT = "repeat_interleave takes one count per example"
+
+
 @_registry.implements(torch.Tensor.repeat, family=FAMILY)
 def repeat(func, input, *sizes):
     op = _registry.op_name(func)
-    return _repeat(op, input, [int(s) for s in _sizes(sizes)])
+    return _repeat(op, input, [_registry.int_argument(op, "count", s, _ONE_COUNT)
+                               for s in _sizes(sizes)])
 
 
 @_registry.implements(torch.tile, torch.Tensor.tile, family=FAMILY)
 def tile(func, input, dims):
     op = _registry.op_name(func)
-    factors = [int(s) for s in _sizes((dims,))]
+    factors = [_registry.int_argument(op, "count", s, _ONE_COUNT) for s in _sizes((dims,))]
     # tile pads its factors with ones in front up to the input's rank, then repeats.
     return _repeat(op, input, [1] * (input.dim() - len(factors)) + factors)
 

@@ -145,7 +145,7 @@ def _lower_median(filled: torch.Tensor, mask: torch.Tensor, floating: bool) -> t
 def kthvalue(func, input, k, dim=-1, keepdim=False, *, out=None):
     op = _registry.op_name(func)
     _registry.refuse_out(op, out)
-    k = int(k)
+    k = _registry.int_argument(op, "k", k, "sort each example (x.sort(d)) and take x[:, k - 1]")
     d = _one_dim(op, input, dim)
     if not _padded_along(input, d):
         values, indices = torch.kthvalue(input.data, k, d, True)

@@ -86,6 +86,32 @@ def ran_for_nobody(mask: Mask, exc_type: Any) -> bool:
     return not bool(mask.any())
 
 
+def one_side(mask: Mask, outer: Mask) -> bool | None:
+    """Whether every example running ``outer`` ran the region run under ``mask`` (True),
+    none did (False), or some of each (None, also while capturing).
+
+    Read from the masks (a device sync) only where a merge cannot hold its two values
+    (a batch and ``None``: ``h = None`` before a loop whose first step assigns it): the
+    loop over examples needs no merge where every example took one path, and a region
+    runs under a mask of its own on an accelerator (every step of a ``for``), or where
+    every example takes an ``if``, without asking which.
+    """
+    if (not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool
+            or capturing() is not None):
+        return None
+    if outer is None:
+        outside = ~mask
+    elif isinstance(outer, torch.Tensor) and outer.shape == mask.shape:
+        outside = outer & ~mask
+    else:
+        return None
+    if not bool(outside.any()):
+        return True
+    if not bool(mask.any()):
+        return False
+    return None
+
+
 class _LabelledMasked(_Masked):
     """A masked region while a profiler records: also a ``matchbox.batch.step`` range."""
 

@@ -38,7 +38,7 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox.control.runtime.columns import Column
-from matchbox.control.runtime.masks import example_mask, mask_view
+from matchbox.control.runtime.masks import example_mask, mask_view, one_side
 from matchbox.extending import (
     BATCH_VIEWS,
     deferred_region_guard,
@@ -121,7 +121,13 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
                 and not old.data.is_inference()):
             _keep(merged, old, outer)
         return merged
-    return select(mask, new, old, name)
+    try:
+        return select(mask, new, old, name)
+    except TypeError:  # values no batch can hold for both (a batch and None)
+        side = one_side(mask, outer)
+        if side is None:
+            raise
+        return new if side else old
 
 
 def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:

@@ -187,6 +187,7 @@ def split(func, input, split_size_or_sections, dim=0):
                      fast_path=_registry.DIRECT)
 @_lengths.aware  # (first: a fast path skips the dispatch's check)
 def chunk(func, input, chunks, dim=0):
+    chunks = _registry.int_argument(_registry.op_name(func), "number of chunks", chunks)
     return _pieces(func, input, dim, lambda data, d: data.chunk(chunks, d))
 
 

@@ -48,6 +48,11 @@ def pad(func, input, pad, mode="constant", value=None):
     op = op_name(func)
     if not isinstance(input, MaskedBatch):
         raise TypeError(f"{op}: the input must be the MaskedBatch, got {type(input).__name__}")
+    if any(isinstance(p, MaskedBatch) for p in pad):
+        raise NotImplementedError(
+            f"{op}: a pad width is a batch (one value per example); per-example widths are "
+            "not implemented: each width must be the same int for every example (pad to the "
+            "largest width and mask the positions with torch.where)")
     pads = [int(p) for p in pad]
     if len(pads) % 2 or len(pads) // 2 > input.dim() - 1:
         raise ValueError(
