@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _masking
-from matchbox.compiler import precompiled
+from matchbox.compiler import precompiled, split_views
 from matchbox.compiler.state import watch_effects
 from matchbox.compiler.structure import Structure, flatten, unflatten
 
@@ -148,6 +148,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
         # see the scan's inputs as aliased; in-place updates are impure and stay.
         graph.graph.eliminate_dead_code()
         graph.recompile()
+        split_views.splits_as_slices(graph)
     return graph
 
 
