@@ -15,6 +15,7 @@ modules hold one concern each:
 - ``sequences``: lists whose items only some examples have (``len``, ``[i]``);
 - ``columns``, ``star_args``: ``zip(*rows)`` and ``f(*items)`` of such lists;
 - ``folds``: ``sum``, ``max``, ``min``, ``any``, ``all``, ``functools.reduce``;
+- ``iterables``: ``itertools.starmap``/``accumulate`` per example, a deque of steps refused;
 - ``scalars``: ``.item()``, ``int``, ``float``, ``bool`` of per-example scalars;
 - ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
 - ``calls``: which builtin a call reaches, at run time.

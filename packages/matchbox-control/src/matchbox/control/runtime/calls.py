@@ -13,6 +13,8 @@ callable is called as it is.
 | ``isinstance``, ``torch.is_tensor``   | ``type_tests`` (warns for a batch) |
 | ``map`` of steps only some examples   | a generator, as ``(f(s) for s in   |
 | have (``map(f, x.unbind(1))``)        | steps)`` (``comprehensions``)      |
+| ``itertools.starmap``/``accumulate``  | ``iterables`` (a deque of such     |
+| of such steps, ``collections.deque``  | steps refused)                     |
 
 Every other call of the rewritten code reaches :func:`call` too (``converters.builtin_calls``),
 for the Python lists it hands over.  A list's ``append``/``extend``/``+=`` reached some other
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import collections
 import functools
 import heapq
 import inspect
@@ -48,7 +51,14 @@ from typing import Any
 import torch
 
 from matchbox.control import naming
-from matchbox.control.runtime import comprehensions, folds, scalars, sequences, type_tests
+from matchbox.control.runtime import (
+    comprehensions,
+    folds,
+    iterables,
+    scalars,
+    sequences,
+    type_tests,
+)
 from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.effects import (
     CONTAINER_WRITES,
@@ -352,6 +362,11 @@ def _stepped(iterable: Any) -> bool:
 
 
 _LOWERED[builtins.map] = _map
+# ``itertools.starmap``/``accumulate`` of steps, per example as ``map`` is; a deque of them
+# refused (``runtime.iterables``).
+_LOWERED.update({itertools.starmap: functools.partial(iterables.starmap_, call),
+                 itertools.accumulate: functools.partial(iterables.accumulate_, call),
+                 collections.deque: iterables.deque_})
 
 # ``next(iter(it))``: ``iter`` of an iterator is the iterator, which ``next`` then advances.
 _LOWERED.update({fn: _reading_a_shared_iterator(fn) for fn in (builtins.iter, itertools.islice)})

@@ -41,6 +41,7 @@ import torch
 
 from matchbox.control.runtime.copies import stored
 from matchbox.control.runtime.copies import watch as watch_write
+from matchbox.control.runtime.iterables import DEQUE_ADDS, deque_add
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import (
     per_example_item,
@@ -212,6 +213,8 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     if mask is None:
         if type(obj) is list and name in _POSITIONAL:
             refuse_positional_write(obj, f"list.{name}()")
+        if isinstance(obj, collections.deque) and name in DEQUE_ADDS and not kwargs:
+            args = deque_add(obj, name, args)  # an item only some examples have: refused
         return method(*args, **kwargs)
     if type(obj) is list and name in ("append", "extend") and len(args) == 1 and not kwargs:
         values = [args[0]] if name == "append" else list(args[0])
