@@ -46,6 +46,7 @@ from matchbox.control.runtime.effects import (
     set_item,
 )
 from matchbox.control.runtime.expressions import and_, assert_, compare, if_exp, not_, or_
+from matchbox.control.runtime.iterables import shared_iterable
 from matchbox.control.runtime.iteration import (
     for_steps,
     iter_enumerate,
@@ -178,7 +179,7 @@ __all__ = [
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
-    "scan_while_capturing", "select", "set_attr", "set_comp", "set_item",
+    "scan_while_capturing", "select", "set_attr", "set_comp", "set_item", "shared_iterable",
     "slice_", "spread", "still_running", "truth", "operand", "unbind", "unbind_steps", "unpack",
     "zip_rows",
 ]

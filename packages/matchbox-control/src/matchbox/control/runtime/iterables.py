@@ -23,6 +23,12 @@ the longest example's count for every example, silently.  Routed through
 |                                        | count every example's); write a list      |
 
 Of items every example has, each is the builtin itself.
+
+:func:`shared_iterable` refuses an iterator held by a variable, an attribute or an item
+(``for v in it``, ``[f(v) for v in self.it]``, ``sum(it)``) that a ``for``, a comprehension
+or a fold reads under a per-example condition: it is one object shared by every example, so
+reading it would advance it for the examples that do not run this code too (as ``next(it)``
+would, which ``runtime.calls`` refuses there).
 """
 
 from __future__ import annotations
@@ -42,6 +48,20 @@ from matchbox.control.runtime.sequences import per_example_item, per_example_pre
 from matchbox.extending import fails
 
 _END = object()
+
+
+def shared_iterable(iterable: Any) -> Any:
+    """``iterable``, which a ``for``, comprehension or fold is to read (the rewriting routes
+    one written as a name, attribute or item here, ``converters.control_flow``); refused
+    where it is an iterator and the code runs under a per-example condition."""
+    if isinstance(iterable, Iterator) and _MASK.get() is not None:
+        raise NotImplementedError(
+            f"@batch: a for statement, comprehension or fold reads a shared "
+            f"{type(iterable).__name__} under a per-example condition ({user_line()}): the "
+            "iterator is one object shared by every example, so reading it would advance "
+            "it for the examples that do not run this code too. Read it where every example "
+            "runs (items = list(it) before the condition), then loop over the list")
+    return iterable
 
 
 def stepped(iterable: Any) -> bool:
