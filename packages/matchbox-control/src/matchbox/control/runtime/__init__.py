@@ -13,6 +13,7 @@ modules hold one concern each:
 - ``expressions``: ``and``/``or``/``not``, comparisons, conditional expressions;
 - ``comprehensions``: comprehensions and generator expressions, step by step;
 - ``sequences``: lists whose items only some examples have (``len``, ``[i]``);
+- ``dict_keys``: keys added to a dict for only some examples, refused where read;
 - ``columns``, ``star_args``: ``zip(*rows)`` and ``f(*items)`` of such lists;
 - ``folds``: ``sum``, ``max``, ``min``, ``any``, ``all``, ``functools.reduce``;
 - ``iterables``: ``itertools.starmap``/``accumulate`` per example, a deque of steps refused;

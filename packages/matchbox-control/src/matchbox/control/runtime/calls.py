@@ -60,6 +60,7 @@ from matchbox.control.runtime import (
     type_tests,
 )
 from matchbox.control.runtime.columns import Column
+from matchbox.control.runtime.dict_keys import refuse_partial_keys
 from matchbox.control.runtime.effects import (
     CONTAINER_WRITES,
     SHARED_TYPES,
@@ -110,6 +111,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_a_plain_tensor_write(fn)
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
+        if args and isinstance(args[0], dict) and fn in _KEY_READERS:
+            refuse_partial_keys(args[0], f"{fn.__name__}()")
     result = fn(*args, **kwargs)
     if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
         refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
@@ -149,7 +152,18 @@ def _container_method(obj: Any, name: str, args: tuple[Any, ...],
                               type(obj).__name__)
     if name in CONTAINER_WRITES:
         return call_method(current_mask(), obj, name, *args, **kwargs)
+    if name in _KEY_READS and isinstance(obj, dict):
+        refuse_partial_keys(obj, f"dict.{name}()")
     return getattr(obj, name)(*args, **kwargs)
+
+
+# A dict's methods and the builtins that read its keys (refused where a running example
+# lacks a key added under a per-example condition: ``dict_keys``).
+_KEY_READS = frozenset({"keys", "values", "items", "copy", "__len__", "__contains__",
+                        "__iter__"})
+_KEY_READERS = frozenset({builtins.list, builtins.tuple, builtins.sorted, builtins.set,
+                          builtins.frozenset, builtins.dict, builtins.iter,
+                          builtins.enumerate, builtins.zip, builtins.reversed})
 
 
 def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],

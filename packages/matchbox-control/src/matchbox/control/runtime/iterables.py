@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from matchbox.control.runtime import comprehensions
+from matchbox.control.runtime.dict_keys import refuse_partial_keys
 from matchbox.control.runtime.folds import _Fold
 from matchbox.control.runtime.iteration import example_real, for_steps
 from matchbox.control.runtime.masks import _MASK, _Masked, guard
@@ -54,7 +55,9 @@ def shared_iterable(iterable: Any) -> Any:
     """``iterable``, which a ``for``, comprehension or fold is to read (the rewriting routes
     one written as a name, attribute or item here, ``converters.control_flow``); refused
     where it is an iterator and the code runs under a per-example condition."""
-    if isinstance(iterable, Iterator) and _MASK.get() is not None:
+    if isinstance(iterable, dict):
+        refuse_partial_keys(iterable, "a loop over a dict")
+    elif isinstance(iterable, Iterator) and _MASK.get() is not None:
         raise NotImplementedError(
             f"@batch: a for statement, comprehension or fold reads a shared "
             f"{type(iterable).__name__} under a per-example condition ({user_line()}): the "
