@@ -84,13 +84,19 @@ _UNROUTED = frozenset({"range", "reversed", "super",
                        "print", "type", "getattr", "hasattr", "setattr", "id", "callable"})
 
 
+_KEY_READS = frozenset({"keys", "values", "items", "copy"})
+
+
 def _routed(node: Any) -> bool:
     """Whether a call goes through ``mb__.call`` for the lists it may hand over."""
     func = node.func
     if not node.args and not node.keywords:
         # Hands nothing over, but ``queue.popleft()``: a set's or deque's write (a list's
         # or dict's goes to pass 8), which ``runtime.calls`` refuses under a condition.
-        return isinstance(func, gast.Attribute) and func.attr in _SET_AND_DEQUE_WRITES
+        # ``d.keys()``, ``d.items()``: a dict's keys, refused where only some examples
+        # added one (``runtime.dict_keys``).
+        return isinstance(func, gast.Attribute) and (func.attr in _SET_AND_DEQUE_WRITES
+                                                     or func.attr in _KEY_READS)
     if _runtime_call(node) is not None or _changes_in_place(node):
         return False
     if _iterator_reader(func) and node.args and _made_here(node.args[0]):

@@ -240,16 +240,20 @@ def _reads_outside_branches(statements: list[Any]) -> set[str]:
 def _iterable(node: Any) -> Any:
     """``range``/``enumerate``/``zip``/``reversed`` calls through the runtime (batch
     bounds, each example's own counts and steps), nested ones included
-    (``enumerate(zip(a, reversed(b)))``)."""
+    (``enumerate(zip(a, reversed(b)))``); an iterable held by a name, attribute or item
+    (``for v in it``) through ``mb__.shared_iterable``, which refuses a shared iterator
+    read under a per-example condition (``runtime.iterables``)."""
     if zip_of_rows(node):
         return rows_zipped(node)
     if (isinstance(node, gast.Call) and isinstance(node.func, gast.Name)
             and node.func.id in _ITERATORS):
         helper = gast.Attribute(value=templates.name(naming.RUNTIME),
                                 attr=_ITERATORS[node.func.id], ctx=gast.Load())
-        args = [_iterable(arg) for arg in node.args]
+        args = node.args if node.func.id == "range" else [_iterable(arg) for arg in node.args]
         return gast.Call(func=helper, args=[templates.name(node.func.id)] + args,
                          keywords=list(node.keywords))
+    if isinstance(node, (gast.Name, gast.Attribute, gast.Subscript)):
+        return templates.replace_expr("mb__.shared_iterable(items)", origin=node, items=node)
     return node
 
 

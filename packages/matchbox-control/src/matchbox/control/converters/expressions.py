@@ -66,8 +66,8 @@ class _Expressions(gast.NodeTransformer):
 
     def visit_Compare(self, node: Any) -> Any:
         self.generic_visit(node)
-        if len(node.ops) < 2:
-            return node
+        if len(node.ops) < 2 and not isinstance(node.ops[0], (gast.In, gast.NotIn)):
+            return node  # (``k in d`` reads a dict's keys: ``runtime.dict_keys``)
         parts = ", ".join(f"'{_COMPARE[type(op)]}', lambda: right_{i}"
                           for i, op in enumerate(node.ops))
         rights = {f"right_{i}": c for i, c in enumerate(node.comparators)}

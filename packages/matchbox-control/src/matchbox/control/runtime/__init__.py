@@ -13,8 +13,10 @@ modules hold one concern each:
 - ``expressions``: ``and``/``or``/``not``, comparisons, conditional expressions;
 - ``comprehensions``: comprehensions and generator expressions, step by step;
 - ``sequences``: lists whose items only some examples have (``len``, ``[i]``);
+- ``dict_keys``: keys added to a dict for only some examples, refused where read;
 - ``columns``, ``star_args``: ``zip(*rows)`` and ``f(*items)`` of such lists;
 - ``folds``: ``sum``, ``max``, ``min``, ``any``, ``all``, ``functools.reduce``;
+- ``iterables``: ``itertools.starmap``/``accumulate`` per example, a deque of steps refused;
 - ``scalars``: ``.item()``, ``int``, ``float``, ``bool`` of per-example scalars;
 - ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
 - ``calls``: which builtin a call reaches, at run time.
@@ -45,6 +47,7 @@ from matchbox.control.runtime.effects import (
     set_item,
 )
 from matchbox.control.runtime.expressions import and_, assert_, compare, if_exp, not_, or_
+from matchbox.control.runtime.iterables import shared_iterable
 from matchbox.control.runtime.iteration import (
     for_steps,
     iter_enumerate,
@@ -177,7 +180,7 @@ __all__ = [
     "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
-    "scan_while_capturing", "select", "set_attr", "set_comp", "set_item",
+    "scan_while_capturing", "select", "set_attr", "set_comp", "set_item", "shared_iterable",
     "slice_", "spread", "still_running", "truth", "operand", "unbind", "unbind_steps", "unpack",
     "zip_rows",
 ]

@@ -14,6 +14,8 @@ callable is called as it is.
 | ``isinstance``, ``torch.is_tensor``   | ``type_tests`` (warns for a batch) |
 | ``map`` of steps only some examples   | a generator, as ``(f(s) for s in   |
 | have (``map(f, x.unbind(1))``)        | steps)`` (``comprehensions``)      |
+| ``itertools.starmap``/``accumulate``  | ``iterables`` (a deque of such     |
+| of such steps, ``collections.deque``  | steps refused)                     |
 
 Every other call of the rewritten code reaches :func:`call` too (``converters.builtin_calls``),
 for the Python lists it hands over.  A list's ``append``/``extend``/``+=`` reached some other
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import bisect
 import builtins
+import collections
 import copy
 import functools
 import heapq
@@ -50,8 +53,16 @@ from typing import Any
 import torch
 
 from matchbox.control import naming
-from matchbox.control.runtime import comprehensions, folds, scalars, sequences, type_tests
+from matchbox.control.runtime import (
+    comprehensions,
+    folds,
+    iterables,
+    scalars,
+    sequences,
+    type_tests,
+)
 from matchbox.control.runtime.columns import Column
+from matchbox.control.runtime.dict_keys import refuse_partial_keys
 from matchbox.control.runtime.effects import (
     CONTAINER_WRITES,
     SHARED_TYPES,
@@ -102,6 +113,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_a_plain_tensor_write(fn)
     if args or kwargs:
         _refuse_lists_to_unconverted(fn, args, kwargs)
+        if args and isinstance(args[0], dict) and fn in _KEY_READERS:
+            refuse_partial_keys(args[0], f"{fn.__name__}()")
     result = fn(*args, **kwargs)
     if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
         refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
@@ -141,7 +154,18 @@ def _container_method(obj: Any, name: str, args: tuple[Any, ...],
                               type(obj).__name__)
     if name in CONTAINER_WRITES:
         return call_method(current_mask(), obj, name, *args, **kwargs)
+    if name in _KEY_READS and isinstance(obj, dict):
+        refuse_partial_keys(obj, f"dict.{name}()")
     return getattr(obj, name)(*args, **kwargs)
+
+
+# A dict's methods and the builtins that read its keys (refused where a running example
+# lacks a key added under a per-example condition: ``dict_keys``).
+_KEY_READS = frozenset({"keys", "values", "items", "copy", "__len__", "__contains__",
+                        "__iter__"})
+_KEY_READERS = frozenset({builtins.list, builtins.tuple, builtins.sorted, builtins.set,
+                          builtins.frozenset, builtins.dict, builtins.iter,
+                          builtins.enumerate, builtins.zip, builtins.reversed})
 
 
 def _refuse_lists_to_unconverted(fn: Any, args: tuple[Any, ...],
@@ -358,6 +382,11 @@ def _stepped(iterable: Any) -> bool:
 
 
 _LOWERED[builtins.map] = _map
+# ``itertools.starmap``/``accumulate`` of steps, per example as ``map`` is; a deque of them
+# refused (``runtime.iterables``).
+_LOWERED.update({itertools.starmap: functools.partial(iterables.starmap_, call),
+                 itertools.accumulate: functools.partial(iterables.accumulate_, call),
+                 collections.deque: iterables.deque_})
 
 # ``next(iter(it))``: ``iter`` of an iterator is the iterator, which ``next`` then advances.
 _LOWERED.update({fn: _reading_a_shared_iterator(fn) for fn in (builtins.iter, itertools.islice)})

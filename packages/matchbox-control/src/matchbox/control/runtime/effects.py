@@ -39,8 +39,10 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime import dict_keys
 from matchbox.control.runtime.copies import stored
 from matchbox.control.runtime.copies import watch as watch_write
+from matchbox.control.runtime.iterables import DEQUE_ADDS, deque_add
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import (
     per_example_item,
@@ -90,6 +92,8 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
     if mask is None:
         obj = _copied_if_written_per_example(obj, index, value, local, "= ...")
         obj[index] = value
+        if isinstance(obj, dict):
+            dict_keys.written(None, obj, index, False)  # every example has it now
         return obj
     if isinstance(obj, torch.Tensor) and type(obj) is not MaskedBatch:
         obj = _per_example_copy(mask.size(0), mask.device, obj,
@@ -99,6 +103,7 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
         # examples only, and through to the batch it guards (matchbox._masked_writes).
         obj[index] = value
         return obj
+    added = isinstance(obj, dict) and _absent(obj, index)  # (before a defaultdict's read)
     try:
         old = obj[index]
     except (KeyError, IndexError):
@@ -106,7 +111,16 @@ def set_item(mask: Any, obj: Any, index: Any, value: Any, local: str | None = No
     new = select(mask, value, old, f"item [{index!r}]")
     stored(mask, value, new, f"the item [{index!r}]", old)
     obj[index] = new
+    if isinstance(obj, dict):  # a key only the running examples add (``dict_keys``)
+        dict_keys.written(mask, obj, index, added)
     return obj
+
+
+def _absent(obj: dict[Any, Any], key: Any) -> bool:
+    try:
+        return key not in obj
+    except TypeError:  # unhashable: Python's own error follows
+        return False
 
 
 def delete_item(mask: Any, obj: Any, index: Any) -> None:
@@ -212,6 +226,8 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
     if mask is None:
         if type(obj) is list and name in _POSITIONAL:
             refuse_positional_write(obj, f"list.{name}()")
+        if isinstance(obj, collections.deque) and name in DEQUE_ADDS and not kwargs:
+            args = deque_add(obj, name, args)  # an item only some examples have: refused
         return method(*args, **kwargs)
     if type(obj) is list and name in ("append", "extend") and len(args) == 1 and not kwargs:
         values = [args[0]] if name == "append" else list(args[0])

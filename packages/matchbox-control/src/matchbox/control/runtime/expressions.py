@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime.dict_keys import refuse_partial_keys
 from matchbox.control.runtime.masks import _MASK, guard, masked, nobody, per_example_truth
 from matchbox.control.runtime.select import select
 from matchbox.extending import fails
@@ -111,8 +112,16 @@ def not_(value: Any) -> Any:
 _COMPARE = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
     "==": operator.eq, "!=": operator.ne, "is": operator.is_, "is not": operator.is_not,
-    "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+    "in": lambda a, b: a in _keys_of(b), "not in": lambda a, b: a not in _keys_of(b),
 }
+
+
+def _keys_of(container: Any) -> Any:
+    """``container``, refused where it is a dict with a key only some running examples
+    added (``k in d``: ``dict_keys``)."""
+    if isinstance(container, dict):
+        refuse_partial_keys(container, "k in d")
+    return container
 
 
 def compare(left: Any, *rest: Any) -> Any:

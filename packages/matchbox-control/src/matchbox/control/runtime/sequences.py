@@ -53,6 +53,7 @@ import torch
 
 from matchbox.control.runtime.columns import Column, Columns
 from matchbox.control.runtime.copies import stored
+from matchbox.control.runtime.dict_keys import refuse_partial_keys
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
 from matchbox.extending import BATCH_VIEWS, capturing, combine_masks, fails, refuse
@@ -216,6 +217,8 @@ def _sequence(obj: Any) -> bool:
 def length(obj: Any) -> Any:
     """``len(obj)``; of a list whose items only some examples have, each example's own."""
     if not _sequence(obj):
+        if isinstance(obj, dict):
+            refuse_partial_keys(obj, "len()")
         return builtins.len(obj)
     present = per_example_presence(obj)
     if present is None:
@@ -305,6 +308,8 @@ def truth(value: Any) -> Any:
         present = per_example_presence(value)
         if present is not None:
             return MaskedBatch._make(present.any(0), None, ())
+    elif isinstance(value, dict) and value:
+        refuse_partial_keys(value, "a truth test")
     return value
 
 

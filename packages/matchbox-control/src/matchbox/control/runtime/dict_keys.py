@@ -1,0 +1,89 @@
+"""Keys added to a dict under a per-example condition.
+
+In the loop over examples ``d[k] = v`` under a condition adds ``k`` to the dicts of the
+running examples only.  Under ``@batch`` one dict holds every example's items: the value
+is merged per example (``effects.set_item``: padding for the others), but the key is there
+for every example, and ``len(d)``, ``k in d``, ``d.keys()``, ``for k in d`` counted it for
+the examples that never added it, silently.
+
+So a key added under a per-example condition records which examples have it (here, in the
+outermost ``@batch`` call's own state, core's ``call_state``, by the dict's identity; the
+record holds the dict, so that its identity is not reused while the call runs), and a later
+write of it under another mask adds those examples (a key written in both sides of an
+``if`` is every example's); a write for every example drops the record.  What reads the
+keys (:func:`refuse_partial_keys`: ``len(d)``, ``k in d``, ``d.keys()``/``values()``/
+``items()``, ``for k in d``, a comprehension or fold over it, ``if d:``) is refused with
+``NotImplementedError`` where a running example lacks a key; reading ``d[k]`` is per
+example (padding where the example lacks it, as a variable assigned in a branch).  The
+records end with the call: a dict returned to code outside ``@batch`` is a plain dict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from matchbox.control.runtime.masks import _MASK
+from matchbox.control.runtime.select import user_line
+from matchbox.extending import call_state, fails
+
+_KEY = "matchbox.control.dict_keys"
+
+
+def written(mask: Any, obj: dict[Any, Any], key: Any, new: bool) -> None:
+    """``obj[key] = v`` under ``mask`` (``None``: every example); ``new``: the key was not
+    in ``obj`` before."""
+    if mask is None:
+        state = call_state()
+        records = None if state is None else state.get(_KEY)
+        found = None if not records else records.get(id(obj))
+        if found is not None and found[0] is obj:
+            found[1].pop(key, None)
+        return
+    state = call_state(create=True)
+    if state is None:
+        return  # not in a @batch call
+    records = state.setdefault(_KEY, {})
+    found = records.get(id(obj))
+    if found is None or found[0] is not obj:
+        if not new:
+            return  # a key every example has
+        found = records[id(obj)] = (obj, {})
+    if new:
+        found[1][key] = (mask, user_line())
+    elif key in found[1]:
+        present, where = found[1][key]
+        found[1][key] = (present | mask, where)
+
+
+def refuse_partial_keys(obj: Any, what: str) -> None:
+    """Refuse ``what`` (a read of ``obj``'s keys) where a running example lacks a key."""
+    state = call_state()
+    records = None if state is None else state.get(_KEY)
+    if not records:
+        return
+    found = records.get(id(obj))
+    if found is None or found[0] is not obj:
+        return
+    running = _MASK.get()
+    lacking = None
+    partial = []
+    for key, (present, where) in found[1].items():
+        if key not in obj:
+            continue
+        missing = ~present if running is None else running & ~present
+        lacking = missing if lacking is None else lacking | missing
+        partial.append(f"{key!r} ({where})")
+    if lacking is None:
+        return
+
+    def error() -> NotImplementedError:
+        return NotImplementedError(
+            f"@batch: {what} ({user_line()}) of a dict whose keys {', '.join(partial)} only "
+            "some examples added (under a per-example condition): a Python dict is shared by "
+            "every example, so it would count them for the examples that did not add them "
+            "too. Give each key a value first where every example runs (d[k] = default "
+            "before the condition or loop), or keep the per-example values in a list "
+            "(items.append) or a tensor")
+
+    if fails(lacking, error):
+        raise error()

@@ -1,0 +1,172 @@
+"""``itertools.starmap``, ``itertools.accumulate`` and ``collections.deque`` of steps that
+only some examples have.
+
+In the loop over examples each of these sees the example's own items.  Of a batch's
+steps (``x.unbind(1)`` along a dynamic dimension, a comprehension over them, a list
+appended under a per-example condition) the builtins see every example's items, and
+what they make records nothing: ``len(list(itertools.accumulate(x.unbind(1))))`` was
+the longest example's count for every example, silently.  Routed through
+``runtime.calls.call`` (as ``map`` is), the calls below run per example:
+
+| call                                   | per example                               |
+|----------------------------------------|-------------------------------------------|
+| ``itertools.starmap(f, steps)``        | the generator ``(f(*s) for s in steps)``  |
+|                                        | (``comprehensions``): its own results,    |
+|                                        | recorded                                  |
+| ``itertools.accumulate(steps[, f],``   | its own running totals (``f`` folded over |
+| ``initial=...)``                       | its own items, as ``functools.reduce``    |
+|                                        | does: ``folds``), recorded                |
+| ``collections.deque(steps[, maxlen])``,| ``NotImplementedError`` where a running   |
+| a deque's ``append``/``extend`` (and   | example lacks an item: a deque cannot     |
+| ``...left``) of such items             | keep which examples have one (its         |
+|                                        | ``len``, ``[i]`` and ``maxlen`` would     |
+|                                        | count every example's); write a list      |
+
+Of items every example has, each is the builtin itself.
+
+:func:`shared_iterable` refuses an iterator held by a variable, an attribute or an item
+(``for v in it``, ``[f(v) for v in self.it]``, ``sum(it)``) that a ``for``, a comprehension
+or a fold reads under a per-example condition: it is one object shared by every example, so
+reading it would advance it for the examples that do not run this code too (as ``next(it)``
+would, which ``runtime.calls`` refuses there).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import operator
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from matchbox.control.runtime import comprehensions
+from matchbox.control.runtime.dict_keys import refuse_partial_keys
+from matchbox.control.runtime.folds import _Fold
+from matchbox.control.runtime.iteration import example_real, for_steps
+from matchbox.control.runtime.masks import _MASK, _Masked, guard
+from matchbox.control.runtime.select import merge, user_line
+from matchbox.control.runtime.sequences import per_example_item, per_example_presence
+from matchbox.extending import fails
+
+_END = object()
+
+
+def shared_iterable(iterable: Any) -> Any:
+    """``iterable``, which a ``for``, comprehension or fold is to read (the rewriting routes
+    one written as a name, attribute or item here, ``converters.control_flow``); refused
+    where it is an iterator and the code runs under a per-example condition."""
+    if isinstance(iterable, dict):
+        refuse_partial_keys(iterable, "a loop over a dict")
+    elif isinstance(iterable, Iterator) and _MASK.get() is not None:
+        raise NotImplementedError(
+            f"@batch: a for statement, comprehension or fold reads a shared "
+            f"{type(iterable).__name__} under a per-example condition ({user_line()}): the "
+            "iterator is one object shared by every example, so reading it would advance "
+            "it for the examples that do not run this code too. Read it where every example "
+            "runs (items = list(it) before the condition), then loop over the list")
+    return iterable
+
+
+def stepped(iterable: Any) -> bool:
+    """Whether ``iterable`` may hold items only some examples have: a list or tuple one
+    of whose items (or a tuple item's parts) is a batch not real for every example or
+    records which examples have it, or a lazy iterable."""
+    if type(iterable) is list or type(iterable) is tuple:
+        return any(example_real(item) is not None for item in iterable)
+    return isinstance(iterable, Iterator)
+
+
+def starmap_(call: Callable[..., Any], function: Any, iterable: Any) -> Any:
+    """``itertools.starmap(function, iterable)``: of steps only some examples have, the
+    generator ``(function(*s) for s in iterable)``, each example's own results."""
+    if not stepped(iterable):
+        return itertools.starmap(function, iterable)
+    return comprehensions.gen_exp(comprehensions.comp_for(
+        iterable, None, lambda guard_, item: call(function, *map(guard_, item))))
+
+
+def accumulate_(call: Callable[..., Any], iterable: Any, func: Any = None, *,
+                initial: Any = None) -> Any:
+    """``itertools.accumulate(iterable, func, initial=initial)``: of steps only some
+    examples have, each example's own running totals, one item per item it has."""
+    if not stepped(iterable):
+        return itertools.accumulate(iterable, func, initial=initial)
+    return _accumulated(call, iterable, operator.add if func is None else func, initial)
+
+
+def _accumulated(call: Callable[..., Any], iterable: Any, func: Any,
+                 initial: Any) -> Iterator[Any]:
+    outer = _MASK.get()
+    if initial is not None:
+        yield initial
+        fold = _Fold(outer, initial)
+    else:
+        fold = _Fold(outer)
+    steps = for_steps(iterable, outer)
+    while True:
+        with _Masked(outer):  # the iterable's own code runs under the call's mask
+            step = next(steps, _END)
+        if step is _END:
+            return
+        mask, item = step
+        if fold.started is not False:
+            running = fold.later(mask)
+            with _Masked(running):
+                new = call(func, guard(running, outer, fold.value), guard(running, outer, item))
+            fold.value = merge(running, outer, new, fold.value, "itertools.accumulate()")
+        fold.first(mask, item, "itertools.accumulate()")
+        if mask is outer:
+            yield fold.value
+        else:
+            yield per_example_item(mask, fold.value, "an item of itertools.accumulate()")
+
+
+def deque_(iterable: Any = (), maxlen: Any = None) -> collections.deque[Any]:
+    """``collections.deque(iterable, maxlen)``, refused items only some examples have."""
+    items = list(iterable) if isinstance(iterable, Iterator) else iterable
+    refuse_in_a_deque(items, "collections.deque()")
+    return collections.deque(items, maxlen)
+
+
+#: A deque's methods that add items, which ``refuse_in_a_deque`` checks.
+DEQUE_ADDS = {"append": False, "appendleft": False, "extend": True, "extendleft": True}
+
+
+def deque_add(obj: collections.deque[Any], name: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The arguments of ``obj.name(*args)`` (a deque's ``append``/``extend``...), refused an
+    item only some examples have; an iterator ``extend`` reads is read into a list."""
+    if len(args) != 1:
+        return args
+    if not DEQUE_ADDS[name]:
+        refuse_in_a_deque((args[0],), f"deque.{name}()")
+        return args
+    items = list(args[0]) if isinstance(args[0], Iterator) else args[0]
+    refuse_in_a_deque(items, f"deque.{name}()")
+    return (items,)
+
+
+def refuse_in_a_deque(items: Any, what: str) -> None:
+    """Refuse ``items`` for a deque where a running example lacks one (recorded: a step of
+    ``x.unbind(1)`` past its end, an item a comprehension over such steps made): where
+    every running example has every item, the deque is every example's own."""
+    if type(items) is not list and type(items) is not tuple:
+        return
+    present = per_example_presence(items)
+    if present is None:
+        return
+    outer = _MASK.get()
+    lacking = (~present).any(0)
+    if outer is not None:
+        lacking = lacking & outer
+
+    def error() -> NotImplementedError:
+        return NotImplementedError(
+            f"@batch: {what} ({user_line()}) of items only some examples have (steps of a "
+            "dynamic dimension, or a list made from them): a deque cannot keep which "
+            "examples have an item, so its len(), [i] and maxlen would count every "
+            "example's items, padding included. Keep them in a list (items = list(steps), "
+            "window = items[-n:] for a maxlen), which keeps each example's own, or write a "
+            "for loop")
+
+    if fails(lacking, error):
+        raise error()
