@@ -193,3 +193,39 @@ def test_a_key_every_running_example_adds_is_not_refused(lengths, dtype):
 def test_a_key_written_in_both_sides_equals_the_loop(lengths, dtype):
     torch.manual_seed(4)
     assert_batch_equals_loop(writes_a_key_in_both_sides, sequences(lengths, dtype=dtype))
+
+
+@matchbox.batch
+def gets_a_key_only_some_examples_added(x):
+    d = {"n": x.sum(1)}
+    if x.sum() > 0:
+        d["pos"] = x.sum(1) * 2
+    return d.get("pos", x.sum(1) * 0)
+
+
+def test_get_of_a_key_only_some_examples_added_is_refused():
+    # In the loop the examples without the key get the default; the batch's one dict would
+    # give them its value's padding, silently.
+    torch.manual_seed(0)
+    xs, xb = sequences((2, 4, 1, 3))
+    while len({bool(x.sum() > 0) for x in xs}) < 2:  # both sides of the condition taken
+        xs, xb = sequences((2, 4, 1, 3))
+    with pytest.raises(NotImplementedError, match=(
+            r"@batch: dict\.get\(\) \(.*test_control_dict_keys\.py, line \d+\) of a dict whose "
+            r"keys 'pos' \(.*\) only some examples added")):
+        gets_a_key_only_some_examples_added(xb)
+
+
+@matchbox.batch
+def gets_a_key_every_running_example_added(x):
+    d = {"n": x.sum(1)}
+    if x.sum() > 0:
+        d["pos"] = x.sum(1) * 2
+        return d.get("pos", x.sum(1) * 0) + d.get("missing", x.sum(1) * 0)
+    return d.get("n") + d.get("neg", x.sum(1) * 3)
+
+
+def test_get_of_a_key_every_running_example_has_equals_the_loop(dtype):
+    torch.manual_seed(1)
+    assert_batch_equals_loop(gets_a_key_every_running_example_added,
+                             sequences((2, 4, 0, 1, 3), dtype=dtype))

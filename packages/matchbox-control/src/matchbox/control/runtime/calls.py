@@ -156,6 +156,8 @@ def _container_method(obj: Any, name: str, args: tuple[Any, ...],
         return call_method(current_mask(), obj, name, *args, **kwargs)
     if name in _KEY_READS and isinstance(obj, dict):
         refuse_partial_keys(obj, f"dict.{name}()")
+    elif name == "get" and args and isinstance(obj, dict):  # its default, for some examples
+        refuse_partial_keys(obj, "dict.get()", args[0])
     return getattr(obj, name)(*args, **kwargs)
 
 

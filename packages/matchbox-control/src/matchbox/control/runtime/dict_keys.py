@@ -55,8 +55,9 @@ def written(mask: Any, obj: dict[Any, Any], key: Any, new: bool) -> None:
         found[1][key] = (present | mask, where)
 
 
-def refuse_partial_keys(obj: Any, what: str) -> None:
-    """Refuse ``what`` (a read of ``obj``'s keys) where a running example lacks a key."""
+def refuse_partial_keys(obj: Any, what: str, *only: Any) -> None:
+    """Refuse ``what`` (a read of ``obj``'s keys) where a running example lacks a key (of
+    ``only``, one key, where given: ``d.get(k)``, whose default the example would get)."""
     state = call_state()
     records = None if state is None else state.get(_KEY)
     if not records:
@@ -68,7 +69,7 @@ def refuse_partial_keys(obj: Any, what: str) -> None:
     lacking = None
     partial = []
     for key, (present, where) in found[1].items():
-        if key not in obj:
+        if key not in obj or (only and not _same_key(key, only[0])):
             continue
         missing = ~present if running is None else running & ~present
         lacking = missing if lacking is None else lacking | missing
@@ -87,3 +88,11 @@ def refuse_partial_keys(obj: Any, what: str) -> None:
 
     if fails(lacking, error):
         raise error()
+
+
+def _same_key(key: Any, other: Any) -> bool:
+    """Whether ``other`` finds ``key`` in a dict (by hash and equality, as the dict does)."""
+    try:
+        return other in {key: None}
+    except TypeError:  # unhashable: the dict's own read raises
+        return False
