@@ -77,9 +77,11 @@ def refuse_partial_keys(obj: Any, what: str, *only: Any) -> None:
     if lacking is None:
         return
 
+    line = user_line()  # now: a deferred check makes the error later, elsewhere
+
     def error() -> NotImplementedError:
         return NotImplementedError(
-            f"@batch: {what} ({user_line()}) of a dict whose keys {', '.join(partial)} only "
+            f"@batch: {what} ({line}) of a dict whose keys {', '.join(partial)} only "
             "some examples added (under a per-example condition): a Python dict is shared by "
             "every example, so it would count them for the examples that did not add them "
             "too. Give each key a value first where every example runs (d[k] = default "

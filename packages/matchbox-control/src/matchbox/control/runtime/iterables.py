@@ -159,9 +159,11 @@ def refuse_in_a_deque(items: Any, what: str) -> None:
     if outer is not None:
         lacking = lacking & outer
 
+    line = user_line()  # now: a deferred check makes the error later, elsewhere
+
     def error() -> NotImplementedError:
         return NotImplementedError(
-            f"@batch: {what} ({user_line()}) of items only some examples have (steps of a "
+            f"@batch: {what} ({line}) of items only some examples have (steps of a "
             "dynamic dimension, or a list made from them): a deque cannot keep which "
             "examples have an item, so its len(), [i] and maxlen would count every "
             "example's items, padding included. Keep them in a list (items = list(steps), "
