@@ -33,7 +33,7 @@ they are modules of ``matchbox`` beside ``masked_batch``, not of this package (w
 | ``matchbox._padding`` | padding fills and gradient guards (the mixing rule) |
 | ``matchbox._real_rows`` | ops on the real rows only (linear layers, norms, lookups) |
 | ``matchbox._masking.alignment`` | batch arguments broadcast like their examples; the checks that they suit an op; the boundary rule (``guard_wider``) |
-| ``matchbox._masking.plain_tensors`` | a plain tensor's dimension 0 beside a batch: one row, or expanded from it |
+| ``matchbox._masking.plain_tensors`` | a plain tensor's dimension 0 beside a batch: one row, or expanded from it; a square one built at a padded size, in a product |
 """
 
 from matchbox._execution import (  # noqa: F401
@@ -66,7 +66,7 @@ from matchbox._masking.alignment import (  # noqa: F401
     raise_rank,
     sizes_along,
 )
-from matchbox._masking.plain_tensors import check_plain_batch_dim  # noqa: F401
+from matchbox._masking.plain_tensors import check_padded_square, check_plain_batch_dim  # noqa: F401
 from matchbox._padding import (  # noqa: F401
     _ZERO,
     combine_masks,

@@ -1,7 +1,8 @@
 """The plain tensors beside a batch in dimension 0, each example's batch dimension (size
 one): one row shared by every example, or one expanded from it to the batch size
 (:func:`matchbox._layout.expanded_row`); any other is refused, with a hint where it was
-most likely built with ``x.size(0)`` as a size."""
+most likely built with ``x.size(0)`` as a size; and a plain square tensor built at a
+dynamic dimension's padded size, in a product (:func:`check_padded_square`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from typing import Any
 
 import torch
 
+from matchbox import _lengths
+from matchbox._capture import fails
+from matchbox._execution import running
 from matchbox._layout import expanded_row
 
 
@@ -65,3 +69,42 @@ def _against_scalars(op: str, size: int) -> str:
         f"leading dimension of size one, e.g. torch.arange({size}).unsqueeze(0) < n: each "
         f"example's result is then (1, {size}), in the loop and in the batch"
     )
+
+
+def check_padded_square(op: str, plain: torch.Tensor, dim: int, kept: int,
+                        batch: Any, batch_dim: int) -> None:
+    """A plain tensor meeting a batch's dynamic dimension ``batch_dim`` along its ``dim``,
+    in a product that keeps its dimension ``kept`` of the same size in the result, must
+    have each running example's length there.
+
+    Such a tensor is most often built at the padded size (``A = torch.ones(T,
+    T).tril()``, ``T = x.maxsize(1)``, a causal sum): each example meets its own first
+    ``n`` columns of it (a plain tensor longer than an example along a dynamic dimension
+    is read as a prefix), but keeps all ``T`` rows, where the loop, building ``A`` at the
+    example's own size, gives it ``n``.  A tensor of a fixed size would not fit the
+    shorter examples in the loop either.  Costs a comparison of lengths (a device sync
+    outside ``@batch``) only where the plain tensor is square across the two.
+    """
+    size = plain.size(dim)
+    if size <= 1 or plain.size(kept) != size or batch._mask is None:
+        return
+    lengths = _lengths.along(batch, batch_dim)
+    failing = running(lengths != size)
+
+    def error() -> ValueError:
+        j = int(failing.nonzero()[0])
+        n = int(lengths[j])
+        return ValueError(
+            f"{op}: a plain tensor of shape {tuple(plain.shape)}, shared by every example, "
+            f"meets dimension {batch_dim} of the batch, which is dynamic, with size {size}, "
+            f"and keeps another dimension of size {size} in the result; example {j} has "
+            f"{n} there. Built at example {j}'s own size, as the loop builds it (x.maxsize"
+            f"({batch_dim}) is the longest example's), it would be {n} long in both, and so "
+            f"would that dimension of the result, where here every example keeps {size}; a "
+            f"tensor of a fixed size would not fit example {j} in the loop either. Build it "
+            f"from the batch, one per example (torch.ones_like(scores).tril() of scores = "
+            f"x @ x.transpose(1, 2), x.causal_mask)"
+        )
+
+    if fails(failing, error):
+        raise error()

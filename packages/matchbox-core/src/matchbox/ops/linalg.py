@@ -252,6 +252,10 @@ def _check_contraction(op: str, a: Any, b: Any) -> tuple[Any, Any]:
             f"plain tensor shared by every example must span its padded size {padded} "
             f"there, not {plain}"
         )
+    elif pairs and da is None and a.dim() >= 2:
+        _masking.check_padded_square(op, a, ia, ia - 1, b, ib)
+    elif pairs and db is None and b.dim() >= 2:
+        _masking.check_padded_square(op, b, ib, ib + 1, a, ia)
     if na != nb and isinstance(a, MaskedBatch) and isinstance(b, MaskedBatch):
         size = max(na, nb)
         a, b = _extend(a, ia, size), _extend(b, ib, size)
@@ -374,6 +378,7 @@ def einsum(func, equation, *operands):
     _check_example_dim_kept(op, terms, operands, output, implicit="->" not in equation)
     new = next(c for c in string.ascii_letters if c not in equation)
     operands = _check_einsum(op, terms, operands)
+    _check_plain_squares(op, terms, operands, output)
     dynamic: dict[str, bool] = {}
     masks = []
     for term, x in zip(terms, operands):
@@ -462,6 +467,20 @@ def _check_einsum(op: str, terms: list[str], operands: tuple[Any, ...]) -> tuple
             if sizes[k, i] not in (1, padded) or (sizes[k, i] == 1 and (k, i) in dynamic):
                 operands[k] = _extend(operands[k], i, padded)
     return tuple(operands)
+
+
+def _check_plain_squares(op: str, terms: list[str], operands: tuple[Any, ...],
+                         output: str) -> None:
+    """A plain operand along an index dynamic in a batch, keeping an index of the same
+    size in the output (``torch.ones(T, T).tril()``): see ``check_padded_square``."""
+    for term, x in zip(terms, operands):
+        for i, letter in enumerate(term if isinstance(x, torch.Tensor) else ()):
+            source = next(((b, t.index(letter)) for t, b in zip(terms, operands)
+                           if isinstance(b, MaskedBatch) and letter in t[1:]
+                           and b.dims[t.index(letter) - 1]), None)
+            for j, other in enumerate(term if source else ()):
+                if other != letter and other in output:
+                    _masking.check_padded_square(op, x, i, j, *source)
 
 
 def _einsum_mask(
