@@ -81,11 +81,12 @@ def test_a_batch_of_one_gets_its_own_graph():
 
 def halved_when_large(x, w):
     # A decision from the batch size and one from the padded length: each is a guard.
-    # (x.batch_size: x.size(0) as a number is 1, as in each example.)
+    # (x.batch_size: x.size(0) as a number is 1, as in each example; x.data.size(1): the
+    # padded length, which x.maxsize(1) refuses to be as a number.)
     h = (x @ w).tanh()
     if x.batch_size > 3:
         h = h * 0.5
-    if x.maxsize(1) > 8:
+    if x.data.size(1) > 8:
         h = h + 1.0
     return h.sum(1)
 
@@ -210,3 +211,27 @@ def test_two_dynamic_dimensions_and_a_last_smaller_batch_share_one_graph():
         assert_examples_close(compiled(q, k), loop)
     [spec] = compiled.specializations
     assert spec.calls == 3
+
+
+def positions_to_the_padded_size(x):
+    size = x.maxsize(1)  # a symbol while captured: a size, as eagerly
+    return (x + torch.arange(20., dtype=x.dtype)[:size].unsqueeze(1)).sum(1) + x[:, :size].sum(1)
+
+
+def mean_over_the_padded_size(x):
+    return x.sum(1) / x.maxsize(1)
+
+
+def test_the_symbolic_padded_size_is_a_size_in_one_graph():
+    compiled = matchbox.compile(positions_to_the_padded_size, backend=BACKEND)
+    for lengths in ([3, 1, 0, 5], [2, 7], [4, 4, 1]):
+        _, xb = batch_of(lengths, requires_grad=False)
+        assert_examples_close(compiled(xb),
+                              list(positions_to_the_padded_size(xb).examples()))
+    assert [s.calls for s in compiled.specializations] == [3]
+
+
+def test_the_symbolic_padded_size_as_a_number_is_refused():
+    _, xb = batch_of([3, 1, 5], requires_grad=False)
+    with pytest.raises(TypeError, match=r"x\.maxsize\(1\) is the padded size of dimension 1"):
+        matchbox.compile(mean_over_the_padded_size, backend=BACKEND)(xb)

@@ -301,6 +301,15 @@ def test_from_nested_errors():
 # ---------------------------------------------------------------------------- inspection
 
 
+def test_the_padded_length_is_a_size_refused_as_a_number_like_a_masked_batchs():
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 5, 0], static=(3, 4)))
+    assert torch.ones(pb.maxsize(1), 2).shape == (5, 2) and int(pb.maxsize(1)) == 5
+    assert type(pb.maxsize(2)) is int and pb.maxsize(2) * 2 == 6
+    with pytest.raises(TypeError, match=r"x\.maxsize\(1\) is the padded size of dimension 1, "
+                                        r"which is dynamic"):
+        pb.maxsize(1) - 1
+
+
 def test_inspection_answers_like_a_masked_batch():
     pb = PackedBatch.fromlist(examples_of_lengths([2, 5, 0], static=(3, 4)))
     assert pb.dim() == pb.ndim == 4 and pb.size(0) == 3 and pb.size(2) == 3

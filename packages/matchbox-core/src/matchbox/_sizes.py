@@ -179,8 +179,100 @@ BATCH_SIZE_AS_A_NUMBER = (
 
 def refuse_batch_size_number(*args: Any) -> Any:
     """Raise ``TypeError``: ``x.size(0)`` of a batch (:class:`BatchSize`) used as a number,
-    where the loop over examples (1) and the batch (its batch size) would differ."""
+    where the loop over examples (1) and the batch (its batch size) would differ; or, where
+    the first argument is a :class:`PaddedSize`, ``x.maxsize(d)`` of a dynamic dimension
+    (each example's own size in the loop, the longest's here)."""
+    if args and type(args[0]) in PADDED_SIZES:
+        raise TypeError(padded_size_as_a_number(args[0].dim))
     raise TypeError(BATCH_SIZE_AS_A_NUMBER)
+
+
+def padded_size_as_a_number(dim: int) -> str:
+    """Why ``x.maxsize(dim)`` of a dynamic dimension is refused as a number."""
+    return (
+        f"x.maxsize({dim}) is the padded size of dimension {dim}, which is dynamic: the "
+        f"longest example's size there. Each example's own size differs (in the loop over "
+        f"examples, x.maxsize({dim}) of an example is its own size), so used as a number "
+        f"(arithmetic, an ordering, float(), a scalar argument of an op, range() under "
+        f"@matchbox.batch) it would differ between the loop and the batch, and Matchbox "
+        f"refuses it. Use x.size_as_tensor({dim}) for each example's size, or int(x.maxsize"
+        f"({dim})) for the padded size itself; as a size (torch.ones(T, H), a slice bound, "
+        f"view) it works as it is")
+
+
+class PaddedSize(int):
+    """``x.maxsize(d)`` of a dimension ``d`` dynamic in a batch: the padded size (the
+    longest example's size there) as a size, refused as a number (``TypeError``,
+    :func:`padded_size_as_a_number`).
+
+    In the loop over examples an example's ``maxsize(d)`` is its own size; on the batch,
+    the longest example's.  As a size (``torch.ones(T, H)``, ``pe[:T]``, ``view``,
+    ``expand``, ``range`` outside ``@matchbox.batch``, all through ``__index__``) each
+    example meets its own first positions of what it builds, as the loop's would be;
+    as a number (``x.sum(1) / x.maxsize(1)``, ``x[:, :T - 1]``, ``T > 10``) the shorter
+    examples would get the longest's.  ``int()`` is the padded size as a plain number;
+    ``==``, ``!=`` and the hash are the ``int``'s.  The same places as
+    :class:`BatchSize`'s stay silent (a float on the left, ``math.log``, ``%d``,
+    ``torch.tensor(T)``, torch ops on plain tensors only), and under ``matchbox.compile``'s
+    capture a symbolic padded size is torch's own ``SymInt``.
+    """
+
+    def __new__(cls, size: int, dim: int) -> PaddedSize:
+        padded = int.__new__(cls, size)
+        padded.dim = dim
+        return padded
+
+    def __int__(self) -> int:
+        return int.__index__(self)
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+    __str__ = __repr__
+    __eq__ = int.__eq__
+    __ne__ = int.__ne__
+    __hash__ = int.__hash__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (int, (int(self),))
+
+
+class SymPaddedSize(torch.SymInt):
+    """:class:`PaddedSize` while ``matchbox.compile`` captures with symbolic padded sizes:
+    the symbol as a size (torch's own shape code gets the plain ``SymInt`` underneath),
+    refused as a number, as :class:`PaddedSize` (a compiled call's padded size may be its
+    bucket's, larger still than the longest example's)."""
+
+    def __init__(self, node: Any, dim: int):
+        super().__init__(node)
+        self.dim = dim
+
+    __hash__ = torch.SymInt.__hash__
+
+
+# x.maxsize(d) of a dynamic dimension.
+PADDED_SIZES = (PaddedSize, SymPaddedSize)
+
+
+def padded_size_of(size: Any, dim: int, dynamic: bool) -> Any:
+    """What ``maxsize(dim)`` of a batch gives for a padded ``size``: a :class:`PaddedSize`
+    (a :class:`SymPaddedSize` of a symbolic size) where the dimension is dynamic, else
+    ``size``."""
+    if not dynamic:
+        return size
+    kind = type(size)
+    if kind is int:
+        return PaddedSize(size, dim)
+    return SymPaddedSize(size.node, dim) if kind is torch.SymInt else size
+
+
+def plain_size(size: Any) -> Any:
+    """``size`` as the plain ``int`` or ``SymInt`` a padded size stands for (a size that
+    Matchbox's own code compares or adds, a slice bound); any other value as it is."""
+    kind = type(size)
+    if kind is PaddedSize:
+        return int.__index__(size)
+    return torch.SymInt(size.node) if kind is SymPaddedSize else size
 
 
 class BatchSize(int):
@@ -258,7 +350,7 @@ class SymBatchSize(torch.SymInt):
 _NUMBER_METHODS = (
     "add", "sub", "mul", "truediv", "floordiv", "mod", "divmod", "pow", "and", "or", "xor",
     "lshift", "rshift", "matmul")
-for _cls in (BatchSize, SymBatchSize):
+for _cls in (BatchSize, SymBatchSize, PaddedSize, SymPaddedSize):
     for _name in _NUMBER_METHODS:
         setattr(_cls, f"__{_name}__", refuse_batch_size_number)
         setattr(_cls, f"__r{_name}__", refuse_batch_size_number)
@@ -267,8 +359,9 @@ for _cls in (BatchSize, SymBatchSize):
         setattr(_cls, f"__{_name}__", refuse_batch_size_number)
 del _cls, _name
 
-# x.size(0) of a batch, refused as a scalar argument of an op on batches.
-BATCH_SIZES = (BatchSize, SymBatchSize)
+# x.size(0) of a batch, and x.maxsize(d) of a dynamic dimension, refused as a scalar
+# argument of an op on batches (refuse_batch_size_number(value) says which).
+BATCH_SIZES = (BatchSize, SymBatchSize, PaddedSize, SymPaddedSize)
 
 
 def batch_size_of(size: Any) -> Any:

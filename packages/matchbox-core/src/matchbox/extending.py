@@ -133,7 +133,9 @@ from matchbox._registry import (
 from matchbox._sizes import (
     BATCH_SIZES,
     BatchSize,
+    PaddedSize,
     batch_size_as_asked,
+    padded_size_of,
     refuse_batch_size_number,
 )
 from matchbox.masked_batch import (
@@ -166,7 +168,7 @@ __all__ = [
     "BATCH_VIEWS", "provide_batch_dim_view",
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
-    "BatchSize", "BATCH_SIZES", "refuse_batch_size_number",
+    "BatchSize", "BATCH_SIZES", "refuse_batch_size_number", "PaddedSize", "padded_size_of",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
     "has_zero_padding",
     # argument checks (the op first, for the message)

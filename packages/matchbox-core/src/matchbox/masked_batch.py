@@ -63,6 +63,7 @@ from matchbox._real_rows import RowMask, batch_rows, real_rows, unpack_guarded
 from matchbox._sizes import (
     BatchShape,
     batch_size_of,
+    padded_size_of,
     why_size_was_asked,
 )
 
@@ -353,7 +354,8 @@ class MaskedBatch(Batch):
         """
         if dim is None:
             return self._data.size()
-        return self._data.size(normalize_dim("maxsize", dim, self.dim()))
+        i = normalize_dim("maxsize", dim, self.dim())
+        return padded_size_of(self._data.size(i), dim, i > 0 and self.dims[i - 1])
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through the validating constructor: a loaded batch (torch.load,

@@ -146,7 +146,7 @@ def align(
             check_lengths_agree(op, [(lifted[id(b)], i) for b in batches
                                      if raised[id(b)].dims[i - 1]])
     aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else  # x.size(0): raises
-               refuse_batch_size_number() if type(a) in BATCH_SIZES else a for a in args]
+               refuse_batch_size_number(a) if type(a) in BATCH_SIZES else a for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
     if sum(dims) > 1 or _lengths.any_carried(batches):
         mask = combined_lengths(list(raised.values()), mask, dims)

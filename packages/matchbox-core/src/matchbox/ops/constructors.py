@@ -186,7 +186,7 @@ def _filler(op: str, reference: MaskedBatch, fill_value: Any,
     per-example scalars fills each example's row with its own value."""
     if not isinstance(fill_value, MaskedBatch):
         if type(fill_value) in BATCH_SIZES:  # x.size(0): 1 in each example, B here
-            refuse_batch_size_number()
+            refuse_batch_size_number(fill_value)
         return lambda shape: torch.full(shape, fill_value, **kwargs)
     if fill_value.dims:
         raise ValueError(
@@ -228,7 +228,7 @@ def full_like(func, input, fill_value, **kwargs):
     each example with its own value (see :func:`new_full`)."""
     if not isinstance(fill_value, MaskedBatch):
         if type(fill_value) in BATCH_SIZES:  # x.size(0): 1 in each example, B here
-            refuse_batch_size_number()
+            refuse_batch_size_number(fill_value)
         return MaskedBatch._make(func(input.data, fill_value, **kwargs), input.mask, input.dims)
     op = _registry.op_name(func)
     if not isinstance(input, MaskedBatch):

@@ -36,6 +36,7 @@ import torch
 from matchbox import _capture, _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import VECTOR, ambiguous_index
 from matchbox._masked_writes import WRITE_WATCH, in_place_copy, write_into
+from matchbox._sizes import PADDED_SIZES, plain_size
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.one_position import (
@@ -50,8 +51,18 @@ from matchbox.ops.one_position import (
 from matchbox.ops.pointwise import _pointwise_inplace
 
 
+def _plain_bounds(item: Any) -> Any:
+    """A slice's bounds as plain ints: ``x[:, :x.maxsize(1)]`` takes the padded size as a
+    bound (each example's own positions up to it), which a ``PaddedSize`` refuses to
+    compare or add as a number."""
+    if isinstance(item, slice) and (type(item.start) in PADDED_SIZES
+                                    or type(item.stop) in PADDED_SIZES):
+        return slice(plain_size(item.start), plain_size(item.stop), item.step)
+    return item
+
+
 def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
-    items = list(index) if isinstance(index, tuple) else [index]
+    items = [_plain_bounds(item) for item in (index if isinstance(index, tuple) else [index])]
     tensor_indices = vectors = 0
     for item in items:
         if is_per_example_int(item):

@@ -306,7 +306,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
             elif a._mask is not mask:
                 shared = False
         else:
-            values.append(refuse_batch_size_number() if type(a) in BATCH_SIZES else a)  # x.size(0)
+            values.append(refuse_batch_size_number(a) if type(a) in BATCH_SIZES else a)  # x.size(0)
     dims = first.dims
     if not shared:
         batches = [a for a in args if isinstance(a, MaskedBatch)]
@@ -386,7 +386,7 @@ def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
         if len(args) == 1:
             other = args[0]
             if isinstance(other, (int, float)):
-                other = refuse_batch_size_number() if type(other) in BATCH_SIZES else other
+                other = refuse_batch_size_number(other) if type(other) in BATCH_SIZES else other
                 return make(func(self._data, other), self._mask, self.dims)
             if (type(other) is MaskedBatch and other.dims == self.dims
                     and other._data.shape == self._data.shape):

@@ -40,6 +40,7 @@ from matchbox.extending import (
     lengths_along,
     make_jagged,
     normalize_dim,
+    padded_size_of,
     pytree_rank_error,
     read_jagged,
     why_size_was_asked,
@@ -334,7 +335,7 @@ class PackedBatch(Batch):
             return torch.Size(self.maxsize(d) for d in range(self.dim()))
         i = normalize_dim("maxsize", dim, self.dim())
         if i == 1:
-            return self.layout.max_length
+            return padded_size_of(self.layout.max_length, dim, True)
         return self.batch_size if i == 0 else self.data.size(i - 1)
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -270,8 +270,9 @@ def iter_range(range_fn: Any, *args: Any) -> Any:
     """
     if range_fn is not builtins.range:
         return range_fn(*args)
-    if any(type(a) in BATCH_SIZES for a in args):  # 1 step in each example, B here
-        refuse_batch_size_number()
+    for a in args:  # x.size(0): 1 step in each example, B here; x.maxsize(d): n, T
+        if type(a) in BATCH_SIZES:
+            refuse_batch_size_number(a)
     if not any(type(a) is MaskedBatch for a in args):
         return range_fn(*args)
     if not 1 <= len(args) <= 3:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from matchbox import _registry
+from matchbox._sizes import plain_size
 from matchbox.masked_batch import normalize_dim
 
 
@@ -26,9 +27,11 @@ def _nonbatch_dim(op: str, dim: int, rank: int, scalars: bool = False) -> int:
 
 
 def _sizes(args: tuple[Any, ...]) -> list[int]:
+    """The sizes given as ``f(*sizes)`` or ``f(sizes)``; a padded size (``x.maxsize(1)``,
+    refused as a number) as the plain size it stands for."""
     if len(args) == 1 and isinstance(args[0], (tuple, list, torch.Size)):
-        return list(args[0])
-    return list(args)
+        args = args[0]
+    return [plain_size(s) for s in args]
 
 
 def _batch_dim_view(dim: Any, rank: int, dims: tuple[bool, ...]) -> Any:
