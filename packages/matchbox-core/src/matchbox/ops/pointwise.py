@@ -34,6 +34,7 @@ from matchbox._example_scalars import refuse_python_mismatches as _refuse_mismat
 from matchbox._layout import zero_padding_mask
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
+from matchbox.ops.integer_division import DIVIDING, read_zeros_as_ones
 
 # Python operators and the ATen op each one is.
 DUNDER_OPS = {
@@ -101,11 +102,8 @@ def inplace_has_derivative(name: str) -> bool:
 
 
 def check_inplace_derivative(func: Any, values: list[Any]) -> None:
-    """Refuse an in-place op this torch cannot differentiate when autograd would need it.
-
-    Shared by every batch type's in-place path; ``values`` are the tensors the op
-    will be called on.
-    """
+    """Refuse an in-place op this torch cannot differentiate when autograd would need it
+    (every batch type's in-place path; ``values``: the tensors the op is called on)."""
     name = getattr(func, "__name__", "")
     if name not in INPLACE_DERIVATIVE_PROBES or not torch.is_grad_enabled():
         return
@@ -161,21 +159,24 @@ def pointwise_ops() -> list[Any]:
 
 
 # How the family runs an op, worked out once per op (this is the hot path).
-_PLAIN, _INPLACE, _CHECKED = 1, 2, 3
+_PLAIN, _INPLACE, _CHECKED, _DIVIDES = 1, 2, 3, 4  # _DIVIDES: added for a // n, n % k
 _PATHS: dict[Any, int] = {}
 
 
 def _path(func: Any) -> int:
     path = _PATHS.get(func)
     if path is None:
-        path = _PATHS[func] = (_INPLACE if _registry.writes_first_argument(func) else
-                               _CHECKED if func.__name__ in VALUE_CHECKED else _PLAIN)
+        path = _PATHS[func] = ((_INPLACE if _registry.writes_first_argument(func) else
+                                _CHECKED if func.__name__ in VALUE_CHECKED else _PLAIN)
+                               + (_DIVIDES if func.__name__ in DIVIDING else 0))
     return path
 
 
 def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
     """Run a pointwise op once on the batch data and combine the masks."""
     path = _PATHS.get(func) or _path(func)
+    if path > _CHECKED or (kwargs and kwargs.get("rounding_mode") is not None):  # n // k
+        args, path = read_zeros_as_ones(args, path % _DIVIDES == _INPLACE), path % _DIVIDES
     if kwargs:
         if len(kwargs) == 1 and kwargs.get("inplace") is False:
             kwargs = {}  # F.relu(x) passes its default on: the fast path serves it

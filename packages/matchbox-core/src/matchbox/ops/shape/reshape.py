@@ -168,7 +168,14 @@ def _fit_groups(shape: list[int], positions: list[int], runs: list[int]):
 def reshape(func, input, *shape):
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise NotImplementedError(f"{_registry.op_name(func)}(dtype) is not supported")
-    return reshape_batch(_registry.op_name(func), input, _sizes(shape))
+    shape = _sizes(shape)
+    _registry.refuse_per_example(_registry.op_name(func), "size", shape, _OWN_SIZE)
+    return reshape_batch(_registry.op_name(func), input, shape)
+
+
+# What to write for a size of each example's own (``x.view(1, n, 3)``, ``n`` per example).
+_OWN_SIZE = "write -1 for a dynamic dimension, which keeps each example's own size"
+
 
 
 @_lengths.aware
@@ -234,6 +241,7 @@ def unflatten(func, input, dim, sizes):
     d = _nonbatch_dim(op, dim, input.dim())
     old = [1] + [-1 if dyn else input.data.size(i) for i, dyn in enumerate(input.dims, 1)]
     sizes = list(sizes)
+    _registry.refuse_per_example(op, "size", sizes, _OWN_SIZE)
     if -1 in sizes and not input.dims[d - 1]:
         # A static size is known: infer the -1 here, since reshape_batch reads
         # every -1 as a dynamic dimension.

@@ -238,6 +238,8 @@ def unfold(func, input, dimension, size, step):
     reaches padding is padding, and its gradient is dropped (the backward of ``unfold``
     adds a window's gradient into every position it covers, real ones included)."""
     op = _registry.op_name(func)
+    _registry.refuse_per_example(op, "window size or step", (size, step),
+                                 "a window of each example's own length is the whole example")
     if size <= 0 or step <= 0:
         raise RuntimeError(f"{op}: size ({size}) and step ({step}) must be positive")
     if normalize_dim(op, dimension, input.dim()) == 0:
