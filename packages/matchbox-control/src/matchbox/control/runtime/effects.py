@@ -45,6 +45,8 @@ from matchbox.control.runtime.copies import watch as watch_write
 from matchbox.control.runtime.iterables import DEQUE_ADDS, deque_add
 from matchbox.control.runtime.select import Undefined, select
 from matchbox.control.runtime.sequences import (
+    get_item,
+    has_records,
     per_example_item,
     refuse_an_added_key,
     refuse_positional_write,
@@ -224,6 +226,9 @@ def call_method(mask: Any, obj: Any, name: str, *args: Any, **kwargs: Any) -> An
         return call_method(mask, args[0], name, *args[1:], **kwargs)
     method = getattr(obj, name)
     if mask is None:
+        if type(obj) is list and name == "reverse" and not args and has_records(obj):
+            obj[:] = get_item(obj, slice(None, None, -1))  # each example's own, reversed
+            return None
         if type(obj) is list and name in _POSITIONAL:
             refuse_positional_write(obj, f"list.{name}()")
         if isinstance(obj, collections.deque) and name in DEQUE_ADDS and not kwargs:

@@ -20,7 +20,8 @@ the record belong to every example.  From the records:
 |                            | ``TypeError``, write ``len(items) > 0 and x``)        |
 | ``items.pop()``, ``insert``,| ``NotImplementedError``: positions differ between    |
 | ``remove``, ``sort``,      | examples                                              |
-| ``reverse``, ``items[i] = v``|                                                     |
+| ``items[i] = v``           |                                                       |
+| ``items.reverse()``        | its own items reversed, as ``items[::-1]``            |
 
 The steps of ``x.unbind(d)`` along a dynamic dimension record their examples too
 (``runtime.unbinding``): ``len(x.unbind(1))`` and ``x.unbind(1)[-1]`` are each example's.
