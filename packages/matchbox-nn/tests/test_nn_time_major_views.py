@@ -300,6 +300,21 @@ def test_other_view_errors():
         xb.unsqueeze(0)
 
 
+def test_moving_dimension_0_of_other_ranks_says_what_to_write():
+    # A user trial: transposing each example's (1, D) vector read as a message about
+    # time-major views; it now says what a batch can hold and what to write instead.
+    z = MaskedBatch.fromlist([torch.randn(1, 4) for _ in range(3)], (False,))
+    for f in (lambda: z.transpose(0, 1), lambda: z.mT,
+              lambda: torch.stack([z.unsqueeze(1), z.unsqueeze(1)], 0)):
+        with pytest.raises(ValueError, match=r"Any other example layout cannot be held: a batch "
+                                             r"keeps each example's size-one dimension 0 first\. "
+                                             r"Keep it there and move the other dimensions "
+                                             r"\(x\.transpose\(1, 2\), x\.unsqueeze\(-1\) for a "
+                                             r"column\), or stack along dimension 1 "
+                                             r"\(torch\.stack\(xs, 1\)\)$"):
+            f()
+
+
 @pytest.mark.parametrize("name", ["permute", "reshape", "view", "expand"])
 def test_keyword_spellings_of_view_ops_equal_the_positional_ones(name):
     # These raised a raw TypeError from the view's handlers (dims=, shape=, size=).

@@ -210,7 +210,10 @@ def time_major_view(op: str, batch: Any) -> TimeMajorBatch:
             f"{op}: dimension 0 is the batch dimension of each example; moving it to "
             "position 1 gives a time-major view only for results of rank 3 ((1, length, "
             f"features) seen as (length, 1, features)), and this result would have rank "
-            f"{batch.dim()}"
+            f"{batch.dim()}. Any other example layout cannot be held: a batch keeps each "
+            f"example's size-one dimension 0 first. Keep it there and move the other "
+            f"dimensions (x.transpose(1, 2), x.unsqueeze(-1) for a column), or stack "
+            f"along dimension 1 (torch.stack(xs, 1))"
         )
     return TimeMajorBatch(batch)
 
