@@ -44,7 +44,6 @@ class _Flag(threading.local):
 
 
 _FLAG = _Flag()
-_installed: list[Any] = []
 
 
 def available() -> bool:
@@ -68,11 +67,13 @@ def settings() -> list[tuple[Any, str, Any]]:
 
 
 def _install() -> None:
-    if _installed:
-        return
+    """``HopJointGraph.partition`` marking first where this thread's flag is on (wrapped
+    again if something has put another function in its place since)."""
     from torch._higher_order_ops.partitioner import HopJointGraph
 
     original = HopJointGraph.partition
+    if getattr(original, "_matchbox_marks", False):
+        return
 
     def partition(self: Any, *args: Any, **kwargs: Any) -> Any:
         if _FLAG.on:
@@ -80,8 +81,8 @@ def _install() -> None:
         return original(self, *args, **kwargs)
 
     partition.__wrapped__ = original  # type: ignore[attr-defined]
+    partition._matchbox_marks = True  # type: ignore[attr-defined]
     HopJointGraph.partition = partition
-    _installed.append(original)
 
 
 def mark_invariant_copies(graph: torch.fx.Graph) -> list[torch.fx.Node]:
