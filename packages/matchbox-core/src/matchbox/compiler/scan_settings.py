@@ -1,8 +1,9 @@
 """What a compiled graph holding a ``scan`` runs under (:func:`scan_graph_settings`).
 
 A graph whose loops stay loops (:mod:`matchbox.compiler.loops`) needs some of
-PyTorch's compile settings changed while it compiles: one for its gradients, two
-for inductor's caches, and on the CPU one for the speed of its steps.  They are set
+PyTorch's compile settings changed while it compiles: one for its gradients, one for
+what its forward saves, two for inductor's caches, and on the CPU one for the speed of
+its steps.  They are set
 around each call of the compiled graph and restored after it, never for the rest of
 the process.
 """
@@ -15,10 +16,14 @@ from typing import Any
 
 import torch
 
+from matchbox.compiler import scan_partition
 from matchbox.compiler.graph import with_settings
 
 #: The name by which inductor's caches allow a higher-order op (``HigherOrderOperator.cacheable``).
 _SCAN_OP_NAME = "torch.ops.higher_order.scan"
+#: Added to that op's cache key where :mod:`matchbox.compiler.scan_partition` changes what a
+#: scan's forward saves (a graph cached before saved a weight's copy every step).
+_PARTITION_KEY = "+matchbox-scan-invariants-1"
 
 log = logging.getLogger("matchbox.compile")
 
@@ -32,6 +37,9 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any,
       donated-buffer indices, counted in the outer graph's inputs, were applied to the
       scan body's, so a saved carry was overwritten; pytorch/pytorch#153679, fixed
       upstream by #193960).
+    - A view's copy of the body's inputs (``W.t()``'s in an RNN cell) recomputed in the
+      scan's backward, not saved (:mod:`matchbox.compiler.scan_partition`): saved, it was a
+      copy of the weight for every step.
     - Under inductor, the graph cached on disk as a graph without a scan is, so that a
       second process compiles it in seconds (issue 21's warm start; without this, 16 s
       for the README RNN).  Inductor's caches refuse every higher-order op not marked
@@ -58,12 +66,14 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any,
     """
     from torch._functorch import config as functorch_config
 
-    settings = [(functorch_config, "donated_buffer", False)]
+    recompute = scan_partition.settings()
+    settings = [(functorch_config, "donated_buffer", False), *recompute]
     if backend == "inductor" and _can_mark_cacheable():
         from torch._inductor import config as inductor_config
 
-        marked = {**inductor_config.unsafe_marked_cacheable_functions,
-                  _SCAN_OP_NAME: torch.__version__}
+        # The key names the partition's change too: a graph cached without it is not taken.
+        key = torch.__version__ + (_PARTITION_KEY if recompute else "")
+        marked = {**inductor_config.unsafe_marked_cacheable_functions, _SCAN_OP_NAME: key}
         settings += [(functorch_config, "force_non_lazy_backward_lowering", True),
                      (inductor_config, "unsafe_marked_cacheable_functions", marked)]
     if backend == "inductor" and inputs and all(t.device.type == "cpu" for t in inputs):
