@@ -1,5 +1,5 @@
-"""What a scan's forward pass saves for its backward (``matchbox.compiler.scan_partition``):
-a weight the body reads transposed (an RNN cell's ``h @ w_hh.t()``) is saved once, not as a
+"""What a scan's forward pass saves for its backward (``matchbox.compiler.scan_partition``,
+opt-in with ``MATCHBOX_SCAN_RECOMPUTE=1``): a weight the body reads transposed (an RNN cell's ``h @ w_hh.t()``) is saved once, not as a
 copy of it for every step.  Torch 2.13's scan autograd stacked ``t(t(w_hh))`` over the
 steps (its partitioner saved the copy, closer to the backward than ``w_hh``): a
 ``(steps, H, H)`` buffer written by the forward and read by the backward.
@@ -27,6 +27,12 @@ from matchbox.compiler import loops, scan_partition
 pytestmark = pytest.mark.compiled_loops
 pytest.importorskip("torch._higher_order_ops.partitioner")
 from torch._functorch.partitioners import CheckpointPolicy  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _opted_in(monkeypatch):
+    """The marking wraps a method of torch's internals: opt-in (MATCHBOX_SCAN_RECOMPUTE=1)."""
+    monkeypatch.setenv("MATCHBOX_SCAN_RECOMPUTE", "1")
 from torch._higher_order_ops.partitioner import HopJointGraph  # noqa: E402
 
 aten = torch.ops.aten
@@ -177,3 +183,8 @@ def test_graphs_compiled_without_a_scan_are_not_marked(monkeypatch):
     with pytest.raises(TypeError):
         joint.partition()  # the original's own arguments missing: it was called
     assert seen == []
+
+
+def test_off_by_default_torch_is_left_as_it_is(monkeypatch):
+    monkeypatch.delenv("MATCHBOX_SCAN_RECOMPUTE")
+    assert scan_partition.settings() == [] and not scan_partition.wanted()

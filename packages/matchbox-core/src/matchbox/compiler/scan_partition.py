@@ -23,14 +23,19 @@ or of other such copies, not smaller than what it copies (saving its input then 
 more bytes, even for a carry, which is saved every step).  Values are unchanged: the
 backward computes the same copy from the same tensor.
 
-Torch has no option for this, so :func:`settings` swaps ``HopJointGraph.partition`` (used
-by scan's autograd only) for a version that marks those nodes first, for the calls of a
-graph holding a scan (a flag of the calling thread: another thread's compilations are
-untouched).
+Torch has no option or hook for this, so :func:`settings` swaps ``HopJointGraph.partition``
+(used by scan's autograd only) for a version that marks those nodes first, for the calls of
+a graph holding a scan (a flag of the calling thread: another thread's compilations are
+untouched).  That wraps a method of torch's internals, which Matchbox otherwise never
+does (it changes no torch function's behaviour), so it is opt-in, experimental and off by
+default: ``MATCHBOX_SCAN_RECOMPUTE=1`` turns it on.  The lasting fix is upstream (the
+partitioner of a scan's joint graph could price a per-step output by the steps it is
+stacked over, or take a recompute policy), see docs/compile.md.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
@@ -57,10 +62,15 @@ def available() -> bool:
     return callable(getattr(HopJointGraph, "partition", None)) and hasattr(torch.Tag, "view_copy")
 
 
+def wanted() -> bool:
+    """Whether the user opted in (``MATCHBOX_SCAN_RECOMPUTE=1``) and this torch can do it."""
+    return os.environ.get("MATCHBOX_SCAN_RECOMPUTE") == "1" and available()
+
+
 def settings() -> list[tuple[Any, str, Any]]:
     """The ``(object, name, value)`` settings under which a graph holding a scan compiles
-    with its loop-invariant copies recomputed (none where torch lacks the partitioner)."""
-    if not available():
+    with its loop-invariant copies recomputed (none unless :func:`wanted`)."""
+    if not wanted():
         return []
     _install()
     return [(_FLAG, "on", True)]
