@@ -153,6 +153,11 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
         data = x.data[(slice(None),) * d + (slice(start, end, step),)]
     else:
         size = (x.data.size(d) + step - 1) // step
+        if start is not None:
+            # No example holds more than -start positions from its end: ``x[:, -1:]`` is of
+            # padded size one, and broadcasts as ``x[:, :1]`` does.
+            bound = -start if stop is None or stop >= 0 else max(stop - start, 0)
+            size = min(size, (bound + step - 1) // step)
         positions = first[:, None] + step * torch.arange(size, device=n.device)
         shape = [1] * x.data.dim()
         shape[0], shape[d] = n.size(0), size

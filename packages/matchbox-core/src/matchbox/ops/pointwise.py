@@ -313,7 +313,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
         if any(dims):
             for i, dynamic in enumerate(dims, start=1):
                 if dynamic:
-                    _masking.check_lengths_agree(func, [(b, i) for b in batches])
+                    _masking.check_broadcast_lengths(func, [(b, i) for b in batches])
         mask = _masking.combine_layouts(batches)
     if len(values) > 1 and (mask is not None or _masking.EXECUTION_MASK.get() is not None):
         values = _masking.guard_wider(args, values, mask, dims)
