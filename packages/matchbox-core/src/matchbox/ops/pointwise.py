@@ -34,6 +34,7 @@ from matchbox._example_scalars import refuse_python_mismatches as _refuse_mismat
 from matchbox._layout import zero_padding_mask
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
+from matchbox.ops.fills import per_example_fill  # x.fill_(v), v one number per example
 
 # Python operators and the ATen op each one is.
 DUNDER_OPS = {
@@ -355,7 +356,7 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
             guarded[k] = value
     values = guarded
     n = len(args)
-    func(*values[:n], **dict(zip(names, values[n:])))
+    per_example_fill(func, flat)(*values[:n], **dict(zip(names, values[n:])))
     target.mask = _masking.fit_mask(mask, target.data, target.dims)
     return _kind_of(target, flat)
 

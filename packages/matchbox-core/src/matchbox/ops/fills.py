@@ -1,0 +1,43 @@
+"""``x.fill_(v)`` with one value per example: each example filled with its own ``v``.
+
+In the loop ``v`` is a Python number or a 0-d tensor (``x.sum()``, ``n.item()`` under
+``@batch``), one per example: a batch of per-example scalars (``dims == ()``, marked a
+scalar).  The pointwise in-place rule aligns it to ``(batch, 1, ...)``, which torch's
+``fill_`` refuses (it takes a 0-d value); :func:`per_example_fill` gives the pointwise rule
+a copy of the aligned value instead, which fills each example with its own value and sends
+``v`` the sum of the gradient reaching the filled positions, as ``fill_`` does.  A batch
+of any other examples (a ``(1,)`` tensor or larger in the loop) is refused, as torch
+refuses such a value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from matchbox._example_scalars import SCALAR
+from matchbox._op_table import op_name
+from matchbox.masked_batch import MaskedBatch
+
+_FILLS = {torch.Tensor.fill_, torch.fill_}
+
+
+def per_example_fill(func: Any, args: Sequence[Any]) -> Any:
+    """``func``, or, for ``fill_`` of a batch value, what fills each example with its own."""
+    if func not in _FILLS or len(args) < 2 or not isinstance(args[1], MaskedBatch):
+        return func
+    value = args[1]
+    if value.dims or value._scalar is not SCALAR:
+        kind = (f"examples of rank {value.dim()}" if value.dims else
+                "one value per example, but a (1,) tensor in the loop")
+        raise ValueError(
+            f"{op_name(func)}: the value is a batch of {kind}; fill_ takes a number or a 0-d "
+            "tensor per example (x.sum(), n.item() under @batch): reduce or index each "
+            "example's value to one number first (v.sum(), v[:, 0] of a (1, 1) example)")
+    return _fill_from
+
+
+def _fill_from(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    return target.copy_(value.expand_as(target))
