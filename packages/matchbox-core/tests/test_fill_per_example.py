@@ -52,3 +52,36 @@ def test_fill_with_a_batch_of_larger_examples_is_refused():
     with pytest.raises(ValueError, match=r"Tensor.fill_: the value is a batch of one value per "
                                          r"example, but a \(1,\) tensor in the loop; "):
         (xb * 1).fill_(MaskedBatch.fromlist(ones, ()))
+
+
+# ------------------------------------------------------------------ number-only arguments
+
+NUMBER_ONLY = {
+    "leaky_relu": (lambda x, v: torch.nn.functional.leaky_relu(x, v), "negative_slope"),
+    "leaky_relu keyword": (lambda x, v: torch.nn.functional.leaky_relu(x, negative_slope=v),
+                           "negative_slope"),
+    "leaky_relu in place": (lambda x, v: torch.nn.functional.leaky_relu(x * 1, v, True),
+                            "negative_slope"),
+    "elu": (lambda x, v: torch.nn.functional.elu(x, alpha=v), "alpha"),
+    "celu": (lambda x, v: torch.nn.functional.celu(x, v), "alpha"),
+    "softplus": (lambda x, v: torch.nn.functional.softplus(x, beta=v), "beta"),
+    "hardtanh": (lambda x, v: torch.nn.functional.hardtanh(x, -1.0, v), "max_val"),
+    "threshold": (lambda x, v: torch.nn.functional.threshold(x, v, 0.0), "threshold"),
+    "softshrink": (lambda x, v: torch.nn.functional.softshrink(x, v), "lambd"),
+}
+
+
+@pytest.mark.parametrize("case", NUMBER_ONLY.values(), ids=NUMBER_ONLY.keys())
+def test_a_per_example_number_only_argument_is_refused_naming_it(case):
+    f, name = case
+    xs, xb = _batch((3, 1), torch.float64)
+    for x in xs:
+        f(x, x.sum().abs().item() + 0.5)  # the loop's value: a number per example
+    with pytest.raises(NotImplementedError, match=(
+            rf"{name} is a batch \(one value per example, such as x.item\(\) under @batch\), "
+            rf"but it must be the same for every example: a number or a plain tensor shared "
+            rf"by every example \(only the input may be a batch\); a per-example {name} is "
+            rf"not supported: run the examples of each value separately, or pass one value "
+            rf"for all")):
+        f(xb, xb.sum().abs().detach() + 0.5)
+    mb_assert(lambda x: f(x, 0.25), [xs], [xb], 2)  # one number for all: as before

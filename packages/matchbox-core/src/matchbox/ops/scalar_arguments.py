@@ -1,5 +1,6 @@
-"""``x.fill_(v)`` with one value per example: each example filled with its own ``v``.
+"""Pointwise ops' number arguments given one value per example.
 
+``x.fill_(v)`` with one value per example: each example filled with its own ``v``.
 In the loop ``v`` is a Python number or a 0-d tensor (``x.sum()``, ``n.item()`` under
 ``@batch``), one per example: a batch of per-example scalars (``dims == ()``, marked a
 scalar).  The pointwise in-place rule aligns it to ``(batch, 1, ...)``, which torch's
@@ -8,6 +9,11 @@ a copy of the aligned value instead, which fills each example with its own value
 ``v`` the sum of the gradient reaching the filled positions, as ``fill_`` does.  A batch
 of any other examples (a ``(1,)`` tensor or larger in the loop) is refused, as torch
 refuses such a value.
+
+The activations' parameters that torch takes as Python numbers only (``leaky_relu``'s
+``negative_slope``, ``elu``'s ``alpha``, ...: :data:`NUMBER_ARGUMENTS`) given a batch are
+refused naming the op and the argument (:func:`refuse_number_batches`); torch's own error
+named neither the batch nor what to do.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 
 import torch
 
+from matchbox._arguments import only_input_batched
 from matchbox._example_scalars import SCALAR
 from matchbox._op_table import op_name
 from matchbox.masked_batch import MaskedBatch
@@ -41,3 +48,21 @@ def per_example_fill(func: Any, args: Sequence[Any]) -> Any:
 
 def _fill_from(target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return target.copy_(value.expand_as(target))
+
+
+# The parameters torch takes as Python numbers only, in their positional order after the
+# input, by ATen name (the in-place variants' too: ``leaky_relu_``).
+NUMBER_ARGUMENTS: dict[str, tuple[str, ...]] = {
+    "leaky_relu": ("negative_slope",), "elu": ("alpha",), "celu": ("alpha",),
+    "softplus": ("beta", "threshold"), "hardtanh": ("min_val", "max_val"),
+    "threshold": ("threshold", "value"), "softshrink": ("lambd",), "hardshrink": ("lambd",),
+    "rrelu": ("lower", "upper", "training"),
+}
+
+
+def refuse_number_batches(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Refuse a batch given as one of ``func``'s number-only parameters, naming it."""
+    names = NUMBER_ARGUMENTS.get(getattr(func, "__name__", "").strip("_"))
+    if names and args:
+        only_input_batched(op_name(func), args[0], **dict(zip(names, args[1:])), **{
+            k: v for k, v in kwargs.items() if k in names})
