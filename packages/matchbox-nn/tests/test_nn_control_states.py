@@ -80,3 +80,27 @@ def test_a_plain_state_of_another_shape_than_an_example_of_the_view_is_refused()
     with pytest.raises(TypeError, match=r"@batch: 'h' is a plain tensor of shape \(1, 4\) for "
                                         r"the examples that ran this code and TimeMajorBatch "):
         mixed(xb)
+
+
+class Experts(nn.Module):
+    """Each example's own expert layer, chosen by a per-example int (mixture of experts
+    routed per example), then a shared recurrent cell."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(3, 4) for _ in range(3)]).to(dtype)
+        self.cell = nn.GRUCell(4, 4).to(dtype)
+
+    @matchbox.batch
+    def forward(self, x):
+        k = int(x.sum() > 0) + int(x.sum() > 1)
+        h = self.experts[k](x).mean(1)
+        return self.cell(h)
+
+
+@pytest.mark.parametrize("lengths", [(3, 1, 2, 4), (1,), (2, 2)], ids=str)
+def test_modules_chosen_per_example_equal_the_loop(lengths, dtype):
+    torch.manual_seed(0)
+    model = Experts(dtype)
+    xs, xb = _inputs(lengths, dtype)
+    mb_assert(model, [xs], [xb], len(lengths))
