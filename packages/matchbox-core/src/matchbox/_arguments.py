@@ -115,7 +115,12 @@ def only_input_batched(op: str, input: Any, **shared: Any) -> None:
     if not isinstance(input, Batch):
         raise TypeError(f"{op}: the input must be the batch; got {_plain(input)}")
     for name, value in shared.items():
-        if isinstance(value, Batch):
+        if isinstance(value, Batch) and getattr(value, "dims", None) != ():
+            raise NotImplementedError(
+                f"{op}: {name} must be a plain tensor shared by every example (only the input "
+                "may be a batch)"
+            )
+        if isinstance(value, Batch):  # one value per example
             raise NotImplementedError(
                 f"{op}: {name} is a batch (one value per example, such as x.item() under "
                 f"@batch), but it must be the same for every example: a number or a plain "
