@@ -64,6 +64,9 @@ ANY_LENGTH = {
     "x[:, :]": lambda x: x[:, :],
     "x[...]": lambda x: x[...],
     "x[()]": lambda x: x[()],
+    "x[0:1]": lambda x: x[0:1],  # each example's dimension 0, whole: the example itself
+    "x[-1:, 1:]": lambda x: x[-1:, 1:],
+    "x[:1, :, 0]": lambda x: x[:1, :, 0],
 }
 
 
@@ -172,13 +175,42 @@ def test_an_index_every_example_reaches_equals_the_loop():
 
 # ------------------------------------------------------------------ errors
 
-@pytest.mark.parametrize("index", [0, -1, slice(1, None), slice(0, 1), None, (None, 0),
-                                   (Ellipsis, 0, 0, 0)])
-def test_first_index_other_than_a_full_slice_is_refused(index):
-    _, xb = batch_of(3, 1)
-    with pytest.raises(IndexError, match=r"the first index must be ':' \(every example keeps "
-                                         r"its batch dimension 0\), got "):
+@pytest.mark.parametrize("index, hint", [
+    (0, r"got 0; in the loop it drops each example's dimension 0 \(of size one\), which a "
+        r"batch cannot do \(its examples keep it\); write x\[:\] for the same values with "
+        r"dimension 0 kept \(x itself\)"),
+    ((0, 0), r"got 0; in the loop it drops .* write x\[:, 0\] for the same values"),
+    ((-1, slice(1, None), 1), r"got -1; in the loop it drops .* write x\[:, 1:, 1\] for"),
+    ((Ellipsis, 0, 0, 0), r"got 0; in the loop it drops .* write x\[:, 0, 0\] for"),
+    (3, r"got 3; each example's dimension 0 has size one, so index 3 is out of range for it, "
+        r"in the loop too"),
+    (slice(1, None), r"got slice\(1, None, None\); in the loop it leaves each example's "
+                     r"dimension 0 empty, which a batch cannot hold; slice the dimensions "
+                     r"after it \(x\[:, a:b\]\)"),
+    (None, r"got None; in the loop it adds a dimension in front of each example's dimension "
+           r"0, which a batch cannot hold; add a size-one dimension after it instead "
+           r"\(x\[:, None\], x.unsqueeze\(1\)\)"),
+    ((None, 0), r"got None; in the loop it adds a dimension in front"),
+])
+def test_first_index_other_than_a_full_slice_is_refused(index, hint):
+    xs, xb = batch_of(3, 1)
+    with pytest.raises(IndexError, match=r"Tensor.__getitem__: the first index must be ':' "
+                                         r"\(every example keeps its batch dimension 0\), "
+                                         + hint):
         xb[index]
+    if index not in (3, None) and index != (None, 0) and index != slice(1, None):
+        expected = xs[0][index]  # the loop runs it: one dimension fewer than the batch holds
+        assert expected.dim() < xs[0].dim()
+
+
+def test_indexing_dimension_0_whole_equals_the_loop(dtype):
+    # Each example's dimension 0 has size one: x[0:1], x[-1:] are the example itself.
+    for lengths in [(3, 0, 1, 2), (1,), (0,)]:
+        xs, xb = batch_of(*lengths, width=3, dtype=dtype)
+        n = len(lengths)
+        mb_assert(lambda x: x[0:1] * 2, [xs], [xb], n)
+        mb_assert(lambda x: x[-1:, :, 1:], [xs], [xb], n)
+        mb_assert(lambda x: x[:1, -1:] - x, [xs], [xb], n)
 
 
 @pytest.mark.parametrize("index, message", [

@@ -129,6 +129,34 @@ def test_errors_name_the_op_and_the_problem():
         torch.zeros(3).add_(pb)
 
 
+def test_a_plain_tensor_of_the_batch_size_gets_cores_hint():
+    # As for a MaskedBatch (one rule): a state built with x.size(0) as a size.
+    pb = PackedBatch.fromlist(examples_of_lengths([2, 3]))
+    with pytest.raises(ValueError, match=r"torch.add: a plain tensor argument has size 2 in "
+                                         r"dimension 0, which is the batch dimension of each "
+                                         r"example \(size one\); .* Its size is the batch "
+                                         r"size: built with x.size\(0\) as a size .* build a "
+                                         r"batch, one row per example, with x.new_zeros\("
+                                         r"x.size\(0\), 1, 3\), or share one row, "
+                                         r"torch.zeros\(1, 1, 3\)"):
+        torch.add(pb, torch.zeros(2, 1, 3))
+
+
+@pytest.mark.parametrize("lengths", [[2, 0, 3], [1], [0]], ids=str)
+def test_a_row_expanded_to_the_batch_size_is_every_examples_own(lengths, dtype):
+    # One row expanded to the batch size (stride 0): the same for every example, as core.
+    xs = [x.to(dtype) for x in examples_of_lengths(lengths)]
+    pb = PackedBatch.fromlist(xs)
+    row = torch.randn(1, 1, 3, dtype=dtype, requires_grad=True)
+    loop = [x + row for x in xs]
+    batched = pb + row.expand(len(xs), 1, 3)
+    for y, expected in zip(batched.examples(), loop):
+        torch.testing.assert_close(y, expected, rtol=0, atol=0)
+    (grad_loop,) = torch.autograd.grad(sum(y.sum() for y in loop), row)
+    (grad_batch,) = torch.autograd.grad(sum(y.sum() for y in batched.examples()), row)
+    torch.testing.assert_close(grad_batch, grad_loop)
+
+
 @lacks(INPLACE_LDEXP_HAS_DERIVATIVE, "differentiates the in-place ldexp_")
 def test_inplace_op_torch_cannot_differentiate_is_refused_by_name():
     target = PackedBatch.fromlist(examples_of_lengths([2, 0, 3])).requires_grad_() * 1

@@ -111,14 +111,22 @@ def normalized_dims(op: str, input: Any, normalized_shape: Any) -> int:
 
 def only_input_batched(op: str, input: Any, **shared: Any) -> None:
     """Raise unless ``input`` is a batch and every named argument is a plain value (a
-    weight or bias shared by every example)."""
+    weight or bias shared by every example, a number: ``ignore_index``, ``p``, ``tau``)."""
     if not isinstance(input, Batch):
         raise TypeError(f"{op}: the input must be the batch; got {_plain(input)}")
     for name, value in shared.items():
-        if isinstance(value, Batch):
+        if isinstance(value, Batch) and getattr(value, "dims", None) != ():
             raise NotImplementedError(
                 f"{op}: {name} must be a plain tensor shared by every example (only the input "
                 "may be a batch)"
+            )
+        if isinstance(value, Batch):  # one value per example
+            raise NotImplementedError(
+                f"{op}: {name} is a batch (one value per example, such as x.item() under "
+                f"@batch), but it must be the same for every example: a number or a plain "
+                f"tensor shared by every example (only the input may be a batch); a "
+                f"per-example {name} is not supported: run the examples of each value "
+                "separately, or pass one value for all"
             )
 
 

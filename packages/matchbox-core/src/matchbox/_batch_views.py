@@ -39,6 +39,10 @@ def batch_dim_view(batch_type: str) -> Handler | None:
 #: hold a batch in ``.batch`` and are rebuilt by calling their class on one.
 #: matchbox-control merges and guards such a view under ``@batch`` through the
 #: batch it holds.  A set, read directly on hot paths (``type(v) in BATCH_VIEWS``).
+#: A view class may define ``held_example(value)``: one example of the view written as a
+#: plain tensor (``h0`` of shape ``(L, 1, H)`` shared by every example) laid out as an
+#: example of the batch it holds (``(1, L, H)``), so that a plain value merges with a view
+#: (the initial state of a loop whose steps give views); without it that merge is refused.
 BATCH_VIEWS: set[type] = set()
 
 

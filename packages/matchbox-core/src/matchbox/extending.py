@@ -112,6 +112,7 @@ from matchbox._masking import (
     unpack_rows,
     weight_input_data,
 )
+from matchbox._masking.plain_tensors import check_plain_batch_dim
 from matchbox._region_guard import defer as defer_region_guard
 from matchbox._region_guard import deferred_mask as deferred_region_guard
 from matchbox._region_guard import resolve as apply_region_guard
@@ -179,6 +180,7 @@ __all__ = [
     "same_mask", "fit_mask", "align", "raise_rank", "pad_to", "check_lengths_agree",
     "lengths_along", "sizes_along", "running", "and_running", "real_rows", "pack_rows",
     "unpack_rows", "expanded_row",
+    "check_plain_batch_dim",
     # checks on values, compile-safe
     "fails", "check", "failed_flags", "with_failed_flags", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)

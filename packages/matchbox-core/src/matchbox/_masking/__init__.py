@@ -53,6 +53,7 @@ from matchbox._execution import (  # noqa: F401
 )
 from matchbox._masking.alignment import (  # noqa: F401
     align,
+    check_broadcast_lengths,
     check_lengths_agree,
     check_static_extents,
     check_static_join,

@@ -143,8 +143,8 @@ def align(
         if dynamic:
             # Batches dynamic here of their own (one static here, padded above,
             # was checked against them already).
-            check_lengths_agree(op, [(lifted[id(b)], i) for b in batches
-                                     if raised[id(b)].dims[i - 1]])
+            check_broadcast_lengths(op, [(lifted[id(b)], i) for b in batches
+                                         if raised[id(b)].dims[i - 1]])
     aligned = [lifted[id(a)].data if isinstance(a, MaskedBatch) else  # x.size(0): raises
                refuse_batch_size_number(a) if type(a) in BATCH_SIZES else a for a in args]
     mask = combine_masks([lifted[id(b)]._mask for b in batches])
@@ -175,7 +175,14 @@ def combined_lengths(batches: Sequence[MaskedBatch], mask: torch.Tensor | None,
     for i, dynamic in enumerate(dims, start=1):
         if dynamic:
             sizes = [_lengths.along(b, i) for b in batches if b.dims[i - 1]]
-            columns.append(sizes[0] if len(sizes) == 1 else torch.stack(sizes).amin(0))
+            if len(sizes) == 1:
+                columns.append(sizes[0])
+                continue
+            # Sizes that broadcast (:func:`check_broadcast_lengths`): an empty one wins,
+            # else the longest (a size one broadcast against it).
+            stacked = torch.stack(sizes)
+            low = stacked.amin(0)
+            columns.append(torch.where(low == 0, low, stacked.amax(0)))
     lengths = torch.stack(columns, 1)
     for b in batches:
         if b._mask is not None and not any(b.dims):
@@ -184,6 +191,30 @@ def combined_lengths(batches: Sequence[MaskedBatch], mask: torch.Tensor | None,
         return _lengths.settle(mask, lengths)
     # Every mask is its examples' prefixes, so their *and* is that of these lengths.
     return _lengths.carry(mask, lengths)
+
+
+def check_broadcast_lengths(op: Any, pairs: Sequence[tuple[MaskedBatch, int]]) -> None:
+    """:func:`check_lengths_agree` for the arguments of a broadcasting op, where a batch of
+    padded size one along a dynamic dimension (``x[:, :1]``, ``x[:, -1:]``) broadcasts
+    against the longer ones as each example does in the loop: its examples of size one
+    broadcast, one of size zero (empty) needs the others' example of size zero or one
+    (torch's rule; the result is empty there, as :func:`combined_lengths` and the *and* of
+    the masks say)."""
+    wide = [(b, d) for b, d in pairs if b.data.size(d) != 1]
+    if not wide:
+        return  # every example of size zero or one: they broadcast, an empty one wins
+    if len(wide) == len(pairs):
+        check_lengths_agree(op, pairs)
+        return
+    check_lengths_agree(op, wide)
+    reference, dim = wide[0]
+    expected = _example_sizes(reference, dim)
+    for other, _ in pairs:
+        if other.data.size(dim) != 1 or other._mask is None:
+            continue  # wide (checked above), or of size one in every example
+        sizes = _example_sizes(other, dim)
+        differ = running((sizes != 1) & (expected > 1))
+        check(differ, functools.partial(_lengths_differ, op, differ, expected, sizes, dim))
 
 
 def lengths_along(batch: MaskedBatch, dim: int) -> torch.Tensor:

@@ -118,12 +118,38 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
     if consuming > rank:
         raise IndexError(f"{op}: too many indices for examples of rank {rank}")
     first = items[0] if items else slice(None)
-    if first != slice(None):
+    if first == slice(None):
+        pass
+    elif isinstance(first, slice) and not any(isinstance(b, torch.Tensor) for b in (
+            first.start, first.stop, first.step)) and range(1)[first] == range(1):
+        items[0] = slice(None)  # x[0:1], x[-1:]: each example's dimension 0, whole
+    else:
         raise IndexError(
             f"{op}: the first index must be ':' (every example keeps its batch "
-            f"dimension 0), got {first!r}"
+            f"dimension 0), got {first!r}; " + _first_index_hint(first, items)
         )
     return items
+
+
+def _first_index_hint(first: Any, items: list[Any]) -> str:
+    """What ``x[first, ...]`` is in the loop, and what to write instead."""
+    rest = items[1:]
+    if type(first) is int and first in (0, -1):
+        kept = _format_index(tuple([slice(None)] + rest)) if rest else ":"
+        return (f"in the loop it drops each example's dimension 0 (of size one), which a "
+                f"batch cannot do (its examples keep it); write x[{kept}] for the same "
+                "values with dimension 0 kept" + (" (x itself)" if not rest else ""))
+    if type(first) is int:
+        return (f"each example's dimension 0 has size one, so index {first} is out of range "
+                "for it, in the loop too")
+    if first is None:
+        return ("in the loop it adds a dimension in front of each example's dimension 0, "
+                "which a batch cannot hold; add a size-one dimension after it instead "
+                "(x[:, None], x.unsqueeze(1))")
+    if isinstance(first, slice):
+        return ("in the loop it leaves each example's dimension 0 empty, which a batch "
+                "cannot hold; slice the dimensions after it (x[:, a:b])")
+    return "index the dimensions after it (x[:, i])"
 
 
 def _with_length(x: MaskedBatch, d: int, data: torch.Tensor, length: torch.Tensor,
@@ -164,6 +190,11 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
         data = x.data[(slice(None),) * d + (slice(start, end, step),)]
     else:
         size = (x.data.size(d) + step - 1) // step
+        if start is not None:
+            # No example holds more than -start positions from its end: ``x[:, -1:]`` is of
+            # padded size one, and broadcasts as ``x[:, :1]`` does.
+            bound = -start if stop is None or stop >= 0 else max(stop - start, 0)
+            size = min(size, (bound + step - 1) // step)
         positions = first[:, None] + step * torch.arange(size, device=n.device)
         shape = [1] * x.data.dim()
         shape[0], shape[d] = n.size(0), size

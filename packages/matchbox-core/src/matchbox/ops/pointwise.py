@@ -13,10 +13,8 @@ method and ``torch.nn.functional`` function whose ATen op carries PyTorch's
 ``pointwise`` tag is registered, plus the few elementwise functions PyTorch
 composes in Python or leaves untagged (``ELEMENTWISE_UNTAGGED``).
 
-Some torch releases cannot differentiate an in-place op whose out-of-place op
-they can (``INPLACE_DERIVATIVE_PROBES``); on such a torch the batch raises a
-``NotImplementedError`` naming the op where the loop would fail with torch's
-own, less helpful, error.
+In-place ops torch cannot differentiate raise naming the op (``INPLACE_DERIVATIVE_PROBES``);
+number arguments given per example: ``matchbox.ops.scalar_arguments``.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ from matchbox._layout import zero_padding_mask
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 from matchbox.ops.integer_division import DIVIDING, read_zeros_as_ones
+from matchbox.ops.scalar_arguments import per_example_fill, refuse_number_batches
 
 # Python operators and the ATen op each one is.
 DUNDER_OPS = {
@@ -201,6 +200,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
             return result
     if not kwargs and _same_layout(args):
         return _kind_of(_run_same_layout(func, args), given, func)
+    refuse_number_batches(func, args, kwargs)  # leaky_relu(x, slope) of a per-example slope
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     op = _registry.op_name(func)
@@ -314,7 +314,7 @@ def _run_same_layout(func: Any, args: tuple[Any, ...]) -> Any:
         if any(dims):
             for i, dynamic in enumerate(dims, start=1):
                 if dynamic:
-                    _masking.check_lengths_agree(func, [(b, i) for b in batches])
+                    _masking.check_broadcast_lengths(func, [(b, i) for b in batches])
         mask = _masking.combine_layouts(batches)
     if len(values) > 1 and (mask is not None or _masking.EXECUTION_MASK.get() is not None):
         values = _masking.guard_wider(args, values, mask, dims)
@@ -341,6 +341,7 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
             "tensor would have to hold every example); use the out-of-place op"
         )
     _copies.refuse_in_place(op, target)
+    refuse_number_batches(func, args, kwargs)
     names = list(kwargs)
     flat = list(args) + [kwargs[k] for k in names]
     if not target.dims and target._data.dtype == torch.bool and func in ADDITIONS:
@@ -356,7 +357,7 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
             guarded[k] = value
     values = guarded
     n = len(args)
-    func(*values[:n], **dict(zip(names, values[n:])))
+    per_example_fill(func, flat)(*values[:n], **dict(zip(names, values[n:])))
     target.mask = _masking.fit_mask(mask, target.data, target.dims)
     return _kind_of(target, flat)
 
@@ -435,9 +436,8 @@ _COUNTER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, 
 
 
 def _fast(func: Any) -> Any:
-    """The fast path of a Tensor method of the family (see ``matchbox._methods``): the
-    registry's guard hands it the calls without keywords, with gradients and no profiler;
-    :func:`_plain` takes the commonest of them and gives ``None`` for the others."""
+    """The fast path of a Tensor method of the family (``matchbox._methods``): calls without
+    keywords, with gradients, no profiler; :func:`_plain` takes the commonest of them."""
     return _plain if _path(func) == _PLAIN else None
 
 

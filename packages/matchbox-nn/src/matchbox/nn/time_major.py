@@ -163,6 +163,15 @@ class TimeMajorBatch(Batch, view=True):
     def __repr__(self) -> str:
         return f"TimeMajorBatch({self.batch!r})"
 
+    @staticmethod
+    def held_example(value: torch.Tensor) -> torch.Tensor | None:
+        """A plain ``(A, 1, F)`` example of the view (an ``h0`` shared by every example)
+        as an example ``(1, A, F)`` of the batch it holds; ``None`` for other shapes
+        (``matchbox._batch_views.BATCH_VIEWS``)."""
+        if value.dim() != 3 or value.size(1) != 1:
+            return None
+        return value.transpose(0, 1)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (TimeMajorBatch, (self.batch,))
 

@@ -18,6 +18,8 @@ modules hold one concern each:
 - ``folds``: ``sum``, ``max``, ``min``, ``any``, ``all``, ``functools.reduce``;
 - ``iterables``: ``itertools.starmap``/``accumulate`` per example, a deque of steps refused;
 - ``scalars``: ``.item()``, ``int``, ``float``, ``bool`` of per-example scalars;
+- ``python_numbers``: ``round``, ``divmod``, ``math`` functions, ``torch.tensor`` of them;
+- ``module_choice``: ``layers[k](h)`` with a per-example ``k``: each example's own module;
 - ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
 - ``calls``: which builtin a call reaches, at run time.
 """

@@ -11,6 +11,8 @@ callable is called as it is.
 | ``len``                               | ``sequences.length``               |
 | ``copy.deepcopy``                     | ``sequences.deep_copy``            |
 | ``int``, ``float``, ``bool``          | ``scalars``                        |
+| ``round``, ``divmod``, ``math.*``,    | ``python_numbers`` (``round(v)``;  |
+| ``torch.tensor([a, b])``              | the others refused, saying how)    |
 | ``isinstance``, ``torch.is_tensor``   | ``type_tests`` (warns for a batch) |
 | ``map`` of steps only some examples   | a generator, as ``(f(s) for s in   |
 | have (``map(f, x.unbind(1))``)        | steps)`` (``comprehensions``)      |
@@ -57,6 +59,7 @@ from matchbox.control.runtime import (
     comprehensions,
     folds,
     iterables,
+    python_numbers,
     scalars,
     sequences,
     type_tests,
@@ -83,6 +86,7 @@ _LOWERED: dict[Any, Callable[..., Any]] = {
     builtins.len: sequences.length, copy.deepcopy: sequences.deep_copy,
     builtins.int: scalars.int_, builtins.float: scalars.float_, builtins.bool: scalars.bool_,
     builtins.isinstance: type_tests.isinstance_, torch.is_tensor: type_tests.is_tensor,
+    builtins.round: python_numbers.round_, builtins.divmod: python_numbers.divmod_,
 }
 
 #: The names a call may be written with to reach :func:`call` (a function's own
@@ -112,6 +116,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
             and current_mask() is not None):
         _refuse_a_plain_tensor_write(fn)
     if args or kwargs:
+        python_numbers.refuse_number_functions(fn, args, kwargs)
         _refuse_lists_to_unconverted(fn, args, kwargs)
         if args and isinstance(args[0], dict) and fn in _KEY_READERS:
             refuse_partial_keys(args[0], f"{fn.__name__}()")

@@ -21,8 +21,9 @@ examples that ran the region take the new value, the others keep the old one.
 | lists (tuples) whose items     | position by position, each item recording the     |
 | only some examples have, or of | examples that have it (``sequences.select_items``):|
 | two lengths                    | each example keeps exactly its own items          |
-| two views of batches (a        | the batches they hold, as two batches, viewed     |
-| ``TimeMajorBatch``)            | again                                             |
+| two views of batches (a        | the batches they hold, viewed again; a plain      |
+| ``TimeMajorBatch``), or one and| ``h0`` ``(L, 1, H)``: its ``held_example`` beside |
+| a plain example of it (``h0``) | the batch                                         |
 | ``Undefined`` old              | the new value, padding for the other examples     |
 | anything else                  | ``TypeError`` naming the variable                 |
 """
@@ -241,6 +242,9 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
                                _broadcast(_scalar(old, mask), mask, name), name)
     if type(new) is type(old) and type(new) in BATCH_VIEWS:
         return type(new)(select(mask, new.batch, old.batch, name))
+    view = type(new) if type(new) in BATCH_VIEWS else type(old)
+    if view in BATCH_VIEWS and (held := _held(view, new, old)) is not None:
+        return view(select(mask, *held, name))  # a view and a plain example of it (h0)
     if (type(new) is list or type(new) is tuple) and type(new) is type(old):
         from matchbox.control.runtime import sequences  # it imports this module
         if (len(new) != len(old) and type(new) is list) or sequences.has_records(new) or (
@@ -262,6 +266,14 @@ def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
         f"{_describe(old)} for the others; a value that differs between examples must "
         "be a tensor, a number, or a tuple/list/dict of them (of the same length)"
     )
+
+
+def _held(view: type, *values: Any) -> Any:
+    """``values`` as the batches ``view`` holds (a plain tensor: its ``held_example``), or None."""
+    example = getattr(view, "held_example", None)
+    held = [v.batch if type(v) is view else example(v) if example and isinstance(
+        v, torch.Tensor) else None for v in values]
+    return None if any(h is None for h in held) else held
 
 
 def _column_like(value: Any) -> bool:

@@ -52,6 +52,7 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime import module_choice
 from matchbox.control.runtime.columns import Column, Columns
 from matchbox.control.runtime.copies import stored
 from matchbox.control.runtime.dict_keys import refuse_partial_keys
@@ -229,6 +230,8 @@ def length(obj: Any) -> Any:
 
 def get_item(obj: Any, index: Any) -> Any:
     """``obj[index]``; of a list whose items only some examples have, each example's own."""
+    if type(index) is MaskedBatch and module_choice.is_module_list(obj):
+        return module_choice.choose(obj, index)  # layers[k] of a per-example k
     if not _sequence(obj):
         if type(obj) is _DEFAULT_DICT and index not in obj:
             refuse_an_added_key(_MASK.get(), obj, index)

@@ -68,7 +68,7 @@ def prelu(func, input, weight):
 @implements(F.normalize, family="activation", batch_type="Batch")
 def normalize(func, input, p=2.0, dim=1, eps=1e-12, out=None):
     op = op_name(func)
-    only_input_batched(op, input)
+    only_input_batched(op, input, p=p, eps=eps)
     refuse_out(op, out)
     d = example_dim(op, dim, input.dim())
     if not input.dims[d - 1]:

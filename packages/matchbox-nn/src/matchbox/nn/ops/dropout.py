@@ -52,7 +52,9 @@ ZERO_KEEPING = (F.dropout, torch.dropout, F.dropout1d, F.dropout2d, F.dropout3d,
 
 @implements(*DROPOUT_OPS, *FEATURE_DROPOUT_OPS, family="dropout", batch_type="Batch")
 def dropout(func, input, *args, **kwargs):
-    only_input_batched(op_name(func), input)
+    # p (and training) as torch takes them: positional after the input, or by keyword.
+    only_input_batched(op_name(func), input, **dict(zip(("p", "training"), args)), **{
+        k: v for k, v in kwargs.items() if k in ("p", "training", "train")})
     if func in FEATURE_DROPOUT_OPS and input.data.dim() != input.dim():
         raise unsupported(func, type(input).__name__)
     values = input.positions()

@@ -74,7 +74,8 @@ def _frequency_scale(ids: torch.Tensor, examples: torch.Tensor, rows: int,
 def embedding(func, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     op = op_name(func)
-    only_input_batched(op, input, weight=weight)
+    only_input_batched(op, input, weight=weight, padding_idx=padding_idx, max_norm=max_norm,
+                       norm_type=norm_type)
     _check_ids(op, input)
     ids = input.rows(0)  # the real ids only: max_norm renormalises the rows they reference
     out = func(ids, weight, padding_idx, max_norm, norm_type, False, sparse)

@@ -232,7 +232,8 @@ def class_loss(func, *args, **kwargs):
     arguments = _arguments(func, args, kwargs)
     reduction = _reduction_of(op, arguments)
     input, target, weight = arguments["input"], arguments["target"], arguments["weight"]
-    only_input_batched(op, input, weight=weight)
+    only_input_batched(op, input, weight=weight, ignore_index=arguments.get("ignore_index"),
+                       label_smoothing=arguments.get("label_smoothing"))
     if not isinstance(target, MaskedBatch):
         raise TypeError(f"{op}: the target must be a MaskedBatch (one target per example) when "
                         f"the input is one; got {type(target).__name__}")

@@ -82,7 +82,7 @@ def gumbel_softmax(func, logits, tau=1, hard=False, eps=1e-10, dim=-1):
     one-hot position is a real one (padding has probability 0).
     """
     op = op_name(func)
-    only_input_batched(op, logits)
+    only_input_batched(op, logits, tau=tau, hard=hard, eps=eps)
     d = example_dim(op, dim, logits.dim())
     gumbels = -torch.empty_like(logits.data).exponential_().log()
     noisy = MaskedBatch._make((logits.data + gumbels) / tau, logits._mask, logits.dims)

@@ -28,6 +28,7 @@ import torch
 
 from matchbox.extending import (
     check_inplace_derivative,
+    check_plain_batch_dim,
     implements,
     lengths_aware,
     op_name,
@@ -116,12 +117,9 @@ def plain_rows(op: Any, tensor: torch.Tensor, batch: PackedBatch) -> torch.Tenso
             f"examples' rank {rank}; it would move the packed dimension out of position 1"
         )
     if tensor.dim() == rank:
-        if tensor.size(0) != 1:
-            raise ValueError(
-                f"{name(op)}: a plain tensor argument has size {tensor.size(0)} in dimension 0, "
-                "which is the batch dimension of each example (size one); a tensor shared by "
-                "all examples must have size 1 there or fewer dimensions"
-            )
+        # Core's rule (one row, or one expanded to the batch size; else refused with the
+        # hint of what to build instead), shared by every batch type.
+        (tensor,) = check_plain_batch_dim(name(op), [tensor], rank, batch.batch_size)
         tensor = tensor[0]
     if tensor.dim() == rank - 1:  # it spans the packed dimension
         steps = tensor.size(0)
