@@ -86,6 +86,10 @@ _UNROUTED = frozenset({"range", "reversed", "super",
 
 _KEY_READS = frozenset({"keys", "values", "items", "copy"})
 
+#: A list's, dict's or set's methods that read an iterable argument whole (``items.extend(it)``).
+_WHOLE_READS = frozenset({"extend", "update", "difference_update", "intersection_update",
+                          "symmetric_difference_update"})
+
 
 def _routed(node: Any) -> bool:
     """Whether a call goes through ``mb__.call`` for the lists it may hand over."""
@@ -105,6 +109,35 @@ def _routed(node: Any) -> bool:
         # under a per-example condition, and ``iter(it)`` of one, which is ``it`` itself).
         return False
     return not (isinstance(func, gast.Name) and func.id in _UNROUTED)
+
+
+def _held(arg: Any) -> Any:
+    """An argument held by a name, an attribute or an item (``list(it)``, ``f(self.it)``) as
+    ``mb__.held(arg)``: a shared iterator, which ``runtime.calls`` refuses to a call that
+    would read it under a per-example condition (``runtime.iterables``); an argument made
+    in the call (``list(map(f, xs))``) is no other example's and is left."""
+    if _held_syntax(arg):
+        return templates.replace_expr("mb__.held(arg)", origin=arg, arg=arg)
+    return arg
+
+
+def _whole(arg: Any, what: str) -> Any:
+    """An iterable read whole (``[*it]``, ``a, b = it``, ``f(*it)``, ``items.extend(it)``)
+    held by a name, an attribute or an item as ``mb__.whole(arg, what)``: refused where it
+    is a shared iterator under a per-example condition (``runtime.iterables``)."""
+    if _held_syntax(arg):
+        return templates.replace_expr("mb__.whole(arg, what)", origin=arg, arg=arg,
+                                      what=templates.constant(what))
+    return arg
+
+
+def _held_syntax(arg: Any) -> bool:
+    """Whether ``arg`` reads an existing object: a name (not the rewriting's own), an
+    attribute or an item."""
+    if isinstance(arg, gast.Name):
+        return not naming.is_reserved(arg.id)
+    return isinstance(arg, gast.Attribute) or (
+        isinstance(arg, gast.Call) and _runtime_call(arg) == "get_item")
 
 
 def _name(func: Any) -> str:
@@ -172,6 +205,9 @@ class _BuiltinCalls(names.ScopeTransformer):
         if zip_of_rows(node):
             return rows_zipped(node)
         _check_spreads(node)
+        if isinstance(node.func, gast.Attribute) and node.func.attr in _WHOLE_READS:
+            node.args = [a if isinstance(a, gast.Starred) else _whole(a, f"{node.func.attr}()")
+                         for a in node.args]
         runtime = _runtime_call(node)
         if runtime in ("not_", "if_exp") and node.args:
             node.args[0] = _truth(node.args[0], "truth")
@@ -202,10 +238,24 @@ class _BuiltinCalls(names.ScopeTransformer):
             return new
         if _routed(node) and id(node) not in self._for_iterables:
             new = templates.replace_expr("mb__.call(function)", origin=node, function=node.func)
-            new.args.extend(node.args)
+            new.args.extend(_held(a) for a in node.args)
+            for keyword in node.keywords:
+                if keyword.arg is not None:
+                    keyword.value = _held(keyword.value)
             new.keywords.extend(node.keywords)
             return new
         return node
+
+    def visit_List(self, node: Any) -> Any:
+        # ``[*it]``, ``(*it,)``, ``{*it}``: the display reads the iterator whole.
+        self.generic_visit(node)
+        if isinstance(getattr(node, "ctx", gast.Load()), gast.Load):
+            for element in node.elts:
+                if isinstance(element, gast.Starred):
+                    element.value = _whole(element.value, "a starred item ([*it])")
+        return node
+
+    visit_Tuple = visit_Set = visit_List
 
     def visit_If(self, node: Any) -> Any:
         self.generic_visit(node)
@@ -222,7 +272,8 @@ class _BuiltinCalls(names.ScopeTransformer):
             return node  # one target, not a swap of a literal tuple (``a, b = b, a``)
         stars = [i for i, e in enumerate(target.elts) if isinstance(e, gast.Starred)]
         node.value = templates.replace_expr(
-            "mb__.unpack(value, count, star)", origin=node, value=node.value,
+            "mb__.unpack(value, count, star)", origin=node,
+            value=_whole(node.value, "unpacking (a, b = it)"),
             count=templates.constant(len(target.elts)),
             star=templates.constant(stars[0] if stars else None))
         return node
@@ -264,8 +315,8 @@ def _check_spreads(node: Any) -> None:
         callee = templates.constant(None)
     for arg in node.args:
         if isinstance(arg, gast.Starred):
-            arg.value = templates.replace_expr("mb__.spread(fn, items)", origin=arg,
-                                               fn=callee, items=arg.value)
+            arg.value = templates.replace_expr("mb__.spread(fn, items)", origin=arg, fn=callee,
+                                               items=_whole(arg.value, "a spread (f(*it))"))
 
 
 def _plain_reference(node: Any) -> bool:
