@@ -28,6 +28,15 @@
 |                                          | reached as values (``add = items.append``)|
 |                                          | per example; a list refused to a function |
 |                                          | ``@batch`` did not rewrite                |
+| an argument ``it``, ``self.it``,         | ``mb__.held(it)``: a shared iterator      |
+| ``its[0]`` of such a call                | under a per-example condition, refused to |
+|                                          | a call that reads it (``runtime.calls``)  |
+| ``[*it]``, ``a, b = it``, ``f(*it)``,    | ``mb__.whole(it, what)``: refused such an |
+| ``items.extend(it)``                     | iterator (``runtime.iterables``)          |
+| ``str(n)``, ``repr``, ``format``,        | ``mb__.text(n, what)``: refused a value   |
+| ``f"{n}"``, ``fmt.format(n)``,           | that differs between examples, except in  |
+| ``"%d" % n``                             | ``print``/logging arguments, an assert's  |
+|                                          | message, a raise (``runtime.text``)       |
 
 Inside a user's ``lambda`` too (``add = lambda v: items.append(v)``, ``lambda: len(items)``),
 which runs whenever it is called: what this pass writes looks the callable and the mask up
@@ -131,6 +140,48 @@ def _whole(arg: Any, what: str) -> Any:
     return arg
 
 
+#: Calls whose arguments are shown, not used: text of a batch there is its ``repr``, as
+#: meant (``print(f"n={n}")``, ``logger.info(...)``, ``warnings.warn(...)``).
+_SHOWING_NAMES = frozenset({"print"})
+_SHOWING_ATTRIBUTES = frozenset({"debug", "info", "warning", "warn", "error", "critical",
+                                 "exception", "log", "write"})
+
+
+def _shows_text(node: Any) -> bool:
+    """Whether ``node`` prints, logs or warns (or is an ``assert``'s ``mb__.assert_``)."""
+    func = node.func
+    if isinstance(func, gast.Name):
+        return func.id in _SHOWING_NAMES
+    if isinstance(func, gast.Attribute):
+        return func.attr in _SHOWING_ATTRIBUTES or _runtime_call(node) == "assert_"
+    return False
+
+
+_TEXT_CALLS = frozenset({"str", "repr", "ascii", "format"})
+
+
+def _check_text(node: Any) -> None:
+    """``str(n)``, ``repr(n)``, ``format(n, spec)`` and ``fmt.format(n)`` with their values
+    through ``mb__.text``, which refuses one that differs between examples
+    (``runtime.text``)."""
+    func = node.func
+    if isinstance(func, gast.Name) and func.id in _TEXT_CALLS:
+        if node.args and not isinstance(node.args[0], gast.Starred):
+            node.args[0] = _text(node.args[0], f"{func.id}()")
+    elif isinstance(func, gast.Attribute) and func.attr in ("format", "format_map"):
+        node.args = [a if isinstance(a, gast.Starred) else _text(a, f"str.{func.attr}()")
+                     for a in node.args]
+        for keyword in node.keywords:
+            keyword.value = _text(keyword.value, f"str.{func.attr}()")
+
+
+def _text(value: Any, what: str) -> Any:
+    if isinstance(value, gast.Constant):
+        return value
+    return templates.replace_expr("mb__.text(value, what)", origin=value, value=value,
+                                  what=templates.constant(what))
+
+
 def _held_syntax(arg: Any) -> bool:
     """Whether ``arg`` reads an existing object: a name (not the rewriting's own), an
     attribute or an item."""
@@ -187,6 +238,28 @@ class _BuiltinCalls(names.ScopeTransformer):
     def __init__(self) -> None:
         super().__init__()
         self._for_iterables: set[int] = set()
+        self._shown = 0  # inside a print's, logging call's, assert's or raise's arguments
+
+    def visit_Raise(self, node: Any) -> Any:
+        self._shown += 1
+        self.generic_visit(node)
+        self._shown -= 1
+        return node
+
+    def visit_JoinedStr(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if not self._shown:
+            for part in node.values:
+                if isinstance(part, gast.FormattedValue):
+                    part.value = _text(part.value, "an f-string")
+        return node
+
+    def visit_BinOp(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if (not self._shown and isinstance(node.op, gast.Mod)
+                and isinstance(node.left, gast.Constant) and isinstance(node.left.value, str)):
+            node.right = _text(node.right, "%-formatting")
+        return node
 
     def visit_For(self, node: Any) -> Any:
         self._for_iterables.update(_for_iterables(node.iter))
@@ -201,10 +274,15 @@ class _BuiltinCalls(names.ScopeTransformer):
 
     def visit_Call(self, node: Any) -> Any:
         self._for_iterables.update(_for_iterables(_fold_sequence(node)))
+        shown = _shows_text(node)
+        self._shown += shown
         self.generic_visit(node)
+        self._shown -= shown
         if zip_of_rows(node):
             return rows_zipped(node)
         _check_spreads(node)
+        if not self._shown:
+            _check_text(node)
         if isinstance(node.func, gast.Attribute) and node.func.attr in _WHOLE_READS:
             node.args = [a if isinstance(a, gast.Starred) else _whole(a, f"{node.func.attr}()")
                          for a in node.args]

@@ -19,6 +19,7 @@ modules hold one concern each:
 - ``iterables``: ``itertools.starmap``/``accumulate`` per example, a deque of steps refused;
 - ``scalars``: ``.item()``, ``int``, ``float``, ``bool`` of per-example scalars;
 - ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
+- ``text``: ``str()``/f-strings of per-example values refused (printing them is not);
 - ``calls``: which builtin a call reaches, at run time.
 """
 
@@ -87,6 +88,7 @@ from matchbox.control.runtime.structured import (
     scan_while_capturing,
     unbind_steps,
 )
+from matchbox.control.runtime.text import text
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.control.runtime.unbinding import unbind
 from matchbox.extending import deferred_checks, failed_flags, fails, with_failed_flags
@@ -181,6 +183,7 @@ __all__ = [
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
     "scan_while_capturing", "select", "set_attr", "set_comp", "set_item", "shared_iterable",
+    "text",
     "slice_", "spread", "still_running", "truth", "operand", "unbind", "unbind_steps", "unpack",
     "whole", "zip_rows",
 ]
