@@ -19,6 +19,7 @@ modules hold one concern each:
 - ``iterables``: ``itertools.starmap``/``accumulate`` per example, a deque of steps refused;
 - ``scalars``: ``.item()``, ``int``, ``float``, ``bool`` of per-example scalars;
 - ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
+- ``number_merges``: variables that hold a number for some examples (their type tests);
 - ``text``: ``str()``/f-strings of per-example values refused (printing them is not);
 - ``calls``: which builtin a call reaches, at run time.
 """
