@@ -28,6 +28,15 @@
 |                                          | reached as values (``add = items.append``)|
 |                                          | per example; a list refused to a function |
 |                                          | ``@batch`` did not rewrite                |
+| an argument ``it``, ``self.it``,         | ``mb__.held(it)``: a shared iterator      |
+| ``its[0]`` of such a call                | under a per-example condition, refused to |
+|                                          | a call that reads it (``runtime.calls``)  |
+| ``[*it]``, ``a, b = it``, ``f(*it)``,    | ``mb__.whole(it, what)``: refused such an |
+| ``items.extend(it)``                     | iterator (``runtime.iterables``)          |
+| ``str(n)``, ``repr``, ``format``,        | ``mb__.text(n, what)``: refused a value   |
+| ``f"{n}"``, ``fmt.format(n)``,           | that differs between examples, except in  |
+| ``"%d" % n``                             | ``print``/logging arguments, an assert's  |
+|                                          | message, a raise (``runtime.text``)       |
 
 Inside a user's ``lambda`` too (``add = lambda v: items.append(v)``, ``lambda: len(items)``),
 which runs whenever it is called: what this pass writes looks the callable and the mask up
@@ -86,6 +95,10 @@ _UNROUTED = frozenset({"range", "reversed", "super",
 
 _KEY_READS = frozenset({"keys", "values", "items", "copy"})
 
+#: A list's, dict's or set's methods that read an iterable argument whole (``items.extend(it)``).
+_WHOLE_READS = frozenset({"extend", "update", "difference_update", "intersection_update",
+                          "symmetric_difference_update"})
+
 
 def _routed(node: Any) -> bool:
     """Whether a call goes through ``mb__.call`` for the lists it may hand over."""
@@ -105,6 +118,77 @@ def _routed(node: Any) -> bool:
         # under a per-example condition, and ``iter(it)`` of one, which is ``it`` itself).
         return False
     return not (isinstance(func, gast.Name) and func.id in _UNROUTED)
+
+
+def _held(arg: Any) -> Any:
+    """An argument held by a name, an attribute or an item (``list(it)``, ``f(self.it)``) as
+    ``mb__.held(arg)``: a shared iterator, which ``runtime.calls`` refuses to a call that
+    would read it under a per-example condition (``runtime.iterables``); an argument made
+    in the call (``list(map(f, xs))``) is no other example's and is left."""
+    if _held_syntax(arg):
+        return templates.replace_expr("mb__.held(arg)", origin=arg, arg=arg)
+    return arg
+
+
+def _whole(arg: Any, what: str) -> Any:
+    """An iterable read whole (``[*it]``, ``a, b = it``, ``f(*it)``, ``items.extend(it)``)
+    held by a name, an attribute or an item as ``mb__.whole(arg, what)``: refused where it
+    is a shared iterator under a per-example condition (``runtime.iterables``)."""
+    if _held_syntax(arg):
+        return templates.replace_expr("mb__.whole(arg, what)", origin=arg, arg=arg,
+                                      what=templates.constant(what))
+    return arg
+
+
+#: Calls whose arguments are shown, not used: text of a batch there is its ``repr``, as
+#: meant (``print(f"n={n}")``, ``logger.info(...)``, ``warnings.warn(...)``).
+_SHOWING_NAMES = frozenset({"print"})
+_SHOWING_ATTRIBUTES = frozenset({"debug", "info", "warning", "warn", "error", "critical",
+                                 "exception", "log", "write"})
+
+
+def _shows_text(node: Any) -> bool:
+    """Whether ``node`` prints, logs or warns (or is an ``assert``'s ``mb__.assert_``)."""
+    func = node.func
+    if isinstance(func, gast.Name):
+        return func.id in _SHOWING_NAMES
+    if isinstance(func, gast.Attribute):
+        return func.attr in _SHOWING_ATTRIBUTES or _runtime_call(node) == "assert_"
+    return False
+
+
+_TEXT_CALLS = frozenset({"str", "repr", "ascii", "format"})
+
+
+def _check_text(node: Any) -> None:
+    """``str(n)``, ``repr(n)``, ``format(n, spec)`` and ``fmt.format(n)`` with their values
+    through ``mb__.text``, which refuses one that differs between examples
+    (``runtime.text``)."""
+    func = node.func
+    if isinstance(func, gast.Name) and func.id in _TEXT_CALLS:
+        if node.args and not isinstance(node.args[0], gast.Starred):
+            node.args[0] = _text(node.args[0], f"{func.id}()")
+    elif isinstance(func, gast.Attribute) and func.attr in ("format", "format_map"):
+        node.args = [a if isinstance(a, gast.Starred) else _text(a, f"str.{func.attr}()")
+                     for a in node.args]
+        for keyword in node.keywords:
+            keyword.value = _text(keyword.value, f"str.{func.attr}()")
+
+
+def _text(value: Any, what: str) -> Any:
+    if isinstance(value, gast.Constant):
+        return value
+    return templates.replace_expr("mb__.text(value, what)", origin=value, value=value,
+                                  what=templates.constant(what))
+
+
+def _held_syntax(arg: Any) -> bool:
+    """Whether ``arg`` reads an existing object: a name (not the rewriting's own), an
+    attribute or an item."""
+    if isinstance(arg, gast.Name):
+        return not naming.is_reserved(arg.id)
+    return isinstance(arg, gast.Attribute) or (
+        isinstance(arg, gast.Call) and _runtime_call(arg) == "get_item")
 
 
 def _name(func: Any) -> str:
@@ -154,6 +238,28 @@ class _BuiltinCalls(names.ScopeTransformer):
     def __init__(self) -> None:
         super().__init__()
         self._for_iterables: set[int] = set()
+        self._shown = 0  # inside a print's, logging call's, assert's or raise's arguments
+
+    def visit_Raise(self, node: Any) -> Any:
+        self._shown += 1
+        self.generic_visit(node)
+        self._shown -= 1
+        return node
+
+    def visit_JoinedStr(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if not self._shown:
+            for part in node.values:
+                if isinstance(part, gast.FormattedValue):
+                    part.value = _text(part.value, "an f-string")
+        return node
+
+    def visit_BinOp(self, node: Any) -> Any:
+        self.generic_visit(node)
+        if (not self._shown and isinstance(node.op, gast.Mod)
+                and isinstance(node.left, gast.Constant) and isinstance(node.left.value, str)):
+            node.right = _text(node.right, "%-formatting")
+        return node
 
     def visit_For(self, node: Any) -> Any:
         self._for_iterables.update(_for_iterables(node.iter))
@@ -168,10 +274,18 @@ class _BuiltinCalls(names.ScopeTransformer):
 
     def visit_Call(self, node: Any) -> Any:
         self._for_iterables.update(_for_iterables(_fold_sequence(node)))
+        shown = _shows_text(node)
+        self._shown += shown
         self.generic_visit(node)
+        self._shown -= shown
         if zip_of_rows(node):
             return rows_zipped(node)
         _check_spreads(node)
+        if not self._shown:
+            _check_text(node)
+        if isinstance(node.func, gast.Attribute) and node.func.attr in _WHOLE_READS:
+            node.args = [a if isinstance(a, gast.Starred) else _whole(a, f"{node.func.attr}()")
+                         for a in node.args]
         runtime = _runtime_call(node)
         if runtime in ("not_", "if_exp") and node.args:
             node.args[0] = _truth(node.args[0], "truth")
@@ -202,10 +316,24 @@ class _BuiltinCalls(names.ScopeTransformer):
             return new
         if _routed(node) and id(node) not in self._for_iterables:
             new = templates.replace_expr("mb__.call(function)", origin=node, function=node.func)
-            new.args.extend(node.args)
+            new.args.extend(_held(a) for a in node.args)
+            for keyword in node.keywords:
+                if keyword.arg is not None:
+                    keyword.value = _held(keyword.value)
             new.keywords.extend(node.keywords)
             return new
         return node
+
+    def visit_List(self, node: Any) -> Any:
+        # ``[*it]``, ``(*it,)``, ``{*it}``: the display reads the iterator whole.
+        self.generic_visit(node)
+        if isinstance(getattr(node, "ctx", gast.Load()), gast.Load):
+            for element in node.elts:
+                if isinstance(element, gast.Starred):
+                    element.value = _whole(element.value, "a starred item ([*it])")
+        return node
+
+    visit_Tuple = visit_Set = visit_List
 
     def visit_If(self, node: Any) -> Any:
         self.generic_visit(node)
@@ -222,7 +350,8 @@ class _BuiltinCalls(names.ScopeTransformer):
             return node  # one target, not a swap of a literal tuple (``a, b = b, a``)
         stars = [i for i, e in enumerate(target.elts) if isinstance(e, gast.Starred)]
         node.value = templates.replace_expr(
-            "mb__.unpack(value, count, star)", origin=node, value=node.value,
+            "mb__.unpack(value, count, star)", origin=node,
+            value=_whole(node.value, "unpacking (a, b = it)"),
             count=templates.constant(len(target.elts)),
             star=templates.constant(stars[0] if stars else None))
         return node
@@ -264,8 +393,8 @@ def _check_spreads(node: Any) -> None:
         callee = templates.constant(None)
     for arg in node.args:
         if isinstance(arg, gast.Starred):
-            arg.value = templates.replace_expr("mb__.spread(fn, items)", origin=arg,
-                                               fn=callee, items=arg.value)
+            arg.value = templates.replace_expr("mb__.spread(fn, items)", origin=arg, fn=callee,
+                                               items=_whole(arg.value, "a spread (f(*it))"))
 
 
 def _plain_reference(node: Any) -> bool:

@@ -219,6 +219,7 @@ class _ControlFlow:
             for name in stacked:
                 for call in self.read_by_calls[name]:
                     call.func.attr = "call_steps"
+                    _unheld(call)
             result = structured.for_as_scan(self.namer.new("loop"), subs, outputs,
                                             constants, plain, appended, stacked)
         return result + self.block(node.orelse, outer)
@@ -255,6 +256,21 @@ def _iterable(node: Any) -> Any:
     if isinstance(node, (gast.Name, gast.Attribute, gast.Subscript)):
         return templates.replace_expr("mb__.shared_iterable(items)", origin=node, items=node)
     return node
+
+
+def _unheld(call: Any) -> None:
+    """``call``'s arguments without ``mb__.held`` (``builtin_calls``): ``call_steps`` is
+    given the list a scanned loop appends to, which no iterator can be."""
+    def bare(arg: Any) -> Any:
+        if (isinstance(arg, gast.Call) and isinstance(arg.func, gast.Attribute)
+                and isinstance(arg.func.value, gast.Name) and arg.func.value.id == naming.RUNTIME
+                and arg.func.attr == "held"):
+            return arg.args[0]
+        return arg
+
+    call.args = [bare(a) for a in call.args]
+    for keyword in call.keywords:
+        keyword.value = bare(keyword.value)
 
 
 def zip_of_rows(node: Any) -> bool:

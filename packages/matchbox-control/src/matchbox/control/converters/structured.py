@@ -125,6 +125,9 @@ def _list_use(node: Any, parent: Any, parents: dict[int, Any], top: set[int],
                 and _append_to(statement) == node.id):
             return "append"
         return None
+    if (isinstance(parent, gast.Call) and isinstance(parent.func, gast.Attribute)
+            and _runtime_call(parent) and parent.func.attr == "held"):
+        node, parent = parent, parents.get(id(parent))  # mb__.call(f, mb__.held(name))
     call = parents.get(id(parent)) if isinstance(parent, gast.keyword) else parent
     if (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute)
             and _runtime_call(call) and call.func.attr == "call"

@@ -21,6 +21,8 @@ modules hold one concern each:
 - ``python_numbers``: ``round``, ``divmod``, ``math`` functions, ``torch.tensor`` of them;
 - ``module_choice``: ``layers[k](h)`` with a per-example ``k``: each example's own module;
 - ``type_tests``: ``isinstance``/``torch.is_tensor``/``type`` tests of batches;
+- ``number_merges``: variables that hold a number for some examples (their type tests);
+- ``text``: ``str()``/f-strings of per-example values refused (printing them is not);
 - ``calls``: which builtin a call reaches, at run time.
 """
 
@@ -49,7 +51,7 @@ from matchbox.control.runtime.effects import (
     set_item,
 )
 from matchbox.control.runtime.expressions import and_, assert_, compare, if_exp, not_, or_
-from matchbox.control.runtime.iterables import shared_iterable
+from matchbox.control.runtime.iterables import held, shared_iterable, whole
 from matchbox.control.runtime.iteration import (
     for_steps,
     iter_enumerate,
@@ -89,6 +91,7 @@ from matchbox.control.runtime.structured import (
     scan_while_capturing,
     unbind_steps,
 )
+from matchbox.control.runtime.text import text
 from matchbox.control.runtime.type_tests import BatchTypeTestWarning, compare_type
 from matchbox.control.runtime.unbinding import unbind
 from matchbox.extending import deferred_checks, failed_flags, fails, with_failed_flags
@@ -179,10 +182,11 @@ __all__ = [
     "BatchTypeTestWarning", "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item",
     "branch", "call", "call_method", "call_steps", "compare", "compare_type", "comp_for", "comp_if",
     "current_mask", "deferred_checks", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
-    "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
+    "held", "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
     "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
     "scan_while_capturing", "select", "set_attr", "set_comp", "set_item", "shared_iterable",
+    "text",
     "slice_", "spread", "still_running", "truth", "operand", "unbind", "unbind_steps", "unpack",
-    "zip_rows",
+    "whole", "zip_rows",
 ]

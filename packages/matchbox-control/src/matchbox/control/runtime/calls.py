@@ -99,6 +99,9 @@ ATTRIBUTES = frozenset({"reduce", "is_tensor"})
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, per example where ``fn`` is one of the builtins above, and
     with the Python lists it is given kept per example (see the module docstring)."""
+    if current_mask() is not None and (any(type(v) is iterables.Held for v in args) or (
+            kwargs and any(type(v) is iterables.Held for v in kwargs.values()))):
+        args, kwargs = iterables.hand_over(fn, args, kwargs, _reads_per_example)
     try:
         lowered, unbound = _LOWERED.get(fn), _UNBOUND_WRITES.get(fn)
     except TypeError:  # an unhashable callable
@@ -124,6 +127,18 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
         refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
     return result
+
+
+def _reads_per_example(fn: Any) -> bool:
+    """Whether ``fn`` is code ``@batch`` rewrote (a decorated function, a lambda or method
+    of one, a module whose ``forward`` is decorated), whose reads are per example."""
+    if isinstance(fn, functools.partial):
+        fn = fn.func
+    if isinstance(fn, torch.nn.Module):
+        fn = getattr(type(fn), "forward", None)
+    function = getattr(fn, "__func__", fn)
+    return inspect.isfunction(function) and (
+        getattr(function, "__matchbox_batch__", False) or rewritten(function))
 
 
 # A container's in-place operators, as an augmented assignment writes them.

@@ -28,14 +28,23 @@ Of items every example has, each is the builtin itself.
 (``for v in it``, ``[f(v) for v in self.it]``, ``sum(it)``) that a ``for``, a comprehension
 or a fold reads under a per-example condition: it is one object shared by every example, so
 reading it would advance it for the examples that do not run this code too (as ``next(it)``
-would, which ``runtime.calls`` refuses there).
+would, which ``runtime.calls`` refuses there).  Any other call under a per-example condition
+that is given such an iterator (``list(it)``, ``tuple(it)``, ``sorted(it)``, ``map(f, it)``,
+``itertools.takewhile(p, it)``, ``",".join(it)``, a helper ``@batch`` did not rewrite) is
+refused the same way: the rewriting writes an argument held by a name, an attribute or an
+item as ``mb__.held(it)`` (``converters.builtin_calls``), which marks a shared iterator under
+a per-example condition for :func:`hand_over`.  A function ``@batch`` rewrote is handed the
+iterator (its own reads are refused there), and so are the calls that do not read it
+(``isinstance(it, T)``, ``id(it)``).
 """
 
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import operator
+import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -65,6 +74,86 @@ def shared_iterable(iterable: Any) -> Any:
             "it for the examples that do not run this code too. Read it where every example "
             "runs (items = list(it) before the condition), then loop over the list")
     return iterable
+
+
+class Held:
+    """A shared iterator given to a call under a per-example condition (:func:`held`), for
+    ``calls.call`` to refuse or hand over (:func:`hand_over`)."""
+
+    __slots__ = ("iterator",)
+
+    def __init__(self, iterator: Iterator[Any]) -> None:
+        self.iterator = iterator
+
+
+def held(value: Any) -> Any:
+    """An argument of a call written as a name, an attribute or an item (``list(it)``):
+    ``value`` itself, or, where it is an iterator and the code runs under a per-example
+    condition, marked (:class:`Held`) for the call to decide."""
+    if _MASK.get() is None or not isinstance(value, Iterator):
+        return value
+    return Held(value)
+
+
+def whole(value: Any, what: str) -> Any:
+    """``value``, which ``what`` reads whole (``[*it]``, ``a, b = it``, ``f(*it)``,
+    ``items.extend(it)``): refused where it is an iterator and the code runs under a
+    per-example condition (the rewriting passes only one held by a name, an attribute or
+    an item: ``converters.builtin_calls``)."""
+    if _MASK.get() is not None and isinstance(value, Iterator):
+        _refuse_a_shared_read(what, value)
+    return value
+
+
+#: Calls that may be given a shared iterator under a per-example condition: they do not
+#: read it (``next``, ``iter`` and ``islice`` refuse it themselves: ``runtime.calls``).
+NOT_READING = frozenset({id, type, callable, repr, hash, isinstance, issubclass, bool, len,
+                         next, iter, itertools.islice})
+
+
+def hand_over(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+              rewritten: Callable[[Any], bool]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``args`` and ``kwargs`` of ``fn(...)`` with each :class:`Held` iterator handed over
+    where ``fn`` does not read it or reads it per example (``rewritten(fn)``: code ``@batch``
+    rewrote), else refused: ``fn`` would advance it for every example."""
+    marked = [v.iterator for v in (*args, *kwargs.values()) if type(v) is Held]
+    if marked:
+        try:
+            handed = fn in NOT_READING
+        except TypeError:  # an unhashable callable
+            handed = False
+        if not (handed or rewritten(fn)):
+            _refuse_a_shared_argument(fn, marked[0])
+    return (tuple(v.iterator if type(v) is Held else v for v in args),
+            {k: v.iterator if type(v) is Held else v for k, v in kwargs.items()})
+
+
+def _refuse_a_shared_argument(fn: Any, iterator: Iterator[Any]) -> None:
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    name = getattr(target, "__qualname__", None) or type(target).__name__
+    module = getattr(target, "__module__", None)
+    if module in ("itertools", "functools", "operator", "collections"):
+        name = f"{module}.{name}"
+    if isinstance(target, (types.FunctionType, types.MethodType)):
+        kind = type(iterator).__name__
+        raise NotImplementedError(
+            f"@batch: {name}() is given a shared {kind} under a per-example condition "
+            f"({user_line()}), and @batch did not rewrite {name}: the iterator is one object "
+            "shared by every example, so what it reads of it would advance it for the "
+            f"examples that do not run this code too. {_ADVICE}")
+    _refuse_a_shared_read(f"{name}()", iterator)
+
+
+def _refuse_a_shared_read(what: str, iterator: Iterator[Any]) -> None:
+    raise NotImplementedError(
+        f"@batch: {what} reads a shared {type(iterator).__name__} under a per-example "
+        f"condition ({user_line()}): the iterator is one object shared by every example, so "
+        f"reading it would advance it for the examples that do not run this code too. "
+        f"{_ADVICE}")
+
+
+_ADVICE = ("Read it where every example runs (items = list(it) before the condition), "
+           "then use the list")
 
 
 def stepped(iterable: Any) -> bool:

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
+from matchbox.control.runtime import number_merges
 from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.masks import example_mask, mask_view, one_side
 from matchbox.extending import (
@@ -116,7 +117,8 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
             and not any(new.dims) and new.data.shape == old.data.shape
             and new.data.size(0) == mask.size(0)):
-        merged = _select_per_example(mask, new, old)  # the commonest merge: a state
+        merged = number_merges.merged(  # the commonest merge: a state
+            mask, new, old, _select_per_example(mask, new, old), name)
         # (Not for inference tensors: they have no version counter to tell a write.)
         if (isinstance(outer, torch.Tensor) and not merged.data.is_inference()
                 and not old.data.is_inference()):
@@ -210,6 +212,10 @@ def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
 
 def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     """``new`` for the examples in ``mask``, ``old`` for the others."""
+    return number_merges.merged(mask, new, old, _select(mask, new, old, name), name)
+
+
+def _select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     new, old = _settled(mask, new, old)
     if new is old:
         return new

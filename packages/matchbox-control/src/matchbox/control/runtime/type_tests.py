@@ -12,7 +12,9 @@ tested is a batch, saying what to write instead:
 A batch of one number per example (a counter merged per example, ``len`` of a per-example
 list) stands in the loop for a Python number, or for a 0-d tensor: ``isinstance(n, int)``
 or ``type(n) is int`` of it cannot give the loop's answer, which Python's (``False``) is
-not where the loop holds an int; such a test is refused (``NotImplementedError``).
+not where the loop holds an int; such a test is refused (``NotImplementedError``), as is
+one of a variable that holds a Python number for some examples and a tensor for others
+(``v = 0``, then ``v = x.sum(1)`` under a per-example condition: ``number_merges``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import torch
 
+from matchbox.control.runtime import number_merges
 from matchbox.control.runtime.select import user_line
 from matchbox.extending import EXAMPLE_SCALAR
 from matchbox.masked_batch import MaskedBatch
@@ -76,9 +79,12 @@ def _refuse_a_number_test(obj: Any, classes: Any, what: str) -> None:
 
 def isinstance_(obj: Any, classes: Any) -> bool:
     """``isinstance(obj, classes)``; warns for a batch tested against ``torch.Tensor``, and
-    refuses a test for a number of a batch of one number per example."""
+    refuses a test for a number of a batch of one number per example, and a test of a
+    variable that holds a number for some examples (``number_merges``)."""
     if type(obj) is MaskedBatch:
         _refuse_a_number_test(obj, classes, "isinstance(x, ...)")
+        number_merges.refuse_a_type_test(
+            obj, lambda v: builtins.isinstance(v, classes), "isinstance(x, ...)", user_line())
     result = builtins.isinstance(obj, classes)
     if not result and type(obj) is MaskedBatch and _names_tensor(classes):
         _warn("isinstance(x, torch.Tensor)")
@@ -102,6 +108,9 @@ def compare_type(type_fn: Any, obj: Any, op: str, other: Any) -> Any:
     cls = type_fn(obj)
     if cls is MaskedBatch and type_fn is builtins.type:
         _refuse_a_number_test(obj, other, f"type(x) {op} ...")
+        number_merges.refuse_a_type_test(
+            obj, lambda v: bool(_COMPARE[op](type(v), other)), f"type(x) {op} ...",
+            user_line())
     if (type_fn is builtins.type and cls is MaskedBatch and isinstance(other, type)
             and issubclass(other, torch.Tensor)):
         warnings.warn(f"@batch: type(x) {op} {other.__module__}.{other.__qualname__} "

@@ -1,0 +1,114 @@
+"""Variables that hold a Python number for some examples and a tensor for others.
+
+``v = 0`` and then ``v = x.sum(1)`` under a per-example condition: in the loop over examples
+``v`` is an ``int`` for the examples that did not take the branch and a tensor for the
+others, so ``isinstance(v, int)`` (``type(v) is int``, ``isinstance(v, numbers.Number)``)
+answers per example.  Under ``@batch`` the merge (``select``) lifts the number into the
+batch, and the test answered ``False`` for every example, silently.
+
+So such a merge records (here, in the outermost ``@batch`` call's own state, core's
+``call_state``, by a weak reference to the batch's data, so that no batch is kept alive)
+which examples hold a number and the numbers' types; a
+later merge of a recorded batch carries the record over for the examples that keep it.  A
+type test of a recorded batch (``type_tests``) is refused where a running example holds a
+number and a number would answer differently from the batch.  Only the merged value itself is
+recorded: a value computed from it (``v + 1``) is a new batch, not recorded.
+"""
+
+from __future__ import annotations
+
+import numbers
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from matchbox.control import naming
+from matchbox.control.runtime.masks import _MASK
+from matchbox.extending import call_state, fails
+from matchbox.masked_batch import MaskedBatch
+
+_KEY = "matchbox.control.number_merges"
+
+
+def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> Any:
+    """``result``, the selection of ``new`` (for ``mask``) and ``old`` (for the others) as
+    variable ``name``, recorded where one side is a Python number and the other a batch, or
+    is recorded."""
+    if type(result) is not MaskedBatch or name.endswith(" flag") or naming.is_reserved(name):
+        return result  # (the rewriting's flags: break, continue, return)
+    holding: Any = None
+    samples: tuple[Any, ...] = ()
+    if _is_number(new) and type(old) is MaskedBatch:
+        holding, samples = mask, (new,)
+    elif _is_number(old) and type(new) is MaskedBatch:
+        holding, samples = ~mask, (old,)
+    state = call_state(create=holding is not None)
+    if state is None:
+        return result
+    records = state.get(_KEY)
+    if records:
+        for side, part in ((new, mask), (old, None)):
+            found = _record(records, side)
+            if found is not None:
+                kept = found[1] & (~mask if part is None else part)
+                holding = kept if holding is None else holding | kept
+                samples += found[2]
+    if holding is not None:
+        records = state.setdefault(_KEY, {})
+        key = id(result._data)
+
+        def forget(_: Any, records: dict[int, Any] = records, key: int = key) -> None:
+            found = records.get(key)
+            if found is not None and found[0]() is None:
+                del records[key]
+
+        # By the batch's data, which (unlike a MaskedBatch) a weak reference can hold: the
+        # record ends with it, and keeps no batch of a long loop alive; a batch of the same
+        # data (the merge's without its region guard) is the same variable's value.
+        records[key] = (weakref.ref(result._data, forget), holding, samples)
+    return result
+
+
+def _record(records: dict[int, Any], obj: Any) -> Any:
+    if type(obj) is not MaskedBatch:
+        return None
+    found = records.get(id(obj._data))
+    if found is None or found[0]() is not obj._data:
+        return None
+    return found
+
+
+def refuse_a_type_test(obj: MaskedBatch, test: Callable[[Any], bool], what: str,
+                       line: str) -> None:
+    """Refuse ``what`` (``isinstance(v, int)``, ``type(v) is int``), whose answer for a
+    value is ``test(value)``, of ``obj`` where it is recorded and a running example holds a
+    number for which ``test`` answers differently from the batch."""
+    state = call_state()
+    records = None if state is None else state.get(_KEY)
+    found = None if not records else _record(records, obj)
+    if found is None:
+        return
+    answer = test(obj)
+    if all(test(sample) == answer for sample in found[2]):
+        return
+    running = _MASK.get()
+    holding = found[1] if running is None else found[1] & running
+    kinds = ", ".join(sorted({type(s).__name__ for s in found[2]}))
+
+    def error() -> NotImplementedError:
+        return NotImplementedError(
+            f"@batch: {what} ({line}) of a variable that is a Python number ({kinds}) for some "
+            "examples and a tensor for others (a number assigned where a per-example condition "
+            "assigned a tensor): under @batch it is one MaskedBatch for every example, so the "
+            "test would give every example the batch's answer, where the loop's differs "
+            "between them. Give the variable one type on every path (v = torch.zeros(...) "
+            "where it is 0), or keep a flag of which path was taken")
+
+    if fails(holding, error):
+        raise error()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Number) and not isinstance(value, torch.Tensor)
