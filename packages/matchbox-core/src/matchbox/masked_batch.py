@@ -60,12 +60,7 @@ from matchbox._layout import (
 )
 from matchbox._padding import fill_padding, guard_gradient, mixing_mask
 from matchbox._real_rows import RowMask, batch_rows, real_rows, unpack_guarded
-from matchbox._sizes import (
-    BatchShape,
-    batch_size_of,
-    padded_size_of,
-    why_size_was_asked,
-)
+from matchbox._sizes import BatchShape, batch_size_of, padded_size_of, why_size_was_asked
 
 _new = object.__new__
 _RAW_READS = _region_guard.RAW_READS

@@ -21,9 +21,9 @@ examples that ran the region take the new value, the others keep the old one.
 | lists (tuples) whose items     | position by position, each item recording the     |
 | only some examples have, or of | examples that have it (``sequences.select_items``):|
 | two lengths                    | each example keeps exactly its own items          |
-| two views of batches (a        | the batches they hold, viewed again; a plain      |
-| ``TimeMajorBatch``), or one and| ``h0`` ``(L, 1, H)``: its ``held_example`` beside |
-| a plain example of it (``h0``) | the batch                                         |
+| two views of batches (a        | the batches they hold, viewed again; a view and a |
+| ``TimeMajorBatch``), or one and| plain ``h0`` ``(L, 1, H)``: its ``held_example``  |
+| a plain example of it (``h0``) | beside the batch                                  |
 | ``Undefined`` old              | the new value, padding for the other examples     |
 | anything else                  | ``TypeError`` naming the variable                 |
 """
@@ -59,12 +59,8 @@ from matchbox.masked_batch import MaskedBatch
 
 
 class Undefined:
-    """The value of a local variable before its first assignment.
-
-    Generated code binds it where a variable may be read by a merge before the
-    user's code assigned it.  Any use raises, as reading an unassigned local
-    would in Python.
-    """
+    """A local variable's value before its first assignment, bound where a merge may read
+    it before the user's code assigned it: any use raises, as an unassigned local would."""
 
     __slots__ = ("name",)
 
@@ -276,9 +272,9 @@ def _select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
 
 def _held(view: type, *values: Any) -> Any:
     """``values`` as the batches ``view`` holds (a plain tensor: its ``held_example``), or None."""
-    example = getattr(view, "held_example", None)
-    held = [v.batch if type(v) is view else example(v) if example and isinstance(
-        v, torch.Tensor) else None for v in values]
+    example = getattr(view, "held_example", None) or (lambda v: None)
+    held = [v.batch if type(v) is view else example(v) if isinstance(v, torch.Tensor) else None
+            for v in values]
     return None if any(h is None for h in held) else held
 
 
@@ -308,9 +304,7 @@ def user_line() -> str:
     frame = sys._getframe(1)
     while frame is not None and os.path.dirname(frame.f_code.co_filename) == _RUNTIME:
         frame = frame.f_back
-    if frame is None:
-        return "line unknown"
-    return f"{frame.f_code.co_filename}, line {frame.f_lineno}"
+    return "line unknown" if frame is None else f"{frame.f_code.co_filename}, line {frame.f_lineno}"
 
 
 _RUNTIME = os.path.dirname(os.path.abspath(__file__))
