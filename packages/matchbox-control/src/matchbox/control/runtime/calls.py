@@ -99,8 +99,8 @@ ATTRIBUTES = frozenset({"reduce", "is_tensor"})
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, per example where ``fn`` is one of the builtins above, and
     with the Python lists it is given kept per example (see the module docstring)."""
-    if current_mask() is not None and (any(type(v) is iterables.Held for v in args) or (
-            kwargs and any(type(v) is iterables.Held for v in kwargs.values()))):
+    if current_mask() is not None and (iterables.Held in map(type, args) or (
+            kwargs and iterables.Held in map(type, kwargs.values()))):
         args, kwargs = iterables.hand_over(fn, args, kwargs, _reads_per_example)
     try:
         lowered, unbound = _LOWERED.get(fn), _UNBOUND_WRITES.get(fn)

@@ -36,7 +36,13 @@ def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> An
     """``result``, the selection of ``new`` (for ``mask``) and ``old`` (for the others) as
     variable ``name``, recorded where one side is a Python number and the other a batch, or
     is recorded."""
-    if type(result) is not MaskedBatch or name.endswith(" flag") or naming.is_reserved(name):
+    if type(result) is not MaskedBatch:
+        return result
+    if not (_is_number(new) or _is_number(old)):  # the commonest merge: two batches
+        state = call_state(create=False)
+        if state is None or not state.get(_KEY):
+            return result  # and nothing recorded: neither side can be
+    if name.endswith(" flag") or naming.is_reserved(name):
         return result  # (the rewriting's flags: break, continue, return)
     holding: Any = None
     samples: tuple[Any, ...] = ()

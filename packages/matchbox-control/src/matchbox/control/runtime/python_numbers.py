@@ -85,10 +85,12 @@ def divmod_(*args: Any, **kwargs: Any) -> Any:
 
 def refuse_number_functions(fn: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """A ``math`` function, or ``torch.tensor``/``as_tensor`` of a list, given a batch."""
-    if not (_has_batch(args) or _has_batch(list(kwargs.values()))):
+    in_math = getattr(fn, "__module__", None) == "math"  # first: every call comes here
+    if not (in_math or fn is torch.tensor or fn is torch.as_tensor) or not (
+            _has_batch(args) or _has_batch(list(kwargs.values()))):
         return
     name = getattr(fn, "__name__", "")
-    if getattr(fn, "__module__", None) == "math" and getattr(math, name, None) is fn:
+    if in_math and getattr(math, name, None) is fn:
         torch_fn = getattr(torch, name, None)
         hint = (f"write torch.{name}(v) (one value per example)" if callable(torch_fn)
                 else "compute it with torch ops on v (one value per example)")
