@@ -68,14 +68,15 @@ def test_an_argument_out_of_its_support_for_one_example_is_refused_naming_it():
     mus = MaskedBatch.fromlist([torch.randn(1, 4), torch.randn(1, 4)], (False,))
     scales = MaskedBatch.fromlist([torch.rand(1, 4) + 0.1, -torch.rand(1, 4) - 0.1], (False,))
     with pytest.raises(ValueError, match=r"^torch\._is_all_true: example 1 has a false value"):
-        Normal(mus, scales)
+        Normal(mus, scales, validate_args=True)  # (set: other tests may turn it off)
 
 
 def test_what_does_not_run_is_refused():
     _, xb = _static(2, torch.float64)
     # Validation of a value: torch.distributions asks for a torch.Tensor.
     with pytest.raises(ValueError, match="The value argument to log_prob must be a Tensor"):
-        Categorical(logits=xb).log_prob(MaskedBatch.fromlist([torch.tensor([1])] * 2, ()))
+        Categorical(logits=xb, validate_args=True).log_prob(
+            MaskedBatch.fromlist([torch.tensor([1])] * 2, ()))
     # Sampling draws a plain tensor of the batch's shape (not the loop's numbers).
     with pytest.raises(ValueError, match=r"^Tensor\.mul: a plain tensor argument has size 2 in "
                                          r"dimension 0"):
