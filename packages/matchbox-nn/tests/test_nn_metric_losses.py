@@ -59,7 +59,7 @@ METRIC_LOSSES = {
 # One label or class per example: the target a batch of scalars (dims ()).
 PER_EXAMPLE_TARGET = ["torch.nn.functional.cosine_embedding_loss",
                       "torch.nn.functional.multi_margin_loss"]
-TESTED = set(METRIC_LOSSES) | set(PER_EXAMPLE_TARGET)
+TESTED = set(METRIC_LOSSES) | set(PER_EXAMPLE_TARGET) | {"torch.nn.functional.gaussian_nll_loss"}
 
 LAYOUTS = {
     # (dims, lengths): examples (1, D), or (1, n, D) with n dynamic
@@ -135,6 +135,30 @@ def test_multi_margin_loss_matches_loop(size, p, reduction, dtype):
                   [xs, ts], [batch(xs, (False,)), MaskedBatch.fromlist(ts, ())], size)
 
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("full", [False, True])
+@pytest.mark.parametrize("lengths", [[3, 0, 1, 5], [2]])
+def test_gaussian_nll_loss_matches_loop(lengths, full, reduction, dtype):
+    size = len(lengths)
+    xs = [torch.randn(1, n, 3, dtype=dtype) for n in lengths]
+    ts = [torch.randn(1, n, 3, dtype=dtype) for n in lengths]
+    variances = {  # heteroscedastic, one per position, size one in the last dimension
+        "same": ([torch.rand(1, n, 3, dtype=dtype) for n in lengths], (True, False)),
+        "short": ([torch.rand(1, n, dtype=dtype) for n in lengths], (True,)),
+        "one": ([torch.rand(1, n, 1, dtype=dtype) for n in lengths], (True, False)),
+    }
+    variances["same"][0][0][0, 0, 0] = 0.0  # clamped to eps (its gradient flows as torch's)
+    xb, tb = batch(xs, (True, False)), batch(ts, (True, False))
+    for vs, dims in variances.values():
+        mb_assert(lambda x, t, v: F.gaussian_nll_loss(x, t, v, full=full, reduction=reduction),
+                  [xs, ts, vs], [xb, tb, batch(vs, dims)], size)
+    shared = torch.rand(1, 1, 3, dtype=dtype)  # one variance per feature, for every example
+    mb_assert(lambda x, t, v: F.gaussian_nll_loss(x, t, v, reduction=reduction),
+              [xs, ts, [shared] * size], [xb, tb, shared], size)
+    mb_assert(lambda x, t: F.gaussian_nll_loss(x, t, 0.7, full=full, reduction=reduction),
+              [xs, ts], [xb, tb], size)
+
+
 def test_shared_plain_arguments_get_the_loops_gradients(dtype):
     # A negative (a positive, a second input) shared by every example: its gradient sums
     # the examples' own, never the padding's (NaN there).
@@ -207,6 +231,15 @@ def test_errors_name_the_op():
     with pytest.raises(ValueError, match=r"^torch\.nn\.functional\.multilabel_soft_margin_loss: "
                                          r"the examples are scalars"):
         F.multilabel_soft_margin_loss(scalars, scalars)
+    gn = "^torch\\.nn\\.functional\\.gaussian_nll_loss: "
+    scales = batch([torch.ones(1, D), -torch.ones(1, D)], (False,))
+    with pytest.raises(ValueError, match=gn + r"var has negative entry/entries \(example 1\)"):
+        F.gaussian_nll_loss(x, x, scales)
+    with pytest.raises(ValueError, match=gn + r"var has negative entry/entries$"):
+        F.gaussian_nll_loss(x, x, -1.0)
+    with pytest.raises(ValueError, match=gn + r"var is of incorrect size"):
+        F.gaussian_nll_loss(x.unsqueeze(1).expand(1, 2, 3, D), x.unsqueeze(1).expand(1, 2, 3, D),
+                            torch.ones(1, 1, 1, D))
     mm = "^torch\\.nn\\.functional\\.multi_margin_loss: "
     with pytest.raises(ValueError, match=mm + r"only p == 1 and p == 2 supported"):
         F.multi_margin_loss(x, classes, p=3)

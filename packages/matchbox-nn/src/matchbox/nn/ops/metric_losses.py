@@ -1,6 +1,6 @@
 """Metric and margin losses per example: ``triplet_margin_loss``, ``cosine_embedding_loss``,
-``margin_ranking_loss``, ``hinge_embedding_loss``, ``multilabel_soft_margin_loss`` and
-``multi_margin_loss``.
+``margin_ranking_loss``, ``hinge_embedding_loss``, ``multilabel_soft_margin_loss``,
+``multi_margin_loss`` and ``gaussian_nll_loss``.
 
 Semantics: those of ``losses.py`` — the batch of the per-example results, each what the
 unbatched call on that example gives with the same ``reduction=`` (``'none'``: the
@@ -9,16 +9,17 @@ positions, a per-example scalar).
 
 How: one rule for the family.  Each loss is written as PyTorch writes it (ATen's
 ``Loss.cpp`` for the first four, ``torch.nn.functional`` for
-``multilabel_soft_margin_loss``): the same ops in the same order, each run by its batch
-rule (``pairwise_distance``, pointwise ops, ``where``, reductions over each example's real
-positions), so values and gradients are the loop's and padding reaches neither.  Then
-``reduce_per_example`` reduces each example, as for the other losses.
-``multi_margin_loss``, whose per-sample kernel has no composition, runs PyTorch's kernel
-once on the rows (one row per example, its classes static).
+``multilabel_soft_margin_loss`` and ``gaussian_nll_loss``): the same ops in the same
+order, each run by its batch rule (``pairwise_distance``, pointwise ops, ``where``,
+reductions over each example's real positions), so values and gradients are the loop's
+and padding reaches neither.  Then ``reduce_per_example`` reduces each example, as for
+the other losses.  ``multi_margin_loss``, whose per-sample kernel has no composition,
+runs PyTorch's kernel once on the rows (one row per example, its classes static).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 from matchbox.extending import (
     MaskedBatch,
     fails,
+    fill_padding,
     implements,
     is_batch,
     op_name,
@@ -144,6 +146,50 @@ def _multi_margin(op: str, a: dict[str, Any]) -> Any:
     return MaskedBatch._make(losses, mask, ())
 
 
+def _gaussian_nll(op: str, a: dict[str, Any]) -> Any:
+    input, target, var = a["input"], a["target"], a["var"]
+    if isinstance(var, (int, float)):
+        if var < 0:
+            raise ValueError(f"{op}: var has negative entry/entries")
+        var = var * torch.ones_like(input)
+    elif is_batch(var):
+        negative = fill_padding(var, 1.0) < 0
+        bad = running(negative.reshape(negative.size(0), -1).any(1))
+        if fails(bad):
+            raise ValueError(f"{op}: var has negative entry/entries (example "
+                             f"{int(bad.nonzero()[0])})")
+    elif torch.any(var < 0):
+        raise ValueError(f"{op}: var has negative entry/entries")
+    if var.dim() == input.dim() - 1:
+        var = var.unsqueeze(-1)  # homoscedastic: one variance for the last dimension
+    elif var.dim() != input.dim() or _mismatched(input, var) > 1:
+        raise ValueError(f"{op}: var is of incorrect size (each example's must be the "
+                         "input's, the input's without its last dimension, or the input's "
+                         "with one dimension of size 1)")
+    var = var.clone()
+    with torch.no_grad():
+        var.clamp_(min=a["eps"])
+    loss = 0.5 * (torch.log(var) + (input - target) ** 2 / var)
+    if a["full"]:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return loss
+
+
+def _mismatched(input: Any, var: Any) -> int:
+    """The dimensions where ``var`` has size 1 and the input another size (dynamic in the
+    input counts: an example of length 1 there would match it, the others not)."""
+    count = 0
+    for i in range(1, input.dim()):
+        dynamic = is_batch(input) and input.dims[i - 1]
+        var_dynamic = is_batch(var) and var.dims[i - 1]
+        if var_dynamic:
+            continue
+        size = var.data.size(i) if is_batch(var) else var.size(i)
+        if size == 1 and (dynamic or (input.data if is_batch(input) else input).size(i) != 1):
+            count += 1
+    return count
+
+
 COMPOSED: dict[Any, Callable[[str, dict[str, Any]], Any]] = {
     F.triplet_margin_loss: _triplet,
     F.cosine_embedding_loss: _cosine_embedding,
@@ -151,6 +197,7 @@ COMPOSED: dict[Any, Callable[[str, dict[str, Any]], Any]] = {
     F.hinge_embedding_loss: _hinge_embedding,
     F.multilabel_soft_margin_loss: _multilabel_soft_margin,
     F.multi_margin_loss: _multi_margin,
+    F.gaussian_nll_loss: _gaussian_nll,
 }
 
 
