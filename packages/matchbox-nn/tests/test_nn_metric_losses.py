@@ -16,6 +16,18 @@ from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
 
 NAN = float("nan")
+
+
+def _gaussian_nll_takes_a_float_var() -> bool:
+    # torch 2.3 reads var.size() of a float (AttributeError); later releases take it.
+    try:
+        F.gaussian_nll_loss(torch.zeros(1), torch.zeros(1), 1.0)
+    except AttributeError:
+        return False
+    return True
+
+
+GAUSSIAN_NLL_TAKES_A_FLOAT_VAR = _gaussian_nll_takes_a_float_var()
 REDUCTIONS = ["none", "mean", "sum"]
 D = 5  # features
 
@@ -155,8 +167,9 @@ def test_gaussian_nll_loss_matches_loop(lengths, full, reduction, dtype):
     shared = torch.rand(1, 1, 3, dtype=dtype)  # one variance per feature, for every example
     mb_assert(lambda x, t, v: F.gaussian_nll_loss(x, t, v, reduction=reduction),
               [xs, ts, [shared] * size], [xb, tb, shared], size)
-    mb_assert(lambda x, t: F.gaussian_nll_loss(x, t, 0.7, full=full, reduction=reduction),
-              [xs, ts], [xb, tb], size)
+    if GAUSSIAN_NLL_TAKES_A_FLOAT_VAR:  # (else the loop itself fails: torch 2.3)
+        mb_assert(lambda x, t: F.gaussian_nll_loss(x, t, 0.7, full=full, reduction=reduction),
+                  [xs, ts], [xb, tb], size)
 
 
 def test_shared_plain_arguments_get_the_loops_gradients(dtype):
