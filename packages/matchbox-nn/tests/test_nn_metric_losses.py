@@ -268,3 +268,25 @@ def test_errors_name_the_op():
     with pytest.raises(IndexError, match=mm + r"target 7 of example 1 is out of range for 5 "
                                               r"classes"):
         F.multi_margin_loss(x, classes)
+
+
+def margin_where_positive(x, t, s):
+    y = x.sum() * 0.0
+    if s > 0:
+        y = F.multi_margin_loss(x, t)
+    return y
+
+
+def test_an_example_not_running_the_loss_is_not_checked():
+    # Example 1 does not take the branch, and its target (9) is out of range: the loop
+    # never computes its loss, so the batch must not raise for it (torch's kernel did).
+    pytest.importorskip("matchbox.control", reason="@matchbox.batch is matchbox-control's "
+                        "(not in the nn environment; the all environment runs this test)")
+    import matchbox
+
+    f = matchbox.batch(globals()["margin_where_positive"])
+    xs = [torch.randn(1, D, dtype=torch.float64) for _ in range(3)]
+    ts = [torch.tensor([1]), torch.tensor([9]), torch.tensor([3])]
+    ss = [torch.tensor([1.0]), torch.tensor([-1.0]), torch.tensor([1.0])]
+    mb_assert(f, [xs, ts, ss], [batch(xs, (False,)), MaskedBatch.fromlist(ts, ()),
+                                MaskedBatch.fromlist(ss, ())], 3)

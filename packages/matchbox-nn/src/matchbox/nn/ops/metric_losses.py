@@ -139,7 +139,8 @@ def _multi_margin(op: str, a: dict[str, Any]) -> Any:
         j = int(bad.nonzero()[0])
         raise IndexError(f"{op}: target {int(t[j])} of example {j} is out of range for "
                          f"{classes} classes")
-    safe = torch.where(real, t, 0)
+    # Examples that do not run this code (their result is discarded) read class 0.
+    safe = torch.where(real & (t >= 0) & (t < classes), t, 0)
     x = torch.where(real.unsqueeze(1), input.data, 0.0)
     losses = F.multi_margin_loss(x, safe, p, a["margin"], weight, reduction="none")
     mask = None if input._mask is None and target._mask is None else real
