@@ -56,6 +56,13 @@ METRIC_LOSSES = {
         (lambda a, p, n, r: F.triplet_margin_loss(a, p, n, 0.5, 1.0, swap=True, reduction=r),
          (_normal, _normal, _normal)),
     ],
+    "torch.nn.functional.triplet_margin_with_distance_loss": [
+        (lambda a, p, n, r: F.triplet_margin_with_distance_loss(a, p, n, reduction=r),
+         (_normal, _normal, _normal)),
+        (lambda a, p, n, r: F.triplet_margin_with_distance_loss(
+            a, p, n, distance_function=lambda x, y: 1 - F.cosine_similarity(x, y, -1),
+            margin=0.3, swap=True, reduction=r), (_normal, _normal, _normal)),
+    ],
     "torch.nn.functional.margin_ranking_loss": [
         (lambda x, y, t, r: F.margin_ranking_loss(x, y, t, margin=0.3, reduction=r),
          (_normal, _normal, _signs)),

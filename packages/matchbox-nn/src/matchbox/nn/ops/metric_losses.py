@@ -1,4 +1,5 @@
-"""Metric and margin losses per example: ``triplet_margin_loss``, ``cosine_embedding_loss``,
+"""Metric and margin losses per example: ``triplet_margin_loss`` (``_with_distance_loss``
+too: any ``distance_function`` that runs on batches), ``cosine_embedding_loss``,
 ``margin_ranking_loss``, ``hinge_embedding_loss``, ``multilabel_soft_margin_loss``,
 ``multi_margin_loss`` and ``gaussian_nll_loss``.
 
@@ -50,11 +51,17 @@ def _triplet(op: str, a: dict[str, Any]) -> Any:
             f"{op}: the anchor, positive, and negative tensors are expected to have the same "
             f"number of dimensions, but got: anchor {anchor.dim()}D, positive "
             f"{positive.dim()}D, and negative {negative.dim()}D inputs (per example)")
-    p, eps = a["p"], a["eps"]
-    dist_pos = torch.pairwise_distance(anchor, positive, p, eps)
-    dist_neg = torch.pairwise_distance(anchor, negative, p, eps)
+    if "distance_function" in a:  # triplet_margin_with_distance_loss
+        distance = a["distance_function"] or torch.pairwise_distance
+    else:
+        p, eps = a["p"], a["eps"]
+
+        def distance(x: Any, y: Any) -> Any:
+            return torch.pairwise_distance(x, y, p, eps)
+    dist_pos = distance(anchor, positive)
+    dist_neg = distance(anchor, negative)
     if a["swap"]:
-        dist_neg = torch.minimum(dist_neg, torch.pairwise_distance(positive, negative, p, eps))
+        dist_neg = torch.minimum(dist_neg, distance(positive, negative))
     return torch.clamp_min(a["margin"] + dist_pos - dist_neg, 0)
 
 
@@ -193,6 +200,7 @@ def _mismatched(input: Any, var: Any) -> int:
 
 COMPOSED: dict[Any, Callable[[str, dict[str, Any]], Any]] = {
     F.triplet_margin_loss: _triplet,
+    F.triplet_margin_with_distance_loss: _triplet,
     F.cosine_embedding_loss: _cosine_embedding,
     F.margin_ranking_loss: _margin_ranking,
     F.hinge_embedding_loss: _hinge_embedding,
