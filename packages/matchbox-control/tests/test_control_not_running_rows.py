@@ -47,6 +47,12 @@ def core_layers(dtype):
     return {
         "matmul": (lambda h: h @ weight, [weight]),
         "einsum": (lambda h: torch.einsum("btf,fg->btg", h, weight), [weight]),
+        # A shared query compared with each position (features) or each feature (positions).
+        "cosine_similarity": (lambda h: torch.cosine_similarity(h, weight[0], -1)
+                              + torch.cosine_similarity(h, weight[:1, :1], 1).sum(), [weight]),
+        "pairwise_distance": (lambda h: torch.pairwise_distance(weight[1], h), [weight]),
+        "dist": (lambda h: torch.dist(h, weight[2], 3), [weight]),
+        "broadcast_tensors": (lambda h: torch.broadcast_tensors(weight[0], h)[0] * h, [weight]),
     }
 
 
@@ -69,7 +75,8 @@ def nn_layers(dtype):
             for name, (m, call) in modules.items()}
 
 
-@pytest.mark.parametrize("name", ["matmul", "einsum"])
+@pytest.mark.parametrize("name", ["matmul", "einsum", "cosine_similarity", "pairwise_distance",
+                                  "dist", "broadcast_tensors"])
 def test_core_products_with_a_weight(name, dtype):
     layer, params = core_layers(dtype)[name]
     xs, xb = branch_examples(dtype)

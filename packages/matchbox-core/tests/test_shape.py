@@ -118,6 +118,8 @@ OP_CASES = {
     "torch.concat": ((None, 3), 2, lambda x, y: torch.concat([x, y], 2)),
     "torch.concatenate": ((None, 3), 2, lambda x, y: torch.concatenate([y, x], axis=1)),
     "torch.stack": ((None, 3), 1, lambda x: torch.stack([x, 2 * x], 2)),
+    "torch.broadcast_tensors": ((None, 3), 2, lambda x, y: torch.broadcast_tensors(
+        x.sum(2, keepdim=True), y, x[:, :, :1].unsqueeze(1))),
 }
 
 SHAPE_OPS = [e.name for e in _registry.entries() if e.family == "shape"]

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from test_nn_metric_losses import TESTED as METRIC_TESTED
 
 from matchbox import MaskedBatch, _registry
 from matchbox.testing import mb_assert
@@ -79,8 +80,8 @@ CLASS_LOSSES = ["torch.nn.functional.cross_entropy", "torch.nn.functional.nll_lo
 
 
 def test_every_registered_loss_is_tested():
-    # ctc_loss is test_nn_ctc_loss.py's.
-    assert set(REGISTERED) == set(ELEMENTWISE) | set(CLASS_LOSSES) | {
+    # ctc_loss is test_nn_ctc_loss.py's, the metric losses test_nn_metric_losses.py's.
+    assert set(REGISTERED) == set(ELEMENTWISE) | set(CLASS_LOSSES) | METRIC_TESTED | {
         "torch.nn.functional.ctc_loss"}
 
 

@@ -307,6 +307,7 @@ class MaskedBatch(Batch):
     def dim(self) -> int:
         """The rank of every example (dimension 0, the batch, included)."""
         return self._data.dim()
+    ndimension = dim  # as Tensor.ndimension is (torch.distributions calls it)
 
     def size(self, dim: int | None = None) -> Any:
         """The size of a static dimension; ``size(0)`` is the batch size (a ``BatchSize``,

@@ -29,6 +29,9 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 | selection     | selection.py    | median/kthvalue/mode/quantile: static dim: torch's op |
 |               |                 | on the data; dynamic dim: each example's k-th real    |
 |               |                 | value (stable sort, padding last); dim leaves the mask |
+| distance      | distances.py    | cosine_similarity/pairwise_distance/dist: aligned as  |
+|               |                 | pointwise; a dynamic dim reduced over each example's  |
+|               |                 | real positions (padding filled with 0 first)          |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """
@@ -36,6 +39,7 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 from matchbox.ops import (  # noqa: F401
     constructors,
     conversion,
+    distances,
     gather,
     indexing,
     linalg,

@@ -29,6 +29,7 @@ from matchbox.nn.ops import (  # noqa: F401
     embedding,
     linear,
     losses,
+    metric_losses,
     multihead_attention,
     normalization,
     padding,

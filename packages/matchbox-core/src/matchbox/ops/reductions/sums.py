@@ -13,7 +13,7 @@ import math
 
 import torch
 
-from matchbox import _lengths, _registry
+from matchbox import _lengths, _masking, _registry
 from matchbox.ops.reductions._reduce import (
     _keep,
     check_mean_dtype,
@@ -108,3 +108,29 @@ def count_nonzero(func, input, dim=None):
     """Each example's own count: padding, whatever it holds, is not counted."""
     nonzero = input != 0
     return nonzero.sum() if dim is None else nonzero.sum(dim)
+
+
+def is_all_true(func, input):
+    """Whether every value is true (PyTorch's validation checks: ``torch.distributions``
+    raises unless it is): a plain bool tensor, where each running example's own answer is
+    the same, which is then every example's answer in the loop.  Examples that disagree
+    cannot take one branch each: refused, naming the first that is not all true."""
+    op = _registry.op_name(func)
+    if input.dtype != torch.bool:
+        # (the loop's is an internal assert of torch's: a bool tensor is expected)
+        raise RuntimeError(f"{op}: expects a bool tensor, got {input.dtype}")
+    flags = _masking.fill_padding(input, True).reshape(input.data.size(0), -1).all(1)
+    ran = _masking.running(torch.ones_like(flags))
+    true, false = bool((flags & ran).any()), bool((~flags & ran).any())
+    if not (true and false):
+        return torch.tensor(not false, device=input.device)
+    j = int((~flags & ran).nonzero()[0])
+    raise ValueError(
+        f"{op}: example {j} has a false value and another example has none; each example "
+        "of the loop would take its own branch on this answer, which a batch cannot (a "
+        f"check failing for example {j} only, such as a torch.distributions argument out "
+        "of its support)")
+
+
+if hasattr(torch, "_is_all_true"):  # (a private helper of torch's validation: not in every torch)
+    _registry.implements(torch._is_all_true, family="reduction")(is_all_true)

@@ -321,6 +321,23 @@ def expand_as(func, input, other):
     return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
 
 
+@_lengths.aware
+@_registry.implements(torch.broadcast_tensors, family="shape")
+def broadcast_tensors(func, *tensors):
+    """``torch.broadcast_tensors(x, y, ...)``: each argument expanded the way the loop's
+    examples broadcast (``_masking.align``, as a pointwise op of them would), a batch each,
+    real where every batch argument is.  A plain tensor (the same for every example) or a
+    batch broadcast over a longer dynamic dimension gets no gradient from the result's
+    padding (``_masking.guard_wider``)."""
+    op = _registry.op_name(func)
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    values, mask, dims = _masking.align(op, list(tensors))
+    values = _masking.guard_wider(list(tensors), values, mask, dims)
+    return tuple(MaskedBatch._make(v, _masking.fit_mask(mask, v, dims), dims)
+                 for v in torch.broadcast_tensors(*values))
+
+
 def _plain_as_batch(op: str, t: torch.Tensor, like: MaskedBatch) -> MaskedBatch:
     """A plain tensor (the same for every example) as a batch of ``like``'s batch size."""
     t = expanded_row(t, like.data.size(0))  # expanded from size one: its one row

@@ -38,6 +38,10 @@ the empty-output rule for examples shorter than the window).
 | loss              | losses.py            | 'none': the per-position layout (real where input and    |
 |                   |                      | target are); 'sum'/'mean': per-example scalars, dims (); |
 |                   |                      | ctc_loss: per-example scalars from the time-major view   |
+|                   | metric_losses.py     | triplet/cosine-embedding/margin/hinge/multilabel-soft-   |
+|                   |                      | margin, gaussian_nll: PyTorch's formula on core's batch  |
+|                   |                      | ops; multi_margin: torch's kernel on the rows (one per   |
+|                   |                      | example)                                                 |
 | attention         | attention.py         | the query's mask; padded keys masked, padding zeroed; a  |
 |                   |                      | query that sees no key gives 0 (value and gradient)      |
 | multihead_attention | multihead_attention.py | the same, on time-major views (TimeMajorBatch);     |
