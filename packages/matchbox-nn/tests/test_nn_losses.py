@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
+from loss_values import normal, signs
 from test_nn_metric_losses import TESTED as METRIC_TESTED
 
 from matchbox import MaskedBatch, _registry
@@ -44,26 +45,18 @@ def _probabilities(shape, dtype):
     return torch.rand(shape, dtype=dtype)
 
 
-def _normal(shape, dtype):
-    return torch.randn(shape, dtype=dtype)
-
-
-def _signs(shape, dtype):
-    return torch.randint(0, 2, shape).to(dtype) * 2 - 1
-
-
 def _counts(shape, dtype):
     return torch.randint(0, 5, shape).to(dtype)
 
 
 # name -> (call(input, target, reduction), target maker, reductions)
 ELEMENTWISE = {
-    "torch.nn.functional.mse_loss": (lambda x, t, r: F.mse_loss(x, t, reduction=r), _normal),
-    "torch.nn.functional.l1_loss": (lambda x, t, r: F.l1_loss(x, t, reduction=r), _normal),
+    "torch.nn.functional.mse_loss": (lambda x, t, r: F.mse_loss(x, t, reduction=r), normal),
+    "torch.nn.functional.l1_loss": (lambda x, t, r: F.l1_loss(x, t, reduction=r), normal),
     "torch.nn.functional.smooth_l1_loss": (
-        lambda x, t, r: F.smooth_l1_loss(x, t, reduction=r, beta=0.5), _normal),
+        lambda x, t, r: F.smooth_l1_loss(x, t, reduction=r, beta=0.5), normal),
     "torch.nn.functional.huber_loss": (
-        lambda x, t, r: F.huber_loss(x, t, reduction=r, delta=0.5), _normal),
+        lambda x, t, r: F.huber_loss(x, t, reduction=r, delta=0.5), normal),
     "torch.nn.functional.binary_cross_entropy": (
         lambda x, t, r: F.binary_cross_entropy(torch.sigmoid(x), t, reduction=r),
         _probabilities),
@@ -74,7 +67,7 @@ ELEMENTWISE = {
     "torch.nn.functional.poisson_nll_loss": (
         lambda x, t, r: F.poisson_nll_loss(x, t.detach(), reduction=r), _counts),
     "torch.nn.functional.soft_margin_loss": (
-        lambda x, t, r: F.soft_margin_loss(x, t.detach(), reduction=r), _signs),
+        lambda x, t, r: F.soft_margin_loss(x, t.detach(), reduction=r), signs),
 }
 CLASS_LOSSES = ["torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss"]
 

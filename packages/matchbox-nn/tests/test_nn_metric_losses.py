@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from loss_values import normal, signs
 from torch import nn
 
 from matchbox import MaskedBatch
@@ -36,14 +37,6 @@ def batch(examples, dims):
     return MaskedBatch.fromlist(examples, dims, padding_value=NAN)
 
 
-def _normal(shape, dtype):
-    return torch.randn(shape, dtype=dtype)
-
-
-def _signs(shape, dtype):
-    return torch.randint(0, 2, shape).to(dtype) * 2 - 1
-
-
 def _zero_one(shape, dtype):
     return torch.randint(0, 2, shape).to(dtype)
 
@@ -52,27 +45,27 @@ def _zero_one(shape, dtype):
 METRIC_LOSSES = {
     "torch.nn.functional.triplet_margin_loss": [
         (lambda a, p, n, r: F.triplet_margin_loss(a, p, n, reduction=r),
-         (_normal, _normal, _normal)),
+         (normal, normal, normal)),
         (lambda a, p, n, r: F.triplet_margin_loss(a, p, n, 0.5, 1.0, swap=True, reduction=r),
-         (_normal, _normal, _normal)),
+         (normal, normal, normal)),
     ],
     "torch.nn.functional.triplet_margin_with_distance_loss": [
         (lambda a, p, n, r: F.triplet_margin_with_distance_loss(a, p, n, reduction=r),
-         (_normal, _normal, _normal)),
+         (normal, normal, normal)),
         (lambda a, p, n, r: F.triplet_margin_with_distance_loss(
             a, p, n, distance_function=lambda x, y: 1 - F.cosine_similarity(x, y, -1),
-            margin=0.3, swap=True, reduction=r), (_normal, _normal, _normal)),
+            margin=0.3, swap=True, reduction=r), (normal, normal, normal)),
     ],
     "torch.nn.functional.margin_ranking_loss": [
         (lambda x, y, t, r: F.margin_ranking_loss(x, y, t, margin=0.3, reduction=r),
-         (_normal, _normal, _signs)),
+         (normal, normal, signs)),
     ],
     "torch.nn.functional.hinge_embedding_loss": [
         (lambda x, t, r: F.hinge_embedding_loss(x, t, margin=0.5, reduction=r),
-         (_normal, _signs)),
+         (normal, signs)),
     ],
     "torch.nn.functional.multilabel_soft_margin_loss": [
-        (lambda x, t, r: F.multilabel_soft_margin_loss(x, t, reduction=r), (_normal, _zero_one)),
+        (lambda x, t, r: F.multilabel_soft_margin_loss(x, t, reduction=r), (normal, _zero_one)),
     ],
 }
 # One label or class per example: the target a batch of scalars (dims ()).
@@ -123,7 +116,7 @@ def test_multilabel_soft_margin_over_a_dynamic_class_dimension_and_a_weight(redu
 def test_cosine_embedding_loss_matches_loop(size, reduction, dtype):
     x1 = [torch.randn(1, D, dtype=dtype) for _ in range(size)]
     x2 = [torch.randn(1, D, dtype=dtype) for _ in range(size)]
-    ts = [_signs((1,), dtype) for _ in range(size)]
+    ts = [signs((1,), dtype) for _ in range(size)]
     bx1, bx2 = batch(x1, (False,)), batch(x2, (False,))
     mb_assert(lambda a, b, t: F.cosine_embedding_loss(a, b, t, 0.2, reduction=reduction),
               [x1, x2, ts], [bx1, bx2, MaskedBatch.fromlist(ts, ())], size)
@@ -185,7 +178,7 @@ def test_shared_plain_arguments_get_the_loops_gradients(dtype):
     lengths = [3, 0, 1, 5]
     anchors = [torch.randn(1, n, D, dtype=dtype) for n in lengths]
     shared = torch.randn(1, 1, D, dtype=dtype)
-    targets = [_signs((1, n, D), dtype) for n in lengths]
+    targets = [signs((1, n, D), dtype) for n in lengths]
     mb_assert(lambda a, s: F.triplet_margin_loss(a, s, s * 2, reduction="sum"),
               [anchors, [shared] * 4], [batch(anchors, (True, False)), shared], 4)
     mb_assert(lambda a, s: F.triplet_margin_loss(s, a, a.flip(1), reduction="mean"),
@@ -196,10 +189,10 @@ def test_shared_plain_arguments_get_the_loops_gradients(dtype):
 
 
 @pytest.mark.parametrize("module, makers, example_dims", [
-    (nn.TripletMarginLoss(margin=0.4), (_normal, _normal, _normal), (False,)),
-    (nn.MarginRankingLoss(0.1), (_normal, _normal, _signs), (False,)),
-    (nn.HingeEmbeddingLoss(), (_normal, _signs), (False,)),
-    (nn.MultiLabelSoftMarginLoss(), (_normal, _zero_one), (False,)),
+    (nn.TripletMarginLoss(margin=0.4), (normal, normal, normal), (False,)),
+    (nn.MarginRankingLoss(0.1), (normal, normal, signs), (False,)),
+    (nn.HingeEmbeddingLoss(), (normal, signs), (False,)),
+    (nn.MultiLabelSoftMarginLoss(), (normal, _zero_one), (False,)),
 ])
 def test_loss_modules(module, makers, example_dims, dtype):
     args = [[make((1, D), dtype) for _ in range(3)] for make in makers]
