@@ -541,7 +541,7 @@ def test_every_registered_reduction_is_covered_here():
     # A newly registered reduction must get a test in this file.
     tested = {"sum", "nansum", "prod", "mean", "nanmean", "var", "std", "max", "min", "amax", "amin",
               "argmax", "argmin", "logsumexp", "norm", "linalg_vector_norm", "any", "all",
-              "count_nonzero", "_is_all_true"}  # _is_all_true: test_distributions.py
+              "count_nonzero", "_is_all_true"}  # _is_all_true: test_is_all_true.py
     registered = {getattr(e.func, "__name__", e.name) for e in entries() if e.family == "reduction"}
     assert registered <= tested, sorted(registered - tested)
 

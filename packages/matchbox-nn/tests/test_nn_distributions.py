@@ -1,8 +1,9 @@
 """torch.distributions on batches: what runs (examples of static sizes, ``validate_args=False``
 for ``log_prob``) equals the loop, and what does not is refused loudly.
 
-``torch._is_all_true`` (the distributions' argument validation) answers for the batch only
-where every running example would answer the same; ``Tensor.ndimension`` is ``dim()``.
+``torch._is_all_true`` (the distributions' argument validation: core's, tested in
+``test_is_all_true.py``) refuses an argument out of its support for one example only.
+Here, not in core: ``Categorical`` needs matchbox-nn's softmax.
 """
 
 from __future__ import annotations
@@ -48,25 +49,6 @@ def test_normal_log_prob_and_entropy_match_loop(size, dtype):
     mb_assert(lambda m, s, y: Normal(m, s, validate_args=False).log_prob(y),
               [mus, [sigma] * size, ys], [mb, sigma, yb], size)
     mb_assert(lambda m: Normal(m, m.exp()).entropy(), [mus], [mb], size)
-
-
-def test_is_all_true_answers_only_where_every_example_agrees():
-    flags = MaskedBatch.fromlist([torch.ones(1, n, dtype=torch.bool) for n in (2, 0, 3)],
-                                 (True,), padding_value=False)
-    assert torch._is_all_true(flags).item() is True  # padding (False) is not looked at
-    none = MaskedBatch.fromlist([torch.zeros(1, n, dtype=torch.bool) for n in (2, 1)], (True,))
-    assert torch._is_all_true(none).item() is False
-    mixed = MaskedBatch.fromlist([torch.ones(1, 2, dtype=torch.bool),
-                                  torch.tensor([[True, False]])], (False,))
-    with pytest.raises(ValueError, match=r"^torch\._is_all_true: example 1 has a false value "
-                                         r"and another example has none; each example of the "
-                                         r"loop would take its own branch"):
-        torch._is_all_true(mixed)
-    x = MaskedBatch.fromlist([torch.randn(1, 3), torch.randn(1, 2)], (True,))
-    assert x.ndimension() == 2
-    with pytest.raises(RuntimeError, match=r"^torch\._is_all_true: expects a bool tensor, "
-                                           r"got torch\.float32"):
-        torch._is_all_true(x)
 
 
 def test_an_argument_out_of_its_support_for_one_example_is_refused_naming_it():
