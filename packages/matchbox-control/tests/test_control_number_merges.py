@@ -131,3 +131,14 @@ def test_merges_of_numbers_and_batches_still_equal_the_loop(lengths, dtype):
 
     torch.manual_seed(6)
     assert_batch_equals_loop(counts, sequences(lengths, dtype=dtype))
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["host-reads", "accelerator"])
+def test_a_record_carried_through_a_long_loop_is_read_without_recursion(reads):
+    # The "loop" case over 1,500 steps: the record is carried at every step's merge (a chain
+    # as long as the loop, computed only when the type test asks, without recursing).
+    from matchbox._masking import host_reads
+
+    xs, xb = signed([1500, 2, 3])
+    with host_reads(reads), pytest.raises(NotImplementedError, match=r"isinstance\(x, \.\.\.\)"):
+        types_a_mixed_variable(xb, "loop")

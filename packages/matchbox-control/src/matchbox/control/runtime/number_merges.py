@@ -17,7 +17,9 @@ recorded: a value computed from it (``v + 1``) is a new batch, not recorded.
 
 from __future__ import annotations
 
+import functools
 import numbers
+import operator
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -44,24 +46,26 @@ def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> An
             return result  # and nothing recorded: neither side can be
     if name.endswith(" flag") or naming.is_reserved(name):
         return result  # (the rewriting's flags: break, continue, return)
-    holding: Any = None
+    # Which examples hold a number, computed when a type test asks (_Holding): a merge costs
+    # no op (a counter merged every step of a loop is recorded every step).
+    parts: list[tuple[Any, torch.Tensor, bool]] = []
     samples: tuple[Any, ...] = ()
     if _is_number(new) and type(old) is MaskedBatch:
-        holding, samples = mask, (new,)
+        parts, samples = [(None, mask, True)], (new,)
     elif _is_number(old) and type(new) is MaskedBatch:
-        holding, samples = ~mask, (old,)
-    state = call_state(create=holding is not None)
+        parts, samples = [(None, mask, False)], (old,)
+    state = call_state(create=bool(parts))
     if state is None:
         return result
     records = state.get(_KEY)
     if records:
-        for side, part in ((new, mask), (old, None)):
+        for side, ran in ((new, True), (old, False)):
             found = _record(records, side)
             if found is not None:
-                kept = found[1] & (~mask if part is None else part)
-                holding = kept if holding is None else holding | kept
+                parts.append((found[1], mask, ran))
                 samples += found[2]
-    if holding is not None:
+    if parts:
+        holding = _Holding(parts)
         records = state.setdefault(_KEY, {})
         key = id(result._data)
 
@@ -75,6 +79,34 @@ def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> An
         # data (the merge's without its region guard) is the same variable's value.
         records[key] = (weakref.ref(result._data, forget), holding, samples)
     return result
+
+
+class _Holding:
+    """Which examples hold a number after a merge, computed at the first call: the *or* of
+    its parts, each ``(earlier, mask, ran)`` the examples of ``earlier`` (a ``_Holding``;
+    ``None``: every example) that ran the region (``mask``) or did not (``ran`` false).
+    Computed without recursion (a loop's counter makes a chain as long as its steps)."""
+
+    __slots__ = ("parts", "value")
+
+    def __init__(self, parts: list[tuple[Any, torch.Tensor, bool]]):
+        self.parts, self.value = parts, None
+
+    def __call__(self) -> torch.Tensor:
+        stack = [self]
+        while stack:
+            node = stack[-1]
+            waiting = [e for e, _, _ in node.parts if e is not None and e.value is None]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            if node.value is None:
+                node.value = functools.reduce(operator.or_, (
+                    (m if ran else ~m) if e is None else e.value & (m if ran else ~m)
+                    for e, m, ran in node.parts))
+                node.parts = []  # computed: the chain behind it can go
+        return self.value
 
 
 def _record(records: dict[int, Any], obj: Any) -> Any:
@@ -100,7 +132,7 @@ def refuse_a_type_test(obj: MaskedBatch, test: Callable[[Any], bool], what: str,
     if all(test(sample) == answer for sample in found[2]):
         return
     running = _MASK.get()
-    holding = found[1] if running is None else found[1] & running
+    holding = found[1]() if running is None else found[1]() & running
     kinds = ", ".join(sorted({type(s).__name__ for s in found[2]}))
 
     def error() -> NotImplementedError:
