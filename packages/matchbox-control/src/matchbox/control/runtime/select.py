@@ -111,15 +111,10 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
     if new is old:
         return new
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
-            and not any(new.dims) and new.data.shape == old.data.shape
-            and new.data.size(0) == mask.size(0)):
-        merged = number_merges.merged(  # the commonest merge: a state
-            mask, new, old, _select_per_example(mask, new, old), name)
-        # (Not for inference tensors: they have no version counter to tell a write.)
-        if (isinstance(outer, torch.Tensor) and not merged.data.is_inference()
-                and not old.data.is_inference()):
-            _keep(merged, old, outer)
-        return merged
+            and not any(new.dims)):
+        data_new, data_old = new.data, old.data  # (each read once: a read is a call)
+        if data_new.shape == data_old.shape and data_new.size(0) == mask.size(0):
+            return _merged_state(mask, outer, new, old, data_new, data_old, name)
     try:
         return select(mask, new, old, name)
     except TypeError:  # values no batch can hold for both (a batch and None)
@@ -127,6 +122,19 @@ def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any
         if side is None:
             raise
         return new if side else old
+
+
+def _merged_state(mask: torch.Tensor, outer: Any, new: MaskedBatch, old: MaskedBatch,
+                  data_new: torch.Tensor, data_old: torch.Tensor, name: str) -> MaskedBatch:
+    """The commonest merge, a state: two batches of one static layout (``data_new``,
+    ``data_old``: their data, read)."""
+    merged = number_merges.merged(
+        mask, new, old, _select_per_example(mask, new, old, data_new, data_old), name)
+    # (Not for inference tensors: they have no version counter to tell a write.)
+    if (isinstance(outer, torch.Tensor) and not merged._data.is_inference()
+            and not data_old.is_inference()):
+        _keep(merged, old, outer)
+    return merged
 
 
 def _settled(mask: torch.Tensor, new: Any, old: Any) -> tuple[Any, Any]:
@@ -355,21 +363,27 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     return MaskedBatch._make(data, merged, new.dims)
 
 
-def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:
-    """Select two batches of one static layout, one mask entry per example.
+def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
+                        data_new: torch.Tensor | None = None,
+                        data_old: torch.Tensor | None = None) -> MaskedBatch:
+    """Select two batches of one static layout, one mask entry per example (``data_new``,
+    ``data_old``: their data, where read already).
 
     An example whose new value is padding keeps its old value
     (``matchbox.functional.update``'s rule).  A new value real exactly where
     the region ran (a step's result) needs no ``and`` of the two masks.
     """
-    view = mask_view(mask, new.data.dim())
+    if data_new is None:
+        data_new, data_old = new.data, old.data
+    view = mask_view(mask, data_new.dim())
     real = new._mask
     chosen = view if real is None or real is view or same_mask(view, real) else (
         mask_and(view, real))
-    data = torch.where(chosen, new.data, old.data)
-    merged = MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
+    merged = MaskedBatch._make(torch.where(chosen, data_new, data_old),
+                               None if old._mask is None else chosen | old._mask, new.dims)
     # One value per example: a number in the loop if both are, a (1,) tensor if both are.
-    return mark(merged, new._scalar if new._scalar is old._scalar else None)
+    merged._scalar = new._scalar if new._scalar is old._scalar else None  # (mark's)
+    return merged
 
 
 def _align_layouts(new: MaskedBatch, old: MaskedBatch, name: str):
