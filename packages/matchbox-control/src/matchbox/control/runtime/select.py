@@ -91,8 +91,15 @@ def _merge_states(mask: torch.Tensor, outer: Any, new: MaskedBatch, old: MaskedB
     data_new, data_old = new.data, old.data  # (each read once: a read is a call)
     if data_new.shape != data_old.shape or data_new.size(0) != mask.size(0):
         return _selected(mask, outer, new, old, name)
-    merged = number_merges.merged(
-        mask, new, old, _select_per_example(mask, new, old, data_new, data_old), name)
+    # _select_per_example's, spelled out (every merge of a state comes here)
+    view = mask_view(mask, data_new.dim())
+    real = new._mask
+    chosen = view if real is None or real is view or same_mask(view, real) else (
+        mask_and(view, real))
+    merged = MaskedBatch._make(torch.where(chosen, data_new, data_old),
+                               None if old._mask is None else chosen | old._mask, new.dims)
+    merged._scalar = new._scalar if new._scalar is old._scalar else None
+    merged = number_merges.merged(mask, new, old, merged, name)
     # (Not for inference tensors: they have no version counter to tell a write.)
     if (isinstance(outer, torch.Tensor) and not merged._data.is_inference()
             and not data_old.is_inference()):
@@ -346,18 +353,14 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     return MaskedBatch._make(data, merged, new.dims)
 
 
-def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
-                        data_new: torch.Tensor | None = None,
-                        data_old: torch.Tensor | None = None) -> MaskedBatch:
-    """Select two batches of one static layout, one mask entry per example (``data_new``,
-    ``data_old``: their data, where read already).
+def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:
+    """Select two batches of one static layout, one mask entry per example.
 
     An example whose new value is padding keeps its old value
     (``matchbox.functional.update``'s rule).  A new value real exactly where
     the region ran (a step's result) needs no ``and`` of the two masks.
     """
-    if data_new is None:
-        data_new, data_old = new.data, old.data
+    data_new, data_old = new.data, old.data
     view = mask_view(mask, data_new.dim())
     real = new._mask
     chosen = view if real is None or real is view or same_mask(view, real) else (
