@@ -105,7 +105,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     with the Python lists it is given kept per example (see the module docstring)."""
     kind = type(fn)
     key = (fn.__func__ if kind is types.MethodType and type(fn.__self__) not in SHARED_TYPES
-           else kind if isinstance(fn, torch.nn.Module) else None)
+           else getattr(kind, "forward", None) if isinstance(fn, torch.nn.Module) else None)
     if key is not None:  # a method or a module: called as it is where nothing is to check
         plain = _PLAIN.get(key)
         if plain is None:
@@ -144,7 +144,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-# A method's function or a module's class -> whether a call of it needs none of
+# A method's function or a module class's forward -> whether a call of it needs none of
 # ``call``'s checks (``_plain``).
 _PLAIN: dict[Any, bool] = {}
 _PLAIN_KEPT = 4096
