@@ -150,6 +150,25 @@ def test_a_helpers_state_past_an_examples_end_is_refused(f, name, where):
         matchbox.batch(f)(xb)
 
 
+def test_a_module_whose_forward_becomes_an_undecorated_one_is_refused_then(monkeypatch):
+    # ``mb__.call`` keeps, per module forward, that a call of it has nothing to check:
+    # a class's forward swapped after a first call is judged again.
+    class Swapped(torch.nn.Module):
+        forward = matchbox.batch(RunningSum.forward)
+
+    module = Swapped()
+
+    @matchbox.batch
+    def appends_the_modules_state(x):
+        return torch.cat([x, module(x).unsqueeze(1)], 1)
+
+    xs, xb = sequences([2, 4, 1])
+    assert_batch_equals_loop(appends_the_modules_state, (xs, xb))  # decorated: no refusal
+    monkeypatch.setattr(Swapped, "forward", RunningSum.forward)
+    with pytest.raises(ValueError, match=lost(r"[\w.<>]*Swapped")):
+        appends_the_modules_state(xb)
+
+
 def test_a_helpers_state_is_refused_where_a_short_example_runs_the_call():
     xs, _ = sequences([2, 4, 1])
     xs[0][:, 0] = xs[0][:, 0].abs() + 1  # the short example runs the branch

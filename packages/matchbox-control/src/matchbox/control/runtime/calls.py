@@ -74,7 +74,11 @@ from matchbox.control.runtime.effects import (
     delete_item,
     set_item,
 )
-from matchbox.control.runtime.helper_results import PYTHON_CALLABLES, refuse_absent_examples
+from matchbox.control.runtime.helper_results import (
+    PYTHON_CALLABLES,
+    refuse_absent_examples,
+    unrewritten,
+)
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
 from matchbox.extending import fails
@@ -99,6 +103,17 @@ ATTRIBUTES = frozenset({"reduce", "is_tensor"})
 def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``, per example where ``fn`` is one of the builtins above, and
     with the Python lists it is given kept per example (see the module docstring)."""
+    kind = type(fn)
+    key = (fn.__func__ if kind is types.MethodType and type(fn.__self__) not in SHARED_TYPES
+           else getattr(kind, "forward", None) if isinstance(fn, torch.nn.Module) else None)
+    if key is not None:  # a method or a module: called as it is where nothing is to check
+        plain = _PLAIN.get(key)
+        if plain is None:
+            plain = _PLAIN[key] = _plain(fn)
+            if len(_PLAIN) > _PLAIN_KEPT:  # (functions made per call: no unbounded growth)
+                _PLAIN.clear()
+        if plain and (current_mask() is None or not _some_held_or_container(args, kwargs)):
+            return fn(*args, **kwargs)
     if current_mask() is not None and (iterables.Held in map(type, args) or (
             kwargs and iterables.Held in map(type, kwargs.values()))):
         args, kwargs = iterables.hand_over(fn, args, kwargs, _reads_per_example)
@@ -127,6 +142,35 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
         refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
     return result
+
+
+# A method's function or a module class's forward -> whether a call of it needs none of
+# ``call``'s checks (``_plain``).
+_PLAIN: dict[Any, bool] = {}
+_PLAIN_KEPT = 4096
+
+
+def _plain(fn: Any) -> bool:
+    """Whether ``fn``, a method (not of a list or dict) or a module, runs torch's or
+    Matchbox's own code or code ``@batch`` rewrote, so that ``call`` has nothing to
+    refuse or hand over in a call of it given no list, dict or held iterator: no lowered
+    builtin, no container method, no ``math`` function, no list an unrewritten function
+    could get wrong, no return value to check (``helper_results``)."""
+    if isinstance(fn, torch.nn.Module):
+        return not unrewritten(fn)
+    function = fn.__func__  # (the lowered builtins and container methods are no methods)
+    module = (getattr(function, "__module__", None) or "").partition(".")[0]
+    return inspect.isfunction(function) and (
+        module in ("torch", "matchbox") or getattr(function, "__matchbox_batch__", False)
+        or rewritten(function))
+
+
+def _some_held_or_container(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether an argument is a held iterator, a container, a bound method of one, a column."""
+    for value in args:
+        if type(value) in _HELD_OR_REFUSED:
+            return True
+    return bool(kwargs) and any(type(v) in _HELD_OR_REFUSED for v in kwargs.values())
 
 
 def _reads_per_example(fn: Any) -> bool:
@@ -225,6 +269,7 @@ _COPIES = frozenset({copy.copy})
 # What ``_refuse_list_to`` may refuse: lists, dicts, sets, deques, their bound methods, and
 # the columns of ``zip(*rows)`` (``runtime.columns``).
 _MAY_BE_REFUSED = frozenset({*SHARED_TYPES, types.BuiltinMethodType, Column})
+_HELD_OR_REFUSED = _MAY_BE_REFUSED | {iterables.Held}
 
 
 def _some_container(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

@@ -56,6 +56,7 @@ from matchbox.control.runtime.masks import _MASK, _Masked, guard
 from matchbox.control.runtime.select import merge, user_line
 from matchbox.control.runtime.sequences import per_example_item, per_example_presence
 from matchbox.extending import fails
+from matchbox.masked_batch import MaskedBatch
 
 _END = object()
 
@@ -90,8 +91,8 @@ def held(value: Any) -> Any:
     """An argument of a call written as a name, an attribute or an item (``list(it)``):
     ``value`` itself, or, where it is an iterator and the code runs under a per-example
     condition, marked (:class:`Held`) for the call to decide."""
-    if _MASK.get() is None or not isinstance(value, Iterator):
-        return value
+    if type(value) is MaskedBatch or _MASK.get() is None or not isinstance(value, Iterator):
+        return value  # (a batch first: no iterator, and no abc check)
     return Held(value)
 
 

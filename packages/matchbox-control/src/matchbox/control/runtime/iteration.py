@@ -23,6 +23,7 @@ a per-step device sync (materialised sequences, ranges).
 from __future__ import annotations
 
 import builtins
+import operator
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -55,9 +56,12 @@ def for_steps(iterable: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
     if isinstance(iterable, _Stepped):
         return _masked_steps(iterable.present, iterable.items, outer)
     if (isinstance(iterable, (tuple, list)) and iterable
-            and all(type(item) is MaskedBatch for item in iterable)):
+            and set(map(type, iterable)) == _BATCHES):  # (every item a batch, in C)
         return _sequence_steps(iterable, outer)
     return _lazy_steps(iterable, outer)
+
+
+_BATCHES = {MaskedBatch}
 
 
 def example_real(item: Any) -> torch.Tensor | None:
@@ -143,7 +147,7 @@ def _sequence_steps(items: Any, outer: Mask) -> Iterator[tuple[Mask, Any]]:
 def _presence(items: Any) -> torch.Tensor | None:
     """Which examples have each item of a sequence of batches, ``(steps, batch)``;
     ``None`` when every example has every item."""
-    masks = [item._mask for item in items]
+    masks = list(map(_mask_of, items))
     # Every item is a batch here: a direct look at each one's record.
     recorded = any(getattr(item, "_present", None) is not None for item in items)
     if not recorded and all(m is None for m in masks):
@@ -158,6 +162,9 @@ def _presence(items: Any) -> torch.Tensor | None:
         return present
     ones = torch.ones(batch, dtype=torch.bool, device=items[0].data.device)
     return torch.stack([ones if r is None else r for r in map(example_real, items)])
+
+
+_mask_of = operator.attrgetter("_mask")
 
 
 def _masked_steps(present: torch.Tensor, items: Any, outer: Mask, from_items: bool = False

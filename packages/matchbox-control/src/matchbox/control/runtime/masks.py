@@ -280,7 +280,12 @@ def loop_mask(active: Mask, test: Any) -> Mask:
     left the loop never comes back.  ``False`` when no example runs another
     iteration (while capturing: when the capture's step bound is reached).
     """
-    running = narrow(active, test)
+    if active is False:
+        return False
+    if type(test) is MaskedBatch and isinstance(active, torch.Tensor):
+        running = _and(active, per_example_truth(test))  # (narrow's, without its calls)
+    else:
+        running = narrow(active, test)
     if isinstance(running, torch.Tensor):
         capture = capturing()
         if capture is None:
@@ -320,12 +325,14 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
     if deferred_region_guard(value) is mask:
         return value  # guarded for this region already
     # Reading the data applies an enclosing region's guard, if deferred, first.
-    if not value.data.requires_grad or not torch.is_grad_enabled():
+    data = value.data
+    if not data.requires_grad or not torch.is_grad_enabled():
         return value
     # Deferred (core's _region_guard): the first op that needs the guard applies it, on
     # what the region reads (a stack's two items, not the stack); the ops that commute
     # with it (where, cat, indexing) carry it; this region's merge needs none.
-    rows = example_mask(mask, value, "a value read in the region")
+    rows = (mask if data.size(0) == mask.size(0)  # (example_mask's commonest answer)
+            else example_mask(mask, value, "a value read in the region"))
     guarded = defer_region_guard(value, mask, rows)
     guarded._guards = value  # an in-place update in the region reaches ``value``
     return guarded

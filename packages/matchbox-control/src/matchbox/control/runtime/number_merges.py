@@ -40,7 +40,8 @@ def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> An
     is recorded."""
     if type(result) is not MaskedBatch:
         return result
-    if not (_is_number(new) or _is_number(old)):  # the commonest merge: two batches
+    if ((type(new) is MaskedBatch and type(old) is MaskedBatch)  # the commonest merge
+            or not (_is_number(new) or _is_number(old))):
         state = call_state(create=False)
         if state is None or not state.get(_KEY):
             return result  # and nothing recorded: neither side can be

@@ -41,6 +41,7 @@ from torch.autograd import profiler as autograd_profiler
 from matchbox.control.runtime import number_merges
 from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.masks import example_mask, mask_view, one_side
+from matchbox.control.runtime.undefined import Undefined
 from matchbox.extending import (
     BATCH_VIEWS,
     deferred_region_guard,
@@ -58,38 +59,6 @@ from matchbox.extending import mask_lengths as _lengths
 from matchbox.masked_batch import MaskedBatch
 
 
-class Undefined:
-    """A local variable's value before its first assignment, bound where a merge may read
-    it before the user's code assigned it: any use raises, as an unassigned local would."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def _unbound(self, *args: Any, **kwargs: Any) -> Any:
-        raise UnboundLocalError(
-            f"cannot access local variable '{self.name}' where it is not associated "
-            "with a value (in a @batch function: it is assigned only on a path this "
-            "example did not take)"
-        )
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        self._unbound()
-
-    def __repr__(self) -> str:
-        return f"<undefined local variable '{self.name}'>"
-
-
-for _dunder in ("__str__", "__format__", "__bool__", "__call__", "__iter__", "__len__", "__getitem__", "__setitem__",
-                "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-                "__truediv__", "__rtruediv__", "__matmul__", "__rmatmul__", "__neg__",
-                "__lt__", "__le__", "__gt__", "__ge__", "__float__", "__int__", "__index__"):
-    setattr(Undefined, _dunder, Undefined._unbound)
-
-
 def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     """The value of ``name`` after a region run under ``mask`` inside ``outer``.
 
@@ -98,6 +67,9 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     """
     if mask is outer or new is old:
         return new
+    if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
+            and not any(new.dims) and not autograd_profiler._is_profiler_enabled):
+        return _merge_states(mask, outer, new, old, name)  # the commonest merge: a state
     if _kept(new, old, mask):
         return _as_kept(new, old, mask, outer)
     if autograd_profiler._is_profiler_enabled:
@@ -106,20 +78,46 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     return _merge(mask, outer, new, old, name)
 
 
+def _merge_states(mask: torch.Tensor, outer: Any, new: MaskedBatch, old: MaskedBatch,
+                  name: str) -> Any:
+    """``merge`` of two batches static in every dimension (a loop's state, every step):
+    ``_kept``, ``_settled`` and the selection of ``_merge`` in one call."""
+    if _kept(new, old, mask):
+        return _as_kept(new, old, mask, outer)
+    if deferred_region_guard(new) is mask:  # (``_settled``)
+        if new._data is old._data and new._mask is old._mask:
+            return old
+        new = _without_guard(new)  # the where guards it
+    data_new, data_old = new.data, old.data  # (each read once: a read is a call)
+    if data_new.shape != data_old.shape or data_new.size(0) != mask.size(0):
+        return _selected(mask, outer, new, old, name)
+    # _select_per_example's, spelled out (every merge of a state comes here)
+    view = mask_view(mask, data_new.dim())
+    real = new._mask
+    chosen = view if real is None or real is view or same_mask(view, real) else (
+        mask_and(view, real))
+    merged = MaskedBatch._make(torch.where(chosen, data_new, data_old),
+                               None if old._mask is None else chosen | old._mask, new.dims)
+    merged._scalar = new._scalar if new._scalar is old._scalar else None
+    merged = number_merges.merged(mask, new, old, merged, name)
+    # (Not for inference tensors: they have no version counter to tell a write.)
+    if (isinstance(outer, torch.Tensor) and not merged._data.is_inference()
+            and not data_old.is_inference()):
+        _keep(merged, old, outer)
+    return merged
+
+
 def _merge(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any:
     new, old = _settled(mask, new, old)
     if new is old:
         return new
     if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
-            and not any(new.dims) and new.data.shape == old.data.shape
-            and new.data.size(0) == mask.size(0)):
-        merged = number_merges.merged(  # the commonest merge: a state
-            mask, new, old, _select_per_example(mask, new, old), name)
-        # (Not for inference tensors: they have no version counter to tell a write.)
-        if (isinstance(outer, torch.Tensor) and not merged.data.is_inference()
-                and not old.data.is_inference()):
-            _keep(merged, old, outer)
-        return merged
+            and not any(new.dims)):
+        return _merge_states(mask, outer, new, old, name)
+    return _selected(mask, outer, new, old, name)
+
+
+def _selected(mask: torch.Tensor, outer: Any, new: Any, old: Any, name: str) -> Any:
     try:
         return select(mask, new, old, name)
     except TypeError:  # values no batch can hold for both (a batch and None)
@@ -362,14 +360,16 @@ def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) 
     (``matchbox.functional.update``'s rule).  A new value real exactly where
     the region ran (a step's result) needs no ``and`` of the two masks.
     """
-    view = mask_view(mask, new.data.dim())
+    data_new, data_old = new.data, old.data
+    view = mask_view(mask, data_new.dim())
     real = new._mask
     chosen = view if real is None or real is view or same_mask(view, real) else (
         mask_and(view, real))
-    data = torch.where(chosen, new.data, old.data)
-    merged = MaskedBatch._make(data, None if old._mask is None else chosen | old._mask, new.dims)
+    merged = MaskedBatch._make(torch.where(chosen, data_new, data_old),
+                               None if old._mask is None else chosen | old._mask, new.dims)
     # One value per example: a number in the loop if both are, a (1,) tensor if both are.
-    return mark(merged, new._scalar if new._scalar is old._scalar else None)
+    merged._scalar = new._scalar if new._scalar is old._scalar else None  # (mark's)
+    return merged
 
 
 def _align_layouts(new: MaskedBatch, old: MaskedBatch, name: str):
