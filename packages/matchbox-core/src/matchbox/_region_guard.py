@@ -60,9 +60,9 @@ def bind_batch_type(cls: type) -> None:
 # only with a tensor or a batch among its indices (advanced indexing copies); a result
 # that is a view all the same is refused by :func:`carry`, and the op runs again on
 # guarded inputs.
-_PASS_THROUGH = frozenset({torch.where, torch.Tensor.where, torch.cat, torch.concat,
+PASS_THROUGH = frozenset({torch.where, torch.Tensor.where, torch.cat, torch.concat,
                            torch.stack})
-_GETITEM = torch.Tensor.__getitem__
+GETITEM = torch.Tensor.__getitem__
 
 
 def defer(value: Any, mask: torch.Tensor, rows: torch.Tensor) -> Any:
@@ -146,7 +146,7 @@ def passes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> A
     if not deferred:
         return None
     first = deferred[0]._deferred_guard
-    if ((func in _PASS_THROUGH or (func is _GETITEM and len(args) > 1 and _advanced(args[1])))
+    if ((func in PASS_THROUGH or (func is GETITEM and len(args) > 1 and _advanced(args[1])))
             and all(b._deferred_guard[0] is first[0] for b in deferred)):
         return first
     for batch in deferred:
@@ -195,14 +195,3 @@ def resolve_all(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
     """Apply the deferred guards among an op's arguments."""
     for batch in _deferred_arguments(args, kwargs):
         resolve(batch)
-
-
-def any_deferred(first: Any, args: tuple[Any, ...]) -> bool:
-    """Whether a method call's batch (``first``) or an argument defers a guard (a fast
-    method then leaves the call to the dispatch, which applies it)."""
-    if type(first) is MaskedBatch and first._deferred_guard is not None:
-        return True
-    for value in args:
-        if type(value) is MaskedBatch and value._deferred_guard is not None:
-            return True
-    return False

@@ -26,13 +26,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _copies, _lengths, _masking, _registry
+from matchbox import _copies, _example_scalars, _lengths, _masking, _registry
 from matchbox._example_scalars import ADDITIONS, combined, refuse_a_sum_of_booleans
 from matchbox._example_scalars import refuse_python_mismatches as _refuse_mismatches
 from matchbox._layout import zero_padding_mask
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 from matchbox.ops.integer_division import DIVIDING, read_zeros_as_ones
+from matchbox.ops.pointwise_counters import with_counter as _with_counter
 from matchbox.ops.scalar_arguments import per_example_fill, refuse_number_batches
 
 # Python operators and the ATen op each one is.
@@ -366,9 +367,17 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     """:func:`_plain_call`, with what a result of one value per example stands for."""
     result = _plain_call(func, self, args)
     if result is not None and not result.dims:
-        result._scalar = combined((self, *args))
-        _refuse_mismatches(result, func, (self, *args))
+        # ``self`` is a batch of the result's dims (): with no other batch or tensor, the
+        # result stands for what it does (as ``combined`` would find).
+        result._scalar = (self._scalar if not args or (len(args) == 1 and type(args[0])
+                                                       in _NUMBERS) else combined((self, *args)))
+        if func in _MISMATCHES:
+            _refuse_mismatches(result, func, (self, *args))
     return result
+
+
+_NUMBERS = frozenset({int, float, bool})
+_MISMATCHES = ADDITIONS | _example_scalars.POWERS  # refuse_python_mismatches's ops
 
 
 def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
@@ -412,27 +421,6 @@ def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
                 if _same_layout(pair):
                     return _run_same_layout(func, pair)
     return None
-
-
-def _with_counter(func: Any, a: Any, b: Any) -> MaskedBatch | None:
-    """``slots == top``: a plain integer (or bool) tensor of examples' shape ``(1, ...)``
-    and a batch of per-example ints without padding (a ``@batch`` counter), in either
-    order, as the general rule would align them (the batch's ints viewed ``(batch, 1,
-    ...)``), without aligning: the one-hot idiom of a stack pointer, run every step.
-    ``None`` for any other pair."""
-    batch, plain = (a, b) if type(a) is MaskedBatch else (b, a)
-    if (type(batch) is not MaskedBatch or type(plain) is not torch.Tensor or batch.dims
-            or batch._mask is not None or batch._deferred_guard is not None
-            or plain.dim() < 2 or plain.size(0) != 1
-            or plain.dtype not in _COUNTER_DTYPES or batch._data.dtype not in _COUNTER_DTYPES):
-        return None
-    data = batch._data.view(-1, *[1] * (plain.dim() - 1))
-    result = func(data, plain) if batch is a else func(plain, data)
-    return MaskedBatch._make(result, None, (False,) * (plain.dim() - 1))
-
-
-_COUNTER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
-                             torch.bool})
 
 
 def _fast(func: Any) -> Any:
