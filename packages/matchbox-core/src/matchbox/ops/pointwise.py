@@ -363,64 +363,67 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return _kind_of(target, flat)
 
 
-def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
-    """:func:`_plain_call`, with what a result of one value per example stands for."""
-    result = _plain_call(func, self, args)
-    if result is not None and not result.dims:
-        # ``self`` is a batch of the result's dims (): with no other batch or tensor, the
-        # result stands for what it does (as ``combined`` would find).
-        result._scalar = (self._scalar if not args or (len(args) == 1 and type(args[0])
-                                                       in _NUMBERS) else combined((self, *args)))
-        if func in _MISMATCHES:
-            _refuse_mismatches(result, func, (self, *args))
-    return result
-
-
-_NUMBERS = frozenset({int, float, bool})
 _MISMATCHES = ADDITIONS | _example_scalars.POWERS  # refuse_python_mismatches's ops
 
 
-def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
+def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
-    mask), ``x * w`` (a weight).  Any other call gives ``None``: the general rule then
-    runs, or, for a method, the dispatch (arguments of another batch type,
-    ``masked + packed``, join there)."""
-    if type(self) is MaskedBatch:
-        make = MaskedBatch._make
-        if not args:
-            out = make(func(self._data), self._mask, self.dims)
-            if self._zero_padding is not None and keeps_zeros(func)[0]:
+    mask), ``x * w`` (a weight); a result of one value per example records what it stands
+    for (``combined``).  Any other call gives ``None``: the general rule then runs, or,
+    for a method, the dispatch (arguments of another batch type, ``masked + packed``, join
+    there)."""
+    if type(self) is not MaskedBatch:
+        return None
+    make = MaskedBatch._make
+    if not args:
+        out = make(func(self._data), self._mask, self.dims)
+        if self._zero_padding is not None and keeps_zeros(func)[0]:
+            zeros_outside = zero_padding_mask(self)
+            if zeros_outside is not None:  # f(0) == 0: zeros where the input's are
+                mark_zero_padding(out, zeros_outside)
+        if not out.dims:
+            out._scalar = self._scalar  # (``combined`` of the batch alone)
+        return out
+    if len(args) != 1:
+        return None
+    other = args[0]
+    if isinstance(other, (int, float)):
+        other = refuse_batch_size_number(other) if type(other) in BATCH_SIZES else other
+        out = make(func(self._data, other), self._mask, self.dims)
+        if not out.dims:
+            out._scalar = self._scalar  # (``combined``: a number does not change it)
+            if func in _MISMATCHES:
+                _refuse_mismatches(out, func, (self, other))
+        return out
+    if (type(other) is MaskedBatch and other.dims == self.dims
+            and other._data.shape == self._data.shape):
+        if other._mask is self._mask:
+            # Same layout and mask: elementwise, so the result has both.
+            out = make(func(self._data, other._data), self._mask, self.dims)
+            if self._zero_padding is not None and other._zero_padding is not None \
+                    and keeps_zeros(func)[1]:
                 zeros_outside = zero_padding_mask(self)
-                if zeros_outside is not None:  # f(0) == 0: zeros where the input's are
-                    mark_zero_padding(out, zeros_outside)
-            return out
-        if len(args) == 1:
-            other = args[0]
-            if isinstance(other, (int, float)):
-                other = refuse_batch_size_number(other) if type(other) in BATCH_SIZES else other
-                return make(func(self._data, other), self._mask, self.dims)
-            if (type(other) is MaskedBatch and other.dims == self.dims
-                    and other._data.shape == self._data.shape):
-                if other._mask is self._mask:
-                    # Same layout and mask: elementwise, so the result has both.
-                    out = make(func(self._data, other._data), self._mask, self.dims)
-                    if self._zero_padding is not None and other._zero_padding is not None \
-                            and keeps_zeros(func)[1]:
-                        zeros_outside = zero_padding_mask(self)
-                        if zeros_outside is not None and \
-                                zero_padding_mask(other) is zeros_outside:
-                            mark_zero_padding(out, zeros_outside)  # 0 + 0, 0 - 0, 0 * 0
-                    return out
-                return _run_same_layout(func, (self, other))
-            if isinstance(other, torch.Tensor):  # a weight, a bias
-                if (self._mask is None and _masking.EXECUTION_MASK.get() is None
-                        and _fits_each_example(other, self._data)):
-                    # Nothing to guard: no padding, and every example runs.
-                    return make(func(self._data, other), None, self.dims)
-                pair = (self, other)
-                if _same_layout(pair):
-                    return _run_same_layout(func, pair)
-    return None
+                if zeros_outside is not None and \
+                        zero_padding_mask(other) is zeros_outside:
+                    mark_zero_padding(out, zeros_outside)  # 0 + 0, 0 - 0, 0 * 0
+        else:
+            out = _run_same_layout(func, (self, other))
+    elif isinstance(other, torch.Tensor):  # a weight, a bias
+        if (self._mask is None and _masking.EXECUTION_MASK.get() is None
+                and _fits_each_example(other, self._data)):
+            # Nothing to guard: no padding, and every example runs.
+            out = make(func(self._data, other), None, self.dims)
+        elif _same_layout((self, other)):
+            out = _run_same_layout(func, (self, other))
+        else:
+            return None
+    else:
+        return None
+    if out is not None and not out.dims:
+        out._scalar = combined((self, other))
+        if func in _MISMATCHES:
+            _refuse_mismatches(out, func, (self, other))
+    return out
 
 
 def _fast(func: Any) -> Any:
