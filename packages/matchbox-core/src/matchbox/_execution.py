@@ -160,7 +160,8 @@ def mask_and(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     if a is b:
         return a
-    if _lengths.carried(a) is not None or _lengths.carried(b) is not None:
+    if _lengths.LIVE[0] and (_lengths.carried(a) is not None
+                             or _lengths.carried(b) is not None):
         return a & b
     if _within(b, a) and b.dim() >= a.dim() and _covers(b, a):
         return b

@@ -135,7 +135,7 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
             if deferred[0]:
                 # One pass over the arguments: a foreign one, or one deferring a guard.
                 holder = regions.MaskedBatch
-                pending = type(self) is holder and self._deferred_guard is not None
+                pending = self._deferred_guard is not None  # (None: a class's, Batch's)
                 for value in args:
                     cls = type(value)
                     if cls in foreign:

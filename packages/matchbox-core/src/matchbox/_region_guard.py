@@ -113,7 +113,7 @@ def resolve(batch: Any) -> Any:
     return batch
 
 
-def _deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
+def deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
     """The batches among the arguments (one level into lists and tuples) whose guard is
     deferred.  (Plain loops, no generator: the dispatch asks this of every op while a
     guard is live.)"""
@@ -142,13 +142,20 @@ def passes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> A
     """Before ``func`` runs on batches: the guard its result carries (the deferred guard
     of its batch arguments, when ``func`` lets it through and they share one region), or
     ``None`` after applying every deferred guard among the arguments."""
-    deferred = _deferred_arguments(args, kwargs)
-    if not deferred:
-        return None
+    deferred = deferred_arguments(args, kwargs)
+    return _passing(func, args, deferred) if deferred else None
+
+
+def _passing(func: Any, args: tuple[Any, ...], deferred: list[Any]) -> Any:
+    """:func:`passes`, given the batches among the arguments that defer a guard."""
     first = deferred[0]._deferred_guard
-    if ((func in PASS_THROUGH or (func is GETITEM and len(args) > 1 and _advanced(args[1])))
-            and all(b._deferred_guard[0] is first[0] for b in deferred)):
-        return first
+    if func in PASS_THROUGH or (func is GETITEM and len(args) > 1 and _advanced(args[1])):
+        region = first[0]
+        for batch in deferred:
+            if batch._deferred_guard[0] is not region:
+                break
+        else:
+            return first
     for batch in deferred:
         resolve(batch)
     return None
@@ -158,6 +165,13 @@ def carry(result: Any, guard: tuple[torch.Tensor, torch.Tensor]) -> bool:
     """Record ``guard`` (what :func:`passes` answered) on the batches of ``result``, the
     op's result; ``False`` if one of them is a view, which must not be, or of another
     batch size: the op is then run again on guarded inputs."""
+    if type(result) is MaskedBatch:  # (the commonest result, without the loops below)
+        data = result._data
+        if data._is_view() or (data.requires_grad and data.size(0) != guard[1].size(0)):
+            return False
+        if data.requires_grad:
+            result._deferred_guard = guard
+        return True
     parts = result if type(result) is tuple or type(result) is list else (result,)
     for part in parts:
         if type(part) is MaskedBatch and part._data._is_view():
@@ -178,7 +192,17 @@ def run_passing(func: Any, types: Any, args: tuple[Any, ...],
     method (``matchbox._methods``) given a batch that defers one: ``stack[:, top - 1]``
     of a guarded stack, each step (a ``run`` answering ``None`` declines the call, for the
     dispatch to take)."""
-    guard = passes(func, args, kwargs)
+    deferred = deferred_arguments(args, kwargs)
+    if deferred:
+        return run_deferred(func, types, args, kwargs, run, deferred)
+    return run(func, types, args, kwargs)
+
+
+def run_deferred(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                 run: Any, deferred: list[Any]) -> Any:
+    """:func:`run_passing`, given ``deferred``: the batches among the arguments that defer
+    a guard (``deferred_arguments``, not empty), which the dispatch looks for itself."""
+    guard = _passing(func, args, deferred)
     if guard is not None:
         RAW_READS[0] += 1  # the op reads its batches' data as it is
         try:
@@ -193,5 +217,5 @@ def run_passing(func: Any, types: Any, args: tuple[Any, ...],
 
 def resolve_all(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
     """Apply the deferred guards among an op's arguments."""
-    for batch in _deferred_arguments(args, kwargs):
+    for batch in deferred_arguments(args, kwargs):
         resolve(batch)

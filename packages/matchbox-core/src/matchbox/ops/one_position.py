@@ -29,9 +29,11 @@ def refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | tor
     ``@batch`` call, raised when the call ends (``_capture.fails``).
     """
     refused = _masking.running_without(present)
-    version = None if isinstance(index, int) else _capture.version_of(index)
-    _capture.check(refused, functools.partial(_out_of_range, refused, index, version, n,
-                                              dimension))
+    # (``_capture.version_of`` and ``_capture.check``, inline: every per-example read asks.)
+    version = None if isinstance(index, int) or index.is_inference() else index._version
+    error = functools.partial(_out_of_range, refused, index, version, n, dimension)
+    if _capture.fails(refused, error):
+        raise _capture.with_failed_flags(error(), refused)
 
 
 def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, version: int | None,
@@ -159,7 +161,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
     if size == 0:  # every example misses (a deferred check's, or one not running)
         return nowhere(x, d, present, dims)
     rows = _example_rows(at)
-    selected = (rows,) + (slice(None),) * (d - 1) + (at,)
+    selected = (rows, at) if d == 1 else (rows,) + (slice(None),) * (d - 1) + (at,)
     data = x_data[selected]
     mask = x._mask
     if mask is not None and not (x.dims[d - 1] and not any(dims)):
@@ -199,8 +201,9 @@ def fast_getitem(func: Any, x: Any, args: tuple[Any, ...]) -> MaskedBatch | None
         return None
     first, i = index
     if (type(first) is not slice or first.start is not None or first.stop is not None
-            or first.step is not None or not is_per_example_int(i) or i._scalar is not SCALAR
-            or not x.dims or i._deferred_guard is not None):
+            or first.step is not None or not isinstance(i, MaskedBatch)
+            or i.dims or i._data.dtype not in _INTEGER_DTYPES  # (is_per_example_int)
+            or i._scalar is not SCALAR or not x.dims or i._deferred_guard is not None):
         return None
     result = select_per_example(x, 1, i)
     _copies.mark(result)  # advanced indexing copies, as the loop's int does not
