@@ -113,6 +113,9 @@ def resolve(batch: Any) -> Any:
     return batch
 
 
+_SEQUENCES = frozenset({list, tuple})
+
+
 def deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
     """The batches among the arguments (one level into lists and tuples) whose guard is
     deferred.  (Plain loops, no generator: the dispatch asks this of every op while a
@@ -123,7 +126,7 @@ def deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> 
         if kind is MaskedBatch:
             if value._deferred_guard is not None:
                 found.append(value)
-        elif kind is list or kind is tuple:
+        elif kind in _SEQUENCES:
             for item in value:
                 if type(item) is MaskedBatch and item._deferred_guard is not None:
                     found.append(item)
@@ -202,16 +205,27 @@ def run_deferred(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str,
                  run: Any, deferred: list[Any]) -> Any:
     """:func:`run_passing`, given ``deferred``: the batches among the arguments that defer
     a guard (``deferred_arguments``, not empty), which the dispatch looks for itself."""
-    guard = _passing(func, args, deferred)
-    if guard is not None:
-        RAW_READS[0] += 1  # the op reads its batches' data as it is
-        try:
-            result = run(func, types, args, kwargs)
-        finally:
-            RAW_READS[0] -= 1
-        if result is None or carry(result, guard):
-            return result
-        resolve_all(args, kwargs)
+    guard = deferred[0]._deferred_guard  # (_passing, inline)
+    if func in PASS_THROUGH or (func is GETITEM and len(args) > 1 and _advanced(args[1])):
+        region = guard[0]
+        for batch in deferred:
+            if batch._deferred_guard[0] is not region:
+                guard = None
+                break
+    else:
+        guard = None
+    if guard is None:
+        for batch in deferred:
+            resolve(batch)
+        return run(func, types, args, kwargs)
+    RAW_READS[0] += 1  # the op reads its batches' data as it is
+    try:
+        result = run(func, types, args, kwargs)
+    finally:
+        RAW_READS[0] -= 1
+    if result is None or carry(result, guard):
+        return result
+    resolve_all(args, kwargs)
     return run(func, types, args, kwargs)
 
 

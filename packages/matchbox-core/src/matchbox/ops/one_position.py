@@ -140,7 +140,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
             f"Tensor.__getitem__: the index holds {i.size(0)} examples but the batch "
             f"has {batch}"
         )
-    dims = x.dims[: d - 1] + x.dims[d:]
+    dims = x.dims[1:] if d == 1 else x.dims[: d - 1] + x.dims[d:]
     size = x_data.size(d)
     i = i.long()
     if x.dims[d - 1] and x._mask is not None:

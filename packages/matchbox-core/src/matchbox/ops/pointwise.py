@@ -363,7 +363,8 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return _kind_of(target, flat)
 
 
-_MISMATCHES = ADDITIONS | _example_scalars.POWERS  # refuse_python_mismatches's ops
+POWERS = _example_scalars.POWERS
+_MISMATCHES = ADDITIONS | POWERS  # refuse_python_mismatches's ops
 
 
 def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
@@ -392,8 +393,8 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
         out = make(func(self._data, other), self._mask, self.dims)
         if not out.dims:
             out._scalar = self._scalar  # (``combined``: a number does not change it)
-            if func in _MISMATCHES:
-                _refuse_mismatches(out, func, (self, other))
+            if func in _MISMATCHES and (func in POWERS or out._data.dtype == torch.bool):
+                _refuse_mismatches(out, func, (self, other))  # (only those can refuse)
         return out
     if (type(other) is MaskedBatch and other.dims == self.dims
             and other._data.shape == self._data.shape):
@@ -454,6 +455,27 @@ def where(func: Any, *args: Any, **kwargs: Any) -> Any:
     if running is None or kwargs or len(args) != 3:
         return pointwise(func, *args, **kwargs)
     condition, input, other = args
+    if (type(condition) is MaskedBatch and type(input) is MaskedBatch
+            and type(other) is MaskedBatch and other._mask is None
+            and condition._mask is None and input._mask is None):
+        # No padding and static dimensions (a one-hot write into a stack): the data
+        # broadcast as each example's would, and nothing needs a guard (the general rule,
+        # whose checks this skips, would find so: ``_static_broadcast``, ``guard_wider``).
+        data, values, others, dims = condition._data, input._data, other._data, other.dims
+        rank = data.dim()
+        if (data.dtype == torch.bool and dims and not any(dims)
+                and input.dims == dims == condition.dims and rank == values.dim() == others.dim()
+                and data.size(0) == values.size(0) == others.size(0) == running.size(0)):
+            try:
+                out = torch.where(data & _masking.mask_view(running, rank), values, others)
+            except RuntimeError:  # shapes that do not broadcast: the general rule's error
+                out = None
+            if out is not None:
+                result = MaskedBatch._make(out, None, dims)
+                if out.shape == others.shape:
+                    _masking.record_equal_outside(result, running, others, others._version,
+                                                  None)
+                return result
     if (type(condition) is not MaskedBatch or type(other) is not MaskedBatch
             or condition._data.dtype != torch.bool
             or not condition._data.size(0) == other._data.size(0) == running.size(0)
@@ -462,24 +484,6 @@ def where(func: Any, *args: Any, **kwargs: Any) -> Any:
         # (Masks of their own: the result's is not ``other``'s, and its merge selects.)
         return pointwise(func, *args)
     data = condition._data
-    if (type(input) is MaskedBatch and other._mask is None and other.dims
-            and not any(other.dims) and input.dims == other.dims == condition.dims
-            and data.dim() == input._data.dim() == other._data.dim()
-            and input._data.size(0) == running.size(0)):
-        # No padding and static dimensions (a one-hot write into a stack): the data
-        # broadcast as each example's would, and nothing needs a guard (the general rule,
-        # whose checks this skips, would find so: ``_static_broadcast``, ``guard_wider``).
-        folded = data & _masking.mask_view(running, data.dim())
-        try:
-            out = torch.where(folded, input._data, other._data)
-        except RuntimeError:  # shapes that do not broadcast: the general rule's error
-            out = None
-        if out is not None:
-            result = MaskedBatch._make(out, None, other.dims)
-            if out.shape == other._data.shape:
-                _masking.record_equal_outside(result, running, other._data,
-                                              other._data._version, None)
-            return result
     folded = MaskedBatch._make(data & _masking.mask_view(running, data.dim()),
                                condition._mask, condition.dims)
     folded._scalar = condition._scalar

@@ -22,9 +22,10 @@ def with_counter(func: Any, a: Any, b: Any) -> MaskedBatch | None:
             or plain.dim() < 2 or plain.size(0) != 1
             or plain.dtype not in _COUNTER_DTYPES or batch._data.dtype not in _COUNTER_DTYPES):
         return None
-    data = batch._data.view(-1, *[1] * (plain.dim() - 1))
+    ones = (1,) * (plain.dim() - 1)
+    data = batch._data.view(-1, *ones)
     result = func(data, plain) if batch is a else func(plain, data)
-    return MaskedBatch._make(result, None, (False,) * (plain.dim() - 1))
+    return MaskedBatch._make(result, None, (False,) * len(ones))
 
 
 _COUNTER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
