@@ -147,8 +147,14 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
                         result = fast(func, self, args)
                     elif through:  # the dispatch's handling of a region's guard
                         result = run_passing(func, None, (self, *args), None, fast_call)
-                    else:
-                        regions.resolve_all((self, *args), None)
+                    else:  # the guards applied (``resolve_all``'s, argument by argument)
+                        regions.resolve(self)
+                        for value in args:
+                            if type(value) is holder:
+                                regions.resolve(value)
+                            elif type(value) is list or type(value) is tuple:
+                                for item in value:  # (one level in, as the dispatch looks)
+                                    regions.resolve(item)
                         result = fast(func, self, args)
                     if result is not None:
                         return result

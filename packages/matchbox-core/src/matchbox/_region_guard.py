@@ -103,10 +103,10 @@ def resolve(batch: Any) -> Any:
         # The region's values for the examples that do not run it are discarded: zeros
         # serve, and recorded as such they spare ops with a weight, which must not read
         # those rows (``_masking.mixing_mask``), a fill of their own.
-        batch.data = torch.where(view, data, _ZERO)
+        batch._data = torch.where(view, data, _ZERO)  # (the slot: no property's frame)
         mark_zero_padding(batch, view)
     else:
-        batch.data = torch.where(view, data, data.detach())
+        batch._data = torch.where(view, data, data.detach())
         batch._zero_padding = None
     if batch._not_a_view:  # a copy standing for a view (``matchbox._copies``): so is the
         remember_copy(batch._data)  # guarded one, and its views are refused in-place ops

@@ -28,7 +28,10 @@ def refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | tor
     ``dimension`` (an int: the same for every example).  On an accelerator, inside a
     ``@batch`` call, raised when the call ends (``_capture.fails``).
     """
-    refused = _masking.running_without(present)
+    mask = _masking.EXECUTION_MASK.get()
+    refused = (mask > present  # (running_without's commonest answer, without its frames)
+               if mask is not None and present.dim() == 1 and mask.shape == present.shape
+               else _masking.running_without(present))
     # (``_capture.version_of`` and ``_capture.check``, inline: every per-example read asks.)
     version = None if isinstance(index, int) or index.is_inference() else index._version
     error = functools.partial(_out_of_range, refused, index, version, n, dimension)
@@ -171,7 +174,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
         # dimension: every element read is real (an example not running may have read
         # padding, which its region discards).
         mask = None
-    if _lengths.carried_by(x) is not None and sum(dims) >= 2:
+    if sum(dims) >= 2 and _lengths.carried_by(x) is not None:
         # Lengths carried beside the mask: an example that lacks the position is empty.
         present_view = present.view([-1] + [1] * (data.dim() - 1))
         real = present_view if mask is None else mask & present_view

@@ -194,7 +194,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
     elif not kwargs and args:
-        result = _plain(func, args[0], args[1:])
+        result = _plain(func, args[0], args[1:]) if type(args[0]) is MaskedBatch else None
         if result is None and len(args) == 2:
             result = _with_counter(func, args[0], args[1])
         if result is not None:
@@ -364,6 +364,7 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 
 
 POWERS = _example_scalars.POWERS
+_INT_FLOAT = (int, float)
 _MISMATCHES = ADDITIONS | POWERS  # refuse_python_mismatches's ops
 
 
@@ -388,8 +389,9 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     if len(args) != 1:
         return None
     other = args[0]
-    if isinstance(other, (int, float)):
-        other = refuse_batch_size_number(other) if type(other) in BATCH_SIZES else other
+    if isinstance(other, _INT_FLOAT):
+        if type(other) in BATCH_SIZES:
+            other = refuse_batch_size_number(other)
         out = make(func(self._data, other), self._mask, self.dims)
         if not out.dims:
             out._scalar = self._scalar  # (``combined``: a number does not change it)
