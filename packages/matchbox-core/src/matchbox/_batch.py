@@ -84,6 +84,9 @@ class Batch:
     dims: tuple[bool, ...]
     #: Appended to the error of an op the batch type does not implement: the way out.
     _unsupported_hint: str = ""
+    #: ``MaskedBatch``'s slot (``matchbox._region_guard``); ``None`` for every other batch
+    #: type, so that a fast method reads it of any batch without a type test.
+    _deferred_guard: Any = None
 
     def __init_subclass__(cls, *, view: bool = False, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

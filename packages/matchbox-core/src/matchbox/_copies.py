@@ -23,7 +23,11 @@ _SWEPT = [64]
 def mark(batch: Any) -> Any:
     """Mark ``batch`` as a copy standing for a view; returns it."""
     batch._not_a_view = True
-    remember(batch._data)
+    data = batch._data
+    if data._base is None:
+        _remember(data)  # (remember's answer for a tensor that is no view)
+    else:
+        remember(data)
     return batch
 
 

@@ -68,14 +68,17 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
     conversions = kind.conversions
     live = _LIVE
     deferred = _region_guard.LIVE
-    run_passing = _region_guard.run_passing
+    deferred_arguments = _region_guard.deferred_arguments
+    run_deferred = _region_guard.run_deferred
     running = EXECUTION_MASK.get
     watched = WRITE_WATCH
 
     def dispatch(func: Any, types: Any, args: tuple[Any, ...] = (),
                  kwargs: dict[str, Any] | None = None) -> Any:
         if deferred[0]:  # a @batch region's gradient guard, deferred to the op needing it
-            return run_passing(func, types, args, kwargs, run)
+            found = deferred_arguments(args, kwargs)
+            if found:  # (_region_guard.run_passing, the search made here)
+                return run_deferred(func, types, args, kwargs, run, found)
         return run(func, types, args, kwargs)
 
     def run(func: Any, types: Any, args: tuple[Any, ...] = (),

@@ -160,7 +160,8 @@ def mask_and(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """
     if a is b:
         return a
-    if _lengths.carried(a) is not None or _lengths.carried(b) is not None:
+    if _lengths.LIVE[0] and (_lengths.carried(a) is not None
+                             or _lengths.carried(b) is not None):
         return a & b
     if _within(b, a) and b.dim() >= a.dim() and _covers(b, a):
         return b
@@ -224,7 +225,10 @@ def same_mask(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if _lengths.carried(a) is not _lengths.carried(b):
         return False  # the same positions, but other sizes of an example empty in part
-    return all(x == y or n == 1 for x, y, n in zip(a.stride(), b.stride(), a.shape))
+    for x, y, n in zip(a.stride(), b.stride(), a.shape):  # (a loop: no generator's frames)
+        if x != y and n != 1:
+            return False
+    return True
 
 
 def _same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -125,21 +125,47 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
     foreign = kind.foreign  # a set: conversions registered later are seen
     profiler = autograd_profiler
     deferred = _region_guard.LIVE  # a region's guard to apply first: the dispatch does
+    regions = _region_guard
+    # Whether a region's guard may pass through ``func`` (``_region_guard.passes``): if
+    # not, a deferred guard among the arguments is applied here, as the dispatch would.
+    through = func in _region_guard.PASS_THROUGH or func is _region_guard.GETITEM
 
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         if not kwargs and grad_enabled() and not profiler._is_profiler_enabled:
-            for value in args:
-                if type(value) in foreign:
-                    break
+            if deferred[0]:
+                # One pass over the arguments: a foreign one, or one deferring a guard.
+                holder = regions.MaskedBatch
+                pending = self._deferred_guard is not None  # (None: a class's, Batch's)
+                for value in args:
+                    cls = type(value)
+                    if cls in foreign:
+                        break
+                    if cls is holder and value._deferred_guard is not None:
+                        pending = True
+                else:
+                    if not pending:
+                        result = fast(func, self, args)
+                    elif through:  # the dispatch's handling of a region's guard
+                        result = run_passing(func, None, (self, *args), None, fast_call)
+                    else:  # the guards applied (``resolve_all``'s, argument by argument)
+                        regions.resolve(self)
+                        for value in args:
+                            if type(value) is holder:
+                                regions.resolve(value)
+                            elif type(value) is list or type(value) is tuple:
+                                for item in value:  # (one level in, as the dispatch looks)
+                                    regions.resolve(item)
+                        result = fast(func, self, args)
+                    if result is not None:
+                        return result
             else:
-                if deferred[0] and (getattr(self, "_deferred_guard", None) is not None or (
-                        args and _region_guard.any_deferred(None, args))):
-                    # The dispatch's handling of a region's guard, for the fast path.
-                    result = run_passing(func, None, (self, *args), None, fast_call)
+                for value in args:
+                    if type(value) in foreign:
+                        break
                 else:
                     result = fast(func, self, args)
-                if result is not None:
-                    return result
+                    if result is not None:
+                        return result
         return dispatch(func, None, (self, *args), kwargs)
 
     def fast_call(func: Any, _types: Any, call: tuple[Any, ...], _kwargs: Any) -> Any:

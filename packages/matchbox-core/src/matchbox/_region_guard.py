@@ -60,9 +60,9 @@ def bind_batch_type(cls: type) -> None:
 # only with a tensor or a batch among its indices (advanced indexing copies); a result
 # that is a view all the same is refused by :func:`carry`, and the op runs again on
 # guarded inputs.
-_PASS_THROUGH = frozenset({torch.where, torch.Tensor.where, torch.cat, torch.concat,
+PASS_THROUGH = frozenset({torch.where, torch.Tensor.where, torch.cat, torch.concat,
                            torch.stack})
-_GETITEM = torch.Tensor.__getitem__
+GETITEM = torch.Tensor.__getitem__
 
 
 def defer(value: Any, mask: torch.Tensor, rows: torch.Tensor) -> Any:
@@ -103,17 +103,20 @@ def resolve(batch: Any) -> Any:
         # The region's values for the examples that do not run it are discarded: zeros
         # serve, and recorded as such they spare ops with a weight, which must not read
         # those rows (``_masking.mixing_mask``), a fill of their own.
-        batch.data = torch.where(view, data, _ZERO)
+        batch._data = torch.where(view, data, _ZERO)  # (the slot: no property's frame)
         mark_zero_padding(batch, view)
     else:
-        batch.data = torch.where(view, data, data.detach())
+        batch._data = torch.where(view, data, data.detach())
         batch._zero_padding = None
     if batch._not_a_view:  # a copy standing for a view (``matchbox._copies``): so is the
         remember_copy(batch._data)  # guarded one, and its views are refused in-place ops
     return batch
 
 
-def _deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
+_SEQUENCES = frozenset({list, tuple})
+
+
+def deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> list[Any]:
     """The batches among the arguments (one level into lists and tuples) whose guard is
     deferred.  (Plain loops, no generator: the dispatch asks this of every op while a
     guard is live.)"""
@@ -123,7 +126,7 @@ def _deferred_arguments(args: tuple[Any, ...], kwargs: dict[str, Any] | None) ->
         if kind is MaskedBatch:
             if value._deferred_guard is not None:
                 found.append(value)
-        elif kind is list or kind is tuple:
+        elif kind in _SEQUENCES:
             for item in value:
                 if type(item) is MaskedBatch and item._deferred_guard is not None:
                     found.append(item)
@@ -142,13 +145,20 @@ def passes(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> A
     """Before ``func`` runs on batches: the guard its result carries (the deferred guard
     of its batch arguments, when ``func`` lets it through and they share one region), or
     ``None`` after applying every deferred guard among the arguments."""
-    deferred = _deferred_arguments(args, kwargs)
-    if not deferred:
-        return None
+    deferred = deferred_arguments(args, kwargs)
+    return _passing(func, args, deferred) if deferred else None
+
+
+def _passing(func: Any, args: tuple[Any, ...], deferred: list[Any]) -> Any:
+    """:func:`passes`, given the batches among the arguments that defer a guard."""
     first = deferred[0]._deferred_guard
-    if ((func in _PASS_THROUGH or (func is _GETITEM and len(args) > 1 and _advanced(args[1])))
-            and all(b._deferred_guard[0] is first[0] for b in deferred)):
-        return first
+    if func in PASS_THROUGH or (func is GETITEM and len(args) > 1 and _advanced(args[1])):
+        region = first[0]
+        for batch in deferred:
+            if batch._deferred_guard[0] is not region:
+                break
+        else:
+            return first
     for batch in deferred:
         resolve(batch)
     return None
@@ -158,6 +168,13 @@ def carry(result: Any, guard: tuple[torch.Tensor, torch.Tensor]) -> bool:
     """Record ``guard`` (what :func:`passes` answered) on the batches of ``result``, the
     op's result; ``False`` if one of them is a view, which must not be, or of another
     batch size: the op is then run again on guarded inputs."""
+    if type(result) is MaskedBatch:  # (the commonest result, without the loops below)
+        data = result._data
+        if data._is_view() or (data.requires_grad and data.size(0) != guard[1].size(0)):
+            return False
+        if data.requires_grad:
+            result._deferred_guard = guard
+        return True
     parts = result if type(result) is tuple or type(result) is list else (result,)
     for part in parts:
         if type(part) is MaskedBatch and part._data._is_view():
@@ -178,31 +195,41 @@ def run_passing(func: Any, types: Any, args: tuple[Any, ...],
     method (``matchbox._methods``) given a batch that defers one: ``stack[:, top - 1]``
     of a guarded stack, each step (a ``run`` answering ``None`` declines the call, for the
     dispatch to take)."""
-    guard = passes(func, args, kwargs)
-    if guard is not None:
-        RAW_READS[0] += 1  # the op reads its batches' data as it is
-        try:
-            result = run(func, types, args, kwargs)
-        finally:
-            RAW_READS[0] -= 1
-        if result is None or carry(result, guard):
-            return result
-        resolve_all(args, kwargs)
+    deferred = deferred_arguments(args, kwargs)
+    if deferred:
+        return run_deferred(func, types, args, kwargs, run, deferred)
+    return run(func, types, args, kwargs)
+
+
+def run_deferred(func: Any, types: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None,
+                 run: Any, deferred: list[Any]) -> Any:
+    """:func:`run_passing`, given ``deferred``: the batches among the arguments that defer
+    a guard (``deferred_arguments``, not empty), which the dispatch looks for itself."""
+    guard = deferred[0]._deferred_guard  # (_passing, inline)
+    if func in PASS_THROUGH or (func is GETITEM and len(args) > 1 and _advanced(args[1])):
+        region = guard[0]
+        for batch in deferred:
+            if batch._deferred_guard[0] is not region:
+                guard = None
+                break
+    else:
+        guard = None
+    if guard is None:
+        for batch in deferred:
+            resolve(batch)
+        return run(func, types, args, kwargs)
+    RAW_READS[0] += 1  # the op reads its batches' data as it is
+    try:
+        result = run(func, types, args, kwargs)
+    finally:
+        RAW_READS[0] -= 1
+    if result is None or carry(result, guard):
+        return result
+    resolve_all(args, kwargs)
     return run(func, types, args, kwargs)
 
 
 def resolve_all(args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
     """Apply the deferred guards among an op's arguments."""
-    for batch in _deferred_arguments(args, kwargs):
+    for batch in deferred_arguments(args, kwargs):
         resolve(batch)
-
-
-def any_deferred(first: Any, args: tuple[Any, ...]) -> bool:
-    """Whether a method call's batch (``first``) or an argument defers a guard (a fast
-    method then leaves the call to the dispatch, which applies it)."""
-    if type(first) is MaskedBatch and first._deferred_guard is not None:
-        return True
-    for value in args:
-        if type(value) is MaskedBatch and value._deferred_guard is not None:
-            return True
-    return False

@@ -28,10 +28,15 @@ def refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | tor
     ``dimension`` (an int: the same for every example).  On an accelerator, inside a
     ``@batch`` call, raised when the call ends (``_capture.fails``).
     """
-    refused = _masking.running_without(present)
-    version = None if isinstance(index, int) else _capture.version_of(index)
-    _capture.check(refused, functools.partial(_out_of_range, refused, index, version, n,
-                                              dimension))
+    mask = _masking.EXECUTION_MASK.get()
+    refused = (mask > present  # (running_without's commonest answer, without its frames)
+               if mask is not None and present.dim() == 1 and mask.shape == present.shape
+               else _masking.running_without(present))
+    # (``_capture.version_of`` and ``_capture.check``, inline: every per-example read asks.)
+    version = None if isinstance(index, int) or index.is_inference() else index._version
+    error = functools.partial(_out_of_range, refused, index, version, n, dimension)
+    if _capture.fails(refused, error):
+        raise _capture.with_failed_flags(error(), refused)
 
 
 def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, version: int | None,
@@ -138,7 +143,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
             f"Tensor.__getitem__: the index holds {i.size(0)} examples but the batch "
             f"has {batch}"
         )
-    dims = x.dims[: d - 1] + x.dims[d:]
+    dims = x.dims[1:] if d == 1 else x.dims[: d - 1] + x.dims[d:]
     size = x_data.size(d)
     i = i.long()
     if x.dims[d - 1] and x._mask is not None:
@@ -159,7 +164,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
     if size == 0:  # every example misses (a deferred check's, or one not running)
         return nowhere(x, d, present, dims)
     rows = _example_rows(at)
-    selected = (rows,) + (slice(None),) * (d - 1) + (at,)
+    selected = (rows, at) if d == 1 else (rows,) + (slice(None),) * (d - 1) + (at,)
     data = x_data[selected]
     mask = x._mask
     if mask is not None and not (x.dims[d - 1] and not any(dims)):
@@ -169,7 +174,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
         # dimension: every element read is real (an example not running may have read
         # padding, which its region discards).
         mask = None
-    if _lengths.carried_by(x) is not None and sum(dims) >= 2:
+    if sum(dims) >= 2 and _lengths.carried_by(x) is not None:
         # Lengths carried beside the mask: an example that lacks the position is empty.
         present_view = present.view([-1] + [1] * (data.dim() - 1))
         real = present_view if mask is None else mask & present_view
@@ -199,8 +204,9 @@ def fast_getitem(func: Any, x: Any, args: tuple[Any, ...]) -> MaskedBatch | None
         return None
     first, i = index
     if (type(first) is not slice or first.start is not None or first.stop is not None
-            or first.step is not None or not is_per_example_int(i) or i._scalar is not SCALAR
-            or not x.dims or i._deferred_guard is not None):
+            or first.step is not None or not isinstance(i, MaskedBatch)
+            or i.dims or i._data.dtype not in _INTEGER_DTYPES  # (is_per_example_int)
+            or i._scalar is not SCALAR or not x.dims or i._deferred_guard is not None):
         return None
     result = select_per_example(x, 1, i)
     _copies.mark(result)  # advanced indexing copies, as the loop's int does not

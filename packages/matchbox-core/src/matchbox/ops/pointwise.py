@@ -26,13 +26,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from matchbox import _copies, _lengths, _masking, _registry
+from matchbox import _copies, _example_scalars, _lengths, _masking, _registry
 from matchbox._example_scalars import ADDITIONS, combined, refuse_a_sum_of_booleans
 from matchbox._example_scalars import refuse_python_mismatches as _refuse_mismatches
 from matchbox._layout import zero_padding_mask
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 from matchbox.ops.integer_division import DIVIDING, read_zeros_as_ones
+from matchbox.ops.pointwise_counters import with_counter as _with_counter
 from matchbox.ops.scalar_arguments import per_example_fill, refuse_number_batches
 
 # Python operators and the ATen op each one is.
@@ -193,7 +194,7 @@ def pointwise(func: Any, *args: Any, **kwargs: Any) -> Any:
         args = tuple(MaskedBatch._make(_masking.fill_padding(a, fill), a._mask, a.dims)
                      if isinstance(a, MaskedBatch) else a for a in args)
     elif not kwargs and args:
-        result = _plain(func, args[0], args[1:])
+        result = _plain(func, args[0], args[1:]) if type(args[0]) is MaskedBatch else None
         if result is None and len(args) == 2:
             result = _with_counter(func, args[0], args[1])
         if result is not None:
@@ -362,77 +363,70 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     return _kind_of(target, flat)
 
 
+POWERS = _example_scalars.POWERS
+_INT_FLOAT = (int, float)
+_MISMATCHES = ADDITIONS | POWERS  # refuse_python_mismatches's ops
+
+
 def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
-    """:func:`_plain_call`, with what a result of one value per example stands for."""
-    result = _plain_call(func, self, args)
-    if result is not None and not result.dims:
-        result._scalar = combined((self, *args))
-        _refuse_mismatches(result, func, (self, *args))
-    return result
-
-
-def _plain_call(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     """The commonest calls, inlined: ``x.tanh()``, ``x * 2``, ``x + y`` (one layout and
-    mask), ``x * w`` (a weight).  Any other call gives ``None``: the general rule then
-    runs, or, for a method, the dispatch (arguments of another batch type,
-    ``masked + packed``, join there)."""
-    if type(self) is MaskedBatch:
-        make = MaskedBatch._make
-        if not args:
-            out = make(func(self._data), self._mask, self.dims)
-            if self._zero_padding is not None and keeps_zeros(func)[0]:
-                zeros_outside = zero_padding_mask(self)
-                if zeros_outside is not None:  # f(0) == 0: zeros where the input's are
-                    mark_zero_padding(out, zeros_outside)
-            return out
-        if len(args) == 1:
-            other = args[0]
-            if isinstance(other, (int, float)):
-                other = refuse_batch_size_number(other) if type(other) in BATCH_SIZES else other
-                return make(func(self._data, other), self._mask, self.dims)
-            if (type(other) is MaskedBatch and other.dims == self.dims
-                    and other._data.shape == self._data.shape):
-                if other._mask is self._mask:
-                    # Same layout and mask: elementwise, so the result has both.
-                    out = make(func(self._data, other._data), self._mask, self.dims)
-                    if self._zero_padding is not None and other._zero_padding is not None \
-                            and keeps_zeros(func)[1]:
-                        zeros_outside = zero_padding_mask(self)
-                        if zeros_outside is not None and \
-                                zero_padding_mask(other) is zeros_outside:
-                            mark_zero_padding(out, zeros_outside)  # 0 + 0, 0 - 0, 0 * 0
-                    return out
-                return _run_same_layout(func, (self, other))
-            if isinstance(other, torch.Tensor):  # a weight, a bias
-                if (self._mask is None and _masking.EXECUTION_MASK.get() is None
-                        and _fits_each_example(other, self._data)):
-                    # Nothing to guard: no padding, and every example runs.
-                    return make(func(self._data, other), None, self.dims)
-                pair = (self, other)
-                if _same_layout(pair):
-                    return _run_same_layout(func, pair)
-    return None
-
-
-def _with_counter(func: Any, a: Any, b: Any) -> MaskedBatch | None:
-    """``slots == top``: a plain integer (or bool) tensor of examples' shape ``(1, ...)``
-    and a batch of per-example ints without padding (a ``@batch`` counter), in either
-    order, as the general rule would align them (the batch's ints viewed ``(batch, 1,
-    ...)``), without aligning: the one-hot idiom of a stack pointer, run every step.
-    ``None`` for any other pair."""
-    batch, plain = (a, b) if type(a) is MaskedBatch else (b, a)
-    if (type(batch) is not MaskedBatch or type(plain) is not torch.Tensor or batch.dims
-            or batch._mask is not None or batch._deferred_guard is not None
-            or plain.dim() < 2 or plain.size(0) != 1
-            or plain.dtype not in _COUNTER_DTYPES or batch._data.dtype not in _COUNTER_DTYPES):
+    mask), ``x * w`` (a weight); a result of one value per example records what it stands
+    for (``combined``).  Any other call gives ``None``: the general rule then runs, or,
+    for a method, the dispatch (arguments of another batch type, ``masked + packed``, join
+    there)."""
+    if type(self) is not MaskedBatch:
         return None
-    data = batch._data.view(-1, *[1] * (plain.dim() - 1))
-    result = func(data, plain) if batch is a else func(plain, data)
-    return MaskedBatch._make(result, None, (False,) * (plain.dim() - 1))
-
-
-_COUNTER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
-                             torch.bool})
+    make = MaskedBatch._make
+    if not args:
+        out = make(func(self._data), self._mask, self.dims)
+        if self._zero_padding is not None and keeps_zeros(func)[0]:
+            zeros_outside = zero_padding_mask(self)
+            if zeros_outside is not None:  # f(0) == 0: zeros where the input's are
+                mark_zero_padding(out, zeros_outside)
+        if not out.dims:
+            out._scalar = self._scalar  # (``combined`` of the batch alone)
+        return out
+    if len(args) != 1:
+        return None
+    other = args[0]
+    if isinstance(other, _INT_FLOAT):
+        if type(other) in BATCH_SIZES:
+            other = refuse_batch_size_number(other)
+        out = make(func(self._data, other), self._mask, self.dims)
+        if not out.dims:
+            out._scalar = self._scalar  # (``combined``: a number does not change it)
+            if func in _MISMATCHES and (func in POWERS or out._data.dtype == torch.bool):
+                _refuse_mismatches(out, func, (self, other))  # (only those can refuse)
+        return out
+    if (type(other) is MaskedBatch and other.dims == self.dims
+            and other._data.shape == self._data.shape):
+        if other._mask is self._mask:
+            # Same layout and mask: elementwise, so the result has both.
+            out = make(func(self._data, other._data), self._mask, self.dims)
+            if self._zero_padding is not None and other._zero_padding is not None \
+                    and keeps_zeros(func)[1]:
+                zeros_outside = zero_padding_mask(self)
+                if zeros_outside is not None and \
+                        zero_padding_mask(other) is zeros_outside:
+                    mark_zero_padding(out, zeros_outside)  # 0 + 0, 0 - 0, 0 * 0
+        else:
+            out = _run_same_layout(func, (self, other))
+    elif isinstance(other, torch.Tensor):  # a weight, a bias
+        if (self._mask is None and _masking.EXECUTION_MASK.get() is None
+                and _fits_each_example(other, self._data)):
+            # Nothing to guard: no padding, and every example runs.
+            out = make(func(self._data, other), None, self.dims)
+        elif _same_layout((self, other)):
+            out = _run_same_layout(func, (self, other))
+        else:
+            return None
+    else:
+        return None
+    if out is not None and not out.dims:
+        out._scalar = combined((self, other))
+        if func in _MISMATCHES:
+            _refuse_mismatches(out, func, (self, other))
+    return out
 
 
 def _fast(func: Any) -> Any:
@@ -463,6 +457,27 @@ def where(func: Any, *args: Any, **kwargs: Any) -> Any:
     if running is None or kwargs or len(args) != 3:
         return pointwise(func, *args, **kwargs)
     condition, input, other = args
+    if (type(condition) is MaskedBatch and type(input) is MaskedBatch
+            and type(other) is MaskedBatch and other._mask is None
+            and condition._mask is None and input._mask is None):
+        # No padding and static dimensions (a one-hot write into a stack): the data
+        # broadcast as each example's would, and nothing needs a guard (the general rule,
+        # whose checks this skips, would find so: ``_static_broadcast``, ``guard_wider``).
+        data, values, others, dims = condition._data, input._data, other._data, other.dims
+        rank = data.dim()
+        if (data.dtype == torch.bool and dims and not any(dims)
+                and input.dims == dims == condition.dims and rank == values.dim() == others.dim()
+                and data.size(0) == values.size(0) == others.size(0) == running.size(0)):
+            try:
+                out = torch.where(data & _masking.mask_view(running, rank), values, others)
+            except RuntimeError:  # shapes that do not broadcast: the general rule's error
+                out = None
+            if out is not None:
+                result = MaskedBatch._make(out, None, dims)
+                if out.shape == others.shape:
+                    _masking.record_equal_outside(result, running, others, others._version,
+                                                  None)
+                return result
     if (type(condition) is not MaskedBatch or type(other) is not MaskedBatch
             or condition._data.dtype != torch.bool
             or not condition._data.size(0) == other._data.size(0) == running.size(0)
@@ -471,24 +486,6 @@ def where(func: Any, *args: Any, **kwargs: Any) -> Any:
         # (Masks of their own: the result's is not ``other``'s, and its merge selects.)
         return pointwise(func, *args)
     data = condition._data
-    if (type(input) is MaskedBatch and other._mask is None and other.dims
-            and not any(other.dims) and input.dims == other.dims == condition.dims
-            and data.dim() == input._data.dim() == other._data.dim()
-            and input._data.size(0) == running.size(0)):
-        # No padding and static dimensions (a one-hot write into a stack): the data
-        # broadcast as each example's would, and nothing needs a guard (the general rule,
-        # whose checks this skips, would find so: ``_static_broadcast``, ``guard_wider``).
-        folded = data & _masking.mask_view(running, data.dim())
-        try:
-            out = torch.where(folded, input._data, other._data)
-        except RuntimeError:  # shapes that do not broadcast: the general rule's error
-            out = None
-        if out is not None:
-            result = MaskedBatch._make(out, None, other.dims)
-            if out.shape == other._data.shape:
-                _masking.record_equal_outside(result, running, other._data,
-                                              other._data._version, None)
-            return result
     folded = MaskedBatch._make(data & _masking.mask_view(running, data.dim()),
                                condition._mask, condition.dims)
     folded._scalar = condition._scalar

@@ -239,17 +239,14 @@ def _cat_unpadded(tensors: Any, dim: Any) -> MaskedBatch | None:
     first = tensors[0]
     if type(first) is not MaskedBatch or type(dim) is not int or any(first.dims):
         return None
-    dims, shape = first.dims, first._data.shape
-    rank, batch = len(shape), shape[0]
+    dims = first.dims
+    rank = len(dims) + 1
     data = []
     for t in tensors:
         if (type(t) is not MaskedBatch or t._mask is not None or t.dims != dims
                 or t._present is not None):
             return None
-        x = t.data
-        if x.dim() != rank or x.size(0) != batch:
-            return None
-        data.append(x)
+        data.append(t.data)  # (another batch size or rank: torch's cat raises, below)
     d = dim + rank if dim < 0 else dim
     if not 0 < d < rank:
         return None

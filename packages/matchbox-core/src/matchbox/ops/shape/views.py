@@ -187,6 +187,14 @@ def split(func, input, split_size_or_sections, dim=0):
                      fast_path=_registry.DIRECT)
 @_lengths.aware  # (first: a fast path skips the dispatch's check)
 def chunk(func, input, chunks, dim=0):
+    if type(chunks) is int and type(dim) is int:
+        # The commonest call (an int count along a static dimension, ``h, c = x.chunk(2,
+        # -1)``), as the general rule below makes it, without its checks' calls.
+        rank = input._data.dim()
+        d = dim + rank if dim < 0 else dim
+        if 0 < d < rank and not input.dims[d - 1]:
+            mask, dims, make = input._mask, input.dims, MaskedBatch._make
+            return tuple([make(part, mask, dims) for part in input.data.chunk(chunks, d)])
     chunks = _registry.int_argument(_registry.op_name(func), "number of chunks", chunks)
     return _pieces(func, input, dim, lambda data, d: data.chunk(chunks, d))
 
