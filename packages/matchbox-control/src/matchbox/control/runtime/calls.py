@@ -74,7 +74,11 @@ from matchbox.control.runtime.effects import (
     delete_item,
     set_item,
 )
-from matchbox.control.runtime.helper_results import PYTHON_CALLABLES, refuse_absent_examples
+from matchbox.control.runtime.helper_results import (
+    PYTHON_CALLABLES,
+    refuse_absent_examples,
+    unrewritten,
+)
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
 from matchbox.extending import fails
@@ -123,10 +127,39 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_lists_to_unconverted(fn, args, kwargs)
         if args and isinstance(args[0], dict) and fn in _KEY_READERS:
             refuse_partial_keys(args[0], f"{fn.__name__}()")
+    helper = type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module)
+    if helper and current_mask() is not None:
+        _refuse_unseen_iterators(fn)  # self.it, a global or closed-over iterator it reads
     result = fn(*args, **kwargs)
-    if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
+    if helper:
         refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
     return result
+
+
+def _refuse_unseen_iterators(fn: Any) -> None:
+    """Refuse ``fn`` (a helper, called under a per-example condition) where it is not code
+    ``@batch`` rewrote and reaches a shared iterator it is not given
+    (``iterables.refuse_unseen_reads``)."""
+    if type(fn) is types.MethodType:
+        owner, function = fn.__self__, fn.__func__
+    elif type(fn) is types.FunctionType:
+        owner, function = None, fn
+    else:  # an nn.Module
+        owner, function = fn, getattr(type(fn), "forward", None)
+    code = getattr(function, "__code__", None)
+    if type(code) is not types.CodeType:
+        return
+    names = _UNSEEN.get(code)
+    if names is None:
+        names = _UNSEEN[code] = (iterables.names_to_check(function) if unrewritten(function)
+                                 and inspect.isfunction(function) else False)
+    if names is not False and (names or function.__closure__):
+        iterables.refuse_unseen_reads(fn, owner, function, names)
+
+
+# code object -> the names a helper's code reads, or False for code not checked (code
+# @batch rewrote, torch's and Matchbox's).
+_UNSEEN: dict[types.CodeType, tuple[str, ...] | bool] = {}
 
 
 def _reads_per_example(fn: Any) -> bool:

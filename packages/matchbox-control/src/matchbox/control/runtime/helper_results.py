@@ -56,13 +56,13 @@ def refuse_absent_examples(fn: Any, result: Any) -> None:
             return
     elif not isinstance(result, (tuple, list)) or not result:
         return
-    if not _unrewritten(fn):
+    if not unrewritten(fn):
         return
     for where, batch in _batches(result, ""):
         _refuse(fn, where, batch)
 
 
-def _unrewritten(fn: Any) -> bool:
+def unrewritten(fn: Any) -> bool:
     """Whether ``fn`` runs the user's own code that ``@batch`` did not rewrite."""
     function = getattr(type(fn), "forward", None) if isinstance(fn, torch.nn.Module) else fn
     function = getattr(function, "__func__", function)

@@ -156,6 +156,79 @@ _ADVICE = ("Read it where every example runs (items = list(it) before the condit
            "then use the list")
 
 
+def refuse_unseen_reads(fn: Any, owner: Any, function: types.FunctionType,
+                        names: tuple[str, ...]) -> None:
+    """Refuse a call, under a per-example condition, of ``function`` (a helper ``@batch``
+    did not rewrite; ``owner``: what it is bound to, or ``None``; ``names``: the global
+    and attribute names its code reads, :func:`code_names`) where it reaches a shared
+    iterator without being given it: one it closes over, a global it names, or an
+    attribute of ``owner`` it names (``self.it``).  Its reads would advance the iterator
+    for the examples that do not run the call too, where no argument shows it to the
+    rewriting.  (What it calls in turn is not looked into.)"""
+    found = None
+    for cell in function.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a variable not yet assigned
+            continue
+        if _ITERATOR_TYPES[type(value)]:
+            found = ("closes over", value)
+    if found is None:
+        scope = function.__globals__
+        attributes = getattr(owner, "__dict__", None) if owner is not None else None
+        for name in names:
+            value = scope.get(name)
+            if value is not None and _ITERATOR_TYPES[type(value)]:
+                found = (f"reads the global {name}, which is", value)
+                break
+            value = attributes.get(name) if attributes is not None else None
+            if value is not None and _ITERATOR_TYPES[type(value)]:
+                found = (f"reads self.{name}, which is", value)
+                break
+    if found is None:
+        return
+    how, iterator = found
+    name = getattr(function, "__qualname__", None) or type(fn).__name__
+    raise NotImplementedError(
+        f"@batch: {name}() {how} a shared {type(iterator).__name__}, and it is called under "
+        f"a per-example condition ({user_line()}), but @batch did not rewrite {name}: the "
+        "iterator is one object shared by every example, so what it reads of it would "
+        "advance it for the examples that do not run this code too. Decorate "
+        f"{name} with @matchbox.batch and pass it the iterator, or {_ADVICE[0].lower()}"
+        f"{_ADVICE[1:]}")
+
+
+class _IteratorTypes(dict):  # type -> whether its objects are iterators, on first use
+    def __missing__(self, kind: type) -> bool:
+        verdict = self[kind] = issubclass(kind, Iterator)
+        return verdict
+
+
+_ITERATOR_TYPES: dict[type, bool] = _IteratorTypes()
+
+
+def names_to_check(function: types.FunctionType) -> tuple[str, ...]:
+    """The names of :func:`code_names` of ``function``'s code that may hold an iterator:
+    not those of a module, a function or a class in its globals (``torch``, ``F``, a
+    helper), which are definitions, not state."""
+    scope = function.__globals__
+    return tuple(n for n in code_names(function.__code__)
+                 if not isinstance(scope.get(n), _DEFINITIONS))
+
+
+_DEFINITIONS = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+
+
+@functools.cache
+def code_names(code: types.CodeType) -> tuple[str, ...]:
+    """The global and attribute names ``code`` (and code nested in it) reads."""
+    names = dict.fromkeys(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names.update(dict.fromkeys(code_names(const)))
+    return tuple(names)
+
+
 def stepped(iterable: Any) -> bool:
     """Whether ``iterable`` may hold items only some examples have: a list or tuple one
     of whose items (or a tuple item's parts) is a batch not real for every example or
