@@ -232,3 +232,61 @@ def test_get_of_a_key_every_running_example_has_equals_the_loop(dtype):
     torch.manual_seed(1)
     assert_batch_equals_loop(gets_a_key_every_running_example_added,
                              sequences((2, 4, 0, 1, 3), dtype=dtype))
+
+
+# The outermost call's return value: outside @batch the dict is a plain one, whose keys
+# code reads for every example (its records end with the call).
+
+@matchbox.batch
+def returns_a_key_only_some_examples_added(x, how):
+    out = {"y": x.sum(1)}
+    if x.sum() > 0:
+        out["aux"] = x.sum(1) * 2
+    if how == "dict":
+        return out
+    if how == "tuple":
+        return x.sum(1), [out]
+    return {"outputs": out}
+
+
+def _has_aux(x):  # the loop's answer to "aux" in f(x), per example
+    return bool(x.sum() > 0)
+
+
+@pytest.mark.parametrize("how", ["dict", "tuple", "nested"])
+def test_returning_a_dict_with_a_key_only_some_examples_added_is_refused(how):
+    # The loop's dicts differ in their keys ("aux" in out is each example's own); the one
+    # dict the call returned had "aux" for every example, silently.
+    torch.manual_seed(0)
+    xs, xb = sequences((2, 4, 0, 1, 3))
+    while len({_has_aux(x) for x in xs}) < 2:  # both sides of the condition taken
+        xs, xb = sequences((2, 4, 0, 1, 3))
+    loop = [returns_a_key_only_some_examples_added(x, how) for x in xs]
+    found = [out if how == "dict" else out[1][0] if how == "tuple" else out["outputs"]
+             for out in loop]
+    assert ["aux" in out for out in found] == [_has_aux(x) for x in xs]
+    with pytest.raises(NotImplementedError, match=(
+            r"@batch: a return from the outermost @batch call \(.*test_control_dict_keys\.py, "
+            r"line \d+\) of a dict whose keys 'aux' \(.*test_control_dict_keys\.py, line \d+\) "
+            r"only some examples added \(under a per-example condition\): .* \(code outside "
+            r"@batch reads it as one plain dict for every example, with the keys of all of "
+            r"them\)\. Give each key a value first where every example runs")):
+        returns_a_key_only_some_examples_added(xb, how)
+
+
+@matchbox.batch
+def completes_a_helpers_dict(x):
+    d = returns_a_key_only_some_examples_added(x, "dict")  # nested: not refused there
+    d["aux"] = x.sum(1) * 3  # every example has it now
+    return d
+
+
+@pytest.mark.parametrize("lengths", [(2, 4, 0, 1, 3), (1,)])
+def test_a_returned_dict_every_example_completed_equals_the_loop(lengths, dtype):
+    torch.manual_seed(5)
+    xs, xb = sequences(lengths, dtype=dtype)
+    out = completes_a_helpers_dict(xb)
+    assert sorted(out) == ["aux", "y"]
+    for key in out:
+        assert_batch_equals_loop(lambda x, key=key: completes_a_helpers_dict(x)[key],
+                                 (xs, xb))

@@ -307,7 +307,9 @@ class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like 
     def __init__(self, name: str | None = None) -> None:
         self._name = name
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> bool:
+        """Whether this is the outermost ``@batch`` call (a nested one leaves its checks
+        and its ``call_state`` to the outermost)."""
         if _DEFERRED.get() is None:
             # Earlier calls' checks, read where the device is done with them (not while
             # capturing: a graph's capture is no place for an eager call's error).
@@ -315,8 +317,9 @@ class deferred_checks:  # noqa: N801 (used as ``with deferred_checks():``, like 
                 _async_checks.surface()
             self._token = _DEFERRED.set([])
             _LAST_FAILED.set(None)  # a failed check of an earlier call is no answer here
-        else:
-            self._token = None
+            return True
+        self._token = None
+        return False
 
     def __exit__(self, kind: Any, raised: Any, traceback: Any) -> None:
         if self._token is None:

@@ -293,7 +293,9 @@ class BatchSize(int):
       ``abs``, ``~``, bitwise ops, ``round``, ``math.floor``/``ceil``/``trunc``),
       ``float()`` (so ``math.sqrt`` and the other functions of floats), ``<``, ``<=``,
       ``>``, ``>=`` (so ``max``/``min``), and a scalar argument of an op on batches
-      (``loss / n``, ``torch.full_like(x, n)``: :func:`refuse_batch_size_number`);
+      (``loss / n``, ``torch.full_like(x, n)``: :func:`refuse_batch_size_number`),
+      numpy's ufuncs (``np.log(n)``) and the ``int``'s number methods (``bit_length``,
+      ``as_integer_ratio``, ``real``, ``numerator``, ...);
     - ``==`` holds with 1 and with the batch size (``!=``: neither): a tensor built
       with it as a size (``torch.zeros(x.size(0), H)``: a plain ``(batch size, H)``
       state in the batch's order) has ``size(0) == x.size(0)`` as in the loop, and
@@ -308,8 +310,10 @@ class BatchSize(int):
     Python reads an ``int``'s value directly, not through these methods, in some places,
     which stay silent (the batch size): a Python float on the left (``1.0 / x.size(0)``,
     ``2.5 * x.size(0)``), ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/
-    ``gcd``, ``%d`` and ``format`` specs, ``torch.tensor(x.size(0))``, and a torch op
-    on plain tensors only (``w * x.size(0)``, ``torch.full((1, H), x.size(0))``).
+    ``gcd``, ``%d``, ``np.array(n)``, ``torch.tensor(x.size(0))``, and a torch op on
+    plain tensors only (``w * x.size(0)``, ``torch.full((1, H), x.size(0))``: torch reads
+    an ``int`` subclass without asking it; a ``__torch_function__`` here would see them,
+    but torch's parser then refuses one given first of several sizes, ``torch.ones(n, H)``).
     """
 
     __slots__ = ()
@@ -362,6 +366,31 @@ del _cls, _name
 # x.size(0) of a batch, and x.maxsize(d) of a dynamic dimension, refused as a scalar
 # argument of an op on batches (refuse_batch_size_number(value) says which).
 BATCH_SIZES = (BatchSize, SymBatchSize, PaddedSize, SymPaddedSize)
+
+
+def _refuse_array_ufunc(self: Any, ufunc: Any, method: str, *inputs: Any,
+                        **kwargs: Any) -> Any:
+    """numpy's ufuncs (``np.log(n)``, ``np.float64(1) / n``): refused as a number."""
+    refuse_batch_size_number(self)
+
+
+def _refused_property(self: Any) -> Any:
+    refuse_batch_size_number(self)
+
+
+# numpy's ufuncs of a size are refused as a number.  (Torch's ops on plain tensors and
+# torch.tensor(n) read the int's value itself, silently: a __torch_function__ here would
+# take the ops' number arguments, but torch's parser then refuses a size with one given
+# first of several, torch.ones(x.size(0), H).)
+for _cls in (BatchSize, PaddedSize):
+    _cls.__array_ufunc__ = _refuse_array_ufunc  # type: ignore[attr-defined]
+    # The int's own methods of a number (its value, not its size).
+    for _name in ("bit_length", "bit_count", "to_bytes", "as_integer_ratio", "conjugate",
+                  "is_integer"):
+        setattr(_cls, _name, refuse_batch_size_number)
+    for _name in ("real", "numerator"):
+        setattr(_cls, _name, property(_refused_property))
+del _cls, _name
 
 
 def batch_size_of(size: Any) -> Any:

@@ -55,6 +55,7 @@ the common tensor indexing costs nothing.  It runs after ``comprehensions``
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import gast
@@ -108,8 +109,15 @@ def _routed(node: Any) -> bool:
         # or dict's goes to pass 8), which ``runtime.calls`` refuses under a condition.
         # ``d.keys()``, ``d.items()``: a dict's keys, refused where only some examples
         # added one (``runtime.dict_keys``).
-        return isinstance(func, gast.Attribute) and (func.attr in _SET_AND_DEQUE_WRITES
-                                                     or func.attr in _KEY_READS)
+        # ``take()``, ``self.take()``: a helper of the user's, which ``runtime.calls``
+        # refuses under a condition where it reads a shared iterator it is not given
+        # (``self.it``, a global, one it closes over). (Not a builtin's name: ``super()``
+        # and ``locals()`` read their caller's frame.)
+        if isinstance(func, gast.Name):
+            return not hasattr(builtins, func.id) and not func.id.startswith("mb__")
+        return isinstance(func, gast.Attribute) and (
+            func.attr in _SET_AND_DEQUE_WRITES or func.attr in _KEY_READS
+            or (isinstance(func.value, gast.Name) and func.value.id == "self"))
     if _runtime_call(node) is not None or _changes_in_place(node):
         return False
     if _iterator_reader(func) and node.args and _made_here(node.args[0]):

@@ -35,10 +35,20 @@ def add_prologue(function: Any) -> None:
     # on an accelerator (matchbox.extending.deferred_checks), instead of once per op.
     # The function's name is for the note of an error raised by a later call
     # (matchbox.set_async_checks).
-    scope = templates.replace("with mb__.deferred_checks(name):\n    mb__body", origin=function,
-                              name=templates.constant(function.name),
-                              mb__body=body or [gast.Pass()])
+    # The outermost call's return value leaves @batch: a dict in it whose keys only some
+    # examples added is refused there (runtime.dict_keys), while the call's records last.
+    for node in names.walk_body(function):
+        if isinstance(node, gast.Return) and node.value is not None:
+            node.value = templates.replace_expr("mb__.leaving(value, outermost)", origin=node,
+                                                value=node.value, outermost=OUTERMOST)
+    scope = templates.replace("with mb__.deferred_checks(name) as outermost:\n    mb__body",
+                              origin=function, name=templates.constant(function.name),
+                              outermost=OUTERMOST, mb__body=body or [gast.Pass()])
     function.body = head + prologue + scope
+
+
+# Whether the call is the outermost @batch call (what deferred_checks' `with` gives).
+OUTERMOST = "mb__outermost"
 
 
 def nested_functions(function: Any) -> list[Any]:

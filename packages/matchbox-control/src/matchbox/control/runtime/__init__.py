@@ -32,6 +32,7 @@ import sys
 import torch
 
 import matchbox
+from matchbox.control.runtime import dict_keys
 from matchbox.control.runtime.calls import call
 from matchbox.control.runtime.comprehensions import (
     comp_for,
@@ -154,6 +155,15 @@ def _raised_by_matchbox(error):
 _MATCHBOX_SOURCES = tuple(os.path.join(path, "") for path in matchbox.__path__)
 
 
+def leaving(value, outermost):
+    """``value``, returned by a ``@batch`` function: where the call is the outermost, a
+    dict in it whose keys only some examples added is refused (``dict_keys``): the code
+    outside ``@batch`` reads it as a plain dict."""
+    if outermost:
+        dict_keys.refuse_returned(value)
+    return value
+
+
 def return_value(value, returned=True):
     """The value of the function's one ``return``: ``None`` if no ``return`` ran.
 
@@ -182,8 +192,8 @@ __all__ = [
     "BatchTypeTestWarning", "Undefined", "and_", "assert_", "aug_assign", "aug_attr", "aug_item",
     "branch", "call", "call_method", "call_steps", "compare", "compare_type", "comp_for", "comp_if",
     "current_mask", "deferred_checks", "delete_item", "dict_comp", "entry_mask", "for_steps", "gen_exp", "get_item", "guard",
-    "held", "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "list_comp",
-    "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
+    "held", "if_exp", "item", "iter_enumerate", "iter_range", "iter_reversed", "iter_zip", "leaving",
+    "list_comp", "loop_mask", "loop_start", "masked", "merge", "merge_written", "narrow", "not_", "only_active", "or_",
     "raising", "refuse_caught", "return_value", "scan_capturing", "scan_for", "scan_loop_mask", "scan_while",
     "scan_while_capturing", "select", "set_attr", "set_comp", "set_item", "shared_iterable",
     "text",

@@ -54,7 +54,6 @@ from typing import Any
 
 import torch
 
-from matchbox.control import naming
 from matchbox.control.runtime import (
     comprehensions,
     folds,
@@ -76,8 +75,9 @@ from matchbox.control.runtime.effects import (
 )
 from matchbox.control.runtime.helper_results import (
     PYTHON_CALLABLES,
+    needs_no_checks,
     refuse_absent_examples,
-    unrewritten,
+    rewritten,
 )
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
@@ -107,12 +107,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     key = (fn.__func__ if kind is types.MethodType and type(fn.__self__) not in SHARED_TYPES
            else getattr(kind, "forward", None) if isinstance(fn, torch.nn.Module) else None)
     if key is not None:  # a method or a module: called as it is where nothing is to check
-        plain = _PLAIN.get(key)
-        if plain is None:
-            plain = _PLAIN[key] = _plain(fn)
-            if len(_PLAIN) > _PLAIN_KEPT:  # (functions made per call: no unbounded growth)
-                _PLAIN.clear()
-        if plain and (current_mask() is None or not _some_held_or_container(args, kwargs)):
+        if needs_no_checks(fn, key) and (current_mask() is None or not _some_held_or_container(args, kwargs)):
             return fn(*args, **kwargs)
     if current_mask() is not None and (iterables.Held in map(type, args) or (
             kwargs and iterables.Held in map(type, kwargs.values()))):
@@ -138,31 +133,13 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
         _refuse_lists_to_unconverted(fn, args, kwargs)
         if args and isinstance(args[0], dict) and fn in _KEY_READERS:
             refuse_partial_keys(args[0], f"{fn.__name__}()")
+    helper = type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module)
+    if helper and current_mask() is not None:
+        iterables.refuse_unseen_iterators(fn)  # self.it, a global or closed-over iterator it reads
     result = fn(*args, **kwargs)
-    if type(fn) in PYTHON_CALLABLES or isinstance(fn, torch.nn.Module):
+    if helper:
         refuse_absent_examples(fn, result)  # a helper's loop run past an example's end
     return result
-
-
-# A method's function or a module class's forward -> whether a call of it needs none of
-# ``call``'s checks (``_plain``).
-_PLAIN: dict[Any, bool] = {}
-_PLAIN_KEPT = 4096
-
-
-def _plain(fn: Any) -> bool:
-    """Whether ``fn``, a method (not of a list or dict) or a module, runs torch's or
-    Matchbox's own code or code ``@batch`` rewrote, so that ``call`` has nothing to
-    refuse or hand over in a call of it given no list, dict or held iterator: no lowered
-    builtin, no container method, no ``math`` function, no list an unrewritten function
-    could get wrong, no return value to check (``helper_results``)."""
-    if isinstance(fn, torch.nn.Module):
-        return not unrewritten(fn)
-    function = fn.__func__  # (the lowered builtins and container methods are no methods)
-    module = (getattr(function, "__module__", None) or "").partition(".")[0]
-    return inspect.isfunction(function) and (
-        module in ("torch", "matchbox") or getattr(function, "__matchbox_batch__", False)
-        or rewritten(function))
 
 
 def _some_held_or_container(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -171,6 +148,8 @@ def _some_held_or_container(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bo
         if type(value) in _HELD_OR_REFUSED:
             return True
     return bool(kwargs) and any(type(v) in _HELD_OR_REFUSED for v in kwargs.values())
+
+
 
 
 def _reads_per_example(fn: Any) -> bool:
@@ -316,12 +295,6 @@ def may_write_a_container(code: types.CodeType) -> bool:
 _WRITE_NAMES = CONTAINER_WRITES | {
     "__setitem__", "__iadd__", "__ior__", "setitem", "iadd", "ior",
     "call_method", "set_item", "aug_item", "aug_assign", "delete_item"}
-
-
-def rewritten(function: types.FunctionType) -> bool:
-    """Whether ``function`` is code the rewriting made: a ``@batch`` function's lambda
-    (or a thunk), whose calls, reads and writes go through the runtime ``mb__``."""
-    return naming.RUNTIME in function.__code__.co_freevars  # (loader: a closure's cell)
 
 
 def closed_over(function: types.FunctionType) -> Iterator[Any]:

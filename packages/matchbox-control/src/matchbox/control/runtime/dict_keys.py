@@ -15,7 +15,9 @@ keys (:func:`refuse_partial_keys`: ``len(d)``, ``k in d``, ``d.keys()``/``values
 ``items()``, ``for k in d``, a comprehension or fold over it, ``if d:``) is refused with
 ``NotImplementedError`` where a running example lacks a key; reading ``d[k]`` is per
 example (padding where the example lacks it, as a variable assigned in a branch).  The
-records end with the call: a dict returned to code outside ``@batch`` is a plain dict.
+records end with the call: a dict returned to code outside ``@batch`` is a plain dict, so
+the outermost call's return value is checked as it leaves (:func:`refuse_returned`: a
+dict in it, or in a tuple, list or dict in it, with such a key is refused).
 """
 
 from __future__ import annotations
@@ -55,7 +57,31 @@ def written(mask: Any, obj: dict[Any, Any], key: Any, new: bool) -> None:
         found[1][key] = (present | mask, where)
 
 
-def refuse_partial_keys(obj: Any, what: str, *only: Any) -> None:
+def refuse_returned(value: Any) -> None:
+    """Refuse the outermost ``@batch`` call's return value where a dict in it (or in the
+    tuples, lists and dicts in it) has a key that only some examples added: outside
+    ``@batch`` it is a plain dict, whose keys every example's code would read."""
+    state = call_state()
+    records = None if state is None else state.get(_KEY)
+    if not records:
+        return
+    seen: set[int] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, dict):
+            refuse_partial_keys(item, "a return from the outermost @batch call", why=(
+                "code outside @batch reads it as one plain dict for every example, with "
+                "the keys of all of them"))
+            stack.extend(item.values())
+        elif isinstance(item, (tuple, list)):
+            stack.extend(item)
+
+
+def refuse_partial_keys(obj: Any, what: str, *only: Any, why: str = "") -> None:
     """Refuse ``what`` (a read of ``obj``'s keys) where a running example lacks a key (of
     ``only``, one key, where given: ``d.get(k)``, whose default the example would get)."""
     state = call_state()
@@ -84,7 +110,7 @@ def refuse_partial_keys(obj: Any, what: str, *only: Any) -> None:
             f"@batch: {what} ({line}) of a dict whose keys {', '.join(partial)} only "
             "some examples added (under a per-example condition): a Python dict is shared by "
             "every example, so it would count them for the examples that did not add them "
-            "too. Give each key a value first where every example runs (d[k] = default "
+            f"too{' (' + why + ')' if why else ''}. Give each key a value first where every example runs (d[k] = default "
             "before the condition or loop), or keep the per-example values in a list "
             "(items.append) or a tensor")
 

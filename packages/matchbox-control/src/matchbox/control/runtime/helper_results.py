@@ -29,6 +29,7 @@ of the ``@batch`` call on an accelerator, ``matchbox._capture.check``).
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from typing import Any
 
@@ -129,3 +130,42 @@ def _error(fn: Any, where: str, absent: torch.Tensor, line: str) -> ValueError:
         "with @matchbox.batch, which runs each example for its own steps only (there "
         "x.unbind(d)[-1] is each example's own last step; x[:, -1] is, anywhere)"
     )
+
+
+def rewritten(function: types.FunctionType) -> bool:
+    """Whether ``function`` is code the rewriting made: a ``@batch`` function's lambda
+    (or a thunk), whose calls, reads and writes go through the runtime ``mb__``."""
+    return naming.RUNTIME in function.__code__.co_freevars  # (loader: a closure's cell)
+
+
+def needs_no_checks(fn: Any, key: Any) -> bool:
+    """Whether ``calls.call`` may call ``fn`` (a method or a module; ``key``, its function
+    or its class's forward) as it is when given no container or held iterator (``_plain``,
+    its verdict kept per key)."""
+    plain = _PLAIN.get(key)
+    if plain is None:
+        plain = _PLAIN[key] = _plain(fn)
+        if len(_PLAIN) > _PLAIN_KEPT:  # (functions made per call: no unbounded growth)
+            _PLAIN.clear()
+    return plain
+
+
+# A method's function or a module class's forward -> whether a call of it needs none of
+# ``calls.call``'s checks (``_plain``).
+_PLAIN: dict[Any, bool] = {}
+_PLAIN_KEPT = 4096
+
+
+def _plain(fn: Any) -> bool:
+    """Whether ``fn``, a method (not of a list or dict) or a module, runs torch's or
+    Matchbox's own code or code ``@batch`` rewrote, so that ``call`` has nothing to
+    refuse or hand over in a call of it given no list, dict or held iterator: no lowered
+    builtin, no container method, no ``math`` function, no list an unrewritten function
+    could get wrong, no return value to check (``helper_results``)."""
+    if isinstance(fn, torch.nn.Module):
+        return not unrewritten(fn)
+    function = fn.__func__  # (the lowered builtins and container methods are no methods)
+    module = (getattr(function, "__module__", None) or "").partition(".")[0]
+    return inspect.isfunction(function) and (
+        module in ("torch", "matchbox") or getattr(function, "__matchbox_batch__", False)
+        or rewritten(function))

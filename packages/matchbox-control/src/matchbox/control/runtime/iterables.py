@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import inspect
 import itertools
 import operator
 import types
@@ -51,6 +52,7 @@ from typing import Any
 from matchbox.control.runtime import comprehensions
 from matchbox.control.runtime.dict_keys import refuse_partial_keys
 from matchbox.control.runtime.folds import _Fold
+from matchbox.control.runtime.helper_results import unrewritten
 from matchbox.control.runtime.iteration import example_real, for_steps
 from matchbox.control.runtime.masks import _MASK, _Masked, guard
 from matchbox.control.runtime.select import merge, user_line
@@ -155,6 +157,79 @@ def _refuse_a_shared_read(what: str, iterator: Iterator[Any]) -> None:
 
 _ADVICE = ("Read it where every example runs (items = list(it) before the condition), "
            "then use the list")
+
+
+def refuse_unseen_reads(fn: Any, owner: Any, function: types.FunctionType,
+                        names: tuple[str, ...]) -> None:
+    """Refuse a call, under a per-example condition, of ``function`` (a helper ``@batch``
+    did not rewrite; ``owner``: what it is bound to, or ``None``; ``names``: the global
+    and attribute names its code reads, :func:`code_names`) where it reaches a shared
+    iterator without being given it: one it closes over, a global it names, or an
+    attribute of ``owner`` it names (``self.it``).  Its reads would advance the iterator
+    for the examples that do not run the call too, where no argument shows it to the
+    rewriting.  (What it calls in turn is not looked into.)"""
+    found = None
+    for cell in function.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # a variable not yet assigned
+            continue
+        if _ITERATOR_TYPES[type(value)]:
+            found = ("closes over", value)
+    if found is None:
+        scope = function.__globals__
+        attributes = getattr(owner, "__dict__", None) if owner is not None else None
+        for name in names:
+            value = scope.get(name)
+            if value is not None and _ITERATOR_TYPES[type(value)]:
+                found = (f"reads the global {name}, which is", value)
+                break
+            value = attributes.get(name) if attributes is not None else None
+            if value is not None and _ITERATOR_TYPES[type(value)]:
+                found = (f"reads self.{name}, which is", value)
+                break
+    if found is None:
+        return
+    how, iterator = found
+    name = getattr(function, "__qualname__", None) or type(fn).__name__
+    raise NotImplementedError(
+        f"@batch: {name}() {how} a shared {type(iterator).__name__}, and it is called under "
+        f"a per-example condition ({user_line()}), but @batch did not rewrite {name}: the "
+        "iterator is one object shared by every example, so what it reads of it would "
+        "advance it for the examples that do not run this code too. Decorate "
+        f"{name} with @matchbox.batch and pass it the iterator, or {_ADVICE[0].lower()}"
+        f"{_ADVICE[1:]}")
+
+
+class _IteratorTypes(dict):  # type -> whether its objects are iterators, on first use
+    def __missing__(self, kind: type) -> bool:
+        verdict = self[kind] = issubclass(kind, Iterator)
+        return verdict
+
+
+_ITERATOR_TYPES: dict[type, bool] = _IteratorTypes()
+
+
+def names_to_check(function: types.FunctionType) -> tuple[str, ...]:
+    """The names of :func:`code_names` of ``function``'s code that may hold an iterator:
+    not those of a module, a function or a class in its globals (``torch``, ``F``, a
+    helper), which are definitions, not state."""
+    scope = function.__globals__
+    return tuple(n for n in code_names(function.__code__)
+                 if not isinstance(scope.get(n), _DEFINITIONS))
+
+
+_DEFINITIONS = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+
+
+@functools.cache
+def code_names(code: types.CodeType) -> tuple[str, ...]:
+    """The global and attribute names ``code`` (and code nested in it) reads."""
+    names = dict.fromkeys(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names.update(dict.fromkeys(code_names(const)))
+    return tuple(names)
 
 
 def stepped(iterable: Any) -> bool:
@@ -262,3 +337,29 @@ def refuse_in_a_deque(items: Any, what: str) -> None:
 
     if fails(lacking, error):
         raise error()
+
+
+def refuse_unseen_iterators(fn: Any) -> None:
+    """Refuse ``fn`` (a helper, called under a per-example condition) where it is not code
+    ``@batch`` rewrote and reaches a shared iterator it is not given
+    (:func:`refuse_unseen_reads`)."""
+    if type(fn) is types.MethodType:
+        owner, function = fn.__self__, fn.__func__
+    elif type(fn) is types.FunctionType:
+        owner, function = None, fn
+    else:  # an nn.Module
+        owner, function = fn, getattr(type(fn), "forward", None)
+    code = getattr(function, "__code__", None)
+    if type(code) is not types.CodeType:
+        return
+    names = _UNSEEN.get(code)
+    if names is None:
+        names = _UNSEEN[code] = (names_to_check(function) if unrewritten(function)
+                                 and inspect.isfunction(function) else False)
+    if names is not False and (names or function.__closure__):
+        refuse_unseen_reads(fn, owner, function, names)
+
+
+# code object -> the names a helper's code reads, or False for code not checked (code
+# @batch rewrote, torch's and Matchbox's).
+_UNSEEN: dict[types.CodeType, tuple[str, ...] | bool] = {}

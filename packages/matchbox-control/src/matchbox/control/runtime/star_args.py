@@ -37,8 +37,8 @@ from typing import Any
 import torch
 
 from matchbox.control.runtime import sequences
-from matchbox.control.runtime.calls import rewritten
 from matchbox.control.runtime.columns import Column, Columns
+from matchbox.control.runtime.helper_results import rewritten
 from matchbox.control.runtime.masks import current_mask
 from matchbox.control.runtime.select import user_line
 from matchbox.extending import capturing, fails, reads_values
