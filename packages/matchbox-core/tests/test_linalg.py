@@ -255,10 +255,6 @@ def test_einsum_weight_gradient_ignores_nan_gradients_at_padding(dtype):
 @pytest.mark.parametrize(
     "f, error, message",
     [
-        pytest.param(lambda x: torch.einsum("...j,jk->...k", x, torch.ones(4, 2)),
-                     NotImplementedError,
-                     r"^torch.einsum: '\.\.\.' in the equation is not supported for batches$",
-                     id="ellipsis"),
         pytest.param(lambda x: torch.einsum("bii->bi", x.transpose(1, 2) @ x), NotImplementedError,
                      r"^torch.einsum: repeated indices within one batch operand \('bii'\) are "
                      r"not supported$", id="repeated"),

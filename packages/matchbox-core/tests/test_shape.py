@@ -16,6 +16,7 @@ from family_cases import assert_refused_beside_static
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
+from torch.nn.utils.rnn import pad_sequence
 
 import matchbox
 import matchbox.functional as MF
@@ -120,6 +121,7 @@ OP_CASES = {
     "torch.stack": ((None, 3), 1, lambda x: torch.stack([x, 2 * x], 2)),
     "torch.broadcast_tensors": ((None, 3), 2, lambda x, y: torch.broadcast_tensors(
         x.sum(2, keepdim=True), y, x[:, :, :1].unsqueeze(1))),
+    "torch.nn.utils.rnn.pad_sequence": ((None, 3), 2, lambda x, y: pad_sequence([x, y])),
 }
 
 SHAPE_OPS = [e.name for e in _registry.entries() if e.family == "shape"]

@@ -364,6 +364,26 @@ def test_refuses_a_batch_as_attn_mask_in_the_functional():
             False, 0.0, module.out_proj.weight, module.out_proj.bias, attn_mask=mask)
 
 
+@pytest.mark.parametrize("as_bool", [True, False])
+def test_refuses_a_batch_as_attn_mask_in_the_module(as_bool):
+    # torch's module itself refuses anything but a tensor there (F._none_or_dtype) before
+    # a batch's rule runs: the refusal is Matchbox's, naming the argument.
+    module = make(batch_first=True)
+    xb = batch(seqs([2, 3]))
+    mask = MaskedBatch.fromlist([torch.zeros(1, n, n, dtype=torch.bool) for n in (2, 3)],
+                                (True, True))
+    with pytest.raises(TypeError, match=r"^nn\.MultiheadAttention: attn_mask must be a plain "
+                                        r"tensor of the padded sizes \(L, S\) or \(num_heads, "
+                                        r"L, S\), shared by every example .* a MaskedBatch of "
+                                        r"per-example masks is not supported. Hide each "
+                                        r"example's own keys with key_padding_mask"):
+        module(xb, xb, xb, attn_mask=mask if as_bool else mask.float())
+    # A batch as key_padding_mask beside a plain attn_mask is asked the same question, and
+    # is not refused.
+    kpm = MaskedBatch.fromlist([torch.zeros(1, n, dtype=torch.bool) for n in (2, 3)], (True,))
+    module(xb, xb, xb, key_padding_mask=kpm, attn_mask=torch.zeros(3, 3))
+
+
 def test_refuses_a_causal_hint_without_a_mask():
     # PyTorch's own message for one example.
     module = make(batch_first=True)

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from hypothesis import given
 from hypothesis import strategies as st
 from loss_values import normal, signs
+from test_nn_metric_loss_spellings import TESTED as SPELLINGS_TESTED
 from test_nn_metric_losses import TESTED as METRIC_TESTED
 
 from matchbox import MaskedBatch, _registry
@@ -73,9 +74,10 @@ CLASS_LOSSES = ["torch.nn.functional.cross_entropy", "torch.nn.functional.nll_lo
 
 
 def test_every_registered_loss_is_tested():
-    # ctc_loss is test_nn_ctc_loss.py's, the metric losses test_nn_metric_losses.py's.
-    assert set(REGISTERED) == set(ELEMENTWISE) | set(CLASS_LOSSES) | METRIC_TESTED | {
-        "torch.nn.functional.ctc_loss"}
+    # ctc_loss is test_nn_ctc_loss.py's, the metric losses test_nn_metric_losses.py's and
+    # test_nn_metric_loss_spellings.py's.
+    assert set(REGISTERED) == set(ELEMENTWISE) | set(CLASS_LOSSES) | METRIC_TESTED | \
+        SPELLINGS_TESTED | {"torch.nn.functional.ctc_loss"}
 
 
 def reductions(name):

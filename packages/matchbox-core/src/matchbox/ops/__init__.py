@@ -32,6 +32,9 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 | distance      | distances.py    | cosine_similarity/pairwise_distance/dist: aligned as  |
 |               |                 | pointwise; a dynamic dim reduced over each example's  |
 |               |                 | real positions (padding filled with 0 first)          |
+| fft           | fft.py          | static dim: on the data, mask kept; dynamic dim: only |
+|               |                 | with n=/s= (padding 0, each signal padded/trimmed to  |
+|               |                 | it): the dim becomes static                          |
 | constructor   | constructors.py | new batches with the given static/dynamic sizes       |
 | conversion    | conversion.py   | dtype changes keep the mask; device moves move it     |
 """
@@ -40,6 +43,7 @@ from matchbox.ops import (  # noqa: F401
     constructors,
     conversion,
     distances,
+    fft,
     gather,
     indexing,
     linalg,

@@ -10,6 +10,9 @@ answer for the data, as the methods do.  A jagged ``torch.nested`` tensor beside
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import torch
 
 from matchbox import _jagged, _lengths, _registry
@@ -61,7 +64,37 @@ def method(func, input, *args, **kwargs):
 def dtype_query(func, input):
     # Modules ask this of their mask arguments (nn.MultiheadAttention's
     # key_padding_mask): the answer is the data's, the same for every example.
+    _refuse_multihead_attn_mask(input)
     return func(input.data)
+
+
+# How many frames above the handler nn.MultiheadAttention.forward can be: the
+# handler, the dispatch's frames, __torch_function__, the module's forward.
+_FRAMES = 12
+
+
+def _refuse_multihead_attn_mask(input: Any) -> None:
+    """``nn.MultiheadAttention.forward`` asks ``torch.is_floating_point(attn_mask)``
+    first, then calls ``F._none_or_dtype(attn_mask)``, which accepts no batch and
+    raises torch's own error ("input to _none_or_dtype() must be None or
+    torch.Tensor"), before anything Matchbox could read: here, where the module asks
+    of a batch as attn_mask, the refusal names the argument and what to write."""
+    forward = torch.nn.MultiheadAttention.forward.__code__
+    frame = sys._getframe(2)
+    for _ in range(_FRAMES):
+        if frame is None:
+            return
+        if frame.f_code is forward:
+            if frame.f_locals.get("attn_mask") is input:
+                raise TypeError(
+                    "nn.MultiheadAttention: attn_mask must be a plain tensor of the padded "
+                    "sizes (L, S) or (num_heads, L, S), shared by every example (each reads "
+                    "its top-left corner, as a loop slicing it to its lengths would); a "
+                    f"{type(input).__name__} of per-example masks is not supported. Hide "
+                    "each example's own keys with key_padding_mask (a batch of (1, S) "
+                    "masks), or call the module on each example")
+            return
+        frame = frame.f_back
 
 
 if _jagged.NESTED is not None:

@@ -24,6 +24,7 @@ import torch
 
 from matchbox import _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch, constant_pad, mask_from_lengths
+from matchbox.ops.einsum_ellipsis import spell_out
 
 
 def _operand(x: Any) -> Any:
@@ -365,9 +366,7 @@ def einsum(func, equation, *operands):
     op = _registry.op_name(func)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    equation = equation.replace(" ", "")
-    if "..." in equation:
-        raise NotImplementedError(f"{op}: '...' in the equation is not supported for batches")
+    equation = spell_out(op, equation.replace(" ", ""), operands)
     inputs, _, output = equation.partition("->")
     terms = inputs.split(",")
     if len(terms) != len(operands):

@@ -36,6 +36,7 @@ from matchbox.nn.ops import (  # noqa: F401
     pooling,
     recurrent_cells,
     recurrent_modules,
+    resampling,
     softmax,
     time_major_views,
 )

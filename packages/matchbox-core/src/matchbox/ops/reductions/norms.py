@@ -1,5 +1,12 @@
-"""Vector norms: ``torch.norm`` (``"fro"`` and numeric orders) and
-``torch.linalg.vector_norm``.
+"""Norms: ``torch.norm`` (``"fro"`` and numeric orders), ``torch.linalg.vector_norm``,
+``torch.linalg.norm`` and ``torch.linalg.matrix_norm``.
+
+``linalg.norm`` is the vector norm over one dimension (or, without ``dim`` and ``ord``,
+over all), and the matrix norm over two; a matrix norm of ``ord='fro'`` is the vector
+2-norm over both, any other runs ``torch.linalg.matrix_norm`` on the data when both
+dimensions are static (no padding in either) and is refused over a dynamic one (zero
+padding would change ``-1``/``-2``'s values, and ``'nuc'``/``2``'s gradients go through an
+SVD of the padded matrix).
 
 Padding becomes an element that adds nothing: 0 for orders of 0 and above, ``inf`` for
 negative ones.  Orders without an identity (``inf``, and below 0) raise over an empty
@@ -14,6 +21,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths, _registry
+from matchbox._padding import fill_padding
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.reductions._reduce import reduce, reduced_dimensions, refuse_empty
 
@@ -46,3 +54,72 @@ def norm(func, input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 @_registry.implements(torch.linalg.vector_norm, family="reduction")
 def vector_norm(func, x, ord=2, dim=None, keepdim=False, *, dtype=None):
     return _norm(_registry.op_name(func), x, ord, dim, keepdim, dtype)
+
+
+def _dims(op: str, dim: Any) -> tuple[Any, ...]:
+    if isinstance(dim, (tuple, list, torch.Size)):
+        return tuple(dim)
+    return (dim,)
+
+
+def _matrix_norm(op: str, x: MaskedBatch, ord: Any, dim: tuple[Any, ...], keepdim: bool,
+                 dtype: Any) -> MaskedBatch:
+    if ord == "fro":
+        return _norm(op, x, 2, dim, keepdim, dtype)
+    reduced = reduced_dimensions(op, x, dim)
+    dynamic = [d for d in reduced if x.dims[d - 1]]
+    if dynamic:
+        raise NotImplementedError(
+            f"{op}: the matrix norm ord={ord!r} over dimension {dynamic[0]}, which is "
+            "dynamic (each example's own size), is not supported: padding would enter the "
+            "matrix; only ord='fro' is (or make the dimension static, every example one "
+            "size, or run the norm on each example: [torch.linalg.matrix_norm(e, ord, dim) "
+            "for e in x.examples()])")
+    if x._mask is not None:
+        # Padding positions along the other dimensions hold whole matrices of anything
+        # (NaN fails torch's SVD): 0 there, their results padding.
+        x = MaskedBatch._make(fill_padding(x, 0.0), x._mask, x.dims)
+    # In the order given: the first is the rows' dimension, the second the columns'
+    # (reduce sorts them).
+    ordered = tuple(d % x.dim() for d in dim)
+    return reduce(op, x, tuple(dim), keepdim,
+                  lambda d, ds, k: torch.linalg.matrix_norm(d, ord, ordered, k, dtype=dtype),
+                  None)
+
+
+@_lengths.aware
+@_registry.implements(torch.linalg.norm, family="reduction")
+def linalg_norm(func, input, ord=None, dim=None, keepdim=False, *, out=None, dtype=None):
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    if dim is None:
+        if ord is None or (ord == "fro" and input.dim() == 2):
+            return _norm(op, input, 2, None, keepdim, dtype)
+        if input.dim() == 1:  # the examples are scalars: one-element vectors
+            return _norm(op, input, ord, None, keepdim, dtype)
+        if input.dim() == 2:
+            raise NotImplementedError(
+                f"{op}: ord={ord!r} without dim is the matrix norm of each example's "
+                f"{input.dim()}-D tensor, over its dimension 0 (the batch's) too, which "
+                "is not supported; give dim: torch.linalg.vector_norm(x, ord, dim=-1) "
+                "for the norm of the one row")
+        raise RuntimeError(f"{op}: If dim is not specified but ord is, the input must be 1D "
+                           f"or 2D. Got {input.dim()}D (each example's rank).")
+    dims = _dims(op, dim)
+    if len(dims) == 1:
+        return _norm(op, input, 2 if ord is None else ord, dim if type(dim) is int else dims,
+                     keepdim, dtype)
+    if len(dims) == 2:
+        return _matrix_norm(op, input, "fro" if ord is None else ord, dims, keepdim, dtype)
+    raise RuntimeError(f"{op}: If dim is specified, it must be of length 1 or 2. Got {dim}")
+
+
+@_lengths.aware
+@_registry.implements(torch.linalg.matrix_norm, family="reduction")
+def matrix_norm(func, A, ord="fro", dim=(-2, -1), keepdim=False, *, out=None, dtype=None):
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    dims = _dims(op, dim)
+    if len(dims) != 2:
+        raise RuntimeError(f"{op}: dim must be a 2-tuple. Got {len(dims)}")
+    return _matrix_norm(op, A, ord, dims, keepdim, dtype)

@@ -21,7 +21,12 @@ padding for an example whose step has ended, as in a pointwise op.
 example's own size of ``y``.
 """
 
-from matchbox.ops.shape import joins, reshape, views  # noqa: F401  (registers the ops)
+from matchbox.ops.shape import (  # noqa: F401  (registers the ops)
+    joins,
+    reshape,
+    sequences,
+    views,
+)
 from matchbox.ops.shape.joins import stack_batches, stack_run
 from matchbox.ops.shape.reshape import reshape_batch
 from matchbox.ops.shape.views import transpose

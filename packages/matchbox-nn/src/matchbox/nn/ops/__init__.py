@@ -18,6 +18,8 @@
 |                   |                      | become static                                            |
 | padding           | padding.py           | F.pad per example (right pads after each example's end); |
 |                   |                      | the mask holds the new sizes                             |
+| resampling        | resampling.py        | interpolate/unfold/fold/pixel_(un)shuffle/channel_shuffle:|
+|                   |                      | on the data, mask kept; dynamic resampled dims refused   |
 
 ``_windows.py`` holds what convolution and pooling share (filling, output sizes,
 the empty-output rule for examples shorter than the window).

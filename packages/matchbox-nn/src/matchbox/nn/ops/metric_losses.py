@@ -1,7 +1,10 @@
 """Metric and margin losses per example: ``triplet_margin_loss`` (``_with_distance_loss``
 too: any ``distance_function`` that runs on batches), ``cosine_embedding_loss``,
 ``margin_ranking_loss``, ``hinge_embedding_loss``, ``multilabel_soft_margin_loss``,
-``multi_margin_loss`` and ``gaussian_nll_loss``.
+``multi_margin_loss``, ``multilabel_margin_loss`` and ``gaussian_nll_loss``; and the
+``torch.*`` spellings of the first four (``torch.triplet_margin_loss``,
+``torch.cosine_embedding_loss``, ``torch.margin_ranking_loss``,
+``torch.hinge_embedding_loss``: ATen's, which ``F.*`` calls, ``reduction`` an int).
 
 Semantics: those of ``losses.py`` — the batch of the per-example results, each what the
 unbatched call on that example gives with the same ``reduction=`` (``'none'``: the
@@ -14,8 +17,9 @@ How: one rule for the family.  Each loss is written as PyTorch writes it (ATen's
 order, each run by its batch rule (``pairwise_distance``, pointwise ops, ``where``,
 reductions over each example's real positions), so values and gradients are the loop's
 and padding reaches neither.  Then ``reduce_per_example`` reduces each example, as for
-the other losses.  ``multi_margin_loss``, whose per-sample kernel has no composition,
-runs PyTorch's kernel once on the rows (one row per example, its classes static).
+the other losses.  ``multi_margin_loss`` and ``multilabel_margin_loss``, whose
+per-sample kernels have no composition, run PyTorch's kernel once on the rows (one row
+per example, its classes static).
 """
 
 from __future__ import annotations
@@ -154,6 +158,42 @@ def _multi_margin(op: str, a: dict[str, Any]) -> Any:
     return MaskedBatch._make(losses, mask, ())
 
 
+def _multilabel_margin(op: str, a: dict[str, Any]) -> Any:
+    input, target = a["input"], a["target"]
+    if not is_batch(input) or not is_batch(target):
+        raise TypeError(f"{op}: the input and the target must both be batches (each "
+                        "example's own labels)")
+    if input.dim() != 2 or input.dims[0] or target.dims != input.dims:
+        raise ValueError(
+            f"{op}: each example's input and target must be (1, C) with C static (the same "
+            f"number of classes in every example); got dims {input.dims} and {target.dims} "
+            "(for a different number of classes per example, pad the classes to one C: "
+            "input with any value, target with -1 after each example's labels)")
+    if target.dtype != torch.long:
+        raise ValueError(f"{op}: each example's target must hold class indices (int64); "
+                         f"got {target.dtype}")
+    rows = input.data.size(0)
+    t = target.data
+    real = torch.ones(rows, dtype=torch.bool, device=t.device)
+    for m in (input._mask, target._mask):
+        if m is not None:
+            real = real & m.reshape(rows, -1).all(1)
+    classes = input.data.size(1)
+    outside = ((t < -1) | (t >= classes)).any(1)
+    bad = running(real & outside)
+    if fails(bad):
+        j = int(bad.nonzero()[0])
+        raise IndexError(f"{op}: the target of example {j} holds a class index out of range "
+                         f"[-1, {classes}) (torch: argument #2 'target' is out of range)")
+    # Examples whose result is discarded (not running this code, or padding) read the
+    # target -1 (no label, a loss of 0) and an input of 0.
+    safe = torch.where((real & ~outside).unsqueeze(1), t, -1)
+    x = torch.where(real.unsqueeze(1), input.data, 0.0)
+    losses = F.multilabel_margin_loss(x, safe, reduction="none")
+    mask = None if input._mask is None and target._mask is None else real
+    return MaskedBatch._make(losses, mask, ())
+
+
 def _gaussian_nll(op: str, a: dict[str, Any]) -> Any:
     input, target, var = a["input"], a["target"], a["var"]
     if isinstance(var, (int, float)):
@@ -206,6 +246,7 @@ COMPOSED: dict[Any, Callable[[str, dict[str, Any]], Any]] = {
     F.hinge_embedding_loss: _hinge_embedding,
     F.multilabel_soft_margin_loss: _multilabel_soft_margin,
     F.multi_margin_loss: _multi_margin,
+    F.multilabel_margin_loss: _multilabel_margin,
     F.gaussian_nll_loss: _gaussian_nll,
 }
 
@@ -216,3 +257,44 @@ def metric_loss(func, *args, **kwargs):
     arguments = _arguments(func, args, kwargs)
     reduction = _reduction_of(op, arguments)
     return reduce_per_example(COMPOSED[func](op, arguments), reduction)
+
+
+# ATen's spellings, which F.* calls with reduction as torch.nn._reduction's number.
+ATEN_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _aten_reduction(op: str, reduction: Any) -> str:
+    if isinstance(reduction, bool) or not isinstance(reduction, int) \
+            or not 0 <= reduction < len(ATEN_REDUCTIONS):
+        # (torch itself refuses a name here, before the batch's rule is called)
+        raise ValueError(f"{op}: reduction must be 0 ('none'), 1 ('mean') or 2 ('sum'), as "
+                         f"torch's own spelling takes it; got {reduction!r} "
+                         "(torch.nn.functional's spelling takes the name)")
+    return ATEN_REDUCTIONS[reduction]
+
+
+@implements(torch.cosine_embedding_loss, torch.margin_ranking_loss, family="loss")
+def aten_pair_loss(func, input1, input2, target, margin=0.0, reduction=1):
+    op = op_name(func)
+    reduction = _aten_reduction(op, reduction)
+    rule = _cosine_embedding if func is torch.cosine_embedding_loss else _margin_ranking
+    arguments = {"input1": input1, "input2": input2, "target": target, "margin": margin}
+    return reduce_per_example(rule(op, arguments), reduction)
+
+
+@implements(torch.hinge_embedding_loss, family="loss")
+def aten_hinge_embedding_loss(func, input, target, margin=1.0, reduction=1):
+    op = op_name(func)
+    reduction = _aten_reduction(op, reduction)
+    arguments = {"input": input, "target": target, "margin": margin}
+    return reduce_per_example(_hinge_embedding(op, arguments), reduction)
+
+
+@implements(torch.triplet_margin_loss, family="loss")
+def aten_triplet_margin_loss(func, anchor, positive, negative, margin=1.0, p=2.0, eps=1e-6,
+                             swap=False, reduction=1):
+    op = op_name(func)
+    reduction = _aten_reduction(op, reduction)
+    arguments = {"anchor": anchor, "positive": positive, "negative": negative,
+                 "margin": margin, "p": p, "eps": eps, "swap": swap}
+    return reduce_per_example(_triplet(op, arguments), reduction)
