@@ -72,6 +72,10 @@ PAD_TAKES_EMPTY_DIMENSIONS = _works(lambda: F.pad(torch.zeros(1, 1, 0), [0, 0, 1
 # vector without a bias.  (Every release so far refuses it for a rank-2 input.)
 LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS = _works(
     lambda: F.linear(torch.zeros(1, 1, 2), torch.zeros(2), torch.zeros(())))
+# torch.channel_shuffle has a derivative (torch 2.3: "derivative for channel_shuffle is
+# not implemented").
+CHANNEL_SHUFFLE_HAS_DERIVATIVE = _works(lambda: torch.channel_shuffle(
+    torch.ones(1, 2, 1, requires_grad=True), 2).sum().backward())
 # torch.take_along_dim reads a negative index from the end of dim; torch 2.3 raises
 # "index -1 is out of bounds" for it, as gather does (and so does Matchbox there).
 TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES = _works(

@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch_features import CHANNEL_SHUFFLE_HAS_DERIVATIVE, needs
 
 from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
@@ -74,9 +75,15 @@ def test_unfold_fold_and_shuffles_match_loop(size, dtype):
                                                                          padding=(1, 0))),
               lambda x: F.pixel_shuffle(x, 2),
               lambda x: F.pixel_unshuffle(F.pixel_shuffle(x, 2), 2),
-              lambda x: F.pixel_unshuffle(x[:, :, :4, :6], downscale_factor=2),
-              lambda x: torch.channel_shuffle(x, 2)):
+              lambda x: F.pixel_unshuffle(x[:, :, :4, :6], downscale_factor=2)):
         mb_assert(f, [xs], [xb], size)
+
+
+@needs(CHANNEL_SHUFFLE_HAS_DERIVATIVE, "differentiates channel_shuffle")
+@pytest.mark.parametrize("size", [3, 1])
+def test_channel_shuffle_matches_loop(size, dtype):
+    xs = examples([(4, 5, 6)] * size, dtype)
+    mb_assert(lambda x: torch.channel_shuffle(x, 2), [xs], [batch(xs, (False,) * 3)], size)
 
 
 def test_refusals_name_the_op_and_the_dimension():
