@@ -43,7 +43,11 @@ def test_the_input_product_is_computed_once_for_every_step():
     assert ops_in(new_body).count("mm.default") == 1  # h @ w_hh only
     # The mask is still read per step; x and w_ih only before the scan.
     assert [tuple(x.shape) for x in new_xs] == [(6, 4, 1), (6, 4, 3)]
-    assert len(new_free) == 1 and new_free[0] is free[1]
+    # w_hh is read transposed, a copy made once (in the body, functionalized by torch's
+    # scan, the transpose was a copy of the weight every step).
+    assert len(new_free) == 1 and new_free[0].is_contiguous()
+    torch.testing.assert_close(new_free[0], free[1].t(), rtol=0, atol=0)
+    assert not {"t.default", "permute.default", "transpose.int"} & set(ops_in(new_body))
     for got, want in zip(run_steps(new_body, [h], new_xs, new_free),
                          run_steps(body, [h], xs, free)):
         torch.testing.assert_close(got, want)
@@ -89,3 +93,30 @@ def test_nothing_to_take_out_leaves_the_body_as_it_is():
     h, x, w = torch.randn(2, 3), torch.randn(4, 2, 3), torch.randn(3, 3)
     body = make_fx(carry_only_step)(h, x[0], w)
     assert scan_hoist.hoisted(body, 1, [x], [w], 0) == (body, [x], [w])
+
+
+def transposing_step(h, x, w, v):
+    new = h @ w.t() + x @ v.permute(1, 0)
+    return new, w.transpose(0, 1), v.t().sum(0)
+
+
+def test_a_weights_transpose_is_a_copy_made_once_also_when_emitted():
+    torch.manual_seed(1)
+    h, x = torch.randn(2, 3), torch.randn(4, 2, 3)
+    w, v = torch.randn(3, 3, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    body = make_fx(transposing_step)(h, x[0], w, v)
+    new_body, new_xs, new_free = scan_hoist.hoisted(body, 1, [x], [w, v], 0)
+    assert not {"t.default", "permute.default", "transpose.int"} & set(ops_in(new_body))
+    assert all(t.is_contiguous() for t in new_free)
+    placeholders = [n for n in new_body.graph.nodes if n.op == "placeholder"]
+    output = next(n for n in new_body.graph.nodes if n.op == "output")
+    assert not set(output.args[0]) & set(placeholders)  # the emitted transpose: a copy
+    got = run_steps(new_body, [h], new_xs, new_free)
+    want = run_steps(body, [h], [x], [w, v])
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e)
+    # Gradients reach the weights through the copies made before the scan.
+    got_grads = torch.autograd.grad(sum(t.sum() for t in got), [w, v])
+    want_grads = torch.autograd.grad(sum(t.sum() for t in want), [w, v])
+    for g, e in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, e)

@@ -12,8 +12,13 @@ A node is taken out when every input it has is a step slice, a tensor from outsi
 loop, or another such node, and it reads at least one slice.  Not taken out: an op that
 draws random numbers (dropout would draw them in another order than the loop) or writes
 to an input, a value the body writes to in place (or a value it views), and what reads
-no slice (a weight's transpose, a constant: it stays in the
-body, where it is cheap).  When ``vmap`` refuses one of the ops, the body is kept whole.
+no slice (a constant: it stays in the body, where it is cheap).  When ``vmap`` refuses one
+of the ops, the body is kept whole.
+
+A transpose of a tensor from outside (a weight's ``w.t()`` in ``h @ w.t()``) is taken out
+too, as a contiguous copy made once: in the body, which torch functionalizes with every
+view as a copy, it was a copy of the whole weight at every step of the forward, and two
+more in the backward (the TreeLSTM's cell: 3 copies of its 320 × 128 weight a step).
 """
 
 from __future__ import annotations
@@ -39,13 +44,36 @@ def hoisted(body: fx.GraphModule, n_carry: int, xs: list[torch.Tensor],
     varying, invariant = _hoistable(body.graph, items, outside)
     frontier = [n for n in body.graph.nodes if n in varying and n.op == "call_function"
                 and any(u not in varying for u in n.users)]
-    if not frontier:
+    output = next(n for n in body.graph.nodes if n.op == "output")
+    still_read = _needed(output, set(frontier))
+    transposed = [n for n in body.graph.nodes if n in still_read and n.target in _REORDERS
+                  and n.all_input_nodes and all(i in outside for i in n.all_input_nodes)]
+    if not frontier and not transposed:
         return body, xs, free
     values = _computed(body, frontier, varying, invariant, items, outside, xs, free)
-    kept_body, used = _without(body, frontier, carries, items, outside, sizes)
+    copies = _transposed_copies(transposed, outside, free)
+    kept_body, used = _without(body, frontier, transposed, carries, items, outside, sizes)
     kept_xs = [x for p, x in zip(items, xs) if p in used]
     kept_free = [t for p, t in zip(outside, free) if p in used]
-    return kept_body, kept_xs + [v.contiguous() for v in values], kept_free
+    return kept_body, kept_xs + [v.contiguous() for v in values], kept_free + copies
+
+
+#: Views that reorder a tensor's dimensions.  Torch's scan functionalizes its body's
+#: joint graph with every view as a copy, so a weight's transpose in the body (``h @
+#: w.t()``) was a copy of the whole weight at every step, and its backward's products
+#: (``grad @ w.t().t()``, the weight's gradient transposed back) two more.
+_REORDERS = (torch.ops.aten.t.default, torch.ops.aten.permute.default,
+             torch.ops.aten.transpose.int)
+
+
+def _transposed_copies(transposed: list[fx.Node], outside: list[fx.Node],
+                       free: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each of the ``transposed`` views of the tensors from outside, computed once before
+    the scan as a contiguous copy (a new input of the body, in place of the view)."""
+    tensors = dict(zip(outside, free))
+    return [n.target(*fx.map_arg(n.args, tensors.__getitem__),
+                     **fx.map_arg(n.kwargs, tensors.__getitem__)).contiguous()
+            for n in transposed]
 
 
 def _hoistable(graph: fx.Graph, items: list[fx.Node], outside: list[fx.Node]
@@ -122,13 +150,13 @@ def _computed(body: fx.GraphModule, frontier: list[fx.Node], varying: set[fx.Nod
     return list(torch.vmap(step, in_dims=in_dims)(*xs, *free))
 
 
-def _without(body: fx.GraphModule, frontier: list[fx.Node], carries: list[fx.Node],
-             items: list[fx.Node], outside: list[fx.Node], sizes: list[fx.Node]
-             ) -> tuple[fx.GraphModule, set[fx.Node]]:
-    """The body reading the ``frontier`` values as slices, and which of its old inputs it
-    still reads."""
+def _without(body: fx.GraphModule, frontier: list[fx.Node], transposed: list[fx.Node],
+             carries: list[fx.Node], items: list[fx.Node], outside: list[fx.Node],
+             sizes: list[fx.Node]) -> tuple[fx.GraphModule, set[fx.Node]]:
+    """The body reading the ``frontier`` values as slices and the ``transposed`` ones as
+    inputs from outside (after the others), and which of its old inputs it still reads."""
     output = next(n for n in body.graph.nodes if n.op == "output")
-    needed = _needed(output, set(frontier))
+    needed = _needed(output, {*frontier, *transposed})
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
 
@@ -146,9 +174,11 @@ def _without(body: fx.GraphModule, frontier: list[fx.Node], carries: list[fx.Nod
     for p in outside:
         if p in needed:
             placeholder(p, p.name)
+    for k, node in enumerate(transposed):
+        placeholder(node, f"transposed_{k}")
     for p in sizes:  # read by no node: they stay, for the scan's own use (see loops)
         placeholder(p, p.name)
-    hoisted = {env[n] for n in frontier}
+    hoisted = {env[n] for n in (*frontier, *transposed)}
     for node in body.graph.nodes:
         if node.op == "output":
             # A value computed before the scan, handed back as it is, would alias the

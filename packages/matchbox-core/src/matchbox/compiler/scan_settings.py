@@ -2,10 +2,9 @@
 
 A graph whose loops stay loops (:mod:`matchbox.compiler.loops`) needs some of
 PyTorch's compile settings changed while it compiles: one for its gradients, one for
-what its forward saves, two for inductor's caches, and on the CPU one for the speed of
-its steps.  They are set
-around each call of the compiled graph and restored after it, never for the rest of
-the process.
+what its forward saves, one for the copies of its slices, two for inductor's caches,
+and on the CPU one for the speed of its steps.  They are set around each call of the
+compiled graph and restored after it, never for the rest of the process.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 
 import torch
 
-from matchbox.compiler import scan_partition
+from matchbox.compiler import scan_partition, slice_copies
 from matchbox.compiler.graph import with_settings
 
 #: The name by which inductor's caches allow a higher-order op (``HigherOrderOperator.cacheable``).
@@ -24,6 +23,9 @@ _SCAN_OP_NAME = "torch.ops.higher_order.scan"
 #: Added to that op's cache key where :mod:`matchbox.compiler.scan_partition` changes what a
 #: scan's forward saves (a graph cached before saved a weight's copy every step).
 _PARTITION_KEY = "+matchbox-scan-invariants-1"
+#: Added where :mod:`matchbox.compiler.slice_copies` fuses a body's slices (a graph cached
+#: before called ATen for each of them every step; the cache's key holds no decomposition).
+_SLICE_KEY = "+matchbox-slice-copies-1"
 
 log = logging.getLogger("matchbox.compile")
 
@@ -40,6 +42,9 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any,
     - A view's copy of the body's inputs (``W.t()``'s in an RNN cell) recomputed in the
       scan's backward, not saved (:mod:`matchbox.compiler.scan_partition`): saved, it was a
       copy of the weight for every step.
+    - Under inductor, a slice's copy in the body (a ``chunk``'s pieces, a ``cat``'s
+      backward) fused into the kernels that read it, not ATen called for it every step
+      (:mod:`matchbox.compiler.slice_copies`).
     - Under inductor, the graph cached on disk as a graph without a scan is, so that a
       second process compiles it in seconds (issue 21's warm start; without this, 16 s
       for the README RNN).  Inductor's caches refuse every higher-order op not marked
@@ -68,11 +73,14 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any,
 
     recompute = scan_partition.settings()
     settings = [(functorch_config, "donated_buffer", False), *recompute]
+    slices = slice_copies.settings() if backend == "inductor" else []
+    settings += slices
     if backend == "inductor" and _can_mark_cacheable():
         from torch._inductor import config as inductor_config
 
         # The key names the partition's change too: a graph cached without it is not taken.
-        key = torch.__version__ + (_PARTITION_KEY if recompute else "")
+        key = (torch.__version__ + (_PARTITION_KEY if recompute else "")
+               + (_SLICE_KEY if slices else ""))
         marked = {**inductor_config.unsafe_marked_cacheable_functions, _SCAN_OP_NAME: key}
         settings += [(functorch_config, "force_non_lazy_backward_lowering", True),
                      (inductor_config, "unsafe_marked_cacheable_functions", marked)]
