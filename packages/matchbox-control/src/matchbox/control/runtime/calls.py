@@ -76,6 +76,7 @@ from matchbox.control.runtime.effects import (
 )
 from matchbox.control.runtime.helper_results import (
     PYTHON_CALLABLES,
+    forward_of,
     refuse_absent_examples,
     unrewritten,
 )
@@ -105,7 +106,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     with the Python lists it is given kept per example (see the module docstring)."""
     kind = type(fn)
     key = (fn.__func__ if kind is types.MethodType and type(fn.__self__) not in SHARED_TYPES
-           else getattr(kind, "forward", None) if isinstance(fn, torch.nn.Module) else None)
+           else forward_of(fn) if isinstance(fn, torch.nn.Module) else None)
     if key is not None:  # a method or a module: called as it is where nothing is to check
         plain = _PLAIN.get(key)
         if plain is None:
@@ -144,8 +145,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-# A method's function or a module class's forward -> whether a call of it needs none of
-# ``call``'s checks (``_plain``).
+# A method's function or what a module runs (``forward_of``: an instance's own forward, or
+# its class's) -> whether a call of it needs none of ``call``'s checks (``_plain``).
 _PLAIN: dict[Any, bool] = {}
 _PLAIN_KEPT = 4096
 
@@ -154,8 +155,8 @@ def _plain(fn: Any) -> bool:
     """Whether ``fn``, a method (not of a list or dict) or a module, runs torch's or
     Matchbox's own code or code ``@batch`` rewrote, so that ``call`` has nothing to
     refuse or hand over in a call of it given no list, dict or held iterator: no lowered
-    builtin, no container method, no ``math`` function, no list an unrewritten function
-    could get wrong, no return value to check (``helper_results``)."""
+    builtin, container method, ``math`` function, list an unrewritten function could get
+    wrong, or return value to check (``helper_results``)."""
     if isinstance(fn, torch.nn.Module):
         return not unrewritten(fn)
     function = fn.__func__  # (the lowered builtins and container methods are no methods)
@@ -178,8 +179,7 @@ def _reads_per_example(fn: Any) -> bool:
     of one, a module whose ``forward`` is decorated), whose reads are per example."""
     if isinstance(fn, functools.partial):
         fn = fn.func
-    if isinstance(fn, torch.nn.Module):
-        fn = getattr(type(fn), "forward", None)
+    fn = forward_of(fn) if isinstance(fn, torch.nn.Module) else fn
     function = getattr(fn, "__func__", fn)
     return inspect.isfunction(function) and (
         getattr(function, "__matchbox_batch__", False) or rewritten(function))
