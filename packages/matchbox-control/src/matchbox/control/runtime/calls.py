@@ -106,7 +106,8 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     with the Python lists it is given kept per example (see the module docstring)."""
     kind = type(fn)
     key = (fn.__func__ if kind is types.MethodType and type(fn.__self__) not in SHARED_TYPES
-           else forward_of(fn) if isinstance(fn, torch.nn.Module) else None)
+           else (fn.__dict__.get("forward") or kind.forward)  # (forward_of's, inline)
+           if isinstance(fn, torch.nn.Module) else None)
     if key is not None:  # a method or a module: called as it is where nothing is to check
         plain = _PLAIN.get(key)
         if plain is None:
@@ -145,8 +146,7 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-# A method's function or what a module runs (``forward_of``: an instance's own forward, or
-# its class's) -> whether a call of it needs none of ``call``'s checks (``_plain``).
+# A method's function or what a module runs (``forward_of``) -> ``_plain(fn)``.
 _PLAIN: dict[Any, bool] = {}
 _PLAIN_KEPT = 4096
 

@@ -62,13 +62,13 @@ from matchbox.masked_batch import MaskedBatch
 
 
 def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
-    """The value of ``name`` after a region run under ``mask`` inside ``outer``.  A region
-    run under its enclosing mask (a plain condition) needs no merge: its assignments are
-    those of plain Python."""
+    """The value of ``name`` after a region run under ``mask`` inside ``outer`` (a region run
+    under its enclosing mask, a plain condition's, needs none: plain Python's)."""
     if mask is outer or new is old:
         return new
     if type(new) is MaskedBatch and type(old) is MaskedBatch:
-        refuse_mixed_dtypes(new, old, name)  # (first: a value kept is merged as it is)
+        if new._data.dtype is not old._data.dtype:  # (first: a value kept is merged as is)
+            refuse_mixed_dtypes(new, old, name)
         if new.dims == old.dims and not any(new.dims) and not (
                 autograd_profiler._is_profiler_enabled):
             return _merge_states(mask, outer, new, old, name)  # the commonest: a state
