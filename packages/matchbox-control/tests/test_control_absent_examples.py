@@ -169,6 +169,27 @@ def test_a_module_whose_forward_becomes_an_undecorated_one_is_refused_then(monke
         appends_the_modules_state(xb)
 
 
+@pytest.mark.parametrize("first_call_decorated", [True, False])
+def test_a_module_whose_instance_forward_is_an_undecorated_one_is_refused(first_call_decorated):
+    # ``m.forward = f`` on the instance is what ``m(x)`` runs: judged by it, not by the
+    # class's (decorated) forward, before and after a first call.
+    class Decorated(torch.nn.Module):
+        forward = matchbox.batch(RunningSum.forward)
+
+    module = Decorated()
+
+    @matchbox.batch
+    def appends_the_modules_state(x):
+        return torch.cat([x, module(x).unsqueeze(1)], 1)
+
+    xs, xb = sequences([2, 4, 1])
+    if first_call_decorated:
+        assert_batch_equals_loop(appends_the_modules_state, (xs, xb))
+    module.forward = running_sum
+    with pytest.raises(ValueError, match=lost(r"[\w.<>]*Decorated")):
+        appends_the_modules_state(xb)
+
+
 def test_a_helpers_state_is_refused_where_a_short_example_runs_the_call():
     xs, _ = sequences([2, 4, 1])
     xs[0][:, 0] = xs[0][:, 0].abs() + 1  # the short example runs the branch

@@ -75,6 +75,7 @@ from matchbox.control.runtime.effects import (
 )
 from matchbox.control.runtime.helper_results import (
     PYTHON_CALLABLES,
+    forward_of,
     needs_no_checks,
     refuse_absent_examples,
     rewritten,
@@ -105,9 +106,11 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
     with the Python lists it is given kept per example (see the module docstring)."""
     kind = type(fn)
     key = (fn.__func__ if kind is types.MethodType and type(fn.__self__) not in SHARED_TYPES
-           else getattr(kind, "forward", None) if isinstance(fn, torch.nn.Module) else None)
+           else (fn.__dict__.get("forward") or kind.forward)  # (forward_of's, inline)
+           if isinstance(fn, torch.nn.Module) else None)
     if key is not None:  # a method or a module: called as it is where nothing is to check
-        if needs_no_checks(fn, key) and (current_mask() is None or not _some_held_or_container(args, kwargs)):
+        if needs_no_checks(fn, key) and (
+                current_mask() is None or not _some_held_or_container(args, kwargs)):
             return fn(*args, **kwargs)
     if current_mask() is not None and (iterables.Held in map(type, args) or (
             kwargs and iterables.Held in map(type, kwargs.values()))):
@@ -157,8 +160,7 @@ def _reads_per_example(fn: Any) -> bool:
     of one, a module whose ``forward`` is decorated), whose reads are per example."""
     if isinstance(fn, functools.partial):
         fn = fn.func
-    if isinstance(fn, torch.nn.Module):
-        fn = getattr(type(fn), "forward", None)
+    fn = forward_of(fn) if isinstance(fn, torch.nn.Module) else fn
     function = getattr(fn, "__func__", fn)
     return inspect.isfunction(function) and (
         getattr(function, "__matchbox_batch__", False) or rewritten(function))

@@ -65,7 +65,7 @@ def refuse_absent_examples(fn: Any, result: Any) -> None:
 
 def unrewritten(fn: Any) -> bool:
     """Whether ``fn`` runs the user's own code that ``@batch`` did not rewrite."""
-    function = getattr(type(fn), "forward", None) if isinstance(fn, torch.nn.Module) else fn
+    function = forward_of(fn) if isinstance(fn, torch.nn.Module) else fn
     function = getattr(function, "__func__", function)
     code = getattr(function, "__code__", None)
     if type(code) is not types.CodeType:
@@ -78,6 +78,12 @@ def unrewritten(fn: Any) -> bool:
                        or module in ("torch", "matchbox"))
         _UNREWRITTEN[code] = verdict
     return verdict
+
+
+def forward_of(module: torch.nn.Module) -> Any:
+    """What ``module(x)`` runs: a ``forward`` set on the instance (``m.forward = f``), or
+    its class's."""
+    return module.__dict__.get("forward") or getattr(type(module), "forward", None)
 
 
 def _batches(value: Any, where: str, depth: int = 0) -> Any:
@@ -150,8 +156,8 @@ def needs_no_checks(fn: Any, key: Any) -> bool:
     return plain
 
 
-# A method's function or a module class's forward -> whether a call of it needs none of
-# ``calls.call``'s checks (``_plain``).
+# A method's function or what a module runs (``forward_of``) -> whether a call of it
+# needs none of ``calls.call``'s checks (``_plain``).
 _PLAIN: dict[Any, bool] = {}
 _PLAIN_KEPT = 4096
 

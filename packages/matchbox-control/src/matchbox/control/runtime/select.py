@@ -11,6 +11,7 @@ examples that ran the region take the new value, the others keep the old one.
 |                                | (an example whose new value is padding keeps its  |
 |                                | old one, as ``matchbox.functional.update``)        |
 | two batches, dynamic dims      | per example; padded sizes are aligned first       |
+| two batches of two dtypes      | ``TypeError`` (``merge_dtypes``)                  |
 | a batch and a plain tensor or  | the plain value is the same for every example:    |
 | number                         | broadcast, then as two batches (a plain tensor    |
 |                                | expanded from size one to the batch size, stride  |
@@ -41,6 +42,7 @@ from torch.autograd import profiler as autograd_profiler
 from matchbox.control.runtime import number_merges
 from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.masks import example_mask, mask_view, one_side
+from matchbox.control.runtime.merge_dtypes import refuse_mixed_dtypes
 from matchbox.control.runtime.undefined import Undefined
 from matchbox.extending import (
     BATCH_VIEWS,
@@ -60,16 +62,16 @@ from matchbox.masked_batch import MaskedBatch
 
 
 def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
-    """The value of ``name`` after a region run under ``mask`` inside ``outer``.
-
-    A region that runs under its enclosing mask (a plain condition) needs no
-    merge: its assignments are those of plain Python.
-    """
+    """The value of ``name`` after a region run under ``mask`` inside ``outer`` (a region run
+    under its enclosing mask, a plain condition's, needs none: plain Python's)."""
     if mask is outer or new is old:
         return new
-    if (type(new) is MaskedBatch and type(old) is MaskedBatch and new.dims == old.dims
-            and not any(new.dims) and not autograd_profiler._is_profiler_enabled):
-        return _merge_states(mask, outer, new, old, name)  # the commonest merge: a state
+    if type(new) is MaskedBatch and type(old) is MaskedBatch:
+        if new._data.dtype is not old._data.dtype:  # (first: a value kept is merged as is)
+            refuse_mixed_dtypes(new, old, name)
+        if new.dims == old.dims and not any(new.dims) and not (
+                autograd_profiler._is_profiler_enabled):
+            return _merge_states(mask, outer, new, old, name)  # the commonest: a state
     if _kept(new, old, mask):
         return _as_kept(new, old, mask, outer)
     if autograd_profiler._is_profiler_enabled:
@@ -80,8 +82,7 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
 
 def _merge_states(mask: torch.Tensor, outer: Any, new: MaskedBatch, old: MaskedBatch,
                   name: str) -> Any:
-    """``merge`` of two batches static in every dimension (a loop's state, every step):
-    ``_kept``, ``_settled`` and the selection of ``_merge`` in one call."""
+    """``merge`` of two batches of one dtype, static in every dimension (a loop's state)."""
     if _kept(new, old, mask):
         return _as_kept(new, old, mask, outer)
     if deferred_region_guard(new) is mask:  # (``_settled``)
@@ -214,6 +215,7 @@ def _select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     if new is old:
         return new
     if type(new) is MaskedBatch and type(old) is MaskedBatch:
+        refuse_mixed_dtypes(new, old, name)
         return _select_batches(mask, new, old, name)
     if (type(new) is Column or type(old) is Column) and _column_like(new) and _column_like(old):
         return _select_columns(mask, new, old, name)
@@ -354,12 +356,10 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
 
 
 def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:
-    """Select two batches of one static layout, one mask entry per example.
-
-    An example whose new value is padding keeps its old value
-    (``matchbox.functional.update``'s rule).  A new value real exactly where
-    the region ran (a step's result) needs no ``and`` of the two masks.
-    """
+    """Select two batches of one static layout, one mask entry per example.  An example
+    whose new value is padding keeps its old value (``matchbox.functional.update``'s
+    rule).  A new value real exactly where the region ran (a step's result) needs no
+    ``and`` of the two masks."""
     data_new, data_old = new.data, old.data
     view = mask_view(mask, data_new.dim())
     real = new._mask
