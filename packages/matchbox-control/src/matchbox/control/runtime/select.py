@@ -92,14 +92,7 @@ def _merge_states(mask: torch.Tensor, outer: Any, new: MaskedBatch, old: MaskedB
     data_new, data_old = new.data, old.data  # (each read once: a read is a call)
     if data_new.shape != data_old.shape or data_new.size(0) != mask.size(0):
         return _selected(mask, outer, new, old, name)
-    # _select_per_example's, spelled out (every merge of a state comes here)
-    view = mask_view(mask, data_new.dim())
-    real = new._mask
-    chosen = view if real is None or real is view or same_mask(view, real) else (
-        mask_and(view, real))
-    merged = MaskedBatch._make(torch.where(chosen, data_new, data_old),
-                               None if old._mask is None else chosen | old._mask, new.dims)
-    merged._scalar = new._scalar if new._scalar is old._scalar else None
+    merged = _select_per_example(mask, new, old, data_new, data_old)
     merged = number_merges.merged(mask, new, old, merged, name)
     # (Not for inference tensors: they have no version counter to tell a write.)
     if (isinstance(outer, torch.Tensor) and not merged._data.is_inference()
@@ -346,7 +339,7 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     if mask.size(0) != data_new.size(0):
         mask = example_mask(mask, new, name)  # slices of the examples: heads
     if not any(new.dims):
-        return _select_per_example(mask, new, old)
+        return _select_per_example(mask, new, old, data_new, old.data)
     view = mask_view(mask, data_new.dim())
     data = torch.where(view, data_new, old.data)
     if new._mask is None and old._mask is None:
@@ -355,12 +348,13 @@ def _select_batches(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
     return MaskedBatch._make(data, merged, new.dims)
 
 
-def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch) -> MaskedBatch:
-    """Select two batches of one static layout, one mask entry per example.  An example
-    whose new value is padding keeps its old value (``matchbox.functional.update``'s
-    rule).  A new value real exactly where the region ran (a step's result) needs no
-    ``and`` of the two masks."""
-    data_new, data_old = new.data, old.data
+def _select_per_example(mask: torch.Tensor, new: MaskedBatch, old: MaskedBatch,
+                        data_new: torch.Tensor, data_old: torch.Tensor) -> MaskedBatch:
+    """Select two batches of one static layout (``data_new``, ``data_old``: their data,
+    read once by the caller), one mask entry per example.  An example whose new value is
+    padding keeps its old value (``matchbox.functional.update``'s rule).  A new value
+    real exactly where the region ran (a step's result) needs no ``and`` of the two
+    masks."""
     view = mask_view(mask, data_new.dim())
     real = new._mask
     chosen = view if real is None or real is view or same_mask(view, real) else (
