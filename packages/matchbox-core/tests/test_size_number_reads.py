@@ -7,7 +7,8 @@ its own length); the batch's is the batch size or the padded size.  ``np.log(n)`
 ``statistics.mean`` read the batch's, silently (these tests show the loop's answers
 differ between examples, then that Matchbox refuses).  What Python or torch reads
 without asking the ``int`` (a float on the left, ``math.log``, ``%d``,
-``torch.tensor(n)``, torch's ops on plain tensors) stays silent: see the core README.
+``torch.tensor(n)``, torch's ops on plain tensors) stays silent: see the core README
+and test_size_number_unaskable_reads.py (why no code on the size can refuse them).
 """
 
 from __future__ import annotations

@@ -307,13 +307,17 @@ class BatchSize(int):
       not.  Two ``BatchSize`` compare as sizes (``hx.size(1) == x.size(0)`` of a state
       view of another batch is false, as the module's check needs).
 
-    Python reads an ``int``'s value directly, not through these methods, in some places,
-    which stay silent (the batch size): a Python float on the left (``1.0 / x.size(0)``,
-    ``2.5 * x.size(0)``), ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/
-    ``gcd``, ``%d``, ``np.array(n)``, ``torch.tensor(x.size(0))``, and a torch op on
-    plain tensors only (``w * x.size(0)``, ``torch.full((1, H), x.size(0))``: torch reads
-    an ``int`` subclass without asking it; a ``__torch_function__`` here would see them,
-    but torch's parser then refuses one given first of several sizes, ``torch.ones(n, H)``).
+    Python reads an ``int``'s value directly, calling none of these methods, in some
+    places, which stay silent (the batch size): a Python float on the left
+    (``1.0 / x.size(0)``, ``2.5 * x.size(0)``: ``float``'s method runs first and takes
+    any ``int``), ``math.log`` (``log2``, ``log10``), ``math.factorial``/``comb``/``gcd``,
+    a three-argument ``pow``, ``%d``, ``np.array(n)``; and torch: ``torch.tensor(n)``,
+    ``torch.full``'s fill value, ``torch.linspace``'s steps (its parser takes an ``int``
+    subclass as an ``int`` there) and a torch op on plain tensors only (``w * x.size(0)``).
+    torch 2.13 would hand the last to a ``__torch_function__`` here, but its parser then
+    takes a size given first of several as the whole size list and refuses the rest
+    (``torch.ones(n, H)``: "ones() takes 1 positional argument but 2 were given"), so
+    the sizes have none (``tests/test_size_number_unaskable_reads.py``).
     """
 
     __slots__ = ()
@@ -379,9 +383,10 @@ def _refused_property(self: Any) -> Any:
 
 
 # numpy's ufuncs of a size are refused as a number.  (Torch's ops on plain tensors and
-# torch.tensor(n) read the int's value itself, silently: a __torch_function__ here would
-# take the ops' number arguments, but torch's parser then refuses a size with one given
-# first of several, torch.ones(x.size(0), H).)
+# torch.tensor(n) read the int's value itself, silently.  No __torch_function__ here: torch
+# 2.13 would hand it a tensor argument given as a number, t * n, but never torch.tensor(n),
+# torch.full's fill value or linspace's steps, and its parser would then take a size
+# given first of several as the whole size list, refusing torch.ones(x.size(0), H).)
 for _cls in (BatchSize, PaddedSize):
     _cls.__array_ufunc__ = _refuse_array_ufunc  # type: ignore[attr-defined]
     # The int's own methods of a number (its value, not its size).
