@@ -99,7 +99,7 @@ class Inductor:
         self.dynamic = dynamic
         self.cudagraphs = False
         known = config.get_config_copy()
-        for name in self.patches(mode, options):  # refused when compiled, as torch does
+        for name in self.patches(mode, options):  # refused at once, as torch.compile does
             if name not in known:
                 raise RuntimeError(f"Unexpected optimization option {name}, known options "
                                    f"are {list(known)}")
