@@ -113,6 +113,18 @@ def zero_padding_mask(batch: MaskedBatch) -> torch.Tensor | None:
     return record[1]
 
 
+def zero_padding_along(batch: MaskedBatch, d: int) -> torch.Tensor | None:
+    """The mask outside which ``batch`` is known to hold zeros (:func:`zero_padding_mask`)
+    where it is the same at every position along dimension ``d`` (size one there, or
+    fewer dimensions): a piece of ``batch`` along ``d``, or a join along ``d`` of batches
+    sharing it, holds zeros outside it too.  ``None`` otherwise."""
+    held = zero_padding_mask(batch)
+    if held is None:
+        return None
+    at = d - (batch.data.dim() - held.dim())
+    return held if at < 0 or held.size(at) == 1 else None
+
+
 def dims_argument(op: str, dims: Any) -> tuple[bool, ...]:
     """``dims`` as a tuple of bools; anything but booleans (or 0 and 1) is refused.
 

@@ -334,7 +334,7 @@ class _Specializations:
             if spec.sizes is not None:
                 spec.summary = summarize(structure, spec.sizes.shapes(fakes[len(params):]))
             spec.compiled = _graph.compile_graph(graph, self.backend, self.mode, self.options,
-                                                 dynamic=spec.sizes is not None)
+                                                 spec.sizes is not None, bool(spec.scans))
             if spec.scans:
                 spec.compiled = scan_settings.scan_graph_settings(spec.compiled, self.backend,
                                                                   call.inputs)

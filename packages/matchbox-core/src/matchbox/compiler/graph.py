@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _masking
-from matchbox.compiler import precompiled, split_views
+from matchbox.compiler import precompiled, slice_copies, split_views
 from matchbox.compiler.state import watch_effects
 from matchbox.compiler.structure import Structure, flatten, unflatten
 
@@ -165,12 +165,15 @@ def _batches_in(value: Any) -> list[Any]:
 
 
 def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
-                  options: dict[str, Any] | None, dynamic: bool = False) -> Callable[..., Any]:
+                  options: dict[str, Any] | None, dynamic: bool = False,
+                  scans: bool = False) -> Callable[..., Any]:
     """``graph`` compiled by ``torch.compile`` (no guards on values; ``dynamic``: a graph
-    captured with symbolic sizes, compiled once for all of them)."""
+    captured with symbolic sizes, compiled once for all of them; ``scans``: a graph holding
+    a scan, which inductor compiles with :mod:`matchbox.compiler.slice_copies`'s
+    decomposition)."""
     if backend == "fx":  # the captured graph as it is, run by PyTorch op by op
         return graph
-    kwargs: dict[str, Any] = {"backend": backend, "fullgraph": True, "dynamic": dynamic}
+    kwargs: dict[str, Any] = {"fullgraph": True, "dynamic": dynamic}
     if mode is not None:
         kwargs["mode"] = mode
     elif backend == "inductor":
@@ -180,9 +183,10 @@ def compile_graph(graph: torch.fx.GraphModule, backend: Any, mode: str | None,
         options = {"realize_opcount_threshold": 30, **(options or {})}
     if options is not None:
         kwargs["options"] = options
+    kwargs["backend"] = slice_copies.backend(backend, scans, dynamic, mode, options)
     compiled = torch.compile(graph, **kwargs)
     if precompiled.wanted(backend, mode):  # MATCHBOX_PRECOMPILE=1: saved whole, to load
-        compiled = precompiled.precompiled(graph, options, dynamic, compiled)
+        compiled = precompiled.precompiled(graph, kwargs["backend"], options, dynamic, compiled)
     return _without_duck_sizing(compiled) if dynamic else compiled
 
 

@@ -42,17 +42,18 @@ def wanted(backend: Any, mode: str | None) -> bool:
             and mode is None and hasattr(torch.compiler, "load_compiled_function"))
 
 
-def precompiled(graph: torch.fx.GraphModule, options: dict[str, Any] | None, dynamic: bool,
-                fallback: Callable[..., Any]) -> Callable[..., Any]:
-    """``graph``, compiled at its first call by precompiling (or loaded, where saved);
-    ``fallback`` (``torch.compile``'s graph) runs the calls the saved guards refuse, and
-    every call where precompiling failed."""
+def precompiled(graph: torch.fx.GraphModule, backend: Any, options: dict[str, Any] | None,
+                dynamic: bool, fallback: Callable[..., Any]) -> Callable[..., Any]:
+    """``graph``, compiled by ``backend`` at its first call by precompiling (or loaded, where
+    saved); ``fallback`` (``torch.compile``'s graph) runs the calls the saved guards refuse,
+    and every call where precompiling failed."""
     state: dict[str, Any] = {}
 
     def run(*inputs: torch.Tensor) -> Any:
         fn = state.get("fn")
         if fn is None:
-            fn = state["fn"] = _loaded_or_compiled(graph, options, dynamic, inputs) or fallback
+            fn = state["fn"] = (_loaded_or_compiled(graph, backend, options, dynamic, inputs)
+                                or fallback)
         if fn is fallback or not fn.guard_check(*inputs):
             return fallback(*inputs)
         return fn(*inputs)
@@ -60,8 +61,9 @@ def precompiled(graph: torch.fx.GraphModule, options: dict[str, Any] | None, dyn
     return run
 
 
-def _loaded_or_compiled(graph: torch.fx.GraphModule, options: dict[str, Any] | None,
-                        dynamic: bool, inputs: tuple[torch.Tensor, ...]) -> Any:
+def _loaded_or_compiled(graph: torch.fx.GraphModule, backend: Any,
+                        options: dict[str, Any] | None, dynamic: bool,
+                        inputs: tuple[torch.Tensor, ...]) -> Any:
     key = _key(graph, options, dynamic, inputs)
     path = os.path.join(_folder(), f"{key}.pt2")
     try:
@@ -69,8 +71,8 @@ def _loaded_or_compiled(graph: torch.fx.GraphModule, options: dict[str, Any] | N
             fn = _load(path, graph)
             LOADED.append(key)
         else:
-            fn = torch.compile(_caller(graph), fullgraph=True, dynamic=dynamic,
-                               options=options).aot_compile((inputs, {}))
+            fn = torch.compile(_caller(graph), backend=backend, fullgraph=True,
+                               dynamic=dynamic, options=options).aot_compile((inputs, {}))
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fn.save_compiled_function(path, external_data={"graph": graph})
     except Exception as error:  # noqa: BLE001 -- torch.compile then compiles it, as without

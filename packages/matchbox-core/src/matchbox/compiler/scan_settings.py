@@ -2,8 +2,8 @@
 
 A graph whose loops stay loops (:mod:`matchbox.compiler.loops`) needs some of
 PyTorch's compile settings changed while it compiles: one for its gradients, one for
-what its forward saves, one for the copies of its slices, two for inductor's caches,
-and on the CPU one for the speed of its steps.  They are set around each call of the
+what its forward saves, two for inductor's caches, and on the CPU one for the speed of
+its steps.  They are set around each call of the
 compiled graph and restored after it, never for the rest of the process.
 """
 
@@ -24,7 +24,8 @@ _SCAN_OP_NAME = "torch.ops.higher_order.scan"
 #: scan's forward saves (a graph cached before saved a weight's copy every step).
 _PARTITION_KEY = "+matchbox-scan-invariants-1"
 #: Added where :mod:`matchbox.compiler.slice_copies` fuses a body's slices (a graph cached
-#: before called ATen for each of them every step; the cache's key holds no decomposition).
+#: before called ATen for each of them every step; AOTAutograd's cache key holds no
+#: decomposition: its entry would be taken for a graph compiled with the other table).
 _SLICE_KEY = "+matchbox-slice-copies-1"
 
 log = logging.getLogger("matchbox.compile")
@@ -42,9 +43,6 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any,
     - A view's copy of the body's inputs (``W.t()``'s in an RNN cell) recomputed in the
       scan's backward, not saved (:mod:`matchbox.compiler.scan_partition`): saved, it was a
       copy of the weight for every step.
-    - Under inductor, a slice's copy in the body (a ``chunk``'s pieces, a ``cat``'s
-      backward) fused into the kernels that read it, not ATen called for it every step
-      (:mod:`matchbox.compiler.slice_copies`).
     - Under inductor, the graph cached on disk as a graph without a scan is, so that a
       second process compiles it in seconds (issue 21's warm start; without this, 16 s
       for the README RNN).  Inductor's caches refuse every higher-order op not marked
@@ -73,8 +71,7 @@ def scan_graph_settings(compiled: Callable[..., Any], backend: Any,
 
     recompute = scan_partition.settings()
     settings = [(functorch_config, "donated_buffer", False), *recompute]
-    slices = slice_copies.settings() if backend == "inductor" else []
-    settings += slices
+    slices = backend == "inductor" and slice_copies.available()  # (compile_graph's backend)
     if backend == "inductor" and _can_mark_cacheable():
         from torch._inductor import config as inductor_config
 

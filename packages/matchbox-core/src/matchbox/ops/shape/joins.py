@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
-from matchbox._layout import expanded_row
+from matchbox._layout import expanded_row, mark_zero_padding, zero_padding_along
 from matchbox.masked_batch import (
     MaskedBatch,
     full_mask,
@@ -254,7 +254,15 @@ def _cat_unpadded(tensors: Any, dim: Any) -> MaskedBatch | None:
         joined = torch.cat(data, d)
     except RuntimeError:
         return None
-    return MaskedBatch._make(joined, None, dims)
+    out = MaskedBatch._make(joined, None, dims)
+    if first._zero_padding is not None:
+        # A join of zeros is zeros: pieces of a region's guarded batch joined again (a
+        # tree cell's h_left and h_right) keep its record (the linear layer they go to
+        # needs no where of its own).
+        zeros = zero_padding_along(first, d)
+        if zeros is not None and all(zero_padding_along(t, d) is zeros for t in tensors):
+            mark_zero_padding(out, zeros)
+    return out
 
 
 def _joined_data(parts: list[MaskedBatch], mask: torch.Tensor | None,

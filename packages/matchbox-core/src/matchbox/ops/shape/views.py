@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._layout import zero_padding_along
 from matchbox.masked_batch import (
     MaskedBatch,
     has_zero_padding,
@@ -194,7 +195,16 @@ def chunk(func, input, chunks, dim=0):
         d = dim + rank if dim < 0 else dim
         if 0 < d < rank and not input.dims[d - 1]:
             mask, dims, make = input._mask, input.dims, MaskedBatch._make
-            return tuple([make(part, mask, dims) for part in input.data.chunk(chunks, d)])
+            parts = tuple([make(part, mask, dims) for part in input.data.chunk(chunks, d)])
+            if input._zero_padding is not None:
+                # Pieces of zeros are zeros: a region's guarded batch (a tree's stack
+                # item, its (h, c) chunked) keeps its record, and the linear layer its
+                # pieces reach (joined again) needs no where of its own.
+                zeros = zero_padding_along(input, d)
+                if zeros is not None:
+                    for part in parts:
+                        mark_zero_padding(part, zeros)
+            return parts
     chunks = _registry.int_argument(_registry.op_name(func), "number of chunks", chunks)
     return _pieces(func, input, dim, lambda data, d: data.chunk(chunks, d))
 
