@@ -6,6 +6,7 @@ The same view applies to data and mask, and the dims follow their dimensions.
 from __future__ import annotations
 
 import functools
+from itertools import repeat
 from typing import Any
 
 import torch
@@ -79,7 +80,7 @@ def unsqueeze(func, input, dim):
         # padding, as the general rule below would make it.
         rank = input._data.dim() + 1
         d = dim + rank if dim < 0 else dim
-        data = input.data
+        data = input._data  # (a handler: a deferred guard is applied, see _region_guard)
         if 0 < d < rank and data.numel():
             return MaskedBatch._make(data.unsqueeze(d), None,
                                      input.dims[: d - 1] + (False,) + input.dims[d - 1:])
@@ -193,8 +194,10 @@ def chunk(func, input, chunks, dim=0):
         rank = input._data.dim()
         d = dim + rank if dim < 0 else dim
         if 0 < d < rank and not input.dims[d - 1]:
-            mask, dims, make = input._mask, input.dims, MaskedBatch._make
-            return tuple([make(part, mask, dims) for part in input.data.chunk(chunks, d)])
+            # (``_data``: a handler's batch has no deferred guard, see _region_guard.  A
+            # map, not a comprehension: no frame of its own, for every chunk of a cell.)
+            return tuple(map(MaskedBatch._make, input._data.chunk(chunks, d),
+                             repeat(input._mask), repeat(input.dims)))
     chunks = _registry.int_argument(_registry.op_name(func), "number of chunks", chunks)
     return _pieces(func, input, dim, lambda data, d: data.chunk(chunks, d))
 
