@@ -41,6 +41,19 @@ def test_unknown_attribute_is_an_attribute_error():
         xb.no_such_thing  # noqa: B018
 
 
+def test_unsqueeze_and_chunk_without_their_arguments_raise_pythons_error():
+    # Their methods' fast paths call the handler for too few arguments: the error is the
+    # one Python gives for the handler's signature, as before the fast paths had a function
+    # of their own; too many go to the dispatch, which names the op's own signature.
+    _, xb = mb_rand(2, (True, 3), (False, 4), min_size=0)
+    with pytest.raises(TypeError, match=r"unsqueeze\(\) missing 1 required positional argument"):
+        xb.unsqueeze()
+    with pytest.raises(TypeError, match=r"chunk\(\) missing 1 required positional argument"):
+        xb.chunk()
+    with pytest.raises(TypeError, match=r"unsqueeze\(\) takes 3 positional arguments but 4"):
+        xb.unsqueeze(1, 2)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("matchbox.nn") is not None,
                     reason="names matchbox-nn only when that distribution is not installed")
 def test_nn_op_without_matchbox_nn_names_the_distribution():
