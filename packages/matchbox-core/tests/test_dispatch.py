@@ -41,6 +41,34 @@ def test_unknown_attribute_is_an_attribute_error():
         xb.no_such_thing  # noqa: B018
 
 
+def test_a_batch_takes_no_new_attributes_and_reads_an_unset_guards_slot_as_none():
+    # ``_make`` leaves the rarely set ``_guards`` slot unset (a store fewer per op result):
+    # it reads None, as every other slot of an op's result does; a batch still has no
+    # ``__dict__``, so a name it lacks is refused, read or written.
+    _, xb = mb_rand(2, (True, 3), (False, 3), min_size=0)
+    for batch in (xb, xb.tanh(), xb * 2, xb.unsqueeze(1), xb.chunk(3, -1)[0]):
+        assert batch._guards is None and getattr(batch, "_guards", 0) is None
+    with pytest.raises(AttributeError, match=r"'MaskedBatch' object has no attribute '_other'"):
+        xb._other  # noqa: B018
+    with pytest.raises(AttributeError, match=r"'MaskedBatch' object has no attribute 'extra'"):
+        xb.extra = 1
+    guard = xb.tanh()
+    guard._guards = xb
+    assert guard._guards is xb
+
+def test_unsqueeze_and_chunk_without_their_arguments_raise_pythons_error():
+    # Their methods' fast paths call the handler for too few arguments: the error is the
+    # one Python gives for the handler's signature, as before the fast paths had a function
+    # of their own; too many go to the dispatch, which names the op's own signature.
+    _, xb = mb_rand(2, (True, 3), (False, 4), min_size=0)
+    with pytest.raises(TypeError, match=r"unsqueeze\(\) missing 1 required positional argument"):
+        xb.unsqueeze()
+    with pytest.raises(TypeError, match=r"chunk\(\) missing 1 required positional argument"):
+        xb.chunk()
+    with pytest.raises(TypeError, match=r"unsqueeze\(\) takes 3 positional arguments but 4"):
+        xb.unsqueeze(1, 2)
+
+
 @pytest.mark.skipif(importlib.util.find_spec("matchbox.nn") is not None,
                     reason="names matchbox-nn only when that distribution is not installed")
 def test_nn_op_without_matchbox_nn_names_the_distribution():

@@ -86,7 +86,9 @@ def mark_zero_padding(batch: MaskedBatch, mask: torch.Tensor | None = None) -> N
     zero: ``@batch``'s region guard records that the rows of the examples not
     running the region hold zeros.
     """
-    data = batch.data
+    # (The slot when no region guard is deferred, which ``data`` would apply first: ops
+    # call this for their results, and the property's frame was most of its cost.)
+    data = batch._data if batch._deferred_guard is None else batch.data
     mask = batch._mask if mask is None else mask
     if mask is not None and not data.is_inference():
         batch._zero_padding = (data, mask, data._version)

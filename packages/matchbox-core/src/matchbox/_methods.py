@@ -134,13 +134,14 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
         if not kwargs and grad_enabled() and not profiler._is_profiler_enabled:
             if deferred[0]:
                 # One pass over the arguments: a foreign one, or one deferring a guard.
-                holder = regions.MaskedBatch
+                # (``regions.MaskedBatch`` read where used: most calls have one argument
+                # or none, and a local cost more than it spared.)
                 pending = self._deferred_guard is not None  # (None: a class's, Batch's)
                 for value in args:
                     cls = type(value)
                     if cls in foreign:
                         break
-                    if cls is holder and value._deferred_guard is not None:
+                    if cls is regions.MaskedBatch and value._deferred_guard is not None:
                         pending = True
                 else:
                     if not pending:
@@ -150,7 +151,7 @@ def guarded(kind: Kind, func: Any, fast: Any) -> Any:
                     else:  # the guards applied (``resolve_all``'s, argument by argument)
                         regions.resolve(self)
                         for value in args:
-                            if type(value) is holder:
+                            if type(value) is regions.MaskedBatch:
                                 regions.resolve(value)
                             elif type(value) is list or type(value) is tuple:
                                 for item in value:  # (one level in, as the dispatch looks)

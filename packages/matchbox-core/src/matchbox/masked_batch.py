@@ -81,7 +81,7 @@ class MaskedBatch(Batch):
     # Unset, or (data, mask, data's version) when the padding was known to hold
     # zeros (see ``has_zero_padding``).
     _zero_padding: tuple[torch.Tensor, torch.Tensor, int]
-    # None, or the batch this one stands for inside a masked ``@batch`` region
+    # None (unset), or the batch this one stands for inside a masked ``@batch`` region
     # (matchbox-control's gradient guard is a new batch): an in-place update of
     # the guard is written through to it, as Python would write into the object.
     _guards: MaskedBatch | None
@@ -93,8 +93,7 @@ class MaskedBatch(Batch):
     # None, or matchbox-control's record that it equals a batch outside a region's mask.
     _kept_outside: tuple
     # None, or a ``(batch,)`` bool tensor: the examples that have this batch as an item of
-    # a Python list (appended under a per-example condition), by which ``len(items)``
-    # counts. Every slot is set at construction: an unset one goes through __getattr__.
+    # a Python list (appended under a per-example condition), by which ``len(items)`` counts.
     _present: torch.Tensor | None
     # None, or the (mask, rows) of the region whose guard is deferred (_region_guard).
     _deferred_guard: tuple | None
@@ -134,7 +133,7 @@ class MaskedBatch(Batch):
         self._mask = mask
         self.dims = tuple(bool(d) for d in dims)
         self._present = self._zero_padding = self._not_a_view = self._kept_outside = None
-        self._deferred_guard = self._guards = None
+        self._deferred_guard = None  # (``_guards`` left unset, as by ``_make``)
         self._scalar = VECTOR  # the layout's own meaning: examples of shape (1, ...)
 
     @staticmethod
@@ -147,10 +146,14 @@ class MaskedBatch(Batch):
         batch._data = data
         batch._mask = mask
         batch.dims = dims
-        # All set: reading an unset slot costs an AttributeError (Batch.__getattr__).
+        # All set but ``_guards``, read only by ``getattr`` with a default, never on an op's
+        # hot path (``__getattr__`` answers None): a store fewer per op result (issue 22).
         batch._present = batch._zero_padding = batch._not_a_view = batch._kept_outside = None
-        batch._deferred_guard = batch._scalar = batch._guards = None
+        batch._deferred_guard = batch._scalar = None
         return batch
+
+    def __getattr__(self, name: str) -> Any:  # (a name the class lacks, or unset _guards)
+        return None if name == "_guards" else Batch.__getattr__(self, name)
 
     @property
     def data(self) -> torch.Tensor:

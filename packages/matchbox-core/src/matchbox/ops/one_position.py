@@ -135,8 +135,12 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
 
     Each example's element is read with one advanced index (``data[rows, ..., i]``),
     not a ``gather`` of an index expanded over the other dimensions and squeezed.
+
+    Called by the op's handler and fast path only, so a region's deferred guard has been
+    applied or passes through (``matchbox._region_guard``): the slots are the data, read
+    without the ``data`` property's frame.
     """
-    x_data, i = x.data, index.data
+    x_data, i = x._data, index._data
     batch = x_data.size(0)
     if i.size(0) != batch:
         raise ValueError(

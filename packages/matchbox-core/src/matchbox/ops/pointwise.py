@@ -366,6 +366,7 @@ def _pointwise_inplace(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 POWERS = _example_scalars.POWERS
 _INT_FLOAT = (int, float)
 _MISMATCHES = ADDITIONS | POWERS  # refuse_python_mismatches's ops
+_make = MaskedBatch._make  # (one global load per call: _plain makes most op results)
 
 
 def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
@@ -376,9 +377,8 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     there)."""
     if type(self) is not MaskedBatch:
         return None
-    make = MaskedBatch._make
     if not args:
-        out = make(func(self._data), self._mask, self.dims)
+        out = _make(func(self._data), self._mask, self.dims)
         if self._zero_padding is not None and keeps_zeros(func)[0]:
             zeros_outside = zero_padding_mask(self)
             if zeros_outside is not None:  # f(0) == 0: zeros where the input's are
@@ -392,7 +392,7 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
     if isinstance(other, _INT_FLOAT):
         if type(other) in BATCH_SIZES:
             other = refuse_batch_size_number(other)
-        out = make(func(self._data, other), self._mask, self.dims)
+        out = _make(func(self._data, other), self._mask, self.dims)
         if not out.dims:
             out._scalar = self._scalar  # (``combined``: a number does not change it)
             if func in _MISMATCHES and (func in POWERS or out._data.dtype == torch.bool):
@@ -402,7 +402,7 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
             and other._data.shape == self._data.shape):
         if other._mask is self._mask:
             # Same layout and mask: elementwise, so the result has both.
-            out = make(func(self._data, other._data), self._mask, self.dims)
+            out = _make(func(self._data, other._data), self._mask, self.dims)
             if self._zero_padding is not None and other._zero_padding is not None \
                     and keeps_zeros(func)[1]:
                 zeros_outside = zero_padding_mask(self)
@@ -415,7 +415,7 @@ def _plain(func: Any, self: Any, args: tuple[Any, ...]) -> Any:
         if (self._mask is None and _masking.EXECUTION_MASK.get() is None
                 and _fits_each_example(other, self._data)):
             # Nothing to guard: no padding, and every example runs.
-            out = make(func(self._data, other), None, self.dims)
+            out = _make(func(self._data, other), None, self.dims)
         elif _same_layout((self, other)):
             out = _run_same_layout(func, (self, other))
         else:

@@ -246,7 +246,9 @@ def _cat_unpadded(tensors: Any, dim: Any) -> MaskedBatch | None:
         if (type(t) is not MaskedBatch or t._mask is not None or t.dims != dims
                 or t._present is not None):
             return None
-        data.append(t.data)  # (another batch size or rank: torch's cat raises, below)
+        # (The slot: cat lets a region's deferred guard through, the property would give
+        # the same.  Another batch size or rank: torch's cat raises, below.)
+        data.append(t._data)
     d = dim + rank if dim < 0 else dim
     if not 0 < d < rank:
         return None

@@ -6,6 +6,7 @@ The same view applies to data and mask, and the dims follow their dimensions.
 from __future__ import annotations
 
 import functools
+from itertools import repeat
 from typing import Any
 
 import torch
@@ -71,19 +72,35 @@ def _viewed(input: MaskedBatch, view: MaskedBatch) -> MaskedBatch:
 # ------------------------------------------------------------------ size-one dimensions
 
 
-@_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape",
-                     fast_path=_registry.DIRECT)
-@_lengths.aware  # (first: a fast path skips the dispatch's check)
-def unsqueeze(func, input, dim):
+def _unsqueeze_fast(func, input, args):
+    """``unsqueeze``'s rule for a method's positional arguments (its fast path, see
+    ``matchbox._methods``, and the handler's body): a function of its own, not the
+    handler behind ``DIRECT``'s wrapper, whose frame cost as much as the commonest call.
+    ``None``: more arguments than the op takes (the dispatch's binding names them)."""
+    if len(args) != 1:
+        return None if args else unsqueeze(func, input)  # (Python's error, as before)
+    dim = args[0]
     if type(dim) is int and input._mask is None and input.dims:
         # The commonest call, a new static dimension after the batch's in a batch without
-        # padding, as the general rule below would make it.
+        # padding, as the general rule would make it.
         rank = input._data.dim() + 1
         d = dim + rank if dim < 0 else dim
-        data = input.data
+        data = input._data  # (a handler: a deferred guard is applied, see _region_guard)
         if 0 < d < rank and data.numel():
             return MaskedBatch._make(data.unsqueeze(d), None,
                                      input.dims[: d - 1] + (False,) + input.dims[d - 1:])
+    return _unsqueezed(func, input, dim)
+
+
+@_registry.implements(torch.unsqueeze, torch.Tensor.unsqueeze, family="shape",
+                     fast_path=lambda func: _unsqueeze_fast)
+@_lengths.aware  # (first: a fast path skips the dispatch's check)
+def unsqueeze(func, input, dim):
+    return _unsqueeze_fast(func, input, (dim,))
+
+
+def _unsqueezed(func: Any, input: MaskedBatch, dim: Any) -> MaskedBatch:
+    """``unsqueeze``'s general rule."""
     op = _registry.op_name(func)
     view = _batch_dim_view(dim, input.dim() + 1, input.dims)
     if view is not None:
@@ -184,18 +201,22 @@ def split(func, input, split_size_or_sections, dim=0):
     return _pieces(func, input, dim, lambda data, d: data.split(split_size_or_sections, d))
 
 
-@_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape",
-                     fast_path=_registry.DIRECT)
-@_lengths.aware  # (first: a fast path skips the dispatch's check)
-def chunk(func, input, chunks, dim=0):
+def _chunk_fast(func, input, args):
+    """``chunk``'s rule for a method's positional arguments (its fast path and the
+    handler's body, as ``_unsqueeze_fast``); ``None``: more than the op takes."""
+    if len(args) != 2:
+        return chunk(func, input, *args) if len(args) < 2 else None  # (as before)
+    chunks, dim = args
     if type(chunks) is int and type(dim) is int:
         # The commonest call (an int count along a static dimension, ``h, c = x.chunk(2,
         # -1)``), as the general rule below makes it, without its checks' calls.
         rank = input._data.dim()
         d = dim + rank if dim < 0 else dim
         if 0 < d < rank and not input.dims[d - 1]:
-            mask, dims, make = input._mask, input.dims, MaskedBatch._make
-            parts = tuple([make(part, mask, dims) for part in input.data.chunk(chunks, d)])
+            # (``_data``: a handler's batch has no deferred guard, see _region_guard.  A
+            # map, not a comprehension: no frame of its own, for every chunk of a cell.)
+            parts = tuple(map(MaskedBatch._make, input._data.chunk(chunks, d),
+                              repeat(input._mask), repeat(input.dims)))
             if input._zero_padding is not None:
                 # Pieces of zeros are zeros: a region's guarded batch (a tree's stack
                 # item, its (h, c) chunked) keeps its record, and the linear layer its
@@ -207,6 +228,13 @@ def chunk(func, input, chunks, dim=0):
             return parts
     chunks = _registry.int_argument(_registry.op_name(func), "number of chunks", chunks)
     return _pieces(func, input, dim, lambda data, d: data.chunk(chunks, d))
+
+
+@_registry.implements(torch.chunk, torch.Tensor.chunk, family="shape",
+                     fast_path=lambda func: _chunk_fast)
+@_lengths.aware  # (first: a fast path skips the dispatch's check)
+def chunk(func, input, chunks, dim=0):
+    return _chunk_fast(func, input, (chunks, dim))
 
 
 def _pieces(func: Any, input: MaskedBatch, dim: int, cut: Any) -> tuple[MaskedBatch, ...]:
