@@ -110,9 +110,12 @@ def zero_padding_mask(batch: MaskedBatch) -> torch.Tensor | None:
     See :func:`mark_zero_padding`.
     """
     record = getattr(batch, "_zero_padding", None)  # any batch type: only MaskedBatch has it
-    if record is None or record[0] is not batch.data or record[2] != batch.data._version:
+    if record is None:
         return None
-    return record[1]
+    # (The slot unless a region guard is deferred, as in mark_zero_padding: the property's
+    # frame was most of this check's cost, on every chunk and join of a guarded batch.)
+    data = batch._data if batch._deferred_guard is None else batch.data
+    return record[1] if record[0] is data and record[2] == data._version else None
 
 
 def zero_padding_along(batch: MaskedBatch, d: int) -> torch.Tensor | None:
@@ -123,7 +126,7 @@ def zero_padding_along(batch: MaskedBatch, d: int) -> torch.Tensor | None:
     held = zero_padding_mask(batch)
     if held is None:
         return None
-    at = d - (batch.data.dim() - held.dim())
+    at = d - (batch._data.dim() - held.dim())  # (a deferred guard keeps the rank)
     return held if at < 0 or held.size(at) == 1 else None
 
 
