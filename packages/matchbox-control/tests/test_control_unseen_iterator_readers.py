@@ -134,3 +134,42 @@ def test_a_decorated_helper_given_the_iterator_is_refused_by_its_own_read():
             r"^@batch: next\(\) under a per-example condition \(.*line \d+\): the "
             r"list_iterator it advances is shared by every example")):
         DecoratedReader().forward(xb)
+
+
+SOURCE = 2.0  # a number, then an iterator (test_..._after_it_passed)
+
+
+class Switching:
+    def __init__(self):
+        self.source = 2.0
+
+    def read(self, where):  # a number first, a shared iterator later
+        value = self.source if where == "self" else SOURCE
+        return value if isinstance(value, float) else next(value)
+
+    @matchbox.batch
+    def forward(self, x, where):
+        y = x.sum(1) * 0
+        if x.sum() > 0:
+            y = y + self.read(where)
+        return y
+
+
+@pytest.mark.parametrize("where", ["self", "global"])
+def test_a_helper_whose_attribute_or_global_becomes_an_iterator_is_refused_after_it_passed(
+        where, dtype, monkeypatch):
+    # What calls.call keeps per helper (its verdict, the names its code reads, the types
+    # seen to be no iterators) must not hide a value that became an iterator since.
+    xs, xb = mixed_signs((3, 2, 0, 4), dtype)
+    model = Switching()
+    assert_batch_equals_loop(lambda x: model.forward(x, where), (xs, xb))
+    if where == "self":
+        model.source = iter([1.0, 2.0])
+        read = r"reads self\.source, which is"
+    else:
+        monkeypatch.setitem(globals(), "SOURCE", iter([1.0, 2.0]))
+        read = r"reads the global SOURCE, which is"
+    with pytest.raises(NotImplementedError, match=(
+            rf"^@batch: Switching\.read\(\) {read} a shared list_iterator, and it is called "
+            r"under a per-example condition")):
+        model.forward(xb, where)

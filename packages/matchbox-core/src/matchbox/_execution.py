@@ -12,6 +12,7 @@ reading values (:func:`same_mask`).
 from __future__ import annotations
 
 import contextvars
+import itertools
 import weakref
 from collections import OrderedDict
 from typing import Any
@@ -138,16 +139,21 @@ def and_running(mask: torch.Tensor | None, batch: int, rank: int) -> torch.Tenso
     return mask_and(mask, view)
 
 
-# The *and* of two masks, remembered: (id a, id b) -> (ref a, ref b, ref a & b), and
-# id(a & b) -> (ref a & b, refs of a and b).  Under ``@batch`` a region's ops combine the
-# same masks again and again (a step's mask with the region's, two stack reads' masks):
-# the *and* is computed once, and handed back as the same tensor, so that later ops see
-# by identity that their arguments share a mask (no merge of masks, no gradient guard).
-# Weak references tell a live entry from a recycled id; entries are few and replaced
-# oldest first.
+# The *and* of two masks, remembered: (id a, id b) -> (ref a, ref b, ref a & b).  Under
+# ``@batch`` a region's ops combine the same masks again and again (a step's mask with the
+# region's, two stack reads' masks): the *and* is computed once, and handed back as the
+# same tensor, so that later ops see by identity that their arguments share a mask (no
+# merge of masks, no gradient guard).  Weak references tell a live entry from a recycled
+# id; entries are few and replaced oldest first.
 _ANDS: OrderedDict[tuple[int, int], tuple[Any, Any, Any]] = OrderedDict()
-_PARTS: OrderedDict[int, tuple[Any, tuple[Any, Any]]] = OrderedDict()
 _ANDS_KEPT = 64
+
+#: The attribute of a mask ``mask_and`` made that names the masks it was made from: weak
+#: references, level by level (``((a, b), (a's parts, b's parts), ...)``, :data:`_DEPTH`
+#: levels), so that ``_within`` reads them without walking the chain (a loop's mask is
+#: the *and* of the previous step's with the step's condition) or keying on addresses.
+_AND_OF = "_matchbox_and_of"
+_DEPTH = 4
 
 
 def mask_and(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -175,14 +181,21 @@ def mask_and(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
             return result
     result = a & b
     _ANDS.pop(key, None)
-    _ANDS[key] = (weakref.ref(a), weakref.ref(b), weakref.ref(result))
-    _PARTS[id(result)] = (weakref.ref(result), (weakref.ref(a), weakref.ref(b)))
-    for table in (_ANDS, _PARTS):
-        while len(table) > _ANDS_KEPT:
-            try:
-                table.popitem(last=False)
-            except KeyError:  # another thread emptied it
-                break
+    ref_a, ref_b = weakref.ref(a), weakref.ref(b)
+    _ANDS[key] = (ref_a, ref_b, weakref.ref(result))
+    while len(_ANDS) > _ANDS_KEPT:
+        try:
+            _ANDS.popitem(last=False)
+        except KeyError:  # another thread emptied it
+            break
+    levels_a = getattr(a, _AND_OF, ())
+    levels_b = getattr(b, _AND_OF, ())
+    if levels_a or levels_b:  # a level of each, a level deeper, the last level dropped
+        deeper = tuple(x + y for x, y in itertools.zip_longest(
+            levels_a[:_DEPTH - 1], levels_b[:_DEPTH - 1], fillvalue=()))
+        setattr(result, _AND_OF, ((ref_a, ref_b), *deeper))
+    else:
+        setattr(result, _AND_OF, ((ref_a, ref_b),))
     return result
 
 
@@ -195,20 +208,36 @@ def _covers(inner: torch.Tensor, outer: torch.Tensor) -> bool:
     return all(y == x or y == 1 for x, y in zip(a[len(a) - len(b):], b))
 
 
-def _within(inner: torch.Tensor, outer: torch.Tensor, depth: int = 4) -> bool:
+def _within(inner: torch.Tensor, outer: torch.Tensor) -> bool:
     """Whether ``inner`` was made (by :func:`mask_and`) as the *and* of ``outer`` (or of
     a view of its memory, ``same_mask``) with something, a few levels deep."""
-    entry = _PARTS.get(id(inner))
-    if entry is None or entry[0]() is not inner:
+    levels = getattr(inner, _AND_OF, None)
+    if levels is None:
         return False
-    for ref in entry[1]:
-        part = ref()
-        if part is None:
-            continue
-        if part is outer or (part.shape == outer.shape and same_mask(part, outer)):
-            return True
-        if depth > 1 and _within(part, outer, depth - 1):
-            return True
+    shape = outer.shape
+    # A live part at another address is no view of ``outer``'s memory: only a part of the
+    # same shape at its address (or either without one) asks ``same_mask``.
+    try:
+        address = outer.data_ptr() if type(outer) is torch.Tensor and outer.numel() else 0
+    except RuntimeError:  # a tensor without data (functionalized)
+        address = 0
+    for level in levels:
+        for ref in level:
+            part = ref()
+            if part is None:
+                continue
+            if part is outer:
+                return True
+            if part.shape != shape:
+                continue
+            if address and type(part) is torch.Tensor:
+                try:
+                    if part.data_ptr() != address:
+                        continue
+                except RuntimeError:
+                    pass
+            if same_mask(part, outer):
+                return True
     return False
 
 

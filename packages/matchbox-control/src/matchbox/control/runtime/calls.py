@@ -109,9 +109,17 @@ def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
            else (fn.__dict__.get("forward") or kind.forward)  # (forward_of's, inline)
            if isinstance(fn, torch.nn.Module) else None)
     if key is not None:  # a method or a module: called as it is where nothing is to check
-        if needs_no_checks(fn, key) and (
-                current_mask() is None or not _some_held_or_container(args, kwargs)):
-            return fn(*args, **kwargs)
+        plain = needs_no_checks(fn, key)
+        if plain:
+            if current_mask() is None or not _some_held_or_container(args, kwargs):
+                return fn(*args, **kwargs)
+        elif plain is None and not _some_held_or_container(args, kwargs):
+            # a helper: only its own reads (under a condition) and its result to check
+            if current_mask() is not None:
+                iterables.refuse_unseen_iterators(fn)
+            result = fn(*args, **kwargs)
+            refuse_absent_examples(fn, result)
+            return result
     if current_mask() is not None and (iterables.Held in map(type, args) or (
             kwargs and iterables.Held in map(type, kwargs.values()))):
         args, kwargs = iterables.hand_over(fn, args, kwargs, _reads_per_example)

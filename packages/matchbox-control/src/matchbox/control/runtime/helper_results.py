@@ -144,34 +144,51 @@ def rewritten(function: types.FunctionType) -> bool:
     return naming.RUNTIME in function.__code__.co_freevars  # (loader: a closure's cell)
 
 
-def needs_no_checks(fn: Any, key: Any) -> bool:
+def needs_no_checks(fn: Any, key: Any) -> bool | None:
     """Whether ``calls.call`` may call ``fn`` (a method or a module; ``key``, its function
     or its class's forward) as it is when given no container or held iterator (``_plain``,
-    its verdict kept per key)."""
-    plain = _PLAIN.get(key)
-    if plain is None:
-        plain = _PLAIN[key] = _plain(fn)
-        if len(_PLAIN) > _PLAIN_KEPT:  # (functions made per call: no unbounded growth)
-            _PLAIN.clear()
+    its verdict kept per key); ``None``: a helper (``_helper``) that needs then only the
+    checks of its own reads and of its result."""
+    try:
+        return _PLAIN[key]
+    except KeyError:
+        pass
+    plain = _PLAIN[key] = _plain(fn)
+    if len(_PLAIN) > _PLAIN_KEPT:  # (functions made per call: no unbounded growth)
+        _PLAIN.clear()
     return plain
 
 
 # A method's function or what a module runs (``forward_of``) -> whether a call of it
 # needs none of ``calls.call``'s checks (``_plain``).
-_PLAIN: dict[Any, bool] = {}
+_PLAIN: dict[Any, bool | None] = {}
 _PLAIN_KEPT = 4096
 
 
-def _plain(fn: Any) -> bool:
+def _plain(fn: Any) -> bool | None:
     """Whether ``fn``, a method (not of a list or dict) or a module, runs torch's or
     Matchbox's own code or code ``@batch`` rewrote, so that ``call`` has nothing to
     refuse or hand over in a call of it given no list, dict or held iterator: no lowered
     builtin, no container method, no ``math`` function, no list an unrewritten function
-    could get wrong, no return value to check (``helper_results``)."""
+    could get wrong, no return value to check (``helper_results``); ``None`` where it is
+    a helper whose call needs only some of them (:func:`_helper`)."""
     if isinstance(fn, torch.nn.Module):
-        return not unrewritten(fn)
+        return not unrewritten(fn) or _helper(forward_of(fn))
     function = fn.__func__  # (the lowered builtins and container methods are no methods)
     module = (getattr(function, "__module__", None) or "").partition(".")[0]
-    return inspect.isfunction(function) and (
+    return bool(inspect.isfunction(function) and (
         module in ("torch", "matchbox") or getattr(function, "__matchbox_batch__", False)
-        or rewritten(function))
+        or rewritten(function))) or _helper(function)
+
+
+def _helper(function: Any) -> bool | None:
+    """``None`` for the user's own function (a method's, or a module's forward) that
+    ``@batch`` did not rewrite and that closes over nothing, else ``False``: given no
+    container or held iterator, ``calls.call`` has then nothing to refuse or hand over
+    in its call but a shared iterator it reads (``iterables.refuse_unseen_iterators``)
+    and what it returns (:func:`refuse_absent_examples`) -- no ``math`` function, no list
+    it is given or closes over (``calls._refuse_lists_to_unconverted``)."""
+    if (inspect.isfunction(function) and function.__closure__ is None
+            and unrewritten(function) and function.__module__ != "math"):
+        return None
+    return False

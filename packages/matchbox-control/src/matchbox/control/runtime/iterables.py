@@ -209,6 +209,12 @@ class _IteratorTypes(dict):  # type -> whether its objects are iterators, on fir
 
 _ITERATOR_TYPES: dict[type, bool] = _IteratorTypes()
 
+# Types seen to be no iterators (``_ITERATOR_TYPES``), as a set for one subset test.
+_NOT_ITERATORS: set[type] = {type(None)}
+
+# An empty cell (a variable not yet assigned) compares equal to no full one.
+_EMPTY_CELL = types.CellType()
+
 
 def names_to_check(function: types.FunctionType) -> tuple[str, ...]:
     """The names of :func:`code_names` of ``function``'s code that may hold an iterator:
@@ -356,8 +362,20 @@ def refuse_unseen_iterators(fn: Any) -> None:
     if names is None:
         names = _UNSEEN[code] = (names_to_check(function) if unrewritten(function)
                                  and inspect.isfunction(function) else False)
-    if names is not False and (names or function.__closure__):
-        refuse_unseen_reads(fn, owner, function, names)
+    if names is False or not (names or function.__closure__):
+        return
+    # First the types of what it reaches, in C (map): an iterator among them is rare.
+    kinds = set(map(type, map(function.__globals__.get, names)))
+    attributes = getattr(owner, "__dict__", None) if owner is not None else None
+    if attributes is not None:
+        kinds.update(map(type, map(attributes.get, names)))
+    if function.__closure__:
+        kinds.update(type(cell.cell_contents) for cell in function.__closure__
+                     if cell != _EMPTY_CELL)
+    if kinds <= _NOT_ITERATORS or not any(_ITERATOR_TYPES[kind] for kind in kinds):
+        _NOT_ITERATORS.update(kinds)
+        return
+    refuse_unseen_reads(fn, owner, function, names)
 
 
 # code object -> the names a helper's code reads, or False for code not checked (code

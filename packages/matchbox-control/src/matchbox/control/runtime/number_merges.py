@@ -33,6 +33,10 @@ from matchbox.masked_batch import MaskedBatch
 
 _KEY = "matchbox.control.number_merges"
 
+#: ``[made]``: whether a record was ever made (in any call): until one is, a merge of two
+#: batches has none to carry over and looks up no call's state.
+_RECORDED = [False]
+
 
 def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> Any:
     """``result``, the selection of ``new`` (for ``mask``) and ``old`` (for the others) as
@@ -42,6 +46,8 @@ def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> An
         return result
     if ((type(new) is MaskedBatch and type(old) is MaskedBatch)  # the commonest merge
             or not (_is_number(new) or _is_number(old))):
+        if not _RECORDED[0]:
+            return result  # no record made yet, in any call: neither side can be one
         state = call_state(create=False)
         if state is None or not state.get(_KEY):
             return result  # and nothing recorded: neither side can be
@@ -68,6 +74,7 @@ def merged(mask: torch.Tensor, new: Any, old: Any, result: Any, name: str) -> An
     if parts:
         holding = _Holding(parts)
         records = state.setdefault(_KEY, {})
+        _RECORDED[0] = True
         key = id(result._data)
 
         def forget(_: Any, records: dict[int, Any] = records, key: int = key) -> None:

@@ -166,8 +166,12 @@ def _kept(new: Any, old: Any, mask: Any) -> bool:
     """Whether ``new`` is known to equal ``old`` outside ``mask`` (see ``_keep``, and
     core's ``torch.where`` in a region), with no region guard deferred but ``mask``'s."""
     kept = getattr(new, "_kept_outside", None) if type(new) is MaskedBatch else None
-    return (kept is not None and kept[0] is mask and type(old) is MaskedBatch
-            and kept[1]() is old._data and kept[3] is old._mask and _still(kept, new)
+    if kept is None or kept[0] is not mask or type(old) is not MaskedBatch:
+        return False
+    base, data = kept[1](), new._data
+    # (``_still``'s, inline, for a base that is old's data)
+    return (base is old._data and kept[3] is old._mask and base._version == kept[2]
+            and kept[4] is data and data._version == kept[5] and new._mask is kept[6]
             and _guard_at_most(new, mask))
 
 
