@@ -14,7 +14,11 @@ from __future__ import annotations
 import pytest
 import torch
 from family_cases import batch_of, check
+from test_compile import BACKEND, assert_values_and_gradients_equal_the_loop
+from test_compile import batch_of as compile_batch_of
 
+import matchbox
+from matchbox.compiler import symbolic
 from matchbox.extending import PaddedSize
 
 
@@ -194,3 +198,27 @@ def test_the_padded_size_says_which_batch_it_was_read_from():
     _, xb = batch_of([(3, 4), (5, 4)], (True, False))
     assert xb.maxsize(1).source is xb and xb.maxsize(-2).source is xb
     assert type(xb.maxsize(2)) is int  # a static dimension's: a plain int
+
+
+COMPILED_BUILDS = {
+    "new_ones": lambda x, h: h + x.new_ones(x.size(0), x.maxsize(1), 3),
+    "expand": lambda x, h: h + h.sum(1, keepdim=True).expand(x.size(0), x.maxsize(1), 3),
+    "repeat": lambda x, h: h + h.sum(1, keepdim=True).repeat(1, x.maxsize(1), 1),
+}
+
+
+@pytest.mark.skipif(not symbolic.available(),
+                    reason="this torch cannot capture with symbolic sizes")
+@pytest.mark.parametrize("name", list(COMPILED_BUILDS))
+def test_a_compiled_build_to_the_symbolic_padded_size_is_one_graph_equal_to_the_loop(name):
+    def f(x, w):
+        return COMPILED_BUILDS[name](x, (x @ w).tanh()).sum(1)
+
+    w = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    compiled = matchbox.compile(f, backend=BACKEND)
+    for lengths in ([3, 1, 4], [9, 0, 2, 13, 1], [30, 7]):
+        examples, xb = compile_batch_of(lengths, dtype=torch.float64)
+        loop = [f(x, w) for x in examples]
+        assert_values_and_gradients_equal_the_loop(compiled(xb, w), loop, examples, xb, w)
+    [spec] = compiled.specializations
+    assert spec.calls == 3 and spec.summary == "batch(B=*, <=*, 3), tensor(3, 3)"

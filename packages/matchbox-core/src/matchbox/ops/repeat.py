@@ -117,8 +117,9 @@ def _repeat_own_sizes(op: str, x: MaskedBatch, counts: list[Any]) -> MaskedBatch
                 f"over examples, and dimension {j} is dynamic: repeating each example's "
                 "values by its own count there is not supported; repeat by an int count")
         own[j] = own_sizes(op, f"count {j}", c, x.data.size(0)) * x.data.size(j)
-    r = _repeat(op, x, [_registry.int_argument(op, "count", plain_size(c), _ONE_COUNT)
-                        for c in counts])
+    # (A symbolic padded size stays one while matchbox.compile captures: not int() of it.)
+    r = _repeat(op, x, [plain_size(c) if is_padded(c) else
+                        _registry.int_argument(op, "count", c, _ONE_COUNT) for c in counts])
     dims = tuple(d or j in own for j, d in enumerate(r.dims, 1))
     old = iter(r.lengths().unbind(1))
     lengths = torch.stack([own[j].to(r.device) if j in own else next(old)
