@@ -222,3 +222,21 @@ def test_a_compiled_build_to_the_symbolic_padded_size_is_one_graph_equal_to_the_
         assert_values_and_gradients_equal_the_loop(compiled(xb, w), loop, examples, xb, w)
     [spec] = compiled.specializations
     assert spec.calls == 3 and spec.summary == "batch(B=*, <=*, 3), tensor(3, 3)"
+
+
+TWO_DYNAMIC = {
+    "new_zeros(B, T1, T2) + x": lambda x: x + x.new_zeros(x.size(0), x.maxsize(1),
+                                                          x.maxsize(2)),
+    "new_ones(B, T2, T1)": lambda x: x.new_ones(x.size(0), x.maxsize(2), x.maxsize(1)) * 2,
+    "new_ones(B, T1, 3)": lambda x: x.new_ones(x.size(0), x.maxsize(1), 3) * 2,
+    "expand(B, T1, T2)": lambda x: x + x.sum((1, 2), keepdim=True)
+                                     .expand(x.size(0), x.maxsize(1), x.maxsize(2)),
+}
+
+
+@pytest.mark.parametrize("name", list(TWO_DYNAMIC))
+@pytest.mark.parametrize("shapes", [[(2, 3), (0, 2), (3, 0), (1, 1)], [(2, 0)]],
+                         ids=["empty-in-part", "batch-of-one"])
+def test_batches_built_to_two_padded_sizes_equal_the_loop(name, shapes, dtype):
+    examples, xb = batch_of(shapes, (True, True), dtype)
+    check(TWO_DYNAMIC[name], examples, xb)

@@ -45,6 +45,10 @@ def new_batch(
             f"{op}: the first size is each example's batch dimension and must be 1 "
             f"(or the batch size {batch}); got {sizes[:1]}"
         )
+    source = _same_layout(sizes, batch)
+    if source is not None:  # x.new_zeros(x.size(0), T, H): x's own layout, its mask
+        return MaskedBatch._make(make([batch] + [plain_size(s) for s in sizes[1:]]),
+                                 source._mask, source.dims)
     padded, dims, lengths = [batch], [], []
     for i, size in enumerate(sizes[1:], start=1):
         if isinstance(size, MaskedBatch):
@@ -78,6 +82,24 @@ def new_batch(
     else:
         mask = None  # no padding: every position is real
     return MaskedBatch._make(data, mask, tuple(dims))
+
+
+def _same_layout(sizes: list[Any], batch: int) -> MaskedBatch | None:
+    """The batch whose mask a batch of ``sizes`` takes as it is: where its dynamic
+    dimensions are exactly those of the batch that padded sizes ``T`` were read from, each
+    the ``T`` of its own dimension there (a mask has size one in static dimensions, which
+    may differ)."""
+    source = None
+    for i, size in enumerate(sizes[1:], start=1):
+        if is_padded(size):
+            source = size.source if source is None else source
+            if (size.source is not source or not isinstance(source, MaskedBatch)
+                    or size.dim % source.dim() != i):
+                return None
+    if (source is None or source.data.size(0) != batch or source.dim() != len(sizes)
+            or any(is_padded(s) != d for s, d in zip(sizes[1:], source.dims))):
+        return None
+    return source
 
 
 def _per_example_sizes(shape: BatchShape) -> list[Any]:

@@ -197,8 +197,10 @@ def _check_padded_sizes(op: str, input: MaskedBatch, given: Sequence, start: int
             _capture.check(running(own.to(result.device) != plain_size(size)), error)
             continue
         source = size.source
-        if source is input or source is None:
-            continue
+        if source is None or (p < input.dim() and input.dims[p - 1]
+                              and input.data.size(p) == result.data.size(p)
+                              and _keeps(size, input, p)):
+            continue  # the input's own dimension p (its sizes), kept
         if hasattr(type(source), "to_masked"):
             source = source.to_masked()
         _masking.check_lengths_agree(
