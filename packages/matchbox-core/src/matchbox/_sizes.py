@@ -206,9 +206,12 @@ class PaddedSize(int):
     :func:`padded_size_as_a_number`).
 
     In the loop over examples an example's ``maxsize(d)`` is its own size; on the batch,
-    the longest example's.  As a size (``torch.ones(T, H)``, ``pe[:T]``, ``view``,
-    ``expand``, ``range`` outside ``@matchbox.batch``, all through ``__index__``) each
-    example meets its own first positions of what it builds, as the loop's would be;
+    the longest example's.  As a size of a plain tensor (``torch.ones(T, H)``, ``pe[:T]``,
+    ``range`` outside ``@matchbox.batch``, all through ``__index__``) each example meets
+    its own first positions of what it builds, as the loop's would be; as a size of an op
+    that builds a batch (``x.new_zeros(x.size(0), T, H)``, ``expand``, ``repeat``) each
+    example's own size there, read from ``source``, the batch it came from
+    (:mod:`matchbox._padded_sizes`);
     as a number (``x.sum(1) / x.maxsize(1)``, ``x[:, :T - 1]``, ``T > 10``) the shorter
     examples would get the longest's.  ``int()`` is the padded size as a plain number;
     ``==``, ``!=`` and the hash are the ``int``'s.  The same places as
@@ -217,9 +220,12 @@ class PaddedSize(int):
     capture a symbolic padded size is torch's own ``SymInt``.
     """
 
-    def __new__(cls, size: int, dim: int) -> PaddedSize:
+    def __new__(cls, size: int, dim: int, source: Any = None) -> PaddedSize:
         padded = int.__new__(cls, size)
         padded.dim = dim
+        # The batch it was read from: each example's own size, which the ops that build
+        # a batch of given sizes take (matchbox._padded_sizes).
+        padded.source = source
         return padded
 
     def __int__(self) -> int:
@@ -243,9 +249,10 @@ class SymPaddedSize(torch.SymInt):
     refused as a number, as :class:`PaddedSize` (a compiled call's padded size may be its
     bucket's, larger still than the longest example's)."""
 
-    def __init__(self, node: Any, dim: int):
+    def __init__(self, node: Any, dim: int, source: Any = None):
         super().__init__(node)
         self.dim = dim
+        self.source = source
 
     __hash__ = torch.SymInt.__hash__
 
@@ -254,16 +261,16 @@ class SymPaddedSize(torch.SymInt):
 PADDED_SIZES = (PaddedSize, SymPaddedSize)
 
 
-def padded_size_of(size: Any, dim: int, dynamic: bool) -> Any:
-    """What ``maxsize(dim)`` of a batch gives for a padded ``size``: a :class:`PaddedSize`
-    (a :class:`SymPaddedSize` of a symbolic size) where the dimension is dynamic, else
-    ``size``."""
+def padded_size_of(size: Any, dim: int, dynamic: bool, source: Any = None) -> Any:
+    """What ``maxsize(dim)`` of a batch (``source``) gives for a padded ``size``: a
+    :class:`PaddedSize` (a :class:`SymPaddedSize` of a symbolic size) where the dimension
+    is dynamic, else ``size``."""
     if not dynamic:
         return size
     kind = type(size)
     if kind is int:
-        return PaddedSize(size, dim)
-    return SymPaddedSize(size.node, dim) if kind is torch.SymInt else size
+        return PaddedSize(size, dim, source)
+    return SymPaddedSize(size.node, dim, source) if kind is torch.SymInt else size
 
 
 def plain_size(size: Any) -> Any:

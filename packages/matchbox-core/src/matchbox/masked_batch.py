@@ -354,7 +354,7 @@ class MaskedBatch(Batch):
         if dim is None:
             return self._data.size()
         i = normalize_dim("maxsize", dim, self.dim())
-        return padded_size_of(self._data.size(i), dim, i > 0 and self.dims[i - 1])
+        return padded_size_of(self._data.size(i), dim, i > 0 and self.dims[i - 1], self)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Rebuilt through the validating constructor: a loaded batch (torch.load,

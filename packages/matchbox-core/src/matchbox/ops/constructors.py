@@ -3,8 +3,9 @@
 Semantics: on a batch, ``new_*`` builds one new tensor per example, with the
 sizes given per example: the first size is each example's batch dimension (1,
 or the batch size as ``x.size(0)`` gives it), an int is a static size, and a
-batch of per-example sizes (``x.size_as_tensor(d)``) makes that dimension
-dynamic.  ``*_like`` keeps the argument's mask and dims.
+batch of per-example sizes (``x.size_as_tensor(d)``) or a padded size
+(``x.maxsize(d)``: each example's own size there, as in the loop) makes that
+dimension dynamic.  ``*_like`` keeps the argument's mask and dims.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _lengths, _registry
-from matchbox._sizes import BATCH_SIZES, BatchShape, refuse_batch_size_number
+from matchbox._padded_sizes import is_padded, own_sizes
+from matchbox._sizes import BATCH_SIZES, BatchShape, plain_size, refuse_batch_size_number
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
@@ -33,11 +35,20 @@ def new_batch(
     sizes = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple, torch.Size)) \
         else list(sizes)
     batch = x.data.size(0)
+    if sizes and is_padded(sizes[0]):
+        raise ValueError(
+            f"{op}: the first size is each example's batch dimension (1, or the batch size "
+            f"x.size(0)); got x.maxsize({sizes[0].dim}), the padded size of a dynamic "
+            "dimension, which in the loop over examples is each example's own size")
     if not sizes or sizes[0] not in (1, batch):
         raise ValueError(
             f"{op}: the first size is each example's batch dimension and must be 1 "
             f"(or the batch size {batch}); got {sizes[:1]}"
         )
+    source = _same_layout(sizes, batch)
+    if source is not None:  # x.new_zeros(x.size(0), T, H): x's own layout, its mask
+        return MaskedBatch._make(make([batch] + [plain_size(s) for s in sizes[1:]]),
+                                 source._mask, source.dims)
     padded, dims, lengths = [batch], [], []
     for i, size in enumerate(sizes[1:], start=1):
         if isinstance(size, MaskedBatch):
@@ -52,6 +63,12 @@ def new_batch(
             padded.append(_padded_size(op, i, size.data, per_example))
             dims.append(True)
             lengths.append(per_example)
+        elif is_padded(size):
+            # x.maxsize(d): in the loop each example's own size there (its source's).
+            own = own_sizes(op, f"size {i}", size, batch)
+            padded.append(plain_size(size))
+            dims.append(True)
+            lengths.append(own.to(device=x.device, dtype=torch.long))
         else:
             # An int, or a 0-d integer tensor as torch accepts; a float is a
             # TypeError, as in torch.
@@ -65,6 +82,24 @@ def new_batch(
     else:
         mask = None  # no padding: every position is real
     return MaskedBatch._make(data, mask, tuple(dims))
+
+
+def _same_layout(sizes: list[Any], batch: int) -> MaskedBatch | None:
+    """The batch whose mask a batch of ``sizes`` takes as it is: where its dynamic
+    dimensions are exactly those of the batch that padded sizes ``T`` were read from, each
+    the ``T`` of its own dimension there (a mask has size one in static dimensions, which
+    may differ)."""
+    source = None
+    for i, size in enumerate(sizes[1:], start=1):
+        if is_padded(size):
+            source = size.source if source is None else source
+            if (size.source is not source or not isinstance(source, MaskedBatch)
+                    or size.dim % source.dim() != i):
+                return None
+    if (source is None or source.data.size(0) != batch or source.dim() != len(sizes)
+            or any(is_padded(s) != d for s, d in zip(sizes[1:], source.dims))):
+        return None
+    return source
 
 
 def _per_example_sizes(shape: BatchShape) -> list[Any]:
@@ -138,6 +173,8 @@ def _names_a_batch(sizes: Sequence[Any], batch: int) -> bool:
         return False
     if any(isinstance(n, MaskedBatch) for n in sizes):
         return True
+    if is_padded(sizes[0]):  # x.new(T, H): (T, H) in the loop, the same for every example
+        return False
     return len(sizes) > 1 and sizes[0] in (1, batch)
 
 

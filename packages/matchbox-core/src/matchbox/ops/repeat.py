@@ -25,8 +25,10 @@ from typing import Any
 
 import torch
 
-from matchbox import _capture, _masking, _registry
-from matchbox.masked_batch import MaskedBatch, normalize_dim
+from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._padded_sizes import is_padded, own_sizes
+from matchbox._sizes import plain_size
+from matchbox.masked_batch import MaskedBatch, mask_from_lengths, normalize_dim
 from matchbox.ops.gather import refuse_partly_empty
 
 FAMILY = "repeat"
@@ -77,16 +79,54 @@ _ONE_COUNT = "repeat_interleave takes one count per example"
 @_registry.implements(torch.Tensor.repeat, family=FAMILY)
 def repeat(func, input, *sizes):
     op = _registry.op_name(func)
+    counts = _sizes(sizes)
+    if any(is_padded(c) for c in counts):
+        return _repeat_own_sizes(op, input, counts)
     return _repeat(op, input, [_registry.int_argument(op, "count", s, _ONE_COUNT)
-                               for s in _sizes(sizes)])
+                               for s in counts])
 
 
 @_registry.implements(torch.tile, torch.Tensor.tile, family=FAMILY)
-def tile(func, input, dims):
+def tile(func, input, *dims):
     op = _registry.op_name(func)
-    factors = [_registry.int_argument(op, "count", s, _ONE_COUNT) for s in _sizes((dims,))]
+    counts = _sizes(dims)  # x.tile(1, n) as x.tile((1, n)), as torch takes both
     # tile pads its factors with ones in front up to the input's rank, then repeats.
-    return _repeat(op, input, [1] * (input.dim() - len(factors)) + factors)
+    counts = [1] * (input.dim() - len(counts)) + counts
+    if any(is_padded(c) for c in counts):
+        return _repeat_own_sizes(op, input, counts)
+    return _repeat(op, input, [_registry.int_argument(op, "count", s, _ONE_COUNT)
+                               for s in counts])
+
+
+def _repeat_own_sizes(op: str, x: MaskedBatch, counts: list[Any]) -> MaskedBatch:
+    """``h.repeat(1, T, 1)`` with ``T = y.maxsize(d)`` of a dynamic dimension: in the loop
+    each example repeats its static dimension ``k`` by its own size there (``T``'s
+    source's), so the result is dynamic there, ``k`` times those sizes."""
+    if is_padded(counts[0]):
+        raise ValueError(
+            f"{op}: count 0 is x.maxsize({counts[0].dim}), the padded size of a dynamic "
+            "dimension; the first count repeats each example's batch dimension and must be 1")
+    x = _masking.raise_rank(x, len(counts))
+    own = {}
+    for j, c in enumerate(counts[1:], 1):
+        if not is_padded(c):
+            continue
+        if x.dims[j - 1]:
+            raise ValueError(
+                f"{op}: count {j} is x.maxsize({c.dim}), each example's own size in the loop "
+                f"over examples, and dimension {j} is dynamic: repeating each example's "
+                "values by its own count there is not supported; repeat by an int count")
+        own[j] = own_sizes(op, f"count {j}", c, x.data.size(0)) * x.data.size(j)
+    # (A symbolic padded size stays one while matchbox.compile captures: not int() of it.)
+    r = _repeat(op, x, [plain_size(c) if is_padded(c) else
+                        _registry.int_argument(op, "count", c, _ONE_COUNT) for c in counts])
+    dims = tuple(d or j in own for j, d in enumerate(r.dims, 1))
+    old = iter(r.lengths().unbind(1))
+    lengths = torch.stack([own[j].to(r.device) if j in own else next(old)
+                           for j, d in enumerate(dims, 1) if d], 1)
+    mask = _lengths.settle(mask_from_lengths(lengths, list(r.data.shape), dims), lengths)
+    # The positions past an example's own size hold its values repeated: no gradient.
+    return MaskedBatch._make(_masking.guard_gradient(r.data, mask), mask, dims)
 
 
 def _repeat(op: str, x: MaskedBatch, factors: list[int]) -> MaskedBatch:

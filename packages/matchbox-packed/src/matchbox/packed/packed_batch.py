@@ -335,7 +335,7 @@ class PackedBatch(Batch):
             return torch.Size(self.maxsize(d) for d in range(self.dim()))
         i = normalize_dim("maxsize", dim, self.dim())
         if i == 1:
-            return padded_size_of(self.layout.max_length, dim, True)
+            return padded_size_of(self.layout.max_length, dim, True, self)
         return self.batch_size if i == 0 else self.data.size(i - 1)
 
     def __reduce__(self) -> tuple[Any, ...]:

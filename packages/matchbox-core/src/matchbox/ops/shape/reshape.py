@@ -15,8 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from matchbox import _capture, _lengths, _masking, _registry
+from matchbox._execution import running
 from matchbox._layout import expanded_row
-from matchbox._sizes import BatchShape
+from matchbox._padded_sizes import is_padded, own_sizes
+from matchbox._sizes import BatchShape, plain_size
 from matchbox.masked_batch import (
     MaskedBatch,
     normalize_dim,
@@ -168,9 +170,42 @@ def _fit_groups(shape: list[int], positions: list[int], runs: list[int]):
 def reshape(func, input, *shape):
     if len(shape) == 1 and isinstance(shape[0], torch.dtype):
         raise NotImplementedError(f"{_registry.op_name(func)}(dtype) is not supported")
+    given = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     shape = _sizes(shape)
     _registry.refuse_per_example(_registry.op_name(func), "size", shape, _OWN_SIZE)
-    return reshape_batch(_registry.op_name(func), input, shape)
+    result = reshape_batch(_registry.op_name(func), input, shape)
+    return _check_padded_sizes(_registry.op_name(func), input, given, 0, result)
+
+
+def _check_padded_sizes(op: str, input: MaskedBatch, given: Sequence, start: int,
+                        result: MaskedBatch) -> MaskedBatch:
+    """``result``, a reshape of ``input`` to sizes ``given`` from its dimension ``start``
+    on; refused where one is ``T = y.maxsize(d)`` of a dynamic dimension (in the loop, each
+    example's own size there, ``T``'s source's) and the result is static there, or dynamic
+    with other sizes (the loop's examples would not reshape)."""
+    for k, size in enumerate(given):
+        if not is_padded(size):
+            continue
+        p = start + k
+        label = f"{op} (size {p}, x.maxsize({size.dim}))"
+        if p == 0 or not result.dims[p - 1]:
+            # Static there: as the loop only where every example's own size is T.
+            own = own_sizes(label, f"size {p}", size, result.data.size(0))
+            error = functools.partial(_static_there, label, p)
+            if p == 0:
+                raise error()
+            _capture.check(running(own.to(result.device) != plain_size(size)), error)
+            continue
+        source = size.source
+        if source is None or (p < input.dim() and input.dims[p - 1]
+                              and input.data.size(p) == result.data.size(p)
+                              and _keeps(size, input, p)):
+            continue  # the input's own dimension p (its sizes), kept
+        if hasattr(type(source), "to_masked"):
+            source = source.to_masked()
+        _masking.check_lengths_agree(
+            label, [(source, normalize_dim(op, size.dim, source.dim())), (result, p)])
+    return result
 
 
 # What to write for a size of each example's own (``x.view(1, n, 3)``, ``n`` per example).
@@ -247,7 +282,8 @@ def unflatten(func, input, dim, sizes):
         # every -1 as a dynamic dimension.
         known = math.prod(s for s in sizes if s != -1)
         sizes[sizes.index(-1)] = input.data.size(d) // known if known else 0
-    return reshape_batch(op, input, old[:d] + sizes + old[d + 1:])
+    result = reshape_batch(op, input, old[:d] + [plain_size(s) for s in sizes] + old[d + 1:])
+    return _check_padded_sizes(op, input, sizes, d, result)
 
 
 @_lengths.aware
@@ -263,6 +299,7 @@ def expand(func, input, *sizes, implicit=False):
         if isinstance(like, MaskedBatch):
             return expand_as(func, input, like)
         sizes = tuple(sizes[0])
+    given = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
     sizes = _sizes(sizes)
     _registry.refuse_per_example(op, "size", sizes, "a dimension each example expands to its "
                                  "own size is x.expand_as(y) of a batch y of those sizes")
@@ -274,12 +311,61 @@ def expand(func, input, *sizes, implicit=False):
         raise ValueError(f"{op}: the size of dimension 0 (each example's batch dimension) "
                          f"must stay 1 (or be the batch size {x.data.size(0)} as x.size(0) "
                          f"gives it), got {sizes[0]}")
+    if any(is_padded(size) and not _keeps(size, input, i - extra)
+           for i, size in enumerate(given[1:], start=1)):
+        return _expand_to_own_sizes(func, op, x, list(given))
     target = [x.data.size(0)]
     for i, size in enumerate(sizes[1:], start=1):
         if x.dims[i - 1] and size not in (-1, x.data.size(i)):
             raise ValueError(f"{op}: dimension {i} is dynamic; pass -1 to keep it")
         target.append(x.data.size(i) if size == -1 else size)
     return MaskedBatch._make(x.data.expand(target), x.mask, x.dims)
+
+
+def _static_there(label: str, p: int) -> ValueError:
+    return ValueError(
+        f"{label}: the padded size of a dynamic dimension stands for each example's own "
+        "size there (as in the loop over examples), but the examples reshaped here are "
+        f"static in dimension {p}, the same in every example; write -1 to keep a dynamic "
+        "dimension of the input, or build a batch of those sizes (x.new_zeros(x.size(0), "
+        "T, ...))")
+
+
+def _keeps(size, input: MaskedBatch, i: int) -> bool:
+    """Whether padded ``size`` in position ``i`` (of the input of rank raised by
+    ``extra``, input dimension ``i``) is the input's own dynamic dimension, kept."""
+    source = size.source
+    return (source is input or (getattr(source, "_mask", None) is not None
+                                and source._mask is getattr(input, "_mask", None)
+                                and source.dims == input.dims)) \
+        and normalize_dim("expand", size.dim, input.dim()) == i
+
+
+def _expand_to_own_sizes(func, op: str, x: MaskedBatch, sizes: list) -> MaskedBatch:
+    """``h.expand(B, T, H)`` with ``T = y.maxsize(d)`` of a dynamic dimension: in the loop
+    each example expands to its own size there (``T``'s source's), so ``h`` is expanded
+    as a batch of those sizes (:func:`expand_as`: the result is dynamic there)."""
+    from matchbox.convenience import size_as_tensor  # (import the shape ops)
+    from matchbox.ops.constructors import new_batch
+
+    shape: list = [x.data.size(0)]
+    for i, size in enumerate(sizes[1:], start=1):
+        if is_padded(size):
+            if not x.dims[i - 1] and x.data.size(i) != 1:
+                raise ValueError(
+                    f"{op}: size {i} is x.maxsize({size.dim}), each example's own size "
+                    f"there in the loop over examples, but dimension {i} has size "
+                    f"{x.data.size(i)}: only a dimension of size one expands to it")
+            shape.append(size)
+        elif x.dims[i - 1]:
+            if plain_size(size) not in (-1, x.data.size(i)):
+                raise ValueError(f"{op}: dimension {i} is dynamic; pass -1 to keep it")
+            shape.append(size_as_tensor(x, i))
+        else:
+            shape.append(x.data.size(i) if size == -1 else size)
+    # The sizes as a batch (no values: a stride-0 view of one), expanded as.
+    like = new_batch(op, x, shape, lambda full: x.data.new_empty(()).expand(full))
+    return expand_as(func, x, like)
 
 
 @_lengths.aware
