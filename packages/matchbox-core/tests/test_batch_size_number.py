@@ -79,6 +79,7 @@ SCALAR_USES = {
     "x.new_full((1, 4), x.size(0))": lambda x: x.new_full((1, 4), x.size(0)),
     "x / math.sqrt(x.size(0))": lambda x: x / math.sqrt(x.size(0)),
     "x / float(x.size(0))": lambda x: x / float(x.size(0)),
+    "x.roll(x.size(0), 1)": lambda x: x.roll(x.size(0), 1),  # (the loop's shift is 1)
 }
 
 

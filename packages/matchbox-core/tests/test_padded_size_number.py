@@ -48,6 +48,10 @@ NUMBER_USES = {
     "x.new_full(size, T)": lambda x: x.new_full((x.size(0), 1), x.maxsize(1)),
     "lengths < T": lambda x: x.size_as_tensor(1) < x.maxsize(1),
     "x * T": lambda x: x * x.maxsize(1),
+    # (a shift: in the loop each example rolled by its own size is not rolled at all)
+    "x.roll(T, 1)": lambda x: x.roll(x.maxsize(1), 1),
+    "torch.roll(x, (T,), (1,))": lambda x: torch.roll(x, (x.maxsize(1),), (1,)),
+    "x.roll(T)": lambda x: x.roll(x.maxsize(1)),
 }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from matchbox._size_tensors import size_as_tensor
 from matchbox._sizes import PADDED_SIZES
 
 
@@ -29,8 +30,6 @@ def own_sizes(op: str, arg: str, size: Any, batch: Any) -> torch.Tensor:
 
     Refused (``ValueError``) where the padded size does not say which batch it was read
     from, or was read from a batch of another number of examples than ``batch``."""
-    from matchbox.convenience import size_as_tensor  # (imports the batch types)
-
     source = getattr(size, "source", None)
     if source is None:
         raise ValueError(

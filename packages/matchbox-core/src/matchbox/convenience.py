@@ -16,9 +16,8 @@ import torch
 
 from matchbox import _capture
 from matchbox._autograd_function import grad_enabled, refuse_untracked
-from matchbox._example_scalars import SCALAR, mark
-from matchbox._masking import lengths_along
 from matchbox._op_table import declare_convenience
+from matchbox._size_tensors import size_as_tensor
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.constructors import new_batch
 from matchbox.ops.shape import reshape_batch
@@ -47,21 +46,6 @@ def batch_ones(x: Any, *sizes: Any) -> Any:
 def batch_empty(x: Any, *sizes: Any) -> Any:
     """Uninitialised values of shape ``(1, *sizes)`` for each example."""
     return _batch_new(x, sizes, torch.empty, "batch_empty")
-
-
-def size_as_tensor(x: Any, dim: int) -> Any:
-    """Each example's size along ``dim``: a batch of per-example scalars (or a 0-d tensor)."""
-    if not isinstance(x, MaskedBatch):
-        return torch.tensor(x.size(dim), device=x.device)
-    d = normalize_dim("size_as_tensor", dim, x.dim())
-    batch = x.data.size(0)
-    if d > 0 and x.dims[d - 1]:
-        sizes = lengths_along(x, d)
-    else:
-        sizes = torch.full((batch,), 1 if d == 0 else x.data.size(d), device=x.device)
-    _capture.note_size_bound(sizes, 1 if d == 0 else x.data.size(d))
-    mask = torch.ones(batch, dtype=torch.bool, device=x.device)
-    return mark(MaskedBatch._make(sizes, mask, ()), SCALAR)  # the loop's is 0-d
 
 
 def maxsize(x: Any, dim: int | None = None) -> Any:

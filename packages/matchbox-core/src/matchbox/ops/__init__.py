@@ -21,6 +21,7 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               |                 | prefix (padding filled to sort last, scans guarded;   |
 |               |                 | flips and rolls permute each example's positions);    |
 |               |                 | movedim/mT: the same permutation of data and mask     |
+|               | rolls.py        | (roll; a shift of x.size(0) or x.maxsize(d) is refused) |
 | repeat        | repeat.py       | repeat/tile/repeat_interleave: static dim: on the     |
 |               |                 | data, mask kept; dynamic dim: each example's own      |
 |               |                 | values repeated (length r * n), the mask follows      |
@@ -52,6 +53,7 @@ from matchbox.ops import (  # noqa: F401
     pointwise,
     reductions,
     repeat,
+    rolls,
     selection,
     shape,
 )

@@ -345,7 +345,7 @@ def _expand_to_own_sizes(func, op: str, x: MaskedBatch, sizes: list) -> MaskedBa
     """``h.expand(B, T, H)`` with ``T = y.maxsize(d)`` of a dynamic dimension: in the loop
     each example expands to its own size there (``T``'s source's), so ``h`` is expanded
     as a batch of those sizes (:func:`expand_as`: the result is dynamic there)."""
-    from matchbox.convenience import size_as_tensor  # (import the shape ops)
+    from matchbox._size_tensors import size_as_tensor
     from matchbox.ops.constructors import new_batch
 
     shape: list = [x.data.size(0)]
