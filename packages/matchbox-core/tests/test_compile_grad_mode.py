@@ -77,3 +77,47 @@ def test_a_parameter_read_under_no_grad_gets_the_gradient_of_its_other_reads_onl
     examples = [torch.randn(1, n, 3, dtype=torch.float64) for n in (3, 0, 5, 1)]
     batch = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
     mb_assert(compiled_on_batches(model), [examples], [batch], 4, params=list(model.parameters()))
+
+
+class _StraightThroughRound(torch.autograd.Function):
+    """``round`` forward, identity backward (quantisation-aware training)."""
+
+    @staticmethod
+    def forward(ctx, w):
+        return w.round()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+def quantised(x, w):
+    return (x @ (_StraightThroughRound.apply(w * 4) / 4)).sum(-1).sum(1) + x.amax(1).sum(-1)
+
+
+def test_a_users_autograd_function_on_a_tensor_that_requires_grad_is_not_captured():
+    """The graph would hold ``round`` and differentiate it (zero), not the Function's
+    backward (identity): refused, so the call runs eagerly, equal to the loop."""
+    torch.manual_seed(0)
+    examples = [torch.randn(1, n, 3, dtype=torch.float64) for n in (3, 1, 5)]
+    batch = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+    w = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(matchbox.compiler.CaptureError,
+                       match=r"autograd.Function _StraightThroughRound is given a tensor that "
+                             r"requires grad: a graph holds its forward's ops, not its backward"):
+        matchbox.compile(quantised, backend=BACKEND, fallback="raise")(batch, w)
+    compiled = matchbox.compile(quantised, backend=BACKEND)
+    with pytest.warns(UserWarning, match="_StraightThroughRound"):
+        mb_assert(lambda x, v: (compiled if isinstance(x, MaskedBatch) else quantised)(x, v),
+                  [examples, [w] * 3], [batch, w], 3)
+    assert compiled.specializations[0].eager_reason is not None
+
+
+def test_core_ops_made_of_autograd_functions_are_still_captured():
+    torch.manual_seed(0)
+    examples = [torch.randn(1, n, 3, dtype=torch.float64) for n in (3, 1, 5)]
+    batch = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+    compiled = matchbox.compile(lambda x: x.amax(1) + x.var(1), backend=BACKEND,
+                                fallback="raise")
+    compiled(batch)
+    assert [s.eager_reason for s in compiled.specializations] == [None]

@@ -12,7 +12,14 @@ did (it recorded nothing to differentiate).
 
 Not inside the ``forward`` of an ``autograd.Function`` (matchbox-core's own, for
 ``amax`` and ``var``: autograd runs it with gradients off, and the graph differentiates
-its ops, as before), nor for an in-place op (it must write its argument itself)."""
+its ops, as before), nor for an in-place op (it must write its argument itself).
+
+A user's own ``autograd.Function`` given a tensor that requires grad (a straight-through
+``round``, a gradient reversal) cannot be captured: the graph holds its forward's ops,
+not its ``backward``, so the gradient would be the forward's derivative (zero through a
+``round``).  Its first op refuses the capture, and the call runs eagerly (or raises,
+``fallback="raise"``).  Reentrant checkpointing's Function (whose backward is its
+forward's derivative) is captured as before."""
 
 from __future__ import annotations
 
@@ -24,7 +31,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map_only
 
-from matchbox._autograd_function import _enclosing_function
+from matchbox._autograd_function import _enclosing_function, _is_reentrant_checkpoint
+from matchbox._capture import NotCapturable
 
 
 def _detached(t: torch.Tensor) -> torch.Tensor:
@@ -47,9 +55,16 @@ class NoGradDetaches(TorchDispatchMode):
         kwargs = kwargs or {}
         if (not torch.is_grad_enabled() and isinstance(func, torch._ops.OpOverload)
                 and not func._schema.is_mutable
-                and any(_requires_grad(t) for t in _tensors((args, kwargs)))
-                and _enclosing_function(sys._getframe(1)) is None):
-            args, kwargs = tree_map_only(torch.Tensor, _detached, (args, kwargs))
+                and any(_requires_grad(t) for t in _tensors((args, kwargs)))):
+            function = _enclosing_function(sys._getframe(1))
+            if function is None:
+                args, kwargs = tree_map_only(torch.Tensor, _detached, (args, kwargs))
+            elif not (function.__module__.startswith("matchbox.")
+                      or _is_reentrant_checkpoint(function)):
+                raise NotCapturable(
+                    f"the torch.autograd.Function {function.__qualname__} is given a tensor "
+                    "that requires grad: a graph holds its forward's ops, not its backward, "
+                    "so its gradient would be the forward's derivative, not its own")
         return func(*args, **kwargs)
 
 
