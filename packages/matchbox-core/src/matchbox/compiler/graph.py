@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from matchbox import _capture, _masking
-from matchbox.compiler import precompiled, slice_copies, split_views
+from matchbox.compiler import grad_mode, precompiled, slice_copies, split_views
 from matchbox.compiler.state import watch_effects
 from matchbox.compiler.structure import Structure, flatten, unflatten
 
@@ -117,7 +117,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
         state.scan_loops = scan_loops or why_not or False
         token = _capture.begin(state)
         try:
-            with watch_effects(module):
+            with watch_effects(module), grad_mode.capture_grad_mode():
                 result = call(params, args, kwargs)
         finally:
             _capture.end(token)
