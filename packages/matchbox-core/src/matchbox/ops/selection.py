@@ -46,7 +46,7 @@ from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.ordering import _padded_along, _sort, refuse_k_past_examples
 from matchbox.ops.reductions import reduced_dimensions, reduced_layout, refuse_empty
 from matchbox.ops.reductions._reduce import _keep
-from matchbox.ops.reductions.extremes import _ExtremeOfReal
+from matchbox.ops.reductions.extremes import extreme_of_real
 
 FAMILY = "selection"
 
@@ -116,7 +116,7 @@ def _median_of_all(op: str, x: MaskedBatch) -> MaskedBatch:
     mask = x.mask
     choose = lambda data, ds, keepdim=True: _lower_median(data, mask, floating)  # noqa: E731
     if filled.requires_grad and torch.is_grad_enabled():
-        value = _ExtremeOfReal.apply(filled, mask, choose, reduced, True)
+        value = extreme_of_real(filled, mask, choose, reduced, True)
     else:
         value = choose(filled, reduced)
     layout, new_dims = reduced_layout(x, reduced, False)

@@ -9,11 +9,12 @@ over an empty example they raise, as the loop does.  ``argmax``/``argmin`` witho
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox._example_scalars import VECTOR, mark, reduced_over
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.reductions._reduce import (
@@ -61,14 +62,52 @@ class _ExtremeOfReal(torch.autograd.Function):
         return grad * share, None, None, None, None
 
 
+def extreme_of_real(filled: torch.Tensor, mask: torch.Tensor, func: Any,
+                    reduced: tuple[int, ...], nan_ties: bool = False) -> torch.Tensor:
+    """:class:`_ExtremeOfReal` (keeping the reduced dimensions); while a call is captured,
+    :func:`_captured_extreme_of_real`, its forward written so that the graph's own
+    derivative is that backward: a graph holds a Function's forward ops, not its
+    backward, and the derivative of ``func`` over ``filled`` shares the gradient with
+    padding that ties (an example of ``-inf`` scores)."""
+    if _capture.capturing() is None:
+        return _ExtremeOfReal.apply(filled, mask, func, reduced, nan_ties)
+    return _captured_extreme_of_real(filled, mask, func, reduced, nan_ties)
+
+
+def _captured_extreme_of_real(filled: torch.Tensor, mask: torch.Tensor, func: Any,
+                              reduced: tuple[int, ...], nan_ties: bool) -> torch.Tensor:
+    """``func(filled, reduced)`` whose derivative is :class:`_ExtremeOfReal`'s backward.
+
+    The value is computed without gradient; the gradient flows through ``S``, the sum of
+    the real ties times their share (its value the result itself where that is ±inf or a
+    NaN tie, and where it is finite, added as ``S - S.detach()``, exactly zero).  An
+    example without a tie (a NaN result of ``amax``) gets a NaN gradient at every
+    position, as torch's ``amax`` gives.  No NaN reaches another example's gradient: each
+    branch's input is cut by a ``where`` on that branch's own condition."""
+    plain = filled.detach()
+    result = func(plain, reduced, keepdim=True)
+    ties = plain == result
+    if nan_ties:
+        ties = ties | (plain.isnan() & result.isnan())
+    ties = ties & mask
+    count = ties.sum(reduced, keepdim=True)
+    share = ties.to(filled.dtype) / count.clamp(min=1).to(filled.dtype)
+    shared = (torch.where(ties, filled, 0) * share).sum(reduced, keepdim=True)
+    value = torch.where(result.isfinite(), result + (shared - shared.detach()), shared)
+    none = count == 0
+    untied = (torch.where(none, filled, 0) * math.nan).sum(reduced, keepdim=True)
+    return torch.where(none, untied, value)
+
+
 def _extreme_of_real(func: Any, x: MaskedBatch, reduced: tuple[int, ...], keepdim: bool,
-                     fill: float | bool) -> MaskedBatch:
+                     fill: float | bool, nan_ties: bool = False) -> MaskedBatch:
     """``func`` (amax/amin) over ``reduced``, some of them dynamic (see :class:`_ExtremeOfReal`)."""
     filled = _masking.fill_padding(x, fill)
     if not (filled.requires_grad and torch.is_grad_enabled()):
         result = func(filled, reduced, keepdim=keepdim)
     else:
-        result = _keep(_ExtremeOfReal.apply(filled, x.mask, func, reduced), reduced, keepdim)
+        result = _keep(extreme_of_real(filled, x.mask, func, reduced, nan_ties), reduced,
+                       keepdim)
     mask, new_dims = reduced_layout(x, reduced, keepdim)
     return MaskedBatch._make(result, mask, new_dims)
 
@@ -81,14 +120,18 @@ def amax_amin(func, input, dim=(), keepdim=False):
                                  input, dim, keepdim), dim, keepdim)
 
 
-def _extreme(op: str, is_max: bool, x: MaskedBatch, dim: Any, keepdim: bool) -> MaskedBatch:
-    """The largest (smallest) value over ``dim`` (``None``: every dimension)."""
+def _extreme(op: str, is_max: bool, x: MaskedBatch, dim: Any, keepdim: bool,
+             nan_ties: bool = False) -> MaskedBatch:
+    """The largest (smallest) value over ``dim`` (``None``: every dimension).  With
+    ``nan_ties`` (``max()``/``min()``, whose gradient torch splits over the NaN values
+    where the result is NaN; ``amax``'s is NaN everywhere) through :class:`_ExtremeOfReal`
+    whatever the layout."""
     reduced = reduced_dimensions(op, x, dim)
     refuse_empty(op, x, reduced)
     func = torch.amax if is_max else torch.amin
     fill = (lowest if is_max else highest)(x.dtype)
-    if any(x.dims[i - 1] for i in reduced) and x._mask is not None:
-        return _extreme_of_real(func, x, reduced, keepdim, fill)
+    if (nan_ties and reduced) or (any(x.dims[i - 1] for i in reduced) and x._mask is not None):
+        return _extreme_of_real(func, x, reduced, keepdim, fill, nan_ties)
     return reduce(op, x, reduced, keepdim, lambda d, ds, k: func(d, ds, keepdim=k), fill)
 
 
@@ -109,7 +152,7 @@ def max_min(func, input, *args, **kwargs):
     op = _registry.op_name(func)
     fill = lowest(input.dtype) if is_max else highest(input.dtype)
     if dim is None:
-        return reduced_over(_extreme(op, is_max, input, None, False), None)
+        return reduced_over(_extreme(op, is_max, input, None, False, nan_ties=True), None)
     reduced = reduced_dimensions(op, input, dim)
     refuse_empty(op, input, reduced)
     data = _masking.fill_padding(input, fill) if input.dims[reduced[0] - 1] else input.data
