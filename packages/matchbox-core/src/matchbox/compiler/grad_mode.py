@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -43,6 +45,29 @@ def _requires_grad(t: torch.Tensor) -> bool:
     return t.requires_grad
 
 
+class _Own(threading.local):
+    """Whether this thread runs Matchbox's own ops with gradients off (:func:`own_no_grad`)."""
+
+    on = False
+
+
+_OWN = _Own()
+
+
+@contextlib.contextmanager
+def own_no_grad() -> Iterator[None]:
+    """``torch.no_grad()`` for Matchbox's own ops in a capture (a loop's scan is run with
+    gradients off, below autograd, its first carries made there): the user did not turn
+    gradients off, so :class:`NoGradDetaches` leaves those ops as they are (detached,
+    a recurrent module's state views carried into a scan lost their gradient)."""
+    before, _OWN.on = _OWN.on, True
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        _OWN.on = before
+
+
 class NoGradDetaches(TorchDispatchMode):
     """While capturing with gradients on: an op run with them off reads detached copies
     of its arguments that require grad (see the module's docstring)."""
@@ -53,7 +78,8 @@ class NoGradDetaches(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        if (not torch.is_grad_enabled() and isinstance(func, torch._ops.OpOverload)
+        if (not torch.is_grad_enabled() and not _OWN.on
+                and isinstance(func, torch._ops.OpOverload)
                 and not func._schema.is_mutable
                 and any(_requires_grad(t) for t in _tensors((args, kwargs)))):
             function = _enclosing_function(sys._getframe(1))

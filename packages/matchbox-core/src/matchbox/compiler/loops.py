@@ -55,7 +55,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves, tree_map_only
 
 from matchbox import _capture
-from matchbox.compiler import loop_state, loop_steps, scan_attempt, scan_hoist
+from matchbox.compiler import grad_mode, loop_state, loop_steps, scan_attempt, scan_hoist
 from matchbox.compiler.loop_state import NotStructured
 
 #: How many steps may run unrolled before the loop's state settles.
@@ -366,7 +366,7 @@ def _scan(step: Callable[..., Any], state: tuple[Any, ...], steps: loop_steps.St
     graph.recompile()
     graph, xs, free = _hoisted(graph, n_init + nf[0], xs, free, len(sizes), capture)
     flag_init = [loop_state.flag(device) for _ in range(nf[0])]
-    with torch.no_grad():
+    with grad_mode.own_no_grad():
         result = list(scan_op(graph, [_dense(loop_state.encode(t)) for t in init] + flag_init, xs,
                               (*free, *sizes)))
     final = [loop_state.decode(t, like.dtype) for t, like in zip(result[:n_init], init)]
