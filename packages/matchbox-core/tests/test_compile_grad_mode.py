@@ -26,9 +26,14 @@ def compiled_on_batches(f):
 
 def self_distilled(x, w):
     """A loss against a target the input makes itself, held constant (``no_grad``)."""
+    # (softmax and log_softmax spelt in core's ops: tox's core environment has no
+    # matchbox-nn, which implements them)
     with torch.no_grad():
-        target = (x @ w).softmax(-1)
-    return -(target * (x @ w).log_softmax(-1)).sum(-1).sum(1) + (x * x).sum(-1).mean(1)
+        scores = (x @ w).exp()
+        target = scores / scores.sum(-1, keepdim=True)
+    z = x @ w
+    return (-(target * (z - z.logsumexp(-1, keepdim=True))).sum(-1).sum(1)
+            + (x * x).sum(-1).mean(1))
 
 
 def grad_disabled(x, w):
