@@ -182,9 +182,14 @@ def refuse_batch_size_number(*args: Any) -> Any:
     where the loop over examples (1) and the batch (its batch size) would differ; or, where
     the first argument is a :class:`PaddedSize`, ``x.maxsize(d)`` of a dynamic dimension
     (each example's own size in the loop, the longest's here)."""
-    if args and type(args[0]) in PADDED_SIZES:
-        raise TypeError(padded_size_as_a_number(args[0].dim))
-    raise TypeError(BATCH_SIZE_AS_A_NUMBER)
+    raise TypeError(size_as_a_number(args[0] if args else None))
+
+
+def size_as_a_number(size: Any) -> str:
+    """The message :func:`refuse_batch_size_number` raises for ``size`` (a
+    :class:`PaddedSize`'s, else ``x.size(0)``'s), for an error that names its op first."""
+    return padded_size_as_a_number(size.dim) if type(size) in PADDED_SIZES \
+        else BATCH_SIZE_AS_A_NUMBER
 
 
 def padded_size_as_a_number(dim: int) -> str:

@@ -138,6 +138,7 @@ from matchbox._sizes import (
     batch_size_as_asked,
     padded_size_of,
     refuse_batch_size_number,
+    size_as_a_number,
 )
 from matchbox.masked_batch import (
     BatchShape,
@@ -169,7 +170,8 @@ __all__ = [
     "BATCH_VIEWS", "provide_batch_dim_view",
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
-    "BatchSize", "BATCH_SIZES", "refuse_batch_size_number", "PaddedSize", "padded_size_of",
+    "BatchSize", "BATCH_SIZES", "refuse_batch_size_number", "size_as_a_number",
+    "PaddedSize", "padded_size_of",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
     "has_zero_padding",
     # argument checks (the op first, for the message)

@@ -42,7 +42,7 @@ from matchbox.extending import (
     lengths_along,
     mask_from_lengths,
     op_name,
-    refuse_batch_size_number,
+    size_as_a_number,
 )
 from matchbox.nn.ops._windows import Windows, as_tuple, check_input, example_sizes, pool_size
 
@@ -282,16 +282,8 @@ def _adaptive_sizes(op: str, output_size: Any, n: int) -> tuple[int | None, ...]
         if type(size) in BATCH_SIZES:  # x.maxsize(1): each example's own in the loop, where
             raise TypeError(  # a static input would otherwise silently pool to the longest's
                 f"{op}: output_size must be the same int for every example (the loop's "
-                f"would be each example's own): {_batch_size_reason(size)}")
+                f"would be each example's own): {size_as_a_number(size)}")
     return sizes
-
-
-def _batch_size_reason(size: Any) -> str:
-    try:
-        refuse_batch_size_number(size)
-    except TypeError as error:
-        return str(error)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _refuse_empty(op: str, input: MaskedBatch, n: int) -> None:
