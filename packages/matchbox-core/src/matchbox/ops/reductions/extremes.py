@@ -54,12 +54,20 @@ class _ExtremeOfReal(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad):  # noqa: ANN001
         filled, mask, result = ctx.saved_tensors
-        ties = filled == result
-        if ctx.nan_ties:
-            ties = ties | (filled.isnan() & result.isnan())
-        ties = ties & mask
+        ties = _real_ties(filled, result, mask, ctx.nan_ties)
         share = ties / ties.sum(ctx.reduced, keepdim=True)
         return grad * share, None, None, None, None
+
+
+def _real_ties(filled: torch.Tensor, result: torch.Tensor, mask: torch.Tensor,
+               nan_ties: bool) -> torch.Tensor:
+    """The real positions equal to ``result`` (with ``nan_ties``, a NaN result's NaN
+    values too): where :class:`_ExtremeOfReal`'s backward, and the captured form, share
+    the gradient."""
+    ties = filled == result
+    if nan_ties:
+        ties = ties | (filled.isnan() & result.isnan())
+    return ties & mask
 
 
 def extreme_of_real(filled: torch.Tensor, mask: torch.Tensor, func: Any,
@@ -86,10 +94,7 @@ def _captured_extreme_of_real(filled: torch.Tensor, mask: torch.Tensor, func: An
     branch's input is cut by a ``where`` on that branch's own condition."""
     plain = filled.detach()
     result = func(plain, reduced, keepdim=True)
-    ties = plain == result
-    if nan_ties:
-        ties = ties | (plain.isnan() & result.isnan())
-    ties = ties & mask
+    ties = _real_ties(plain, result, mask, nan_ties)
     count = ties.sum(reduced, keepdim=True)
     share = ties.to(filled.dtype) / count.clamp(min=1).to(filled.dtype)
     shared = (torch.where(ties, filled, 0) * share).sum(reduced, keepdim=True)
