@@ -27,9 +27,10 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               |                 | values repeated (length r * n), the mask follows      |
 | matrix        | matrix.py       | tril/triu: mask kept; diagonal: each example's own    |
 |               |                 | length; cdist: padding 0, real where both rows are    |
-| selection     | selection.py    | median/kthvalue/mode/quantile: static dim: torch's op |
-|               |                 | on the data; dynamic dim: each example's k-th real    |
-|               |                 | value (stable sort, padding last); dim leaves the mask |
+| selection     | selection.py    | (nan)median/kthvalue/mode/quantile: static dim:       |
+|               |                 | torch's op on the data; dynamic dim: each example's   |
+|               |                 | k-th real value (stable sort, padding last); dim      |
+|               |                 | leaves the mask                                       |
 | distance      | distances.py    | cosine_similarity/pairwise_distance/dist: aligned as  |
 |               |                 | pointwise; a dynamic dim reduced over each example's  |
 |               |                 | real positions (padding filled with 0 first)          |
