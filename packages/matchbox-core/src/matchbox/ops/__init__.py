@@ -57,4 +57,5 @@ from matchbox.ops import (  # noqa: F401
     rolls,
     selection,
     shape,
+    tensordot,
 )
