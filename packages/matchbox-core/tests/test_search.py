@@ -1,4 +1,4 @@
-"""searchsorted and bucketize against the per-example loop.
+"""searchsorted, bucketize and isin against the per-example loop.
 
 Padding holds NaN, which a binary search over the padded length would meet (NaN compares
 false, so it moves a search), so padding that took part shows up as a mismatch.  A batch of
@@ -20,6 +20,7 @@ BOUNDARIES = torch.tensor([-1.0, -0.5, 0.0, 0.0, 0.3, 1.0, 2.0])
 CASES = {
     "torch.searchsorted": lambda x: torch.searchsorted(BOUNDARIES.to(x.dtype), x),
     "torch.bucketize": lambda x: torch.bucketize(x, BOUNDARIES.to(x.dtype), right=True),
+    "torch.isin": lambda x: torch.isin(x, BOUNDARIES.to(x.dtype)),
 }
 
 REGISTERED = registered("search")
@@ -146,3 +147,38 @@ def test_values_of_another_dtype_are_compared_as_the_loop_compares_them():
     values = torch.randn(1, 2, 5, dtype=torch.float64)
     check(lambda s: torch.searchsorted(s, values), sequences, batch)
     check(lambda s: torch.searchsorted(s, (values * 4).long()), sequences, batch)
+
+
+# ---------------------------------------------------------------- isin
+
+TESTS = torch.tensor([0.0, 1.0, 2.0, NAN])
+
+
+@pytest.mark.parametrize("f", [
+    pytest.param(lambda x: torch.isin(x, TESTS.to(x.dtype)), id="plain-tests"),
+    pytest.param(lambda x: torch.isin(x, TESTS.to(x.dtype), invert=True), id="invert"),
+    pytest.param(lambda x: torch.isin(x, 2.0), id="number-test"),
+    pytest.param(lambda x: torch.isin(x, x[:, :, :1]), id="batch-tests"),
+    pytest.param(lambda x: torch.isin(x, x * 2, assume_unique=False), id="batch-in-batch"),
+    pytest.param(lambda x: torch.isin(x.flip(-1), x, invert=True), id="batch-invert"),
+    pytest.param(lambda x: torch.isin(torch.tensor([[0.0, 1.0, 3.0]], dtype=x.dtype), x),
+                 id="plain-in-batch"),
+    pytest.param(lambda x: torch.isin(1.0, x), id="number-in-batch"),
+])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_isin_matches_loop(f, layout, dtype):
+    # Small integers as floats: ties with the test elements; NaN padding is in nothing,
+    # and a real NaN neither (as torch compares).
+    dims, shapes = LAYOUTS[layout]
+    examples, batch = batch_of(shapes, dims, dtype,
+                               lambda shape: torch.randint(0, 4, (1, *shape)).float())
+    check(f, examples, batch)
+
+
+def test_isin_of_plain_elements_without_a_dimension_0_is_refused():
+    _, batch = batch_of([(3,), (1,)], (True,))
+    with pytest.raises(ValueError, match=r"^torch\.isin: elements is a plain tensor of shape "
+                                         r"\(3,\) and test_elements a batch"):
+        torch.isin(torch.zeros(3, dtype=torch.float64), batch)
+    with pytest.raises(NotImplementedError, match=r"^torch\.isin: out= is not supported"):
+        torch.isin(batch, torch.zeros(2, dtype=torch.float64), out=torch.empty(0))

@@ -31,8 +31,8 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               |                 | torch's op on the data; dynamic dim: each example's   |
 |               |                 | k-th real value (stable sort, padding last); dim      |
 |               |                 | leaves the mask                                       |
-| search        | search.py       | searchsorted/bucketize: the values' layout; a batch of |
-|               |                 | sequences searched over each example's own length     |
+| search        | search.py       | searchsorted/bucketize/isin: the values' layout; a     |
+|               |                 | batch of sequences (test elements): each example's own |
 | distance      | distances.py    | cosine_similarity/pairwise_distance/dist: aligned as  |
 |               |                 | pointwise; a dynamic dim reduced over each example's  |
 |               |                 | real positions (padding filled with 0 first)          |

@@ -1,4 +1,5 @@
-"""``searchsorted`` and ``bucketize``: where values would go in sorted sequences.
+"""``searchsorted`` and ``bucketize``: where values would go in sorted sequences; ``isin``:
+whether they are among others.
 
 | sorted sequence (boundaries) | values  | how                                               |
 |------------------------------|---------|---------------------------------------------------|
@@ -179,3 +180,42 @@ def bucketize(func, input, boundaries, *, out_int32=False, right=False, out=None
     result = MaskedBatch._make(func(input.data, boundaries, out_int32=out_int32, right=right),
                                input._mask, input.dims)
     return mark(result, input._scalar) if not input.dims else result
+
+
+@_registry.implements(torch.isin, family=FAMILY)
+def isin(func, elements, test_elements, *, assume_unique=False, invert=False, out=None):
+    """Whether each element is among the test elements: plain ones (the same for every
+    example) by torch's op on the data; a batch of them, each example's own real values,
+    compared as torch compares them (``==``: NaN is in nothing)."""
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    if not isinstance(test_elements, MaskedBatch):
+        result = func(elements.data, test_elements, assume_unique=assume_unique,
+                      invert=invert)
+        result = MaskedBatch._make(result, elements._mask, elements.dims)
+        return mark(result, elements._scalar) if not elements.dims else result
+    tests = test_elements
+    batch = tests.data.size(0)
+    real = tests.mask.expand_as(tests.data).reshape(batch, 1, -1)
+    pool = tests.data.reshape(batch, 1, -1)
+    if isinstance(elements, MaskedBatch):
+        values, mask, dims = elements.data, elements._mask, elements.dims
+    else:
+        values = torch.as_tensor(elements, device=tests.device)
+        if values.dim() == 0:
+            values, mask, dims = values.expand(batch), None, ()
+        elif values.size(0) != 1:
+            raise ValueError(
+                f"{op}: elements is a plain tensor of shape {tuple(values.shape)} and "
+                "test_elements a batch: each example's result would have elements' shape, "
+                "whose dimension 0 must be each example's (of size one)")
+        else:
+            values, mask, dims = values.expand(batch, *values.shape[1:]), None, \
+                (False,) * (values.dim() - 1)
+    found = ((values.reshape(batch, -1, 1) == pool) & real).any(-1).view(values.shape)
+    result = MaskedBatch._make(found ^ bool(invert), mask, dims)
+    if not dims:
+        kind = (elements._scalar if isinstance(elements, MaskedBatch)
+                else torch.as_tensor(elements).dim() == 0)
+        result = mark(result, kind)
+    return result
