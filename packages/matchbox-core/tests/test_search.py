@@ -182,3 +182,26 @@ def test_isin_of_plain_elements_without_a_dimension_0_is_refused():
         torch.isin(torch.zeros(3, dtype=torch.float64), batch)
     with pytest.raises(NotImplementedError, match=r"^torch\.isin: out= is not supported"):
         torch.isin(batch, torch.zeros(2, dtype=torch.float64), out=torch.empty(0))
+
+
+def test_leading_dimensions_that_differ_are_refused_naming_the_op():
+    _, seq = batch_of([(2, 3), (1, 2)], (True, True))
+    # the same lengths, padded further (a batch sliced from a longer one)
+    values = MaskedBatch(torch.zeros(2, 3, 4, dtype=torch.float64),
+                         (torch.arange(3) < torch.tensor([[2], [1]])).unsqueeze(-1), (True, False))
+    with pytest.raises(ValueError, match=r"^torch\.searchsorted: dimension 1 is padded to 2 "
+                                         r"in sorted_sequence and 3 in input"):
+        torch.searchsorted(seq, values)
+    _, seq = batch_of([(2, 3), (2, 1)], (False, True))
+    _, values = batch_of([(3, 4), (3, 4)], (False, False))
+    with pytest.raises(RuntimeError, match=r"^torch\.searchsorted: sorted_sequence has size 2 "
+                                           r"and input 3 in dimension 1"):
+        torch.searchsorted(seq, values)
+    _, values = batch_of([(3, 4), (3, 1)], (False, True))
+    with pytest.raises(RuntimeError, match=r"^torch\.searchsorted: sorted_sequence has size 2 "
+                                           r"and input 3 in dimension 1"):
+        torch.searchsorted(torch.zeros(1, 2, 5, dtype=torch.float64), values)
+    with pytest.raises(NotImplementedError, match=r"^torch\.searchsorted: sorter is a batch and "
+                                                  r"sorted_sequence a plain tensor"):
+        torch.searchsorted(torch.zeros(4, dtype=torch.float64), values,
+                           sorter=values.long())

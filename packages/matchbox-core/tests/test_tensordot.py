@@ -68,6 +68,9 @@ def test_tensordot_with_the_weight_in_the_graph_matches_loop(dtype):
      r"^torch\.tensordot: dims contracts dimension 0 of a, each example's own batch dimension"),
     (lambda x: torch.tensordot(x, torch.ones(2, 5), dims=(2, 0)), TypeError,
      r"^torch\.tensordot: dims must be an int or two lists of dimensions, got \(2, 0\)"),
+    (lambda x: torch.tensordot(x, torch.ones(2), dims=x.size_as_tensor(1)),
+     NotImplementedError, r"^torch\.tensordot: dims must be the same for every example, not "
+                          r"a batch"),
     (lambda x: torch.tensordot(x, torch.ones(2), dims=-1), RuntimeError,
      r"^torch\.tensordot: tensordot expects dims >= 0, but got dims=-1"),
     (lambda x: torch.tensordot(x, torch.ones(2), dims=4), RuntimeError,
