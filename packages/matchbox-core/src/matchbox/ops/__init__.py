@@ -8,6 +8,8 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               |                 | op's identity first, the dimension leaves the mask     |
 | linalg        | linalg.py       | padding zeroed; result real where both rows and        |
 |               |                 | columns are real                                       |
+|               | tensordot.py    | (tensordot: the einsum it is)                          |
+|               | linalg_adds.py  | (addmm/addmv/baddbmm: beta * input + alpha * product)  |
 | shape         | shape/          | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
@@ -51,6 +53,7 @@ from matchbox.ops import (  # noqa: F401
     gather,
     indexing,
     linalg,
+    linalg_adds,
     matrix,
     ordering,
     pointwise,
