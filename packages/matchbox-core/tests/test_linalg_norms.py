@@ -111,3 +111,50 @@ def test_refusals_name_the_op_the_dimension_and_what_to_write():
     with pytest.raises(IndexError, match=r"^torch\.linalg\.norm: example 1 has size 0 in dynamic "
                                          r"dimension 1"):
         torch.linalg.norm(eb, INF, 1)
+
+
+# ---------------------------------------------------------------- renorm
+
+RENORMS = [
+    pytest.param(lambda x: torch.renorm(x, 2, 1, 0.5), id="p2-dim1"),
+    pytest.param(lambda x: x.renorm(1, 2, 1.0), id="p1-dim2"),
+    pytest.param(lambda x: x.renorm(2, 0, 1.0), id="whole-example"),
+    pytest.param(lambda x: torch.renorm(x, 0.5, -1, 0.3), id="p0.5-last"),
+    pytest.param(lambda x: x.renorm(3, 1, 100.0), id="below-maxnorm"),
+    pytest.param(lambda x: x.renorm(2, 1, 0.0), id="maxnorm-0"),
+]
+
+
+@pytest.mark.parametrize("f", RENORMS)
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_renorm_matches_loop(f, layout, dtype):
+    # The slices' norms over each example's own real values (NaN padding would show).
+    dims, shapes = LAYOUTS[layout]
+    examples, batch = batch_of(shapes, dims, dtype)
+    check(f, examples, batch)
+
+
+def test_renorm_of_order_inf_matches_loop_and_refuses_an_empty_example(dtype):
+    examples, batch = batch_of([(2, 3), (1, 3), (4, 3)], (True, False), dtype)
+    check(lambda x: torch.renorm(x, INF, 2, 0.5), examples, batch)
+    _, batch = batch_of([(2, 3), (0, 3)], (True, False), dtype)
+    with pytest.raises(IndexError, match=r"^Tensor\.renorm: example 1 has size 0 in dynamic "
+                                         r"dimension 1, and Tensor\.renorm of an empty "
+                                         r"dimension is undefined$"):
+        batch.renorm(INF, 2, 1.0)
+
+
+def test_renorm_refusals_name_the_op():
+    _, batch = batch_of([(2, 3), (1, 3)], (True, False))
+    with pytest.raises(RuntimeError, match=r"^torch\.renorm: renorm: non-positive-norm not "
+                                           r"supported"):
+        torch.renorm(batch, 0, 1, 1.0)
+    with pytest.raises(RuntimeError, match=r"^Tensor\.renorm: renorm: expected maxnorm to be "
+                                           r">= 0 but got -1"):
+        batch.renorm(2, 1, -1)
+    with pytest.raises(RuntimeError, match=r"^Tensor\.renorm: renorm: input needs at least 2 "
+                                           r"dimensions, got 1 dimensions \(these examples are "
+                                           r"scalars\)"):
+        MaskedBatch.fromlist([torch.ones(1), torch.ones(1)], ()).renorm(2, 0, 1.0)
+    with pytest.raises(NotImplementedError, match=r"^torch\.renorm: out= is not supported"):
+        torch.renorm(batch, 2, 1, 1.0, out=torch.empty(0))

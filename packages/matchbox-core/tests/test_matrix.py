@@ -1,4 +1,4 @@
-"""tril/triu, diagonal and cdist against the per-example loop, values and gradients.
+"""tril/triu, diagonal, diag_embed and cdist against the per-example loop, values and gradients.
 
 Parametrised over the registry's ``matrix`` family; padding holds NaN.
 """
@@ -37,6 +37,8 @@ CASES = {
     "torch.diagonal": lambda x: torch.diagonal(x, 0, -2, -1),
     "Tensor.diagonal": lambda x: x.diagonal(-1, dim1=-1, dim2=-2) + 0,
     "torch.cdist": lambda x: torch.cdist(x, x * 2),
+    "torch.diag_embed": lambda x: torch.diag_embed(x),
+    "Tensor.diag_embed": lambda x: x.diag_embed(1, 1, -1),
 }
 RANK_THREE_ONLY = {"torch.diagonal", "Tensor.diagonal"}
 
@@ -83,6 +85,26 @@ def test_diagonal_offsets_match_loop(offset, layout, pair, dtype):
             f(batch)
     else:
         check(f, examples, batch)
+
+
+@pytest.mark.parametrize("offset", [-2, 0, 1])
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("pair", [(-2, -1), (-1, -2), (1, 2), (2, 1), (1, -1)])
+def test_diag_embed_offsets_and_dims_match_loop(offset, layout, pair, dtype):
+    # Zero-length examples (columns-dynamic, rank-two) get squares of |offset|.
+    dims, shapes = LAYOUTS[layout]
+    examples, batch = batch_of(shapes, dims, dtype)
+    check(lambda x: torch.diag_embed(x, offset, *pair), examples, batch)
+
+
+def test_diag_embed_of_a_last_dimension_empty_beside_another_is_refused():
+    # The loop's (1, 2, 0, 0) is empty in two dynamic dimensions and not in the third.
+    _, batch = batch_of([(2, 3), (2, 0)], (True, True))
+    with pytest.raises(ValueError, match=r"^torch\.diag_embed: example 1 would be empty in "
+                                         r"some but not all"):
+        torch.diag_embed(batch)
+    examples, batch = batch_of([(2, 3), (2, 0)], (False, True))  # static beside: fine
+    check(lambda x: torch.diag_embed(x), examples, batch)
 
 
 def test_diagonal_is_a_view_of_each_example():
@@ -150,6 +172,14 @@ def test_matrix_errors_name_the_op():
     with pytest.raises(ValueError, match=r"^torch\.cdist: example 1 has size 3 in one argument "
                                          r"and 2 in another along the feature dimension 2"):
         torch.cdist(wide, rows)
+    with pytest.raises(ValueError, match=r"^torch\.diag_embed: dim1=0, dim2=-1 include "
+                                         r"dimension 0"):
+        torch.diag_embed(batch, 0, 0, -1)
+    with pytest.raises(RuntimeError, match=r"^Tensor\.diag_embed: diagonal dimensions cannot "
+                                           r"be identical 1, -3"):
+        batch.diag_embed(0, 1, -3)
+    with pytest.raises(ValueError, match=r"^torch\.diag_embed: the examples are scalars"):
+        torch.diag_embed(scalars)
     with pytest.raises(ValueError, match=r"^torch\.diagonal: example 1 would be empty in some "
                                          r"but not all"):
         _, cube = batch_of([(2, 3, 3), (2, 1, 1)], (True, True, True))
@@ -168,6 +198,7 @@ INT_OF_A_BATCH = batch_needs(NUMBER_ARGUMENTS_REACH_TORCH_FUNCTION,
     (lambda x, k: x.tril(k), r"Tensor.tril: the diagonal is a batch"),
     pytest.param(lambda x, k: torch.diagonal(x, k, 1, 2),
                  r"torch.diagonal: the offset is a batch", marks=INT_OF_A_BATCH),
+    (lambda x, k: x.diag_embed(k), r"Tensor.diag_embed: the offset is a batch"),
 ])
 def test_a_per_example_diagonal_is_refused_naming_the_op(f, what):
     # One offset per example (len of a per-example list, a merged counter) made the op

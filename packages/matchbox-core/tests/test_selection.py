@@ -1,4 +1,4 @@
-"""median, kthvalue, mode, quantile and nanquantile against the per-example loop.
+"""median, nanmedian, kthvalue, mode, quantile and nanquantile against the per-example loop.
 
 Parametrised over the registry's ``selection`` family: every registered op needs a case
 in ``CASES``.  Padding holds NaN (which these ops would count as a value), so padding
@@ -34,6 +34,8 @@ DIMS = [1, 2, -1]
 CASES = {
     "torch.median": lambda x, d: torch.median(x, d),
     "Tensor.median": lambda x, d: x.median(dim=d, keepdim=True),
+    "torch.nanmedian": lambda x, d: torch.nanmedian(x, d),
+    "Tensor.nanmedian": lambda x, d: x.nanmedian(dim=d, keepdim=True),
     "torch.kthvalue": lambda x, d: torch.kthvalue(x, 1, d),
     "Tensor.kthvalue": lambda x, d: x.kthvalue(1, d, keepdim=True),
     "torch.mode": lambda x, d: torch.mode(x, d),
@@ -69,6 +71,7 @@ def test_selection_along_one_dim_matches_loop(name, dim, layout, dtype):
 
 @pytest.mark.parametrize("f", [
     pytest.param(lambda x: x.median(), id="median"),
+    pytest.param(lambda x: x.nanmedian(), id="nanmedian"),
     pytest.param(lambda x: torch.quantile(x, 0.4), id="quantile"),
     pytest.param(lambda x: x.nanquantile(0.9, interpolation="higher"), id="nanquantile"),
     pytest.param(lambda x: torch.quantile(x, torch.tensor([0.5], dtype=x.dtype)), id="quantile-1d-q"),
@@ -104,12 +107,39 @@ def test_real_nan_values_are_treated_as_the_loop_treats_them(dtype):
     check(lambda x: torch.nanquantile(x, 0.3), examples, batch)
 
 
+def test_nanmedian_skips_real_nan_values_as_the_loop_does(dtype):
+    # Lines of NaN only (torch gives the first position for up to 3 values: its choice
+    # for longer ones is unspecified, as for ties), NaN before and after the values.
+    rows = [[1.0, NAN, 3.0, NAN], [2.0], [NAN], [4.0, 1.0, 0.5], [NAN, 2.0], [NAN, NAN, NAN],
+            [NAN, 1.0, NAN, 1.0, 1.0, NAN], [NAN, NAN]]
+    examples = [torch.tensor(r, dtype=dtype).view(1, -1) for r in rows]
+    batch = MaskedBatch.fromlist(examples, (True,), padding_value=NAN)
+    check(lambda x: x.nanmedian(1), examples, batch)
+    check(lambda x: torch.nanmedian(x, -1, keepdim=True), examples, batch)
+    check(lambda x: x.nanmedian(), examples, batch)  # gradient shared among the NaNs
+    # Along a static dimension (torch's own op on the data), a dynamic one beside it.
+    columns = [x.view(1, 1, -1).expand(1, 3, -1).clone() for x in examples]
+    column_batch = MaskedBatch.fromlist(columns, (False, True), padding_value=NAN)
+    check(lambda x: x.nanmedian(1), columns, column_batch)
+    check(lambda x: x.nanmedian(2), columns, column_batch)
+    check(lambda x: torch.nanmedian(x), columns, column_batch)
+
+
+def test_nanmedian_of_integers_is_the_median():
+    ints = [torch.tensor([[5, 1, 4]]), torch.tensor([[2]]), torch.tensor([[7, 7, 0, 3]])]
+    int_batch = MaskedBatch.fromlist(ints, (True,), padding_value=-3)
+    check(lambda x: x.nanmedian(1), ints, int_batch)
+    check(lambda x: torch.nanmedian(x), ints, int_batch)
+
+
 def test_ties_share_the_gradient_of_the_median_of_all_values(dtype):
     rows = [[1.0, 2.0, 2.0, 3.0], [5.0, 5.0, 5.0], [0.0]]
     examples = [torch.tensor(r, dtype=dtype).view(1, -1, 1) for r in rows]
     batch = MaskedBatch.fromlist(examples, (True, False), padding_value=NAN)
     check(lambda x: x.median(), examples, batch)
     check(lambda x: torch.median(x, 1), examples, batch)
+    check(lambda x: x.nanmedian(), examples, batch)
+    check(lambda x: torch.nanmedian(x, 1), examples, batch)
 
 
 def test_kthvalue_with_larger_k_and_integer_inputs_match_loop():
@@ -127,6 +157,7 @@ def test_selection_of_per_example_scalars_is_the_scalar(dtype):
     examples = [torch.randn(1, dtype=dtype) for _ in range(3)]
     batch = MaskedBatch.fromlist(examples, ())
     check(lambda x: x.median(), examples, batch)
+    check(lambda x: x.nanmedian(), examples, batch)
     check(lambda x: torch.quantile(x, 0.3), examples, batch)
 
 
@@ -154,6 +185,10 @@ def test_quantile_over_two_dynamic_dims_matches_loop(case, q):
 @pytest.mark.parametrize("f, error, message", [
     (lambda x: x.median(1), IndexError,
      r"^Tensor\.median: example 1 has size 0 in dynamic dimension 1"),
+    (lambda x: torch.nanmedian(x, 1), IndexError,
+     r"^torch\.nanmedian: example 1 has size 0 in dynamic dimension 1"),
+    (lambda x: x.long().nanmedian(), IndexError,
+     r"^Tensor\.nanmedian: example 1 has size 0 in dynamic dimension 1"),
     (lambda x: torch.mode(x, 1), IndexError,
      r"^torch\.mode: example 1 has size 0 in dynamic dimension 1"),
     (lambda x: x.kthvalue(1, 1), IndexError,
@@ -175,6 +210,7 @@ def test_an_empty_example_raises_where_the_loop_raises(f, error, message):
 def test_median_of_all_values_of_an_empty_example_is_nan_as_in_the_loop():
     examples, batch = batch_of([(3, 2), (0, 2), (1, 2)], (True, False))
     check(lambda x: x.median(), examples, batch)
+    check(lambda x: x.nanmedian(), examples, batch)
 
 
 def test_selection_errors_name_the_op():
@@ -203,11 +239,16 @@ def test_selection_errors_name_the_op():
         batch.mode((1, 2))
     with pytest.raises(NotImplementedError, match=r"^torch\.median: out= is not supported"):
         torch.median(batch, 1, out=(torch.empty(0), torch.empty(0, dtype=torch.long)))
+    with pytest.raises(NotImplementedError, match=r"^torch\.nanmedian: out= is not supported"):
+        torch.nanmedian(batch, 1, out=(torch.empty(0), torch.empty(0, dtype=torch.long)))
+    with pytest.raises(ValueError, match=r"^Tensor\.nanmedian: cannot reduce over dimension 0"):
+        batch.nanmedian(0)
 
 
 def test_pairs_are_named_tuples_of_batches():
     _, batch = batch_of([(3, 2), (1, 2)], (True, False))
-    for name, result in (("median", batch.median(1)), ("kthvalue", batch.kthvalue(1, 1)),
+    for name, result in (("median", batch.median(1)), ("nanmedian", batch.nanmedian(1)),
+                         ("kthvalue", batch.kthvalue(1, 1)),
                          ("mode", batch.mode(1))):
         assert type(result).__name__ == name
         assert isinstance(result.values, MaskedBatch)

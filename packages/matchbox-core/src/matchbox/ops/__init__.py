@@ -8,6 +8,8 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               |                 | op's identity first, the dimension leaves the mask     |
 | linalg        | linalg.py       | padding zeroed; result real where both rows and        |
 |               |                 | columns are real                                       |
+|               | tensordot.py    | (tensordot: the einsum it is)                          |
+|               | linalg_adds.py  | (addmm/addmv/baddbmm: beta * input + alpha * product)  |
 | shape         | shape/          | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
@@ -27,9 +29,12 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               |                 | values repeated (length r * n), the mask follows      |
 | matrix        | matrix.py       | tril/triu: mask kept; diagonal: each example's own    |
 |               |                 | length; cdist: padding 0, real where both rows are    |
-| selection     | selection.py    | median/kthvalue/mode/quantile: static dim: torch's op |
-|               |                 | on the data; dynamic dim: each example's k-th real    |
-|               |                 | value (stable sort, padding last); dim leaves the mask |
+| selection     | selection.py    | (nan)median/kthvalue/mode/quantile: static dim:       |
+|               |                 | torch's op on the data; dynamic dim: each example's   |
+|               |                 | k-th real value (stable sort, padding last); dim      |
+|               |                 | leaves the mask                                       |
+| search        | search.py       | searchsorted/bucketize/isin: the values' layout; a     |
+|               |                 | batch of sequences (test elements): each example's own |
 | distance      | distances.py    | cosine_similarity/pairwise_distance/dist: aligned as  |
 |               |                 | pointwise; a dynamic dim reduced over each example's  |
 |               |                 | real positions (padding filled with 0 first)          |
@@ -48,12 +53,15 @@ from matchbox.ops import (  # noqa: F401
     gather,
     indexing,
     linalg,
+    linalg_adds,
     matrix,
     ordering,
     pointwise,
     reductions,
     repeat,
     rolls,
+    search,
     selection,
     shape,
+    tensordot,
 )

@@ -1,4 +1,5 @@
-"""Matrix structure: ``tril``/``triu`` (and in place), ``diagonal`` and ``cdist``.
+"""Matrix structure: ``tril``/``triu`` (and in place), ``diagonal``, ``diag_embed`` and
+``cdist``.
 
 Each example's matrices are its last two dimensions (``diagonal``: the two it names).
 Positions inside an example count from its start, and real values come first along
@@ -10,6 +11,8 @@ example's own where it is real.  What happens to padding and mask:
 | tril, triu  | the data's triangle, mask kept (padding only reaches padding)            |
 | diagonal    | the data's diagonal (a view, as in the loop); its length per example     |
 |             | from the example's own sizes: dynamic where either dimension is          |
+| diag_embed  | the data's (padding filled with 0), its squares of each example's own    |
+|             | size ``n + abs(offset)``: dynamic where the last dimension is            |
 | cdist       | padding filled with 0 (a distance of finite rows), the result real where |
 |             | both rows are; gradients arriving at padding are dropped                 |
 
@@ -105,6 +108,53 @@ def diagonal(func, input, offset=0, dim1=0, dim2=1):
                                                                   1)
     mask = _masking.fit_mask(others.unsqueeze(-1) & along, data, dims)
     return MaskedBatch._make(data, mask, dims)
+
+
+# ------------------------------------------------------------------ diag_embed
+
+
+@_registry.implements(torch.diag_embed, torch.Tensor.diag_embed, family=FAMILY)
+def diag_embed(func, input, offset=0, dim1=-2, dim2=-1):
+    """Each example's last dimension (length ``n``) as the diagonal of new ``(n + |offset|)``
+    square matrices at ``dim1``/``dim2`` (dynamic where that dimension is)."""
+    op = _registry.op_name(func)
+    _registry.refuse_per_example(op, "offset", offset, "build each example's matrices with "
+                                 "torch.where on its row and column positions")
+    rank = input.dim()
+    if rank < 2:
+        raise ValueError(f"{op}: the examples are scalars, whose last dimension is each "
+                         "example's dimension 0 (of size one): unsqueeze them first")
+    d1, d2 = normalize_dim(op, dim1, rank + 1), normalize_dim(op, dim2, rank + 1)
+    if d1 == d2:
+        raise RuntimeError(f"{op}: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    if 0 in (d1, d2):
+        raise ValueError(
+            f"{op}: dim1={dim1}, dim2={dim2} include dimension 0, where each example's batch "
+            "dimension (of size one) must stay; name two dimensions after it")
+    values = input.data if input._mask is None else _masking.fill_padding(input, 0)
+    data = func(values, offset, d1, d2)
+    # The result's dimensions: the input's others in order, its last at d1 and d2.
+    others = iter(input.dims[:-1])
+    dims = tuple(input.dims[-1] if p in (d1, d2) else next(others) for p in range(1, rank + 1))
+    if input._mask is None:
+        return MaskedBatch._make(data, None, dims)
+    if not input.dims[-1]:
+        # The mask along the other dimensions, two size-one dimensions moved to d1 and d2.
+        mask = input._mask.unsqueeze(-1).movedim((rank - 1, rank), (d1, d2))
+        return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
+    # From each example's sizes (one empty along the last dimension has an all-false
+    # mask): real where every position is within them, the new ones n + |offset|.
+    n = _masking.sizes_along(input, rank - 1) + abs(offset)
+    kept = [p for p in range(rank + 1) if p not in (d1, d2)]  # where the others go
+    sizes = [(_masking.sizes_along(input, j), kept[j]) for j in range(1, rank - 1)
+             if input.dims[j - 1]] + [(n, d1), (n, d2)]
+    refuse_partly_empty(op, [size for size, _ in sizes])
+    mask = None
+    for size, p in sizes:
+        line = torch.arange(data.size(p), device=data.device) < size.view(-1, 1)
+        line = line.view(-1, *[line.size(1) if i == p else 1 for i in range(1, rank + 1)])
+        mask = line if mask is None else mask & line
+    return MaskedBatch._make(data, _masking.fit_mask(mask, data, dims), dims)
 
 
 # ------------------------------------------------------------------ cdist

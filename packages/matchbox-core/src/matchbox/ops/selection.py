@@ -1,4 +1,4 @@
-"""Selection: ``median``, ``kthvalue``, ``mode``, ``quantile`` and ``nanquantile``.
+"""Selection: ``median``, ``nanmedian``, ``kthvalue``, ``mode``, ``quantile`` and ``nanquantile``.
 
 Each picks values by their order among each example's real positions along a
 dimension (or all of them).  Dimension numbers are those of one example;
@@ -18,6 +18,10 @@ other reductions.
 - ``median``: the lower median (position ``(n - 1) // 2``); a real NaN makes it NaN, at
   the first NaN's position, as torch.  Without ``dim``: over each example's real values,
   the gradient split among the real values equal to it (torch's rule for it).
+- ``nanmedian``: the lower median of the values that are not NaN (NaN where all are); a
+  line of NaN only gives its first NaN's position (torch's CPU kernel gives the first for
+  lines of up to 3 values, and another for longer ones: it leaves the choice unspecified,
+  as for ties).
 - ``kthvalue``: position ``k - 1``; NaN counts as the largest value, as in torch; ``k``
   above a (running) example's length raises, naming the example.
 - ``mode``: the most frequent real value (the smallest of equally frequent ones) at its
@@ -83,28 +87,36 @@ def _positions_of(op: str, x: MaskedBatch, d: int, rank: torch.Tensor) -> torch.
 # ------------------------------------------------------------------ median
 
 
-@_registry.implements(torch.median, torch.Tensor.median, family=FAMILY)
+@_registry.implements(torch.median, torch.Tensor.median, torch.nanmedian,
+                      torch.Tensor.nanmedian, family=FAMILY)
 def median(func, input, dim=None, keepdim=False, *, out=None):
     op = _registry.op_name(func)
     _registry.refuse_out(op, out)
+    skip_nan = func in (torch.nanmedian, torch.Tensor.nanmedian)
+    result_type = torch.return_types.nanmedian if skip_nan else torch.return_types.median
     if dim is None:
-        return _median_of_all(op, input)
+        return _median_of_all(op, input, skip_nan)
     d = _one_dim(op, input, dim)
     refuse_empty(op, input, (d,))
     if not _padded_along(input, d):
-        values, indices = torch.median(input.data, d, True)
-        return _pair(torch.return_types.median, input, d, keepdim, values, indices)
-    index = _positions_of(op, input, d, (_counts(input, d) - 1).clamp(min=0) // 2)
-    if input.dtype.is_floating_point:
+        values, indices = func(input.data, d, True)
+        return _pair(result_type, input, d, keepdim, values, indices)
+    floating = input.dtype.is_floating_point
+    nan = input.data.isnan() & input._mask if floating else None
+    counted = _counts(input, d) - (nan.sum(d, keepdim=True) if skip_nan and floating else 0)
+    # nanmedian: the lower median of the values that are not NaN; NaN (and padding) sort
+    # last, so a line of NaN only gets its first NaN.
+    index = _positions_of(op, input, d, (counted - 1).clamp(min=0) // 2)
+    if floating and not skip_nan:
         # torch's median of a line holding NaN is NaN, at its first NaN.
-        nan = input.data.isnan() & input._mask
         index = torch.where(nan.any(d, keepdim=True), nan.to(torch.uint8).argmax(d, True), index)
     values = input.data.gather(d, index)
-    return _pair(torch.return_types.median, input, d, keepdim, values, index)
+    return _pair(result_type, input, d, keepdim, values, index)
 
 
-def _median_of_all(op: str, x: MaskedBatch) -> MaskedBatch:
-    """Each example's lower median over all its real values: a per-example scalar."""
+def _median_of_all(op: str, x: MaskedBatch, skip_nan: bool) -> MaskedBatch:
+    """Each example's lower median over all its real values (``skip_nan``: those that are
+    not NaN): a per-example scalar."""
     if x.dims == ():
         return x  # a scalar is its own median
     reduced = tuple(range(1, x.dim()))
@@ -114,7 +126,10 @@ def _median_of_all(op: str, x: MaskedBatch) -> MaskedBatch:
     fill = math.nan if floating else torch.iinfo(x.dtype).max if x.dtype != torch.bool else True
     filled = _masking.fill_padding(x, fill)
     mask = x.mask
-    choose = lambda data, ds, keepdim=True: _lower_median(data, mask, floating)  # noqa: E731
+
+    def choose(data: torch.Tensor, ds: Any, keepdim: bool = True) -> torch.Tensor:
+        return _lower_median(data, mask, floating, skip_nan)
+
     if filled.requires_grad and torch.is_grad_enabled():
         value = extreme_of_real(filled, mask, choose, reduced, True)
     else:
@@ -123,17 +138,22 @@ def _median_of_all(op: str, x: MaskedBatch) -> MaskedBatch:
     return MaskedBatch._make(value.reshape(-1), layout, new_dims)
 
 
-def _lower_median(filled: torch.Tensor, mask: torch.Tensor, floating: bool) -> torch.Tensor:
+def _lower_median(filled: torch.Tensor, mask: torch.Tensor, floating: bool,
+                  skip_nan: bool) -> torch.Tensor:
     """The lower median of each example's real values (padding filled to sort last), NaN
-    if one is NaN (and for an empty example); kept as size one in every dimension."""
+    if one is NaN (``skip_nan``: of those that are not NaN, NaN if none is) and for an
+    empty example; kept as size one in every dimension."""
     batch = filled.size(0)
     flat = filled.reshape(batch, -1)
     real = mask.expand_as(filled).reshape(batch, -1)
+    nan = flat.isnan() & real if floating else None
+    if skip_nan and floating:
+        real = real & ~nan  # NaN sorts last, with the padding
     count = real.sum(1, keepdim=True)
     ordered = torch.sort(flat, dim=1, stable=True).values
     value = ordered.gather(1, ((count - 1).clamp(min=0) // 2).clamp(max=max(flat.size(1) - 1, 0)))
     if floating:
-        value = torch.where((flat.isnan() & real).any(1, keepdim=True) | (count == 0),
+        value = torch.where((count == 0) if skip_nan else nan.any(1, keepdim=True) | (count == 0),
                             math.nan, value)
     return value.view(batch, *[1] * (filled.dim() - 1))
 

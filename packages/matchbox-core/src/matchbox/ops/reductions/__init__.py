@@ -16,8 +16,9 @@ scalars (``dims == ()``) reduce to themselves, never across the batch.
 gradient formula, so even degenerate examples get the loop's gradients.
 
 One family (``reduction``), a module per concern: ``_reduce`` (what every reduction
-shares), ``sums`` (reductions with an identity), ``variance`` (``var``/``std``),
-``extremes`` (``max``/``min``/``amax``/``amin``/``argmax``/``argmin``) and ``norms``.
+shares), ``sums`` (reductions with an identity), ``variance`` (``var``/``std``, and with
+the mean: ``var_mean``/``std_mean``), ``extremes`` (``max``/``min``/``amax``/``amin``/
+``aminmax``/``argmax``/``argmin``) and ``norms``.
 """
 
 # Importing the modules registers their ops.

@@ -1,5 +1,6 @@
-"""The largest and smallest values and their positions: ``amax``/``amin``, ``max``/``min``
-(values and indices; with ``other``, the elementwise op), ``argmax``/``argmin``.
+"""The largest and smallest values and their positions: ``amax``/``amin`` (both at once:
+``aminmax``), ``max``/``min`` (values and indices; with ``other``, the elementwise op),
+``argmax``/``argmin``.
 
 Padding is filled with the dtype's lowest (highest) value, so it never wins, and the
 gradient is split over the real ties only, as in the loop.  These ops have no identity:
@@ -123,6 +124,18 @@ def _extreme_of_real(func: Any, x: MaskedBatch, reduced: tuple[int, ...], keepdi
 def amax_amin(func, input, dim=(), keepdim=False):
     return reduced_over(_extreme(_registry.op_name(func), func in (torch.amax, torch.Tensor.amax),
                                  input, dim, keepdim), dim, keepdim)
+
+
+@_lengths.aware
+@_registry.implements(torch.aminmax, torch.Tensor.aminmax, family="reduction")
+def aminmax(func, input, *, dim=None, keepdim=False, out=None):
+    """``(amin, amax)`` over ``dim`` (``None``: every dimension), each as above: the loop's
+    values and gradients are those of each alone."""
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    low, high = (reduced_over(_extreme(op, is_max, input, dim, keepdim), dim, keepdim)
+                 for is_max in (False, True))
+    return torch.return_types.aminmax((low, high))
 
 
 def _extreme(op: str, is_max: bool, x: MaskedBatch, dim: Any, keepdim: bool,

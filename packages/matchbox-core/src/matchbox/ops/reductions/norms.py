@@ -1,5 +1,5 @@
 """Norms: ``torch.norm`` (``"fro"`` and numeric orders), ``torch.linalg.vector_norm``,
-``torch.linalg.norm`` and ``torch.linalg.matrix_norm``.
+``torch.linalg.norm`` and ``torch.linalg.matrix_norm``; ``renorm``, which scales by a norm.
 
 ``linalg.norm`` is the vector norm over one dimension (or, without ``dim`` and ``ord``,
 over all), and the matrix norm over two; a matrix norm of ``ord='fro'`` is the vector
@@ -22,7 +22,7 @@ import torch
 
 from matchbox import _lengths, _registry
 from matchbox._padding import fill_padding
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.reductions._reduce import reduce, reduced_dimensions, refuse_empty
 
 
@@ -123,3 +123,27 @@ def matrix_norm(func, A, ord="fro", dim=(-2, -1), keepdim=False, *, out=None, dt
     if len(dims) != 2:
         raise RuntimeError(f"{op}: dim must be a 2-tuple. Got {len(dims)}")
     return _matrix_norm(op, A, ord, dims, keepdim, dtype)
+
+
+@_registry.implements(torch.renorm, torch.Tensor.renorm, family="reduction")
+def renorm(func, input, p, dim, maxnorm, *, out=None):
+    """Each slice along ``dim`` scaled down to the norm ``maxnorm`` where its own norm
+    (over the example's other dimensions, its real values only) exceeds it: torch's
+    formula, ``x * maxnorm / (norm + 1e-7)``, written with the batch's ``vector_norm``,
+    whose derivative is torch's ``renorm_backward``."""
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    if input.dim() < 2:
+        raise RuntimeError(f"{op}: renorm: input needs at least 2 dimensions, got 1 "
+                           "dimensions (these examples are scalars)")
+    if p <= 0:
+        raise RuntimeError(f"{op}: renorm: non-positive-norm not supported")
+    if maxnorm < 0:
+        raise RuntimeError(f"{op}: renorm: expected maxnorm to be >= 0 but got {maxnorm}")
+    d = normalize_dim(op, dim, input.dim())
+    others = tuple(i for i in range(1, input.dim()) if i != d)
+    if others and p == math.inf:  # (no identity: torch's vector_norm raises there too)
+        refuse_empty(op, input, others)
+    # (over no dimension but each example's size-one dimension 0: each value's own)
+    norm = torch.linalg.vector_norm(input, p, others, True) if others else input.abs()
+    return input * torch.where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0)

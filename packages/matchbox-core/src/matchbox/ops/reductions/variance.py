@@ -1,4 +1,4 @@
-"""``var`` and ``std``: over a dynamic dimension (or without ``dim``), the variance of
+"""``var`` and ``std`` (and ``var_mean``/``std_mean``, each with ``mean``): over a dynamic dimension (or without ``dim``), the variance of
 each example's own real positions, with torch's own gradient formula, so even degenerate
 examples (too few elements for the correction) get the loop's values and gradients;
 over static dimensions only, torch's op on the data as is.
@@ -20,6 +20,7 @@ from matchbox.ops.reductions._reduce import (
     reduced_dimensions,
     reduced_layout,
 )
+from matchbox.ops.reductions.sums import mean
 
 
 def _correction(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, float, bool]:
@@ -111,3 +112,16 @@ def var_std(func, input, *args, **kwargs):
         result = _sqrt_like_std(result)
     mask, new_dims = reduced_layout(input, reduced, keepdim)
     return MaskedBatch._make(_keep(result, reduced, keepdim), mask, new_dims)
+
+
+@_lengths.aware
+@_registry.implements(torch.var_mean, torch.std_mean, family="reduction")
+def var_std_mean(func, input, *args, **kwargs):
+    """``(var, mean)`` / ``(std, mean)``: the two reductions above, over the same dims (torch
+    computes them together; the loop's values and gradients are those of each alone)."""
+    op = _registry.op_name(func)
+    dim, correction, keepdim = _correction(op, args, kwargs)
+    reduced_dimensions(op, input, dim)  # refused dims named as this op's
+    spread = var_std(torch.std if func is torch.std_mean else torch.var, input, dim,
+                     correction=correction, keepdim=keepdim)
+    return spread, mean(torch.mean, input, dim, keepdim)

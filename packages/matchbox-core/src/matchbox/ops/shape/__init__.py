@@ -25,6 +25,7 @@ from matchbox.ops.shape import (  # noqa: F401  (registers the ops)
     joins,
     reshape,
     sequences,
+    stacks,
     views,
 )
 from matchbox.ops.shape.joins import stack_batches, stack_run
