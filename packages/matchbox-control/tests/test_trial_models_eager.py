@@ -87,9 +87,19 @@ def returned_under_no_grad(x, w):
     return h * 2
 
 
+@matchbox.batch
+def grad_on_again_under_no_grad(x):
+    h = x * 2
+    with torch.no_grad():
+        if x.sum() > 0:
+            with torch.enable_grad():
+                h = h.sqrt()  # NaN for the examples that skip it: guarded
+    return h
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("f", [assigned_under_no_grad, chosen_under_no_grad,
-                               loop_state_under_no_grad])
+                               loop_state_under_no_grad, grad_on_again_under_no_grad])
 def test_a_merge_under_no_grad_keeps_the_gradient(f, dtype):
     xs = [torch.tensor([[1.0, 2.0]], dtype=dtype), torch.tensor([[-1.0, -2.0]], dtype=dtype),
           torch.tensor([[0.5, 0.25]], dtype=dtype)]

@@ -8,7 +8,10 @@ is an op (``where(mask, new, old)``): run with gradients off it cut that history
 gradient was zero for every example, silently (a user trial).  So ``select.merge`` and
 ``select.select`` run with gradients on where the user turned them off: a value computed
 under ``no_grad`` requires no grad and adds nothing to the graph; one computed outside keeps
-its history for the examples that hold it, as in the loop.
+its history for the examples that hold it, as in the loop.  For the same reason a
+region under ``no_grad`` guards the gradients of what it reads (``masks.guard``): the
+region may turn gradients on again (``with torch.enable_grad(): h = h.sqrt()``), and the
+examples that do not run it sent NaN into the gradient of ``h``.
 
 Not in inference mode (its tensors cannot join a graph), nor while Matchbox runs its own
 ops with gradients off in a compiled loop (``matchbox.compiler.grad_mode.own_no_grad``:
