@@ -113,6 +113,27 @@ def test_a_return_under_no_grad_keeps_the_gradient(lengths, dtype):
     check(returned_under_no_grad, lengths, dtype, weight(D, D, dtype=dtype))
 
 
+@matchbox.batch
+def items_read_under_no_grad(x):
+    hs = [xt * 2 for xt in x.unbind(1)]
+    n = 0
+    with torch.no_grad():
+        last = hs[-1] if hs else x.sum(1)  # in the loop: the item itself
+        largest = max(hs, key=lambda h: h.sum()) if hs else x.sum(1)
+        while n < len(hs) and hs[n].sum() < 0:
+            n += 1
+        first = hs[n] if n < len(hs) else x.sum(1)
+        either = max(last.sum(1), first.sum(1))
+    return last, largest, first, either
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lengths", [(3, 0, 1, 5, 6), (1,), (0,)])
+def test_items_read_under_no_grad_keep_the_gradient(lengths, dtype):
+    torch.manual_seed(11)
+    check(items_read_under_no_grad, lengths, dtype)
+
+
 def test_a_call_under_no_grad_or_inference_mode_builds_no_graph():
     # The merges run with gradients on only to keep a history that exists: a call made
     # with gradients off (evaluation) records nothing, as the loop does.
