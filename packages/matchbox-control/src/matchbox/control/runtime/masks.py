@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
+from matchbox.control.runtime import grad_kept
 from matchbox.extending import (
     BATCH_VIEWS,
     EXECUTION_MASK,
@@ -326,8 +327,8 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
         return value  # guarded for this region already
     # Reading the data applies an enclosing region's guard, if deferred, first.
     data = value.data
-    if not data.requires_grad or not torch.is_grad_enabled():
-        return value
+    if not data.requires_grad or (not torch.is_grad_enabled() and not grad_kept.wanted()):
+        return value  # (under no_grad the region may turn gradients on again: guarded)
     # Deferred (core's _region_guard): the first op that needs the guard applies it, on
     # what the region reads (a stack's two items, not the stack); the ops that commute
     # with it (where, cat, indexing) carry it; this region's merge needs none.

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox.control.runtime import number_merges
+from matchbox.control.runtime import grad_kept, number_merges
 from matchbox.control.runtime.columns import Column
 from matchbox.control.runtime.masks import example_mask, mask_view, one_side
 from matchbox.control.runtime.merge_dtypes import refuse_mixed_dtypes
@@ -66,6 +66,8 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     under its enclosing mask, a plain condition's, needs none: plain Python's)."""
     if mask is outer or new is old:
         return new
+    if not torch.is_grad_enabled() and grad_kept.wanted():  # the user's no_grad
+        return grad_kept.run(merge, mask, outer, new, old, name)
     if type(new) is MaskedBatch and type(old) is MaskedBatch:
         if new._data.dtype is not old._data.dtype:  # (first: a value kept is merged as is)
             refuse_mixed_dtypes(new, old, name)
@@ -204,6 +206,8 @@ def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
 
 def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     """``new`` for the examples in ``mask``, ``old`` for the others."""
+    if not torch.is_grad_enabled() and grad_kept.wanted():  # the user's no_grad
+        return grad_kept.run(select, mask, new, old, name)
     return number_merges.merged(mask, new, old, _select(mask, new, old, name), name)
 
 
@@ -258,7 +262,8 @@ def _select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
         return [select(mask, n, o, f"{name}[{i}]") for i, (n, o) in enumerate(zip(new, old))]
     if isinstance(new, dict) and type(new) is type(old) and new.keys() == old.keys():
         return type(new)((k, select(mask, new[k], old[k], f"{name}[{k!r}]")) for k in new)
-    if type(new) is type(old) and _plain_equal(new, old):
+    if type(new) is type(old) and (new is None or isinstance(new, (str, bytes, type))) and (
+            new == old):
         return new
     raise TypeError(
         f"@batch: '{name}' is {_describe(new)} for the examples that ran this code and "
@@ -477,12 +482,6 @@ def _scalar(value: Any, mask: torch.Tensor) -> torch.Tensor:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Number) and not isinstance(value, torch.Tensor)
-
-
-def _plain_equal(new: Any, old: Any) -> bool:
-    if new is None or isinstance(new, (str, bytes, type)):
-        return new == old
-    return False
 
 
 def _describe(value: Any) -> str:
