@@ -68,6 +68,12 @@ def own_no_grad() -> Iterator[None]:
         _OWN.on = before
 
 
+def in_own_no_grad() -> bool:
+    """Whether gradients are off now because Matchbox turned them off
+    (:func:`own_no_grad`), not the user."""
+    return _OWN.on
+
+
 class NoGradDetaches(TorchDispatchMode):
     """While capturing with gradients on: an op run with them off reads detached copies
     of its arguments that require grad (see the module's docstring)."""

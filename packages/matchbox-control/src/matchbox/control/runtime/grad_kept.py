@@ -32,7 +32,7 @@ def wanted() -> bool:
     if torch.is_inference_mode_enabled():
         return False
     grad_mode = sys.modules.get("matchbox.compiler.grad_mode")  # (imported by a capture)
-    return grad_mode is None or not grad_mode._OWN.on
+    return grad_mode is None or not grad_mode.in_own_no_grad()
 
 
 def run(merge: Callable[..., Any], *args: Any) -> Any:
