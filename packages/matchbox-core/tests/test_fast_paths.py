@@ -411,6 +411,17 @@ def test_a_per_example_index_in_range_everywhere_is_read_on_the_host_with_no_che
     torch.testing.assert_close(again.data, out.data, rtol=0, atol=0)
 
 
+def test_a_per_example_index_of_many_examples_is_checked_with_ops():
+    # Past 256 examples a list of the indices costs more than the ops it spares.
+    xb = MaskedBatch(torch.randn(257, 3, 2), None, (False, False))
+    index = mark_example_scalar(MaskedBatch(torch.arange(257) % 3 - 1, None, ()),
+                                EXAMPLE_SCALAR)
+    with host_reads(True), CountOps() as counted:
+        out = xb[:, index]
+    assert counted.ops["clamp"] == 1, counted.ops
+    torch.testing.assert_close(out.data, xb.data[torch.arange(257), torch.arange(257) % 3 - 1])
+
+
 def test_a_per_example_index_out_of_range_somewhere_takes_the_checked_path():
     # An index out of range for an example that does not run the read (a stack's top - 2
     # where it shifts) is no error; for a running one it is the loop's IndexError.
