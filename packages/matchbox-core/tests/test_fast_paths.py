@@ -15,9 +15,12 @@ import random
 
 import pytest
 import torch
+from op_counts import CountOps
 
 import matchbox.functional as F
 from matchbox import MaskedBatch, _masking
+from matchbox._host_reads import host_reads
+from matchbox.extending import EXAMPLE_SCALAR, mark_example_scalar
 from matchbox.masked_batch import has_zero_padding
 from matchbox.testing import mb_assert
 
@@ -378,3 +381,58 @@ def test_a_one_hot_write_under_an_execution_mask_that_does_not_broadcast_is_the_
             torch.where(at, item, stack)
     finally:
         EXECUTION_MASK.reset(token)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_per_example_index_in_range_everywhere_is_read_on_the_host_with_no_check(
+        dtype, batch, monkeypatch):
+    # Issue 22: on the CPU (host reads), x[:, i] into a static dimension reads every
+    # example's index in one ``tolist``: in range for all (negative ones included, which
+    # advanced indexing counts from the end), it runs no flags, no wrap and no check
+    # (``stack[:, top - 1]``, a TreeLSTM's every read). Values and gradients as the loop's.
+    xs = [torch.randn(1, 5, 3, dtype=dtype, requires_grad=True) for _ in range(batch)]
+    xb = MaskedBatch.fromlist(xs, (False, False))
+    own = [0, -1, 4, -5][:batch]
+    index = mark_example_scalar(MaskedBatch(torch.tensor(own), None, ()), EXAMPLE_SCALAR)
+    listed = []
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: listed.append(t) or tolist(t))
+    with host_reads(True), CountOps() as counted:
+        out = xb[:, index]
+    assert counted.ops["any"] == 0 and counted.ops["remainder"] == 0, counted.ops
+    assert counted.ops["clamp"] == 0 and counted.syncs == 0, counted.ops
+    assert len(listed) == 1  # the indices, read once
+    mb_assert(lambda x, i: x[:, i], [xs, own], [xb, index], batch)
+    # On an accelerator's way (no host reads) the flags are computed and checked, deferred.
+    with host_reads(False), CountOps() as masked:
+        again = xb[:, index]
+    assert masked.ops["clamp"] == 1 and masked.ops["remainder"] == 1, masked.ops
+    torch.testing.assert_close(again.data, out.data, rtol=0, atol=0)
+
+
+def test_a_per_example_index_of_many_examples_is_checked_with_ops():
+    # Past 256 examples a list of the indices costs more than the ops it spares.
+    xb = MaskedBatch(torch.randn(257, 3, 2), None, (False, False))
+    index = mark_example_scalar(MaskedBatch(torch.arange(257) % 3 - 1, None, ()),
+                                EXAMPLE_SCALAR)
+    with host_reads(True), CountOps() as counted:
+        out = xb[:, index]
+    assert counted.ops["clamp"] == 1, counted.ops
+    torch.testing.assert_close(out.data, xb.data[torch.arange(257), torch.arange(257) % 3 - 1])
+
+
+def test_a_per_example_index_out_of_range_somewhere_takes_the_checked_path():
+    # An index out of range for an example that does not run the read (a stack's top - 2
+    # where it shifts) is no error; for a running one it is the loop's IndexError.
+    xb = MaskedBatch(torch.arange(12.0).reshape(2, 3, 2), None, (False, False))
+    index = mark_example_scalar(MaskedBatch(torch.tensor([1, -4]), None, ()), EXAMPLE_SCALAR)
+    token = _masking.EXECUTION_MASK.set(torch.tensor([True, False]))
+    try:
+        out = xb[:, index]
+    finally:
+        _masking.EXECUTION_MASK.reset(token)
+    assert out.data[0].tolist() == [2.0, 3.0]
+    with pytest.raises(IndexError, match=r"index -4 is out of range for example 1, which has "
+                                         r"size 3 in dimension 1"):
+        xb[:, index]

@@ -53,7 +53,7 @@ import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from matchbox import _async_checks
-from matchbox._host_reads import reads_values
+from matchbox._host_reads import any_true, reads_values
 
 __all__ = ["Capture", "NotCapturable", "capturing", "check", "deferred_checks", "fails",
            "note_size_bound", "refuse", "size_bound", "some"]
@@ -200,7 +200,7 @@ def fails(failing: torch.Tensor, error: Callable[[], BaseException] | None = Non
             if pending is not None and not reads_values(failing):
                 pending.append((failing, error))
                 return False
-        failed = bool(failing.any())
+        failed = any_true(failing)
         if failed:  # the caller raises next: what failed_flags(error) answers
             _LAST_FAILED.set(failing)
         return failed

@@ -30,6 +30,22 @@ def reads_values(mask: torch.Tensor) -> bool:
     return allowed
 
 
+#: The most elements :func:`any_true` reads as a list (past it, ``any`` and a read of its
+#: one value cost less than the list's Python bools).
+_LISTED = 64
+
+
+def any_true(flags: torch.Tensor) -> bool:
+    """``bool(flags.any())``, for eager code that reads values on the host: a small
+    ``(batch,)`` bool tensor on the CPU is read as a list, with no op to dispatch (an
+    ``any`` and its ``item`` cost about four times a ``tolist`` there: a TreeLSTM's
+    ``if`` asks twice a step, issue 22); any other tensor as ``bool(flags.any())``."""
+    if (flags.dtype is torch.bool and flags.dim() == 1 and flags.size(0) <= _LISTED
+            and flags.device.type == "cpu" and type(flags) is torch.Tensor):
+        return True in flags.tolist()
+    return bool(flags.any())
+
+
 @contextlib.contextmanager
 def host_reads(allowed: bool | None) -> Iterator[None]:
     """``with host_reads(False):`` runs masked what a mask's values would let eager code

@@ -81,6 +81,7 @@ from matchbox._capture import (
 from matchbox._example_scalars import SCALAR as EXAMPLE_SCALAR
 from matchbox._example_scalars import VECTOR as EXAMPLE_VECTOR
 from matchbox._example_scalars import mark as mark_example_scalar
+from matchbox._host_reads import any_true
 from matchbox._jagged import describe_tensor, jagged_rows, make_jagged, read_jagged
 from matchbox._layout import expanded_row
 from matchbox._masked_writes import watch_writes, write_running
@@ -186,7 +187,7 @@ __all__ = [
     # checks on values, compile-safe
     "fails", "check", "failed_flags", "with_failed_flags", "deferred_checks", "some", "capturing", "refuse",
     # the execution mask as matchbox-control runs code under it, viewed (batch, 1, ..., 1)
-    "EXECUTION_MASK", "reads_values", "mask_view", "mask_view_for", "remember_mask_view",
+    "EXECUTION_MASK", "reads_values", "any_true", "mask_view", "mask_view_for", "remember_mask_view",
     "mask_and", "ZERO", "write_running", "record_equal_outside",
     # matchbox-control's watch of in-place writes, and the @batch call its records are for
     "watch_writes", "call_state",

@@ -31,6 +31,7 @@ from matchbox.control.runtime import grad_kept
 from matchbox.extending import (
     BATCH_VIEWS,
     EXECUTION_MASK,
+    any_true,
     apply_region_guard,
     capturing,
     defer_region_guard,
@@ -84,7 +85,7 @@ def ran_for_nobody(mask: Mask, exc_type: Any) -> bool:
     if (not isinstance(mask, torch.Tensor) or not issubclass(exc_type, Exception)
             or capturing() is not None):
         return False
-    return not bool(mask.any())
+    return not any_true(mask)
 
 
 def one_side(mask: Mask, outer: Mask) -> bool | None:
@@ -222,7 +223,7 @@ def nobody(mask: torch.Tensor) -> bool:
     """
     if capturing() is not None or not (reads_values(mask) or _recursing()):
         return False
-    return not bool(mask.any())
+    return not any_true(mask)
 
 
 def _recursing(limit: int = 200) -> bool:
