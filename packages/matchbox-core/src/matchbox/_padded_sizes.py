@@ -46,3 +46,18 @@ def own_sizes(op: str, arg: str, size: Any, batch: Any) -> torch.Tensor:
             f"the batch it builds has {batch}: each example's own size there (the size "
             "the loop over examples would build) belongs to other examples")
     return size_as_tensor(source, size.dim).data
+
+
+def own_dimension(size: Any, batch: Any, d: int) -> bool:
+    """Whether the padded ``size`` is ``batch``'s own dynamic dimension ``d``: read from
+    ``batch`` along ``d``, or from a batch of its layout (its mask, its dims), so that each
+    example's own size there, which ``size`` stands for, is its size in ``batch``."""
+    source = size.source
+    if source is None:
+        return False
+    if source is not batch and (getattr(source, "_mask", None) is None
+                                or source._mask is not getattr(batch, "_mask", None)
+                                or source.dims != batch.dims):
+        return False
+    dim = size.dim + source.dim() if size.dim < 0 else size.dim
+    return dim == d

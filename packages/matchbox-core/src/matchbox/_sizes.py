@@ -384,6 +384,23 @@ del _cls, _name
 BATCH_SIZES = (BatchSize, SymBatchSize, PaddedSize, SymPaddedSize)
 
 
+def refuse_size_number(op: str, name: str, value: Any) -> None:
+    """Refuse ``x.size(0)`` of a batch (a ``BatchSize``) or ``x.maxsize(d)`` of a dynamic
+    dimension (a ``PaddedSize``) given as an argument that must be one number for every
+    example (a count, an offset, a factor; looked for in lists and tuples too): in the loop
+    over examples each example's ``x.size(0)`` is 1 and its ``x.maxsize(d)`` its own size,
+    so the batch, which would read the batch size or the longest example's, would differ
+    (``TypeError`` naming the op and the argument, then the size's own message,
+    :func:`size_as_a_number`)."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        for v in value:
+            refuse_size_number(op, name, v)
+    elif kind in BATCH_SIZES:
+        raise TypeError(f"{op}: the {name} must be the same number for every example, but "
+                        f"it is a batch's size: {size_as_a_number(value)}")
+
+
 def _refuse_array_ufunc(self: Any, ufunc: Any, method: str, *inputs: Any,
                         **kwargs: Any) -> Any:
     """numpy's ufuncs (``np.log(n)``, ``np.float64(1) / n``): refused as a number."""
@@ -408,6 +425,20 @@ for _cls in (BatchSize, PaddedSize):
     for _name in ("real", "numerator"):
         setattr(_cls, _name, property(_refused_property))
 del _cls, _name
+
+
+def refuse_later_batch_size(op: str, sizes: Any, start: int = 0) -> None:
+    """Refuse ``x.size(0)`` of a batch (a :class:`BatchSize`) among an op's sizes other
+    than the first (``sizes`` are dimensions ``start`` on): the first names each example's
+    batch dimension, but at any other place the loop over examples reads 1 (each example's
+    own ``x.size(0)``) where the batch would read the batch size."""
+    for k, size in enumerate(sizes, start):
+        if k and type(size) in (BatchSize, SymBatchSize):
+            raise TypeError(
+                f"{op}: size {k} is x.size(0) of a batch, which names each example's batch "
+                "dimension only as the first size; as a later size it would differ (each "
+                "example's own x.size(0) is 1 in the loop over examples): "
+                + BATCH_SIZE_AS_A_NUMBER)
 
 
 def batch_size_of(size: Any) -> Any:
