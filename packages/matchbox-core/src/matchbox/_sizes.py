@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import operator
 import sys
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +206,12 @@ def padded_size_as_a_number(dim: int) -> str:
         f"view) it works as it is")
 
 
+# How a batch type says its layout and sizes without its values: ``SIZE_PARTS[type](batch)``
+# is ``(rebuild, *parts)``, ``rebuild(*parts)`` a batch of those sizes (matchbox._padded_sizes
+# registers MaskedBatch's); a PaddedSize read from a batch of another type holds it.
+SIZE_PARTS: dict[type, Any] = {}
+
+
 class PaddedSize(int):
     """``x.maxsize(d)`` of a dimension ``d`` dynamic in a batch: the padded size (the
     longest example's size there) as a size, refused as a number (``TypeError``,
@@ -229,9 +236,29 @@ class PaddedSize(int):
         padded = int.__new__(cls, size)
         padded.dim = dim
         # The batch it was read from: each example's own size, which the ops that build
-        # a batch of given sizes take (matchbox._padded_sizes).
-        padded.source = source
+        # a batch of given sizes take (matchbox._padded_sizes).  Held weakly where the
+        # batch type can say its sizes without its values (``_size_parts``), so that a
+        # size kept (``self.T = x.maxsize(1)``) does not keep the batch and its graph.
+        parts = SIZE_PARTS.get(type(source))
+        if parts is None:
+            padded._held, padded._ref = source, None
+        else:
+            padded._held, padded._ref = parts(source), weakref.ref(source)
         return padded
+
+    @property
+    def source(self) -> Any:
+        """The batch the size was read from while it lives; after, a batch of its layout
+        and sizes without its values (``SIZE_PARTS``, made once)."""
+        ref = self._ref
+        if ref is None:
+            return self._held
+        batch = ref()
+        if batch is None:
+            held = self._held
+            batch = held if not isinstance(held, tuple) else held[0](*held[1:])
+            self._held = batch  # (the stand-in, made once)
+        return batch
 
     def __int__(self) -> int:
         return int.__index__(self)
