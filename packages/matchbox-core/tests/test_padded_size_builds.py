@@ -11,6 +11,9 @@ every example's own size is ``T``.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 from family_cases import batch_of, check
@@ -18,6 +21,7 @@ from test_compile import BACKEND, assert_values_and_gradients_equal_the_loop
 from test_compile import batch_of as compile_batch_of
 
 import matchbox
+from matchbox import MaskedBatch
 from matchbox.compiler import symbolic
 from matchbox.extending import PaddedSize
 
@@ -240,3 +244,22 @@ TWO_DYNAMIC = {
 def test_batches_built_to_two_padded_sizes_equal_the_loop(name, shapes, dtype):
     examples, xb = batch_of(shapes, (True, True), dtype)
     check(TWO_DYNAMIC[name], examples, xb)
+
+
+def test_a_kept_padded_size_does_not_keep_its_batch_alive():
+    # self.T = x.maxsize(1) in a model: the size holds x's mask and sizes, not x, its
+    # values or the graph that made them; it builds batches of x's sizes after x is gone.
+    w = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    examples, xb = batch_of([(3, 4), (0, 4), (5, 4), (1, 4)], (True, False))
+    h = xb @ w
+    values = weakref.ref(h.data)  # (its graph's output: freed with the graph)
+    size = h.maxsize(1)
+    assert size.source is h  # (while it lives, the batch itself)
+    del h
+    gc.collect()
+    assert values() is None
+    built = xb.new_ones(xb.size(0), size, 4)
+    assert built.dims == (True, False) and built.lengths().tolist() == [[3], [0], [5], [1]]
+    # In the loop each example's size there is its own (h's examples are xb's).
+    check(lambda x: x + x.new_zeros(x.size(0), size, 4) if isinstance(x, MaskedBatch) else
+          x + x.new_zeros(1, x.size(1), 4), examples, xb)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from matchbox._batch import Batch
+from matchbox._sizes import refuse_size_number
 
 
 def normalize_dim(op: str, dim: int, rank: int) -> int:
@@ -111,10 +112,12 @@ def normalized_dims(op: str, input: Any, normalized_shape: Any) -> int:
 
 def only_input_batched(op: str, input: Any, **shared: Any) -> None:
     """Raise unless ``input`` is a batch and every named argument is a plain value (a
-    weight or bias shared by every example, a number: ``ignore_index``, ``p``, ``tau``)."""
+    weight or bias shared by every example, a number: ``ignore_index``, ``p``, ``tau``;
+    not a batch's size, which each example reads as its own in the loop)."""
     if not isinstance(input, Batch):
         raise TypeError(f"{op}: the input must be the batch; got {_plain(input)}")
     for name, value in shared.items():
+        refuse_size_number(op, name, value)  # x.size(0), x.maxsize(d): each example's own
         if isinstance(value, Batch) and getattr(value, "dims", None) != ():
             raise NotImplementedError(
                 f"{op}: {name} must be a plain tensor shared by every example (only the input "

@@ -52,6 +52,7 @@ from matchbox._op_table import (
     op_name,
     writes_first_argument,
 )
+from matchbox._sizes import refuse_size_number
 
 _LIVE = _lengths.LIVE
 
@@ -362,8 +363,11 @@ def int_argument(op: str, name: str, value: Any,
                  instead: str = "keep the positions and mask them with torch.where on a "
                                 "comparison of positions with the per-example value") -> int:
     """``int(value)`` of an argument that must be one int for every example: a batch of one
-    per example is refused naming the op and the argument (``int()`` of it said neither)."""
+    per example is refused naming the op and the argument (``int()`` of it said neither),
+    and so is a batch's size (:func:`matchbox._sizes.refuse_size_number`), which ``int()``
+    would read as the batch size or the padded size where each example's own differs."""
     refuse_per_example(op, name, value, instead)
+    refuse_size_number(op, name, value)
     return int(value)
 
 

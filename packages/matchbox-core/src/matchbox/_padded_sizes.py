@@ -16,7 +16,8 @@ from typing import Any
 import torch
 
 from matchbox._size_tensors import size_as_tensor
-from matchbox._sizes import PADDED_SIZES
+from matchbox._sizes import PADDED_SIZES, SIZE_PARTS
+from matchbox.masked_batch import MaskedBatch
 
 
 def is_padded(size: Any) -> bool:
@@ -46,3 +47,36 @@ def own_sizes(op: str, arg: str, size: Any, batch: Any) -> torch.Tensor:
             f"the batch it builds has {batch}: each example's own size there (the size "
             "the loop over examples would build) belongs to other examples")
     return size_as_tensor(source, size.dim).data
+
+
+def own_dimension(size: Any, batch: Any, d: int) -> bool:
+    """Whether the padded ``size`` is ``batch``'s own dynamic dimension ``d``: read from
+    ``batch`` along ``d``, or from a batch of its layout (its mask, its dims), so that each
+    example's own size there, which ``size`` stands for, is its size in ``batch``."""
+    source = size.source
+    if source is None:
+        return False
+    if source is not batch and (getattr(source, "_mask", None) is None
+                                or source._mask is not getattr(batch, "_mask", None)
+                                or source.dims != batch.dims):
+        return False
+    dim = size.dim + source.dim() if size.dim < 0 else size.dim
+    return dim == d
+
+
+def _size_parts(batch: MaskedBatch) -> tuple[Any, ...]:
+    """What :func:`_of_sizes` rebuilds ``batch``'s layout and sizes from (its mask, not its
+    values): held by a ``PaddedSize`` read from it instead of the batch and its graph."""
+    data = batch._data
+    return (_of_sizes, batch._mask, batch.dims, data.shape, data.dtype, data.device)
+
+
+def _of_sizes(mask: Any, dims: tuple[bool, ...], shape: Any, dtype: torch.dtype,
+              device: torch.device) -> MaskedBatch:
+    """A batch of the given layout and sizes without values (a stride-0 view of one
+    element): what a ``PaddedSize`` stands for once the batch it was read from is gone."""
+    return MaskedBatch._make(torch.empty((), dtype=dtype, device=device).expand(shape), mask,
+                             dims)
+
+
+SIZE_PARTS[MaskedBatch] = _size_parts

@@ -59,6 +59,7 @@ from matchbox._op_table import (
     tensor_method_names,
     writes_first_argument,
 )
+from matchbox._sizes import refuse_size_number
 
 __all__ = [
     "BATCH_VIEWS", "DIRECT", "Handler", "Kind", "OpEntry", "adopt", "adopt_with",
@@ -66,7 +67,7 @@ __all__ = [
     "declare_convenience", "declare_provider", "dispatch", "entries", "guarded", "implements",
     "int_argument",
     "kind_of", "labelled", "lookup", "op_name", "provide_batch_dim_view", "refuse_out",
-    "refuse_per_example",
+    "refuse_per_example", "refuse_size_number",
     "register", "register_batch_view", "register_conversion", "register_host",
     "tensor_method_name", "tensor_method_names", "unsupported", "writes_first_argument",
 ]

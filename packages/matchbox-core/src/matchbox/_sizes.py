@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import operator
 import sys
+import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +206,12 @@ def padded_size_as_a_number(dim: int) -> str:
         f"view) it works as it is")
 
 
+# How a batch type says its layout and sizes without its values: ``SIZE_PARTS[type](batch)``
+# is ``(rebuild, *parts)``, ``rebuild(*parts)`` a batch of those sizes (matchbox._padded_sizes
+# registers MaskedBatch's); a PaddedSize read from a batch of another type holds it.
+SIZE_PARTS: dict[type, Any] = {}
+
+
 class PaddedSize(int):
     """``x.maxsize(d)`` of a dimension ``d`` dynamic in a batch: the padded size (the
     longest example's size there) as a size, refused as a number (``TypeError``,
@@ -229,9 +236,29 @@ class PaddedSize(int):
         padded = int.__new__(cls, size)
         padded.dim = dim
         # The batch it was read from: each example's own size, which the ops that build
-        # a batch of given sizes take (matchbox._padded_sizes).
-        padded.source = source
+        # a batch of given sizes take (matchbox._padded_sizes).  Held weakly where the
+        # batch type can say its sizes without its values (``_size_parts``), so that a
+        # size kept (``self.T = x.maxsize(1)``) does not keep the batch and its graph.
+        parts = SIZE_PARTS.get(type(source))
+        if parts is None:
+            padded._held, padded._ref = source, None
+        else:
+            padded._held, padded._ref = parts(source), weakref.ref(source)
         return padded
+
+    @property
+    def source(self) -> Any:
+        """The batch the size was read from while it lives; after, a batch of its layout
+        and sizes without its values (``SIZE_PARTS``, made once)."""
+        ref = self._ref
+        if ref is None:
+            return self._held
+        batch = ref()
+        if batch is None:
+            held = self._held
+            batch = held if not isinstance(held, tuple) else held[0](*held[1:])
+            self._held = batch  # (the stand-in, made once)
+        return batch
 
     def __int__(self) -> int:
         return int.__index__(self)
@@ -384,6 +411,23 @@ del _cls, _name
 BATCH_SIZES = (BatchSize, SymBatchSize, PaddedSize, SymPaddedSize)
 
 
+def refuse_size_number(op: str, name: str, value: Any) -> None:
+    """Refuse ``x.size(0)`` of a batch (a ``BatchSize``) or ``x.maxsize(d)`` of a dynamic
+    dimension (a ``PaddedSize``) given as an argument that must be one number for every
+    example (a count, an offset, a factor; looked for in lists and tuples too): in the loop
+    over examples each example's ``x.size(0)`` is 1 and its ``x.maxsize(d)`` its own size,
+    so the batch, which would read the batch size or the longest example's, would differ
+    (``TypeError`` naming the op and the argument, then the size's own message,
+    :func:`size_as_a_number`)."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        for v in value:
+            refuse_size_number(op, name, v)
+    elif kind in BATCH_SIZES:
+        raise TypeError(f"{op}: the {name} must be the same number for every example, but "
+                        f"it is a batch's size: {size_as_a_number(value)}")
+
+
 def _refuse_array_ufunc(self: Any, ufunc: Any, method: str, *inputs: Any,
                         **kwargs: Any) -> Any:
     """numpy's ufuncs (``np.log(n)``, ``np.float64(1) / n``): refused as a number."""
@@ -408,6 +452,20 @@ for _cls in (BatchSize, PaddedSize):
     for _name in ("real", "numerator"):
         setattr(_cls, _name, property(_refused_property))
 del _cls, _name
+
+
+def refuse_later_batch_size(op: str, sizes: Any, start: int = 0) -> None:
+    """Refuse ``x.size(0)`` of a batch (a :class:`BatchSize`) among an op's sizes other
+    than the first (``sizes`` are dimensions ``start`` on): the first names each example's
+    batch dimension, but at any other place the loop over examples reads 1 (each example's
+    own ``x.size(0)``) where the batch would read the batch size."""
+    for k, size in enumerate(sizes, start):
+        if k and type(size) in (BatchSize, SymBatchSize):
+            raise TypeError(
+                f"{op}: size {k} is x.size(0) of a batch, which names each example's batch "
+                "dimension only as the first size; as a later size it would differ (each "
+                "example's own x.size(0) is 1 in the loop over examples): "
+                + BATCH_SIZE_AS_A_NUMBER)
 
 
 def batch_size_of(size: Any) -> Any:

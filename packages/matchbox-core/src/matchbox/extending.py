@@ -127,6 +127,7 @@ from matchbox._registry import (
     op_name,
     provide_batch_dim_view,
     refuse_out,
+    refuse_size_number,
     register,
     register_conversion,
     unsupported,
@@ -172,6 +173,7 @@ __all__ = [
     # batch types
     "Batch", "MaskedBatch", "BatchShape", "batch_size_as_asked", "why_size_was_asked",
     "BatchSize", "BATCH_SIZES", "refuse_batch_size_number", "size_as_a_number",
+    "refuse_size_number",
     "PaddedSize", "padded_size_of",
     "check_examples", "pytree_rank_error", "mask_from_lengths", "mark_zero_padding",
     "has_zero_padding",

@@ -71,7 +71,7 @@ class MaskedBatch(Batch):
     """A batch of tensors ("examples") that may differ in size in some dimensions."""
 
     __slots__ = ("_data", "_mask", "dims", "_zero_padding", "_guards", "_not_a_view",
-                 "_present", "_kept_outside", "_deferred_guard", "_scalar")
+                 "_present", "_kept_outside", "_deferred_guard", "_scalar", "__weakref__")
 
     data: torch.Tensor
     dims: tuple[bool, ...]

@@ -18,7 +18,13 @@ import torch
 
 from matchbox import _capture, _lengths, _registry
 from matchbox._padded_sizes import is_padded, own_sizes
-from matchbox._sizes import BATCH_SIZES, BatchShape, plain_size, refuse_batch_size_number
+from matchbox._sizes import (
+    BATCH_SIZES,
+    BatchShape,
+    plain_size,
+    refuse_batch_size_number,
+    refuse_later_batch_size,
+)
 from matchbox.masked_batch import MaskedBatch, mask_from_lengths
 
 
@@ -35,6 +41,7 @@ def new_batch(
     sizes = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (list, tuple, torch.Size)) \
         else list(sizes)
     batch = x.data.size(0)
+    refuse_later_batch_size(op, sizes)
     if sizes and is_padded(sizes[0]):
         raise ValueError(
             f"{op}: the first size is each example's batch dimension (1, or the batch size "

@@ -27,7 +27,7 @@ import torch
 from matchbox import _lengths, _masking, _registry
 from matchbox._arguments import example_dim
 from matchbox._batch import Batch
-from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number
+from matchbox._sizes import refuse_size_number
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.reductions import reduced_layout
 
@@ -61,8 +61,7 @@ def _transform(op: str, input: Any, sizes: list[Any] | None, dims: list[int],
     if not isinstance(input, MaskedBatch):
         raise NotImplementedError(f"{op}: only the input may be a batch")
     for size in sizes or ():
-        if type(size) in BATCH_SIZES:
-            refuse_batch_size_number(size)  # (the loop's would be each example's own)
+        refuse_size_number(op, argument, size)  # (the loop's would be each example's own)
         if isinstance(size, Batch):
             raise TypeError(f"{op}: {argument} must be the same ints for every example; a "
                             "batch of per-example lengths is not supported")

@@ -36,7 +36,8 @@ import torch
 from matchbox import _capture, _copies, _lengths, _masking, _registry
 from matchbox._example_scalars import VECTOR, ambiguous_index
 from matchbox._masked_writes import WRITE_WATCH, in_place_copy, write_into
-from matchbox._sizes import PADDED_SIZES, plain_size
+from matchbox._padded_sizes import own_dimension, own_sizes
+from matchbox._sizes import BATCH_SIZES, PADDED_SIZES, plain_size, size_as_a_number
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.gather import is_tensor_index, table_lookup, tensor_index
 from matchbox.ops.one_position import (
@@ -51,18 +52,61 @@ from matchbox.ops.one_position import (
 from matchbox.ops.pointwise import _pointwise_inplace
 
 
-def _plain_bounds(item: Any) -> Any:
-    """A slice's bounds as plain ints: ``x[:, :x.maxsize(1)]`` takes the padded size as a
-    bound (each example's own positions up to it), which a ``PaddedSize`` refuses to
-    compare or add as a number."""
-    if isinstance(item, slice) and (type(item.start) in PADDED_SIZES
-                                    or type(item.stop) in PADDED_SIZES):
-        return slice(plain_size(item.start), plain_size(item.stop), item.step)
-    return item
+def _size_bounds(op: str, items: list[Any], x: MaskedBatch) -> list[Any]:
+    """``items`` (one per dimension of ``x`` from its dimension 0, ``None`` adding one)
+    with an index or a slice's bound that is a batch's size refused where the loop over
+    examples reads it otherwise, or made plain where it reads it alike.
+
+    ``x.maxsize(k)`` of a dynamic dimension (a ``PaddedSize``) is each example's own size
+    there in the loop: as a bound of that same dimension of ``x`` (read from ``x`` or a
+    batch of its layout, ``x[:, :x.maxsize(1)]``) it takes each example's own positions up
+    to it, as the plain padded size does, so it is made plain (it refuses to compare or
+    add as a number).  As a bound of another dynamic dimension (another batch's size) it
+    stays, and :func:`getitem` bounds each example by its own size (:func:`_padded_bound`).
+    As a step, an index, or a bound of a static dimension, each example would take other
+    positions (of other sizes): refused, as ``x.size(0)`` (a ``BatchSize``, 1 in the loop)
+    is anywhere after the first index.
+    """
+    out, d = [], 0
+    for item in items:
+        if d > 0 and type(item) in BATCH_SIZES:  # x[:, T]: each example's own n, past its end
+            raise TypeError(f"{op}: the index of dimension {d} is a batch's size, which in "
+                            "the loop over examples is each example's own: "
+                            + size_as_a_number(item))
+        if isinstance(item, slice) and d > 0 and any(
+                type(b) in BATCH_SIZES for b in (item.start, item.stop, item.step)):
+            own = True
+            for b in (item.start, item.stop, item.step):
+                if type(b) not in BATCH_SIZES:
+                    continue
+                if type(b) not in PADDED_SIZES or b is item.step or not x.dims[d - 1]:
+                    raise TypeError(
+                        f"{op}: a slice {'step' if b is item.step else 'bound'} of "
+                        f"{'dynamic' if x.dims[d - 1] else 'static'} dimension {d} is a "
+                        "batch's size, which in the loop over examples is each example's "
+                        "own (x.size(0): 1; x.maxsize(k): its own size in dimension k, "
+                        "taken here only as a bound of a dynamic dimension): "
+                        + size_as_a_number(b))
+                own = own and own_dimension(b, x, d)
+            if own:
+                item = slice(plain_size(item.start), plain_size(item.stop), item.step)
+        out.append(item)
+        if item is not None:
+            d += 1
+    return out
 
 
-def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
-    items = [_plain_bounds(item) for item in (index if isinstance(index, tuple) else [index])]
+def _padded_bound(op: str, x: MaskedBatch, bound: Any) -> Any:
+    """A slice's ``bound`` as each example's own (a ``(batch,)`` tensor) where it is
+    another batch's padded size (:func:`_size_bounds`), else as it is."""
+    if type(bound) not in PADDED_SIZES:
+        return bound
+    return own_sizes(op, "slice bound", bound, x.data.size(0)).to(x.device)
+
+
+def _expand_index(op: str, index: Any, x: MaskedBatch) -> list[Any]:
+    rank = x.dim()
+    items = list(index) if isinstance(index, tuple) else [index]
     tensor_indices = vectors = 0
     for item in items:
         if is_per_example_int(item):
@@ -128,6 +172,7 @@ def _expand_index(op: str, index: Any, rank: int) -> list[Any]:
             f"{op}: the first index must be ':' (every example keeps its batch "
             f"dimension 0), got {first!r}; " + _first_index_hint(first, items)
         )
+    items = _size_bounds(op, items, x)
     return items
 
 
@@ -171,18 +216,24 @@ def _with_length(x: MaskedBatch, d: int, data: torch.Tensor, length: torch.Tenso
 
 
 def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
+    """``x[..., item]`` along dynamic ``d``: each example's own positions; a bound may be
+    a ``(batch,)`` tensor of each example's own (:func:`_padded_bound`, never negative)."""
     start, stop, step = item.start, item.stop, 1 if item.step is None else item.step
     if step <= 0:
         # As torch: a zero step is an error, and tensors have no negative steps.
         raise ValueError(f"{op}: slice step must be positive, got {step}")
     n = _masking.lengths_along(x, d)
-    first = torch.zeros_like(n) if start is None else (
+    per_start = isinstance(start, torch.Tensor)
+    first = torch.zeros_like(n) if start is None else start if per_start else (
         torch.full_like(n, start) if start >= 0 else (n + start).clamp(min=0))
     first = torch.minimum(first, n)
-    last = n if stop is None else (
-        torch.minimum(torch.full_like(n, stop), n) if stop >= 0 else (n + stop).clamp(min=0))
+    last = n if stop is None else torch.minimum(stop, n) if isinstance(stop, torch.Tensor) \
+        else (torch.minimum(torch.full_like(n, stop), n) if stop >= 0
+              else (n + stop).clamp(min=0))
     length = ((last - first + step - 1) // step).clamp(min=0)
-    if start is None or start >= 0:
+    if isinstance(stop, torch.Tensor):
+        stop = None  # (the data's own end: no example's holds more)
+    if not per_start and (start is None or start >= 0):
         # A stop that is the same for every example bounds the data too, so the
         # result is a view of exactly the positions it holds (an in-place op on
         # it reaches only those, as in the loop).
@@ -190,7 +241,7 @@ def _slice_dynamic(op: str, x: MaskedBatch, d: int, item: slice) -> MaskedBatch:
         data = x.data[(slice(None),) * d + (slice(start, end, step),)]
     else:
         size = (x.data.size(d) + step - 1) // step
-        if start is not None:
+        if start is not None and not per_start:
             # No example holds more than -start positions from its end: ``x[:, -1:]`` is of
             # padded size one, and broadcasts as ``x[:, :1]`` does.
             bound = -start if stop is None or stop >= 0 else max(stop - start, 0)
@@ -243,7 +294,7 @@ def getitem(func, input, index):
     op = _registry.op_name(func)
     if not isinstance(input, MaskedBatch):  # a plain table, a batch among its indices
         return table_lookup(op, input, index)
-    items = _expand_index(op, index, input.dim())
+    items = _expand_index(op, index, input)
     x, d = input, 1
     # Whether the result is a view of each example's positions, as in the loop
     # (an index of a copy is a view of the copy only).
@@ -255,9 +306,14 @@ def getitem(func, input, index):
             d += 1
         elif isinstance(item, slice):
             if x.dims[d - 1] and item != slice(None):
+                item = slice(_padded_bound(op, x, item.start), _padded_bound(op, x, item.stop),
+                             item.step)
                 x = _slice_dynamic(op, x, d, item)
+                # (A bound per example, or from each example's end: other positions in
+                # each example, which in-place ops on the result do not reach alike.)
                 view = view and not any(
-                    bound is not None and bound < 0 for bound in (item.start, item.stop))
+                    isinstance(bound, torch.Tensor) or (bound is not None and bound < 0)
+                    for bound in (item.start, item.stop))
             else:
                 x = MaskedBatch._make(x.data[(slice(None),) * d + (item,)], x.mask, x.dims)
             d += 1
@@ -309,6 +365,7 @@ def select(func, input, dim, index):
     """``x.select(d, i)``: ``x[:, ..., i]`` with ``i`` at dimension ``d`` (along a dynamic
     dimension each example's own position ``i``, a negative one from its own end)."""
     op = _registry.op_name(func)
+    _registry.refuse_size_number(op, "index", index)
     d = normalize_dim(op, dim, input.dim())
     if d == 0:
         raise ValueError(

@@ -43,6 +43,7 @@ def _on_matrices(op: str, func: Any, x: MaskedBatch, diagonal: int) -> torch.Ten
     _registry.refuse_per_example(
         op, "diagonal", diagonal, "build the mask per example instead, with i and j the "
         "row and column positions: torch.where(j - i >= k, x, 0) for triu")
+    _registry.refuse_size_number(op, "diagonal", diagonal)
     if x.dim() < 2:
         raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions (these "
                            "examples are scalars)")
@@ -75,6 +76,7 @@ def diagonal(func, input, offset=0, dim1=0, dim2=1):
     op = _registry.op_name(func)
     _registry.refuse_per_example(op, "offset", offset, "take each example's elements with "
                                  "gather at the positions it needs")
+    _registry.refuse_size_number(op, "offset", offset)
     rank = input.dim()
     d1, d2 = normalize_dim(op, dim1, rank), normalize_dim(op, dim2, rank)
     if d1 == d2:

@@ -312,6 +312,7 @@ def diff(func, input, n=1, dim=-1, prepend=None, append=None):
     real positions (one fewer each time; a zero-length example stays empty), with
     ``prepend``/``append`` joined to its real positions first, as ``torch.cat`` joins them."""
     op = _registry.op_name(func)
+    _registry.refuse_size_number(op, "order n", n)
     d = normalize_dim(op, dim, input.dim())
     if n < 0:
         raise RuntimeError(f"{op}: order must be non-negative but got {n}")

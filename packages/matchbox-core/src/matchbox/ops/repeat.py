@@ -182,8 +182,10 @@ def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
         raise TypeError(f"{op}: the input must be the batch; per-example repeats of a plain "
                         "tensor are not supported")
     d = normalize_dim(op, dim, input.dim())
+    _registry.refuse_size_number(op, "output_size", output_size)
     if isinstance(repeats, MaskedBatch):
         return _interleave_per_example(op, input, d, repeats)
+    _registry.refuse_size_number(op, "repeats", repeats)
     if isinstance(repeats, torch.Tensor) and repeats.numel() == 1:
         repeats = int(repeats)
     if isinstance(repeats, int):

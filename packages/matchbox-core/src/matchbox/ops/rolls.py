@@ -9,7 +9,6 @@ import math
 import torch
 
 from matchbox import _masking, _registry
-from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number
 from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.ordering import FAMILY, _dim_list, _padded_along
 
@@ -18,10 +17,9 @@ from matchbox.ops.ordering import FAMILY, _dim_list, _padded_along
 def roll(func, input, shifts, dims=None):
     op = _registry.op_name(func)
     _registry.refuse_per_example(op, "shift", shifts, "gather each example's positions")
-    shift_list, dim_list = _dim_list(shifts), _dim_list(dims) if dims is not None else None
-    for shift in shift_list:
-        if type(shift) in BATCH_SIZES:  # a number here: x.roll(x.maxsize(1), 1) of each
-            refuse_batch_size_number(shift)  # example in the loop is no roll at all
+    # (x.roll(x.maxsize(1), 1) of each example in the loop is no roll at all: refused.)
+    shift_list = [_registry.int_argument(op, "shift", s) for s in _dim_list(shifts)]
+    dim_list = _dim_list(dims) if dims is not None else None
     if dim_list is None:
         if len(shift_list) != 1:
             raise RuntimeError(f"{op}: without dims, shifts must be one int (got {shifts!r})")

@@ -44,6 +44,7 @@ def scatter(func, input, dim, index, *args, out=None, **kwargs):
         src, args = args[0], args[1:]
     else:
         src = kwargs.pop("src", kwargs.pop("value", None))
+    _registry.refuse_size_number(op, "value", src)  # x.size(0): 1 in each example, B here
     inplace = func in _IN_PLACE
     if inplace:
         if not isinstance(input, MaskedBatch):

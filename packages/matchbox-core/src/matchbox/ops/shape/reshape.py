@@ -18,7 +18,7 @@ from matchbox import _capture, _lengths, _masking, _registry
 from matchbox._execution import running
 from matchbox._layout import expanded_row
 from matchbox._padded_sizes import is_padded, own_sizes
-from matchbox._sizes import BatchShape, plain_size
+from matchbox._sizes import BatchShape, plain_size, refuse_later_batch_size
 from matchbox.masked_batch import (
     MaskedBatch,
     normalize_dim,
@@ -172,6 +172,7 @@ def reshape(func, input, *shape):
         raise NotImplementedError(f"{_registry.op_name(func)}(dtype) is not supported")
     given = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
     shape = _sizes(shape)
+    refuse_later_batch_size(_registry.op_name(func), shape)
     _registry.refuse_per_example(_registry.op_name(func), "size", shape, _OWN_SIZE)
     result = reshape_batch(_registry.op_name(func), input, shape)
     return _check_padded_sizes(_registry.op_name(func), input, given, 0, result)
@@ -276,6 +277,7 @@ def unflatten(func, input, dim, sizes):
     d = _nonbatch_dim(op, dim, input.dim())
     old = [1] + [-1 if dyn else input.data.size(i) for i, dyn in enumerate(input.dims, 1)]
     sizes = list(sizes)
+    refuse_later_batch_size(op, sizes, d)
     _registry.refuse_per_example(op, "size", sizes, _OWN_SIZE)
     if -1 in sizes and not input.dims[d - 1]:
         # A static size is known: infer the -1 here, since reshape_batch reads
@@ -301,6 +303,7 @@ def expand(func, input, *sizes, implicit=False):
         sizes = tuple(sizes[0])
     given = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
     sizes = _sizes(sizes)
+    refuse_later_batch_size(op, sizes)
     _registry.refuse_per_example(op, "size", sizes, "a dimension each example expands to its "
                                  "own size is x.expand_as(y) of a batch y of those sizes")
     extra = len(sizes) - input.dim()

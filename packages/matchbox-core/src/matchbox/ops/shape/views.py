@@ -158,6 +158,10 @@ def narrow(func, input, dim, start, length):
                 "narrow takes one int for every example (a dynamic dimension keeps each "
                 "example's own length), or keep the positions and mask them with "
                 "torch.where, or take one element per example with x[:, n]")
+    # (narrow(1, 0, x.maxsize(1)) of each example in the loop is the example whole, but
+    # of another batch's size or another dimension's each one's own length: refused.)
+    _registry.refuse_size_number(op, "start", start)
+    _registry.refuse_size_number(op, "length", length)
     d = _nonbatch_dim(op, dim, input.dim())
     if input.dims[d - 1] and start < 0:
         raise NotImplementedError(f"{op}: a negative start along dynamic dimension {d}")
@@ -198,6 +202,8 @@ def _static_pieces(op: str, x: MaskedBatch, dim: int) -> int:
 @_lengths.aware
 @_registry.implements(torch.split, torch.Tensor.split, family="shape")
 def split(func, input, split_size_or_sections, dim=0):
+    _registry.refuse_size_number(_registry.op_name(func), "split size",
+                                 split_size_or_sections)
     return _pieces(func, input, dim, lambda data, d: data.split(split_size_or_sections, d))
 
 
@@ -286,6 +292,7 @@ def unfold(func, input, dimension, size, step):
     op = _registry.op_name(func)
     _registry.refuse_per_example(op, "window size or step", (size, step),
                                  "a window of each example's own length is the whole example")
+    _registry.refuse_size_number(op, "window size or step", (size, step))
     if size <= 0 or step <= 0:
         raise RuntimeError(f"{op}: size ({size}) and step ({step}) must be positive")
     if normalize_dim(op, dimension, input.dim()) == 0:

@@ -37,6 +37,7 @@ from matchbox.extending import (
     lengths_along,
     mask_from_lengths,
     mixing_mask,
+    refuse_size_number,
 )
 
 # An example's output size along one dimension, from its input size (int64 tensor).
@@ -47,7 +48,9 @@ LAYOUTS = {1: "(1, channels, length)", 2: "(1, channels, height, width)",
 
 
 def as_tuple(value: Any, n: int, op: str, argument: str) -> tuple[int, ...]:
-    """An int or a sequence of ``n`` ints as an ``n``-tuple (PyTorch's broadcasting lists)."""
+    """An int or a sequence of ``n`` ints as an ``n``-tuple (PyTorch's broadcasting lists);
+    a batch's size among them is refused (each example's own in the loop)."""
+    refuse_size_number(op, argument, value)
     if isinstance(value, int):
         return (value,) * n
     values = tuple(value)

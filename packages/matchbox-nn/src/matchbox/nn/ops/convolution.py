@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import torch
 
-from matchbox.extending import implements, op_name
+from matchbox.extending import implements, op_name, refuse_size_number
 from matchbox.nn.ops._windows import (
     Windows,
     as_tuple,
@@ -46,6 +46,7 @@ def conv(func, input, weight, bias=None, stride=1, padding=0, dilation=1, groups
     op = op_name(func)
     n = SPATIAL_DIMS[func]
     check_input(op, input, n, weight=weight, bias=bias)
+    refuse_size_number(op, "groups", groups)
     kernel = tuple(weight.shape[2:])
     strides, dilations = as_tuple(stride, n, op, "stride"), as_tuple(dilation, n, op, "dilation")
     if isinstance(padding, str):
@@ -71,6 +72,7 @@ def conv_transpose(func, input, weight, bias=None, stride=1, padding=0, output_p
     op = op_name(func)
     n = SPATIAL_DIMS[func]
     check_input(op, input, n, weight=weight, bias=bias)
+    refuse_size_number(op, "groups", groups)
     # Zero-filled padding positions scatter nothing, so each example's outputs
     # below its own output size hold exactly its own contributions.
     size_fns = [conv_transpose_size(k, s, p, d, o) for k, s, p, d, o in zip(

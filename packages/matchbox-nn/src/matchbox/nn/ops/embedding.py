@@ -44,6 +44,7 @@ from matchbox.extending import (
     only_input_batched,
     op_name,
     reduced_layout,
+    refuse_size_number,
     running,
 )
 
@@ -133,7 +134,8 @@ def one_hot(func, input, num_classes=-1):
             f"{op}: num_classes must be one int for every example; a dynamic number of "
             "classes (one per example) would give examples of different sizes in the new "
             "class dimension, with the classes of the others beyond them: pass the largest "
-            "(e.g. maxsize of the class dimension), the same for every example")
+            "(e.g. int(x.maxsize(d)) of the class dimension d), the same for every example")
+    refuse_size_number(op, "num_classes", num_classes)
     if num_classes == -1:
         raise ValueError(
             f"{op}: num_classes=-1 infers the number of classes from each example's largest "

@@ -59,6 +59,7 @@ from matchbox.extending import (
     op_name,
     pack_rows,
     real_rows,
+    refuse_size_number,
     running,
     sizes_along,
     unpack_rows,
@@ -163,6 +164,7 @@ def _affine(data: torch.Tensor, weight: Any, bias: Any) -> torch.Tensor:
 def group_norm(func, input, num_groups, weight=None, bias=None, eps=1e-5):
     op = op_name(func)
     _check_channels(op, input, weight=weight, bias=bias)
+    refuse_size_number(op, "num_groups", num_groups)
     channels = input.data.size(1)
     if channels % num_groups:
         raise RuntimeError(f"{op}: expected the number of channels ({channels}) to be "

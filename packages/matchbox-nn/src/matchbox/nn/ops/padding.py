@@ -35,6 +35,7 @@ from matchbox.extending import (
     mask_from_lengths,
     mask_lengths,
     op_name,
+    refuse_size_number,
     running,
 )
 from matchbox.nn.ops._windows import example_sizes
@@ -53,6 +54,7 @@ def pad(func, input, pad, mode="constant", value=None):
             f"{op}: a pad width is a batch (one value per example); per-example widths are "
             "not implemented: each width must be the same int for every example (pad to the "
             "largest width and mask the positions with torch.where)")
+    refuse_size_number(op, "pad width", pad)  # x.maxsize(1): each example's own in the loop
     pads = [int(p) for p in pad]
     if len(pads) % 2 or len(pads) // 2 > input.dim() - 1:
         raise ValueError(

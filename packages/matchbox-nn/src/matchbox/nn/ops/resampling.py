@@ -20,14 +20,13 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
-    BATCH_SIZES,
     Batch,
     MaskedBatch,
     fit_mask,
     implements,
     is_batch,
     op_name,
-    refuse_batch_size_number,
+    refuse_size_number,
 )
 
 FAMILY = "resampling"
@@ -41,8 +40,8 @@ def _check(op: str, input: Any, first: int, what: str, instead: str,
         raise NotImplementedError(f"{op}: only the input may be a batch (a MaskedBatch)")
     for value in numbers:
         for v in (value if isinstance(value, (tuple, list)) else (value,)):
-            if type(v) in BATCH_SIZES:
-                refuse_batch_size_number(v)  # (the loop's would be each example's own)
+            # (x.maxsize(d), x.size(0): the loop's would be each example's own)
+            refuse_size_number(op, "size or factor", v)
             if isinstance(v, Batch):
                 raise TypeError(f"{op}: sizes and factors must be the same numbers for "
                                 "every example; a batch of them is not supported")
