@@ -90,3 +90,33 @@ def test_a_hook_on_the_compiled_calls_result_still_runs():
     (gw,) = torch.autograd.grad(matchbox.batch_sum(out), w)
     assert len(seen) == 1
     torch.testing.assert_close(gw, 2 * sum(e.sum() for e in examples))
+
+
+def force_from_energy(x, w):
+    """A gradient computed inside the call (a force ``-dE/dx``) and differentiated again."""
+    with torch.enable_grad():
+        x2 = x.detach().requires_grad_()
+        energy = (x2 @ w).tanh().sum(-1).sum(1)
+        data = x2.data if isinstance(x2, MaskedBatch) else x2
+        total = matchbox.batch_sum(energy) if isinstance(energy, MaskedBatch) else energy.sum()
+        (force,) = torch.autograd.grad(total, data, create_graph=True)
+    return (force * force).sum()
+
+
+def test_a_gradient_computed_inside_the_call_runs_it_eagerly():
+    """The graph held the inner backward's ops as traced while captured: the value was
+    eager's, the gradient of the result with respect to ``w`` was not (silently)."""
+    torch.manual_seed(0)
+    examples = [torch.randn(1, n, 3, dtype=torch.float64) for n in (3, 0, 5, 1)]
+    batch = MaskedBatch.fromlist(examples, (True, False), padding_value=float("nan"))
+    w = torch.randn(3, 3, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(matchbox.compiler.CaptureError,
+                       match=r"the call computes a gradient \(torch.autograd.grad\): a graph "
+                             r"holds the backward's ops as traced while it is captured"):
+        matchbox.compile(force_from_energy, backend=BACKEND, fallback="raise")(batch, w)
+    compiled = matchbox.compile(force_from_energy, backend=BACKEND)
+    with pytest.warns(UserWarning, match=r"eagerly.*computes a gradient"):
+        (got,) = torch.autograd.grad(compiled(batch, w), w)
+    loop = sum(force_from_energy(x, w) for x in examples)
+    (expected,) = torch.autograd.grad(loop, w)
+    torch.testing.assert_close(got, expected)

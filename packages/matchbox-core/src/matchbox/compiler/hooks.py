@@ -8,7 +8,12 @@ without the hook, silently.  While capturing, :class:`HooksRefused` sees the reg
 (a ``__torch_function__`` of ``Tensor.register_hook``) and refuses the capture: the call
 runs eagerly, with a warning naming the hook (``fallback="raise"``: ``CaptureError``).
 ``register_post_accumulate_grad_hook`` and ``retain_grad`` (whose tensor the caller never
-sees: a graph returns other tensors) likewise."""
+sees: a graph returns other tensors) likewise.
+
+So is a gradient computed inside the call (``torch.autograd.grad``, ``backward()``: a force
+``-dE/dx`` as a model's output, a gradient penalty): the graph held the backward's ops as
+traced on the capture's fake tensors, and the compiled call's value was eager's but the
+gradient of what it returned was not (silently)."""
 
 from __future__ import annotations
 
@@ -26,12 +31,20 @@ _HOOKS = {
 }
 
 
+_GRADIENTS = {
+    torch.autograd.grad: "torch.autograd.grad",
+    torch.autograd.backward: "torch.autograd.backward",
+    torch.Tensor.backward: "Tensor.backward",
+}
+
+
 def _name(hook: Any) -> str:
     return getattr(hook, "__qualname__", None) or repr(hook)
 
 
 class HooksRefused(TorchFunctionMode):
-    """While capturing: a tensor hook's registration refuses the capture."""
+    """While capturing: a tensor hook's registration, or a gradient computed, refuses the
+    capture."""
 
     def __torch_function__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -44,4 +57,10 @@ class HooksRefused(TorchFunctionMode):
                 f"the call registers a tensor hook, {called}: a graph's backward is derived "
                 "from its ops and runs no hooks, so its gradient would be the one without "
                 "the hook")
+        what = _GRADIENTS.get(func)
+        if what is not None:
+            raise NotCapturable(
+                f"the call computes a gradient ({what}): a graph holds the backward's ops as "
+                "traced while it is captured, and the gradient of what the call returns "
+                "would not be eager's")
         return func(*args, **kwargs)
