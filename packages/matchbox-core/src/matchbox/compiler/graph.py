@@ -104,7 +104,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
     """
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from matchbox.compiler import loops
+    from matchbox.compiler import hooks, loops
 
     scan_loops, why_not = loops.allowed(backend) if scans else (False, None)
 
@@ -117,7 +117,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
         state.scan_loops = scan_loops or why_not or False
         token = _capture.begin(state)
         try:
-            with watch_effects(module), grad_mode.capture_grad_mode():
+            with watch_effects(module), grad_mode.capture_grad_mode(), hooks.HooksRefused():
                 result = call(params, args, kwargs)
         finally:
             _capture.end(token)

@@ -37,6 +37,35 @@ if TYPE_CHECKING:
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
 _MISSING = object()
+# Containers of plain values keyed by their items (a module's ``self.scales = (1.0, 2.0)``,
+# a global list of flags), up to this many items in all: a larger one (a vocabulary) is not.
+_MOST_ITEMS = 64
+
+
+def plain_value(value: Any) -> Any:
+    """``value`` as a key if it is plain (a number, string, flag, ...) or a tuple, list or
+    dict of such (by their items, as they are now: a list changed in place is another
+    key), else ``_MISSING``."""
+    budget = [_MOST_ITEMS]
+
+    def frozen(v: Any) -> Any:
+        if type(v) in _PLAIN:
+            return v
+        if type(v) not in (tuple, list, dict):
+            return _MISSING
+        budget[0] -= len(v)
+        if budget[0] < 0:
+            return _MISSING
+        items = list(v.items()) if type(v) is dict else list(enumerate(v))
+        parts = []
+        for k, item in items:
+            key, part = frozen(k), frozen(item)
+            if key is _MISSING or part is _MISSING:
+                return _MISSING
+            parts.append((key, part))
+        return (type(v).__name__, tuple(parts))
+
+    return frozen(value)
 
 
 def module_key(module: nn.Module) -> tuple[Any, ...]:
@@ -45,8 +74,9 @@ def module_key(module: nn.Module) -> tuple[Any, ...]:
     the parameters and buffers in the order the graph takes them."""
     parts = []
     for name, sub in module.named_modules(remove_duplicate=False):
-        attributes = tuple(sorted((k, v) for k, v in vars(sub).items()
-                                  if type(v) in _PLAIN and not k.startswith("_")))
+        attributes = tuple(sorted((k, v) for k, v in (
+            (k, plain_value(v)) for k, v in vars(sub).items() if not k.startswith("_"))
+            if v is not _MISSING))
         parts.append((name, sub.training, attributes))
     names = tuple(n for n, _ in module.named_parameters()) + tuple(
         n for n, _ in module.named_buffers())
@@ -69,8 +99,8 @@ def globals_key(functions: list[Any]) -> tuple[Any, ...]:
             continue
         seen.add(code)
         for name, value in _reads(fn, code):
-            if type(value) in _PLAIN:
-                parts.append((name, value))
+            if (key := plain_value(value)) is not _MISSING:
+                parts.append((name, key))
             elif _is_users_function(value):
                 todo.append(value)
     return tuple(parts)

@@ -6,12 +6,11 @@ over static dimensions only, torch's op on the data as is.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from matchbox import _lengths, _masking, _registry
+from matchbox import _capture, _lengths, _masking, _registry
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.reductions._reduce import (
     _keep,
@@ -21,6 +20,7 @@ from matchbox.ops.reductions._reduce import (
     reduced_layout,
 )
 from matchbox.ops.reductions.sums import mean
+from matchbox.ops.reductions.variance_captured import captured_variance, degenerate_factor
 
 
 def _correction(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, float, bool]:
@@ -52,7 +52,8 @@ class _Variance(torch.autograd.Function):
     Backward: the formula of torch's ``var_backward``, not the derivative of
     the composed ops: ``2 / (n - correction) * grad * (x - mean)`` (unclamped:
     finite where the value is inf), and, for ``var(x)`` without ``dim``,
-    NaN where ``x == mean`` and inf elsewhere when ``n <= correction``.  The
+    NaN where ``x == mean`` and inf elsewhere when ``n <= correction`` (``x == mean``,
+    not ``x - mean == 0``: an example of one ``inf`` gets NaN, as torch gives).  The
     mean is not differentiated through (its term is zero), so one inf does
     not spread NaN over the example.  Padding gets garbage gradient, which
     the caller's ``fill_padding`` drops.
@@ -60,25 +61,29 @@ class _Variance(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, data, mask, reduced, n, correction, every_dim):  # noqa: ANN001
-        centred = torch.where(mask, data - data.sum(reduced, keepdim=True) / n, 0)
-        ctx.save_for_backward(centred, n)
+        mean = data.sum(reduced, keepdim=True) / n
+        centred = torch.where(mask, data - mean, 0)
+        ctx.save_for_backward(centred, n, data == mean if every_dim else None)
         ctx.correction, ctx.every_dim = correction, every_dim
         return (centred * centred).sum(reduced, keepdim=True) / (n - correction).clamp(min=0)
 
     @staticmethod
     @torch.autograd.function.once_differentiable  # centred is saved without its graph
     def backward(ctx, grad):  # noqa: ANN001
-        centred, n = ctx.saved_tensors
+        centred, n, at_mean = ctx.saved_tensors
         dof = n - ctx.correction
         result = (2.0 / dof) * grad * centred
         if ctx.every_dim:
-            special = torch.where(centred == 0, math.nan, math.inf).to(centred.dtype)
-            result = torch.where(dof <= 0, grad * special, result)
+            result = torch.where(dof <= 0, grad * degenerate_factor(at_mean, centred.dtype),
+                                 result)
         return result, None, None, None, None, None
 
 
 def _variance(x: MaskedBatch, reduced: tuple[int, ...], correction: float,
               every_dim: bool) -> torch.Tensor:
+    if _capture.capturing() is not None:
+        return captured_variance(_masking.fill_padding(x, 0), x.mask, reduced,
+                                 count(x, reduced), correction, every_dim)
     return _Variance.apply(_masking.fill_padding(x, 0), x.mask, reduced, count(x, reduced),
                            correction, every_dim)
 
