@@ -76,6 +76,10 @@ LINEAR_TAKES_A_WEIGHT_VECTOR_WITH_BIAS = _works(
 # not implemented").
 CHANNEL_SHUFFLE_HAS_DERIVATIVE = _works(lambda: torch.channel_shuffle(
     torch.ones(1, 2, 1, requires_grad=True), 2).sum().backward())
+# torch.aminmax has a derivative (torch 2.3: "derivative for aten::aminmax is not
+# implemented"; Matchbox's batched aminmax, made of amin and amax, has one there too).
+AMINMAX_HAS_DERIVATIVE = _works(lambda: torch.aminmax(
+    torch.ones(2, requires_grad=True)).max.backward())
 # torch.take_along_dim reads a negative index from the end of dim; torch 2.3 raises
 # "index -1 is out of bounds" for it, as gather does (and so does Matchbox there).
 TAKE_ALONG_DIM_TAKES_NEGATIVE_INDICES = _works(
