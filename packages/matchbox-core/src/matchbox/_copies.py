@@ -1,7 +1,8 @@
 """Batches that hold a copy where the loop holds a view, and the refusal of writing into them.
 
-``x[:, i]`` with a per-example index (or one counted from each example's end) is a view of
-``x`` in the loop, but the batch's result is a copy (advanced indexing): an in-place op on
+``x[:, i]`` with a per-example int index (or one counted from each example's end) is a view
+of ``x`` in the loop, but the batch's result is a copy (advanced indexing; with the loop's
+``(1,)`` index, ``s.argmax(1)``, the loop's is a copy too, and is not marked): an in-place op on
 it would leave ``x`` as it was, silently.  Such a batch is marked (:func:`mark`: its
 ``_not_a_view`` slot, and its data remembered here), and every in-place op on it, or on a
 view of its data (``y.unsqueeze(1).mul_(0)``, ``y.chunk(2, -1)[0].add_(1)``, the batch a
@@ -79,4 +80,4 @@ def refuse_in_place(op: str, batch: Any) -> None:
             "differ between examples (a negative index or bound, or per-example indices): "
             "each example's result is a view in the loop, but the batch's is not, so an "
             "in-place op (on it or on a view of it) would not reach the indexed batch; use "
-            "the out-of-place op")
+            "the out-of-place op (for x[:, j] += v write x[:, j] = x[:, j] + v)")

@@ -19,7 +19,7 @@ from matchbox.masked_batch import MaskedBatch
 
 
 def refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
-                   dimension: str) -> None:
+                   dimension: str, op: str = "Tensor.__getitem__") -> None:
     """Raise as the loop would for the first running example whose index is not
     ``present`` (in range).
 
@@ -34,22 +34,22 @@ def refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | tor
                else _masking.running_without(present))
     # (``_capture.version_of`` and ``_capture.check``, inline: every per-example read asks.)
     version = None if isinstance(index, int) or index.is_inference() else index._version
-    error = functools.partial(_out_of_range, refused, index, version, n, dimension)
+    error = functools.partial(_out_of_range, refused, index, version, n, dimension, op)
     if _capture.fails(refused, error):
         raise _capture.with_failed_flags(error(), refused)
 
 
 def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, version: int | None,
-                  n: int | torch.Tensor, dimension: str) -> IndexError:
+                  n: int | torch.Tensor, dimension: str, op: str) -> IndexError:
     j = int(refused.nonzero()[0])
     size = n if isinstance(n, int) else int(n[j])
     if isinstance(index, torch.Tensor) and _capture.written_since(index, version):
         # The check was deferred to the end of the @batch call: the value it read is gone.
-        return IndexError(f"Tensor.__getitem__: an index is out of range for example {j}, "
+        return IndexError(f"{op}: an index is out of range for example {j}, "
                           f"which has size {size} in {dimension}")
     own = index if isinstance(index, int) else int(index[j])
     return IndexError(
-        f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
+        f"{op}: index {own} is out of range for example {j}, which has "
         f"size {size} in {dimension}"
     )
 
@@ -130,7 +130,8 @@ _INTEGER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, 
                             - {None})
 
 
-def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatch:
+def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch,
+                       op: str = "Tensor.__getitem__") -> MaskedBatch:
     """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints.
 
     Each example's element is read with one advanced index (``data[rows, ..., i]``),
@@ -144,7 +145,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
     batch = x_data.size(0)
     if i.size(0) != batch:
         raise ValueError(
-            f"Tensor.__getitem__: the index holds {i.size(0)} examples but the batch "
+            f"{op}: the index holds {i.size(0)} examples but the batch "
             f"has {batch}"
         )
     dims = x.dims[1:] if d == 1 else x.dims[: d - 1] + x.dims[d:]
@@ -164,7 +165,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
         at = i.remainder(size) if size else i
     if index._mask is not None:  # an index that is padding is not in range
         present = present & index._mask
-    refuse_absent(present, i, n, f"dimension {d}")
+    refuse_absent(present, i, n, f"dimension {d}", op)
     if size == 0:  # every example misses (a deferred check's, or one not running)
         return nowhere(x, d, present, dims)
     rows = _example_rows(at)
