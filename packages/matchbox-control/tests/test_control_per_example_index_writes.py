@@ -10,7 +10,7 @@ import re
 
 import pytest
 import torch
-from control_cases import assert_batch_equals_loop, sequences
+from control_cases import assert_batch_equals_loop, compiled_for_batches, sequences
 
 import matchbox
 from matchbox import MaskedBatch
@@ -111,3 +111,19 @@ def test_a_write_past_an_examples_end_raises_the_loops_error(reads):
     expected = [xs[0].index_fill(1, torch.tensor(1), 0.0), xs[1], xs[2].index_fill(1, torch.tensor(0), 0.0)]
     for got, want in zip(ok.examples(), expected):
         torch.testing.assert_close(got, want)
+
+
+def test_per_example_writes_compiled_equal_the_loop(dtype):
+    # Captured as a graph (no eager fallback); its range check is the graph's flag.
+    for f, pair in ((pointer_decode, candidates([3, 1, 4, 2], dtype)),
+                    (written_at_own_steps, sequences([3, 1, 0, 2], dtype=dtype))):
+        run = compiled_for_batches(f)
+        assert_batch_equals_loop(run, pair)
+        assert [s.eager_reason for s in run.compiled.specializations] == [None]
+    run = compiled_for_batches(written_past_the_end)
+    _, xb = sequences([3, 0, 2])
+    kb = MaskedBatch.fromlist([torch.tensor([k]) for k in (1, 0, -2)], ())
+    go = MaskedBatch.fromlist([torch.tensor([1.0])] * 3, ())
+    with pytest.raises(IndexError, match="^Tensor.__setitem__: index 0 is out of range for "
+                                         "example 1, which has size 0 in dimension 1$"):
+        run(xb, kb, go)
