@@ -49,10 +49,15 @@ def bumped(scores):
     j = scores.argmax(-1)
     if scores.sum() > 0:
         avail[:, j] += scores.sum(1, keepdim=True)  # x[:, j] a copy in the loop too
+    else:
+        k = int(j)
+        avail[:, k] -= scores.sum()  # the loop's int: a view of avail, written through
+        row = avail[:, -1]
+        row.add_(1.0)
     return avail
 
 
-@pytest.mark.parametrize("lengths", [[3, 1, 4, 2], [1], [5]])
+@pytest.mark.parametrize("lengths", [[3, 1, 4, 2, 3, 2], [1], [5]])
 def test_an_augmented_write_at_a_chosen_candidate_equals_the_loop(lengths, dtype):
     assert_batch_equals_loop(bumped, candidates(lengths, dtype))
 
@@ -116,6 +121,7 @@ def test_a_write_past_an_examples_end_raises_the_loops_error(reads):
 def test_per_example_writes_compiled_equal_the_loop(dtype):
     # Captured as a graph (no eager fallback); its range check is the graph's flag.
     for f, pair in ((pointer_decode, candidates([3, 1, 4, 2], dtype)),
+                    (bumped, candidates([3, 1, 4, 2, 3, 2], dtype)),
                     (written_at_own_steps, sequences([3, 1, 0, 2], dtype=dtype))):
         run = compiled_for_batches(f)
         assert_batch_equals_loop(run, pair)
@@ -127,3 +133,32 @@ def test_per_example_writes_compiled_equal_the_loop(dtype):
     with pytest.raises(IndexError, match="^Tensor.__setitem__: index 0 is out of range for "
                                          "example 1, which has size 0 in dimension 1$"):
         run(xb, kb, go)
+
+
+@matchbox.batch
+def aug_of_a_row(x, how):
+    i = 0
+    if x[:, 0, 0] > 0:
+        i = 1
+    t = x[:, i] if how == "row" else x[:, 1:][:, -1:]
+    if x[:, 0, 1] > 0:
+        t += 5.0  # a view of x in the loop: x changes too
+    return x.sum(-1).sum(-1)
+
+
+def test_an_augmented_assignment_to_a_row_read_per_example_reaches_the_batch_read(dtype):
+    # Under a per-example condition @batch writes the row's running examples itself (not
+    # through an in-place op): the write goes back into x too (before, silently not).
+    xs = [torch.tensor([[[1.0, 2], [3, 4]]], dtype=dtype),
+          torch.tensor([[[-1.0, 2], [3, 4]]], dtype=dtype),
+          torch.tensor([[[1.0, -2], [3, 4]]], dtype=dtype)]
+    assert_batch_equals_loop(lambda x: aug_of_a_row(x * 1, "row"),
+                             (xs, MaskedBatch.fromlist(xs, (False, False))))
+
+
+def test_an_augmented_assignment_to_a_copy_standing_for_a_view_is_refused():
+    xs = [torch.tensor([[[1.0, 2], [3, 4]]]), torch.tensor([[[-1.0, 2], [3, 4]]])]
+    xb = MaskedBatch.fromlist(xs, (True, False))
+    with pytest.raises(NotImplementedError, match=r"^'t': the batch was indexed along a "
+                                                  r"dynamic dimension at positions that differ"):
+        aug_of_a_row(xb * 1, "tail")

@@ -504,12 +504,13 @@ def test_in_place_op_on_a_dynamic_slice_writes_through_as_in_the_loop(name, dtyp
     _assert_write_equals_loop(IN_PLACE_ON_SLICES[name], dtype, min_size=0)
 
 
-@pytest.mark.parametrize("index", ["x[:, -1]", "x[:, -2:]", "x[:, :-1]", "x[:, n]",
-                                   "x[:, -1][..., 0]", "x[:, -2:][:, :1]"])
+@pytest.mark.parametrize("index", ["x[:, -2:]", "x[:, :-1]", "x[:, -1][..., 0]",
+                                   "x[:, n][..., :1]", "x[:, -2:][:, :1]"])
 def test_in_place_op_on_a_copy_made_by_indexing_is_refused(index):
     # Positions that differ between examples (counted from each example's end,
     # or given per example) are gathered: a copy, so the op could not reach x. (With the
-    # loop's (1,) index, x[:, i] is a copy in the loop too: test_per_example_index_writes.)
+    # loop's (1,) index, x[:, i] is a copy in the loop too, and an in-place op on x[:, n]
+    # or x[:, -1] itself writes back: test_per_example_index_writes.)
     xb = MaskedBatch.fromlist([torch.ones(1, n, 2) for n in (3, 1, 2)], (True, False))
     n = MaskedBatch(torch.tensor([2, 0, 1]), None, ())
     n._scalar = True  # a Python int in the loop (a @batch counter)
@@ -517,8 +518,7 @@ def test_in_place_op_on_a_copy_made_by_indexing_is_refused(index):
     with pytest.raises(NotImplementedError, match=r"^Tensor.add_: the batch was indexed along "
                                                   r"a dynamic dimension at positions that "
                                                   r"differ between examples .* use the "
-                                                  r"out-of-place op \(for x\[:, j\] \+= v "
-                                                  r"write x\[:, j\] = x\[:, j\] \+ v\)$"):
+                                                  r"out-of-place op$"):
         part.add_(1)
     assert torch.equal((part + 1).data, part.data + 1)  # out of place: as before
 
@@ -539,7 +539,7 @@ def test_in_place_op_on_a_view_of_a_copy_made_by_indexing_is_refused(index, view
                                                   r"a dynamic dimension at positions that "
                                                   r"differ between examples .* \(on it or on a "
                                                   r"view of it\) .* use the out-of-place "
-                                                  r"op \(for x\[:, j\] \+= v"):
+                                                  r"op$"):
         eval(f"part.{op}", {"part": part, "torch": torch})
 
 

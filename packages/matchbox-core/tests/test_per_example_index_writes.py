@@ -204,13 +204,70 @@ def test_an_augmented_write_at_a_vector_index_equals_the_loop(dtype):
               [xb, jb, MaskedBatch.fromlist(vs, (False,))], 3)
 
 
-def test_an_augmented_write_at_an_int_index_is_refused_saying_what_to_write():
-    # The loop's int index: x[:, j] is a view there, but the batch's is a copy.
+IN_PLACE = {
+    "x[:, j] += v": lambda x, j, v: x.__setitem__((slice(None), j),
+                                                  x[:, j].__iadd__(v)),
+    "t = x[:, j]; t.mul_(v)": lambda x, j, v: x[:, j].mul_(v),
+    "x[:, -1] += v; x[:, -1].sub_(1)": lambda x, j, v: (
+        x.__setitem__((slice(None), -1), x[:, -1].__iadd__(v)), x[:, -1].sub_(1)),
+    "t = x[:, j]; t += v; t *= v": lambda x, j, v: x[:, j].__iadd__(v).__imul__(v),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", sorted(IN_PLACE))
+def test_an_in_place_op_at_an_int_index_writes_through_as_the_loops_view(name, dtype):
+    # The loop's int index: x[:, j] is a view there; the batch's copy writes back.
+    xs, xb = sequences([3, 1, 4], width=2, dtype=dtype)
+    js, jb = indices([1, 0, -1], True)
+    vs = [torch.randn(1, 2, dtype=dtype) for _ in range(3)]
+
+    def f(x, j, v):
+        y = x * 1
+        IN_PLACE[name](y, j, v)
+        return y
+
+    mb_assert(f, [xs, js, vs], [xb, jb, MaskedBatch.fromlist(vs, (False,))], 3)
+
+
+def test_an_in_place_op_on_a_read_of_a_batch_written_since_is_refused():
+    # The loop's view would show the write made after the read; the batch's copy does not.
     _, xb = sequences([3, 1, 4], width=2)
     _, jb = indices([1, 0, -1], True)
-    with pytest.raises(NotImplementedError, match=r"Tensor.__iadd__: the batch was indexed "
-                                                  r".*per-example indices.*for x\[:, j\] \+= v "
-                                                  r"write x\[:, j\] = x\[:, j\] \+ v"):
-        xb[:, jb] += 1.0
-    with pytest.raises(NotImplementedError, match=r"Tensor.__iadd__: the batch was indexed"):
-        xb[:, -1] += 1.0
+    y = xb * 1
+    t = y[:, jb]
+    y[:, 0] = 5.0
+    with pytest.raises(NotImplementedError, match=r"^Tensor.__iadd__: the batch was indexed at "
+                                                  r"positions that differ between examples .*"
+                                                  r"written after that read.*index the batch "
+                                                  r"again after writing it"):
+        t += 1.0
+    with pytest.raises(NotImplementedError, match=r"^Tensor.add_: the batch was indexed along "
+                                                  r"a dynamic dimension"):
+        y[:, jb][..., :1].add_(1.0)  # a view of the copy: refused, as before
+
+
+def test_an_in_place_op_on_a_read_of_a_batch_gone_is_refused():
+    # The batch read is gone: in the loop its data may still be seen (through another view
+    # of it, y's here), which the op would reach; the batch's copy cannot.
+    _, xb = sequences([3, 1, 4], width=2)
+    _, jb = indices([1, 0, -1], True)
+    y = xb * 1
+    t = y.unsqueeze(1).squeeze(1)[:, jb]
+    with pytest.raises(NotImplementedError, match=r"^Tensor.__iadd__: .*the batch indexed is "
+                                                  r"gone: in the loop the result is a view"):
+        t += 1.0
+    t = y[:, jb]  # the batch read held: written through
+    t += 1.0
+    torch.testing.assert_close(y[:, jb].data, t.data)
+
+
+def test_an_in_place_op_on_a_read_of_a_copy_stays_refused():
+    _, xb = sequences([3, 2, 4], width=2)
+    _, jb = indices([1, 0, -1], True)
+    y = xb * 1
+    part = y[:, :-1]  # a copy (counted from each example's end)
+    t = part[:, jb]
+    with pytest.raises(NotImplementedError, match=r"^Tensor.__iadd__: the batch was indexed "
+                                                  r"along a dynamic dimension"):
+        t += 1.0

@@ -22,9 +22,11 @@ Assignment ``x[index] = value`` writes into the positions ``x[index]`` views
 (``copy_`` on the view, broadcasting ``value`` as in the loop; under an execution
 mask for the running examples only, ``matchbox._masked_writes``), for an index
 that is the same position in every example: static positions, and ints and
-slices counted from the start along a dynamic dimension.  Positions counted
-from each example's end or given per example are at different places in
-different examples; such an assignment is refused.
+slices counted from the start along a dynamic dimension.  One position per example
+(a per-example int, or an int counted from each example's end) is written at each
+example's own place (``ops/one_position_writes.py``, which also writes an in-place op
+on such a read back into the batch read).  Slices counted from each example's end
+are at different places in different examples; such an assignment is refused.
 """
 
 from __future__ import annotations
@@ -45,13 +47,16 @@ from matchbox.ops.one_position import (
     is_per_example_int,
     nowhere,
     refuse_absent,
+    remember_source,
     select_per_example,
     selected_lengths,
 )
 from matchbox.ops.one_position_writes import (
+    SETITEM,
     from_each_end,
     has_per_example_int,
     write_per_example,
+    writes_back,
 )
 from matchbox.ops.pointwise import _pointwise_inplace
 
@@ -312,6 +317,8 @@ def getitem(func, input, index):
             _copies.remember(x._data, source=input._data)
     if not view and not copied:
         _copies.mark(x)
+        if writes_back(input, items):  # an in-place op on it reaches input, as the loop's
+            remember_source(x, input, index)
     if x is not input and not x.dims:
         x._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return x
@@ -405,6 +412,9 @@ def setitem(func, input, index, value):
         view = target if written is input else getitem(torch.Tensor.__getitem__, written, index)
         write_into(view, new, mask, f"x[{_format_index(index)}]", done)
         written = getattr(written, "_guards", None)
+
+
+SETITEM[0] = setitem  # (an in-place op on x[:, j] writes back with it)
 
 
 def _without_leading_ones(value: Any, rank: int) -> Any:

@@ -194,6 +194,20 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch,
                              dims)
 
 
+def remember_source(result: MaskedBatch, input: MaskedBatch, index: Any) -> None:
+    """Record on ``result`` (``input[index]``, one position per example, marked a copy)
+    where an in-place op on it writes back (``ops/one_position_writes.write_through``): its
+    ``_not_a_view`` becomes ``(input, index, input's data, its version)``, weak references
+    (still true: views of it stay refused).  Not for an inference tensor's data (no
+    version to tell a write since)."""
+    data = input._data
+    if not data.is_inference():
+        result._not_a_view = (_ref(input), index, _ref(data), data._version)
+
+
+_ref = weakref.ref
+
+
 def getitem_fast_path(func: Any) -> Any:
     """The fast path of ``Tensor.__getitem__`` (``fast_path=`` of the registry, see
     ``matchbox._methods``): :func:`fast_getitem`."""
@@ -215,6 +229,9 @@ def fast_getitem(func: Any, x: Any, args: tuple[Any, ...]) -> MaskedBatch | None
         return None
     result = select_per_example(x, 1, i)
     _copies.mark(result)  # advanced indexing copies, as the loop's int does not
+    data = x._data
+    if not data.is_inference():  # (remember_source, inline: a stack is read every step)
+        result._not_a_view = (_ref(x), index, _ref(data), data._version)
     if not result.dims:
         result._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return result

@@ -13,8 +13,17 @@ position, in place (``index_put_`` on a view of the data: aliases and views see 
 autograd records it).  Under a per-example condition (``_masking.EXECUTION_MASK``) only the
 running examples' rows change: the others put their own row back.
 
-Refused, naming the reason: two per-example ints in one subscript, and indices before
-``j`` that select positions differing between examples (counted from each example's end).
+An int counted from each example's end along a dynamic dimension (``x[:, -1] = v``) is
+written the same way (:func:`from_each_end`: one per-example int, the same in each).
+
+``t = x[:, j]`` (an int ``j`` of the loop, or ``x[:, -1]``) is a view of ``x`` in the loop,
+a copy here: an in-place op on ``t`` itself (``x[:, j] += v``) is written back into ``x``
+(:func:`write_through`, called by the dispatch for a read that :func:`remember_source`
+recorded); views of ``t`` stay refused (``matchbox._copies``).
+
+Refused, naming the reason: two per-example ints in one subscript, indices before or
+after ``j`` that select positions differing between examples (counted from each
+example's end), and an in-place op on ``t`` after ``x`` was written.
 """
 
 from __future__ import annotations
@@ -25,11 +34,21 @@ import torch
 
 from matchbox import _copies, _masking
 from matchbox._example_scalars import SCALAR, VECTOR, ambiguous_index, mark
-from matchbox._masked_writes import WRITE_WATCH, _writable
+from matchbox._masked_writes import WRITE_WATCH, _writable, write_running
+from matchbox._op_table import op_name
 from matchbox.masked_batch import MaskedBatch
-from matchbox.ops.one_position import _example_rows, is_per_example_int, select_per_example
+from matchbox.ops.one_position import (
+    _bounds_along,
+    _example_rows,
+    is_per_example_int,
+    remember_source,
+    select_per_example,
+)
 
 OP = "Tensor.__setitem__"
+#: ``[setitem]``: ``ops/indexing.py``'s handler of ``x[index] = value`` (set there, as that
+#: module imports this one).
+SETITEM: list = [None]
 
 
 def has_per_example_int(index: Any) -> bool:
@@ -114,7 +133,7 @@ def _write_one(x: MaskedBatch, prefix: tuple[Any, ...], d: int, index: MaskedBat
             return None
         i = index._data.long()
         if base.dims[d - 1] and base._mask is not None:
-            at = i.remainder(_masking.lengths_along(base, d).clamp(min=1))
+            at = i.remainder(_bounds_along(base, d)[2])  # (select_per_example's, kept)
         else:
             at = i.remainder(size)
         new_row = (at, _new_row(row, d, kept, suffix, value, text, getitem, copy_,
@@ -151,3 +170,76 @@ def _new_row(row: MaskedBatch, d: int, kept: bool, suffix: list[Any], value: Any
                 "start, or build the new batch (torch.where with a condition on positions)")
     copy_(torch.Tensor.copy_, target, without_leading_ones(value, target.dim()))
     return fresh._data
+
+
+def writes_back(input: MaskedBatch, items: list[Any]) -> bool:
+    """Whether ``input[items]``, a copy standing for a view, can take an in-place op by
+    writing it back (:func:`write_through`): one position per example (a per-example int,
+    or an int counted from the end), other indices that are views, of a batch that is no
+    copy itself."""
+    if _copies.is_copy(input):
+        return False
+    own = 0
+    for item in items:
+        if is_per_example_int(item) or (type(item) is int and item < 0):
+            own += 1
+        elif isinstance(item, slice) and any(
+                b is not None and b < 0 for b in (item.start, item.stop)):
+            return False
+        elif not (item is None or item is Ellipsis or isinstance(item, (int, slice))):
+            return False
+    return own == 1
+
+
+def source_of(batch: MaskedBatch, op: str) -> MaskedBatch:
+    """The batch that ``batch`` (``x[:, j]``, its ``_not_a_view`` a record of
+    :func:`remember_source`) was read from, about to be written in place by ``op``:
+    refused if it is gone, a copy itself, or written since the read (the loop's view would
+    show that write, the batch's copy does not)."""
+    source, _, data, version = batch._not_a_view
+    source, data = source(), data()
+    if source is None:
+        raise NotImplementedError(
+            f"{op}: the batch was indexed at positions that differ between examples (per "
+            "example, or counted from each example's end), and the batch indexed is gone: "
+            "in the loop the result is a view of its data, which the op would reach (through "
+            "any other view of it); the batch's result is a copy; keep the batch indexed in "
+            "a variable, or use the out-of-place op")
+    _copies.refuse_in_place(op, source)  # a copy itself: the write would not reach further
+    if source._data is not data or data._version != version:
+        raise NotImplementedError(
+            f"{op}: the batch was indexed at positions that differ between examples (per "
+            "example, or counted from each example's end), and written after that read: "
+            "in the loop the result is a view, which shows that write; the batch's is a "
+            "copy, which does not; index the batch again after writing it (x[:, j] += v "
+            "reads and writes at once), or use the out-of-place op")
+    return source
+
+
+def write_back(batch: MaskedBatch, source: MaskedBatch) -> None:
+    """``batch`` (``x[:, j]``, of ``source`` = :func:`source_of`), just written in place:
+    its values go back into ``source`` as ``x[:, j] = batch`` (the running examples'
+    under a per-example condition), and the record is renewed."""
+    index = batch._not_a_view[1]
+    SETITEM[0](torch.Tensor.__setitem__, source, index, batch)
+    remember_source(batch, source, index)
+
+
+def write_through(run: Any, func: Any, types: Any, args: tuple[Any, ...],
+                  kwargs: dict[str, Any] | None) -> MaskedBatch:
+    """An in-place op on ``t = x[:, j]`` (``j`` per example, a view of ``x`` in the loop,
+    a copy here), from the dispatch: run on a fresh copy of ``t``'s data (under a
+    per-example condition, for the running examples, as any in-place op), which ``t`` takes
+    (``matchbox._masked_writes.write_running``, which writes it back into ``x`` as
+    ``x[:, j] = t``: :func:`source_of`, :func:`write_back`).  So ``x[:, j] += v`` is the
+    loop's."""
+    target = args[0]
+    op = op_name(func)
+    source_of(target, op)  # (before the op runs: refused as the op)
+    fresh = MaskedBatch._make(target.data.clone(), target._mask, target.dims)
+    run(func, types, (fresh, *args[1:]), kwargs)
+    write_running(target, fresh, name=op)
+    return target
+
+
+_copies.WRITE_BACK[:] = [write_through, source_of, write_back]
