@@ -94,12 +94,17 @@ def test_a_vector_index_beside_an_int_is_refused():
         xb[:, i, 0]
 
 
-def test_assignment_at_a_vector_index_is_refused():
-    _, xb = _batch((3, 1, 5), torch.float64)
-    x = xb * 1
-    with pytest.raises(NotImplementedError, match=r"selects positions that differ between "
-                                                  r"examples"):
-        x[:, x.sum(-1).argmax(1)] = 0.0
+def test_assignment_at_a_vector_index_equals_the_loop():
+    # The loop's (1,) index keeps the dimension: x[:, j] = v writes (1, 1, D) per example
+    # (ops/one_position_writes.py; tests/test_per_example_index_writes.py for the rest).
+    xs, xb = _batch((3, 1, 5), torch.float64)
+
+    def f(x):
+        y = x * 1
+        y[:, y.sum(-1).argmax(1)] = 0.0
+        return y
+
+    mb_assert(f, [xs], [xb], len(xs))
 
 
 def test_adding_booleans_of_one_value_per_example_is_refused():

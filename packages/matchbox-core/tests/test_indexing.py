@@ -339,10 +339,26 @@ def _assert_write_equals_loop(write, dtype, min_size):
     mb_assert(f, [xs], [xb], 4)
 
 
+FROM_EACH_END = {
+    "x[:, -1] = x[:, -1] * 3": lambda x: x.__setitem__((slice(None), -1), x[:, -1] * 3),
+    "x[:, -2, 1:] = 0.5": lambda x: x.__setitem__((slice(None), -2, slice(1, None)), 0.5),
+    "x[:, 0] = 1; x[..., -1, :] = x[:, 0]": lambda x: (
+        x.__setitem__((slice(None), 0), 1.0),
+        x.__setitem__((Ellipsis, -1, slice(None)), x[:, 0])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FROM_EACH_END))
+def test_item_assignment_counted_from_each_examples_end_equals_the_loop(name, dtype):
+    # Each example's own position from its own end (ops/one_position_writes.py), read
+    # after a write too (x[:, -1] reads by positions, not by a gather that saves the data).
+    _assert_write_equals_loop(FROM_EACH_END[name], dtype, min_size=2)
+
+
 @pytest.mark.parametrize("index, message", [
-    ((slice(None), -1), r"^Tensor.__setitem__: x\[:, -1\] selects positions that differ "
-                        r"between examples .*torch.where"),
-    ((slice(None), slice(None, -1)), r"^Tensor.__setitem__: x\[:, :-1\] selects positions"),
+    ((slice(None), slice(None, -1)), r"^Tensor.__setitem__: x\[:, :-1\] selects positions "
+                                     r"that differ between examples .*torch.where"),
+    ((slice(None), slice(-2, None)), r"^Tensor.__setitem__: x\[:, -2:\] selects positions"),
 ])
 def test_item_assignment_where_examples_differ_is_refused(index, message):
     _, xb = batch_of(3, 1)
@@ -351,6 +367,9 @@ def test_item_assignment_where_examples_differ_is_refused(index, message):
     with pytest.raises(NotImplementedError, match=r"^Tensor.__setitem__: x\[\.\.\., 0\] "
                                                   r"selects positions that differ"):
         xb[index][..., 0] = 0  # an index of a copy is a view of the copy only
+    with pytest.raises(NotImplementedError, match=r"^Tensor.__setitem__: x\[\.\.\., 0\] "
+                                                  r"selects positions that differ"):
+        xb[:, -1][..., 0] = 0
 
 
 def test_item_assignment_errors_are_the_loops():
@@ -485,14 +504,17 @@ def test_in_place_op_on_a_dynamic_slice_writes_through_as_in_the_loop(name, dtyp
     _assert_write_equals_loop(IN_PLACE_ON_SLICES[name], dtype, min_size=0)
 
 
-@pytest.mark.parametrize("index", ["x[:, -1]", "x[:, -2:]", "x[:, :-1]", "x[:, i]",
-                                   "x[:, -1][..., 0]", "x[:, -2:][:, :1]"])
+@pytest.mark.parametrize("index", ["x[:, -2:]", "x[:, :-1]", "x[:, -1][..., 0]",
+                                   "x[:, n][..., :1]", "x[:, -2:][:, :1]"])
 def test_in_place_op_on_a_copy_made_by_indexing_is_refused(index):
     # Positions that differ between examples (counted from each example's end,
-    # or given per example) are gathered: a copy, so the op could not reach x.
+    # or given per example) are gathered: a copy, so the op could not reach x. (With the
+    # loop's (1,) index, x[:, i] is a copy in the loop too, and an in-place op on x[:, n]
+    # or x[:, -1] itself writes back: test_per_example_index_writes.)
     xb = MaskedBatch.fromlist([torch.ones(1, n, 2) for n in (3, 1, 2)], (True, False))
-    i = MaskedBatch.fromlist([torch.tensor([k]) for k in (0, 0, 1)], ())
-    part = eval(index, {"x": xb, "i": i})
+    n = MaskedBatch(torch.tensor([2, 0, 1]), None, ())
+    n._scalar = True  # a Python int in the loop (a @batch counter)
+    part = eval(index, {"x": xb, "n": n})
     with pytest.raises(NotImplementedError, match=r"^Tensor.add_: the batch was indexed along "
                                                   r"a dynamic dimension at positions that "
                                                   r"differ between examples .* use the "
@@ -501,7 +523,7 @@ def test_in_place_op_on_a_copy_made_by_indexing_is_refused(index):
     assert torch.equal((part + 1).data, part.data + 1)  # out of place: as before
 
 
-@pytest.mark.parametrize("index", ["x[:, n]", "x[:, -1]", "x[:, i][:, 0]"])
+@pytest.mark.parametrize("index", ["x[:, n]", "x[:, -1]", "x[:, n][:, :2]"])
 @pytest.mark.parametrize("view", ["unsqueeze(1)", "chunk(2, -1)[0]", "view(1, 1, 2)",
                                   "unsqueeze(1).squeeze(1)", "narrow(-1, 0, 1)",
                                   "expand(1, 2)", "[..., :1]"])
@@ -510,14 +532,14 @@ def test_in_place_op_on_a_view_of_a_copy_made_by_indexing_is_refused(index, view
     # x[:, n] is a copy where the loop's is a view of x: so is a view of that copy, through
     # which the loop's write reaches x too (a review found this silently leaving x as it was).
     xb = MaskedBatch.fromlist([torch.ones(1, n, 2) for n in (3, 1, 2)], (True, False))
-    i = MaskedBatch.fromlist([torch.tensor([k]) for k in (0, 0, 1)], ())
     n = MaskedBatch(torch.tensor([2, 0, 1]), None, ())
     n._scalar = True  # a Python int in the loop (a @batch counter)
-    part = eval(index + ("" if view.startswith("[") else ".") + view, {"x": xb, "i": i, "n": n})
+    part = eval(index + ("" if view.startswith("[") else ".") + view, {"x": xb, "n": n})
     with pytest.raises(NotImplementedError, match=r"^Tensor\.\w+: the batch was indexed along "
                                                   r"a dynamic dimension at positions that "
                                                   r"differ between examples .* \(on it or on a "
-                                                  r"view of it\) .* use the out-of-place op$"):
+                                                  r"view of it\) .* use the out-of-place "
+                                                  r"op$"):
         eval(f"part.{op}", {"part": part, "torch": torch})
 
 

@@ -1,7 +1,11 @@
 """Batches that hold a copy where the loop holds a view, and the refusal of writing into them.
 
-``x[:, i]`` with a per-example index (or one counted from each example's end) is a view of
-``x`` in the loop, but the batch's result is a copy (advanced indexing): an in-place op on
+``x[:, i]`` with a per-example int index (or one counted from each example's end) is a view
+of ``x`` in the loop, but the batch's result is a copy (advanced indexing; with the loop's
+``(1,)`` index, ``s.argmax(1)``, the loop's is a copy too, and is not marked).  Where one
+position per example is read (``x[:, j]``, ``x[:, -1]``), an in-place op on the result
+itself writes back into ``x`` (``ops/one_position_writes.write_through``: the mark is then
+a record of where); views of it stay refused: an in-place op on
 it would leave ``x`` as it was, silently.  Such a batch is marked (:func:`mark`: its
 ``_not_a_view`` slot, and its data remembered here), and every in-place op on it, or on a
 view of its data (``y.unsqueeze(1).mul_(0)``, ``y.chunk(2, -1)[0].add_(1)``, the batch a
@@ -12,6 +16,11 @@ from __future__ import annotations
 
 import weakref
 from typing import Any
+
+#: ``[write_through, source_of, write_back]`` of ``ops/one_position_writes`` (set when it
+#: is imported, with the ops): the dispatch and ``_masked_writes`` reach them here, below
+#: the ops in the import graph.
+WRITE_BACK: list = [None, None, None]
 
 # id of a marked batch's data -> a weak reference to it.  Entries of tensors gone are
 # swept when the table has doubled since the last sweep (a loop reads a stack per example

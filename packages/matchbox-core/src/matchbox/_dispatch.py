@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from torch.autograd import profiler as autograd_profiler
 
-from matchbox import _lengths, _region_guard
+from matchbox import _copies, _lengths, _region_guard
 from matchbox._autograd_function import grad_enabled, refuse_untracked
 from matchbox._binding import binding_for
 from matchbox._execution import EXECUTION_MASK
@@ -101,6 +101,9 @@ def make_dispatch(kind: Kind) -> Callable[..., Any]:
             # Another batch type among the arguments joins this one (PackedBatch -> Masked).
             args, kwargs = adopt_with(conversions, args, kwargs)
         if writes or (kwargs and kwargs.get("inplace")):
+            if args and type(getattr(args[0], "_not_a_view", None)) is tuple:
+                # x[:, j] of a per-example int j, a view in the loop: the op writes through.
+                return _copies.WRITE_BACK[0](run, func, types, args, kwargs)
             if running() is not None:
                 # In place under a per-example condition: the running examples only.
                 result = _write_running(kind, handler, func, args, kwargs)

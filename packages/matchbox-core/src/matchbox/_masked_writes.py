@@ -16,7 +16,10 @@ alias of the batch and every view of its data (another batch made by ``x[:, 0]``
 loop (the running examples' gradient flows through the op, the others' around it).
 Inside a region a batch may be a gradient guard of the one its name held before
 (``_guards``, set by matchbox-control): the write reaches that batch too, and the one
-it guards in turn, as Python writes into the object itself.
+it guards in turn, as Python writes into the object itself.  A batch that is a copy
+standing for a view (``matchbox._copies``: ``x[:, j]``, a view in the loop) is refused,
+or, for one position per example, written back into the batch it was read from
+(``ops/one_position_writes``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import torch
 
 from matchbox import _lengths
-from matchbox._copies import is_copy
+from matchbox._copies import WRITE_BACK, is_copy, refuse_in_place
 from matchbox._execution import EXECUTION_MASK, mask_and, mask_view_for, same_mask
 
 #: ``[None]``, or ``[watch]``: ``watch(target, mask, name)`` is called before every in-place
@@ -66,6 +69,7 @@ def write_running(target: Any, new: Any, mask: torch.Tensor | None = None,
         mask = EXECUTION_MASK.get()
     if WRITE_WATCH[0] is not None:
         WRITE_WATCH[0](target, mask, name)
+    through = _written_through(target, name)
     # ``new`` is read as any batch is (``MaskedBatch.data`` applies a region's deferred
     # gradient guard); the batches written are written as they are: a deferred guard of
     # theirs stays deferred, and applies to the written data when they are read.
@@ -74,7 +78,27 @@ def write_running(target: Any, new: Any, mask: torch.Tensor | None = None,
     while written is not None:
         write_into(written, new, mask, name, done)
         written = getattr(written, "_guards", None)
+    for batch, source in through:
+        WRITE_BACK[2](batch, source)
     return target
+
+
+def _written_through(target: Any, name: str) -> list[tuple[Any, Any]]:
+    """The batches of ``target``'s chain that are copies standing for views: refused
+    (``matchbox._copies``), unless one position per example was read (``x[:, j]``, a
+    record of where), which the write then reaches too (``ops/one_position_writes``):
+    ``(batch, the batch it was read from)``, one per batch read."""
+    found: list[tuple[Any, Any]] = []
+    written = target
+    while written is not None:
+        mark = getattr(written, "_not_a_view", None)
+        if type(mark) is tuple:
+            if not any(mark[0]() is source for _, source in found):
+                found.append((written, WRITE_BACK[1](written, name)))
+        elif mark or is_copy(written):
+            refuse_in_place(name, written)
+        written = getattr(written, "_guards", None)
+    return found
 
 
 def write_into(target: Any, new: Any, mask: torch.Tensor | None, name: str,

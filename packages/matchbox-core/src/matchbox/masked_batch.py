@@ -88,7 +88,9 @@ class MaskedBatch(Batch):
     # None, or True for the result of indexing a dynamic dimension at positions
     # that differ between examples (``x[:, -1]``, ``x[:, :-1]``): in the loop a
     # view of each example, here a copy (or a view reaching past the result), so
-    # an in-place op on it is refused rather than silently lost.
+    # an in-place op on it is refused rather than silently lost; or, for one position
+    # per example (``x[:, j]``), a tuple recording where such an op is written back
+    # (``ops/one_position_writes``: weak references to the batch read, so ``__weakref__``).
     _not_a_view: bool
     # None, or matchbox-control's record that it equals a batch outside a region's mask.
     _kept_outside: tuple

@@ -22,9 +22,11 @@ Assignment ``x[index] = value`` writes into the positions ``x[index]`` views
 (``copy_`` on the view, broadcasting ``value`` as in the loop; under an execution
 mask for the running examples only, ``matchbox._masked_writes``), for an index
 that is the same position in every example: static positions, and ints and
-slices counted from the start along a dynamic dimension.  Positions counted
-from each example's end or given per example are at different places in
-different examples; such an assignment is refused.
+slices counted from the start along a dynamic dimension.  One position per example
+(a per-example int, or an int counted from each example's end) is written at each
+example's own place (``ops/one_position_writes.py``, which also writes an in-place op
+on such a read back into the batch read).  Slices counted from each example's end
+are at different places in different examples; such an assignment is refused.
 """
 
 from __future__ import annotations
@@ -46,8 +48,16 @@ from matchbox.ops.one_position import (
     is_per_example_int,
     nowhere,
     refuse_absent,
+    remember_source,
     select_per_example,
     selected_lengths,
+)
+from matchbox.ops.one_position_writes import (
+    SETITEM,
+    from_each_end,
+    has_per_example_int,
+    write_per_example,
+    writes_back,
 )
 from matchbox.ops.pointwise import _pointwise_inplace
 
@@ -194,6 +204,10 @@ def _first_index_hint(first: Any, items: list[Any]) -> str:
     if isinstance(first, slice):
         return ("in the loop it leaves each example's dimension 0 empty, which a batch "
                 "cannot hold; slice the dimensions after it (x[:, a:b])")
+    if is_per_example_int(first):
+        return ("a batch of per-example ints there indexes each example's dimension 0 in the "
+                "loop, of size one (0 and -1 its only positions, which drop it); for each "
+                "example's own position along the dimension after it write x[:, j]")
     return "index the dimensions after it (x[:, i])"
 
 
@@ -275,9 +289,11 @@ def _select_dynamic(x: MaskedBatch, d: int, item: int) -> MaskedBatch:
         # Past an example's end the mask is already false: padding.
         mask = selected_lengths(x.mask.select(d, item), x, d, present, dims)
         return MaskedBatch._make(x.data.select(d, item), mask, dims)
-    index = (n + item).clamp(min=0).reshape(-1, *[1] * (x.data.dim() - 1))
-    index = index.expand(*x.data.shape[:d], 1, *x.data.shape[d + 1:])
-    data = x.data.gather(d, index).squeeze(d)
+    # One advanced index (its backward keeps the positions only: a gather's keeps the data,
+    # which a write into the batch afterwards, x[:, -1] = v, would then fail).
+    at = (n + item).clamp(min=0)
+    data = x.data[(torch.arange(at.size(0), device=at.device),) + (slice(None),) * (d - 1)
+                  + (at,)]
     real = x.mask.any(d)
     real = real & present.reshape(-1, *[1] * (real.dim() - 1))
     real = selected_lengths(real, x, d, present, dims)
@@ -299,6 +315,7 @@ def getitem(func, input, index):
     # Whether the result is a view of each example's positions, as in the loop
     # (an index of a copy is a view of the copy only).
     view = not _copies.is_copy(input)
+    copied = False  # a copy in the loop too (a (1,) index: advanced indexing)
     for item in items[1:]:
         if item is None:
             x = MaskedBatch._make(x.data.unsqueeze(d), _lengths.kept(x.mask.unsqueeze(d), x.mask),
@@ -323,7 +340,9 @@ def getitem(func, input, index):
                 raise ambiguous_index(op, d)
             x = select_per_example(x, d, item)
             view = False
-            _copies.remember(x._data)  # (a new tensor: before the view of it below)
+            copied = copied or kind is VECTOR
+            if not copied:
+                _copies.remember(x._data)  # (a new tensor: before the view of it below)
             if kind is VECTOR:
                 # The loop's index is a (1,) tensor: advanced indexing keeps the dimension.
                 mask = None if x._mask is None else _lengths.kept(x._mask.unsqueeze(d), x._mask)
@@ -350,10 +369,12 @@ def getitem(func, input, index):
             d += added
         else:
             raise NotImplementedError(f"{op}: index {item!r} is not supported for batches")
-        if not view:  # (the copy, whose views the items after this one may take)
+        if not view and not copied:  # (the copy, whose views the items after this may take)
             _copies.remember(x._data, source=input._data)
-    if not view:
+    if not view and not copied:
         _copies.mark(x)
+        if writes_back(input, items):  # an in-place op on it reaches input, as the loop's
+            remember_source(x, input, index)
     if x is not input and not x.dims:
         x._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return x
@@ -410,6 +431,17 @@ def setitem(func, input, index, value):
             "supported for batches; write the positions with x.scatter(dim, index, src) "
             "(or scatter_), which take per-example indices"
         )
+    # Each example's own position (``ops/one_position_writes``): given per example, or
+    # counted from each example's own end along a dynamic dimension.
+    items = (_expand_index("Tensor.__setitem__", index, input.dim())
+             if has_per_example_int(index) else None)
+    if items is None and input.dims and any(type(i) is int and i < 0 for i in (
+            index if isinstance(index, tuple) else (index,))):
+        items = from_each_end(input, _expand_index("Tensor.__setitem__", index, input.dim()))
+    if items is not None:
+        write_per_example(input, items, value, _format_index(index), getitem, copy_,
+                          _without_leading_ones)
+        return
     target = getitem(torch.Tensor.__getitem__, input, index)
     if _copies.is_copy(target):
         raise NotImplementedError(
@@ -437,6 +469,9 @@ def setitem(func, input, index, value):
         view = target if written is input else getitem(torch.Tensor.__getitem__, written, index)
         write_into(view, new, mask, f"x[{_format_index(index)}]", done)
         written = getattr(written, "_guards", None)
+
+
+SETITEM[0] = setitem  # (an in-place op on x[:, j] writes back with it)
 
 
 def _without_leading_ones(value: Any, rank: int) -> Any:

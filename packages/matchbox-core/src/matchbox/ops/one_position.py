@@ -20,7 +20,7 @@ from matchbox.masked_batch import MaskedBatch
 
 
 def refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | torch.Tensor,
-                   dimension: str) -> None:
+                   dimension: str, op: str = "Tensor.__getitem__") -> None:
     """Raise as the loop would for the first running example whose index is not
     ``present`` (in range).
 
@@ -35,22 +35,22 @@ def refuse_absent(present: torch.Tensor, index: int | torch.Tensor, n: int | tor
                else _masking.running_without(present))
     # (``_capture.version_of`` and ``_capture.check``, inline: every per-example read asks.)
     version = None if isinstance(index, int) or index.is_inference() else index._version
-    error = functools.partial(_out_of_range, refused, index, version, n, dimension)
+    error = functools.partial(_out_of_range, refused, index, version, n, dimension, op)
     if _capture.fails(refused, error):
         raise _capture.with_failed_flags(error(), refused)
 
 
 def _out_of_range(refused: torch.Tensor, index: int | torch.Tensor, version: int | None,
-                  n: int | torch.Tensor, dimension: str) -> IndexError:
+                  n: int | torch.Tensor, dimension: str, op: str) -> IndexError:
     j = int(refused.nonzero()[0])
     size = n if isinstance(n, int) else int(n[j])
     if isinstance(index, torch.Tensor) and _capture.written_since(index, version):
         # The check was deferred to the end of the @batch call: the value it read is gone.
-        return IndexError(f"Tensor.__getitem__: an index is out of range for example {j}, "
+        return IndexError(f"{op}: an index is out of range for example {j}, "
                           f"which has size {size} in {dimension}")
     own = index if isinstance(index, int) else int(index[j])
     return IndexError(
-        f"Tensor.__getitem__: index {own} is out of range for example {j}, which has "
+        f"{op}: index {own} is out of range for example {j}, which has "
         f"size {size} in {dimension}"
     )
 
@@ -131,7 +131,8 @@ _INTEGER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, 
                             - {None})
 
 
-def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatch:
+def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch,
+                       op: str = "Tensor.__getitem__") -> MaskedBatch:
     """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints.
 
     Each example's element is read with one advanced index (``data[rows, ..., i]``),
@@ -145,7 +146,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
     batch = x_data.size(0)
     if i.size(0) != batch:
         raise ValueError(
-            f"Tensor.__getitem__: the index holds {i.size(0)} examples but the batch "
+            f"{op}: the index holds {i.size(0)} examples but the batch "
             f"has {batch}"
         )
     dims = x.dims[1:] if d == 1 else x.dims[: d - 1] + x.dims[d:]
@@ -170,7 +171,7 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch) -> MaskedBatc
     if present is not None:
         if index._mask is not None:  # an index that is padding is not in range
             present = present & index._mask
-        refuse_absent(present, i, n, f"dimension {d}")
+        refuse_absent(present, i, n, f"dimension {d}", op)
     if size == 0:  # every example misses (a deferred check's, or one not running)
         return nowhere(x, d, present, dims)
     rows = _example_rows(at)
@@ -227,6 +228,20 @@ def _in_range_everywhere(i: torch.Tensor, size: int) -> torch.Tensor | None:
     return i  # (a negative index counts from the end, as advanced indexing reads it)
 
 
+def remember_source(result: MaskedBatch, input: MaskedBatch, index: Any) -> None:
+    """Record on ``result`` (``input[index]``, one position per example, marked a copy)
+    where an in-place op on it writes back (``ops/one_position_writes.write_through``): its
+    ``_not_a_view`` becomes ``(input, index, input's data, its version)``, weak references
+    (still true: views of it stay refused).  Not for an inference tensor's data (no
+    version to tell a write since)."""
+    data = input._data
+    if not data.is_inference():
+        result._not_a_view = (_ref(input), index, _ref(data), data._version)
+
+
+_ref = weakref.ref
+
+
 def getitem_fast_path(func: Any) -> Any:
     """The fast path of ``Tensor.__getitem__`` (``fast_path=`` of the registry, see
     ``matchbox._methods``): :func:`fast_getitem`."""
@@ -248,6 +263,9 @@ def fast_getitem(func: Any, x: Any, args: tuple[Any, ...]) -> MaskedBatch | None
         return None
     result = select_per_example(x, 1, i)
     _copies.mark(result)  # advanced indexing copies, as the loop's int does not
+    data = x._data
+    if not data.is_inference():  # (remember_source, inline: a stack is read every step)
+        result._not_a_view = (_ref(x), index, _ref(data), data._version)
     if not result.dims:
         result._scalar = VECTOR  # x[:, k] of a (1, K) example is (1,) in the loop
     return result
