@@ -78,3 +78,22 @@ def test_add_products_refuse_wrong_ranks_and_growing_inputs_naming_the_op():
     with pytest.raises(NotImplementedError, match=r"^torch\.addmm: out= is not supported"):
         torch.addmm(torch.zeros(2), rows, torch.ones(4, 2, dtype=torch.float64),
                     out=torch.empty(0))
+
+
+ADDMM_TAKES_OUT_DTYPE = any("out_dtype" in str(schema) for schema in
+                            torch._C._jit_get_schemas_for_operator("aten::addmm"))
+
+
+@pytest.mark.skipif(not ADDMM_TAKES_OUT_DTYPE,
+                    reason=f"torch {torch.__version__}'s addmm has no out_dtype= (its own "
+                           "TypeError comes first)")
+def test_add_products_refuse_out_dtype_naming_the_op():
+    _, rows = batch_of(ROWS[1], ROWS[0])
+    _, sequences = batch_of(SEQUENCES[1], SEQUENCES[0])
+    weight = torch.ones(4, 2, dtype=torch.float64)
+    with pytest.raises(NotImplementedError, match=r"^torch\.addmm: out_dtype= is not "
+                                                  r"supported for batches"):
+        torch.addmm(torch.zeros(2), rows, weight, out_dtype=torch.float32)
+    with pytest.raises(NotImplementedError, match=r"^torch\.baddbmm: out_dtype= is not "
+                                                  r"supported for batches"):
+        torch.baddbmm(torch.zeros(1), sequences, weight.unsqueeze(0), out_dtype=torch.float32)

@@ -158,6 +158,7 @@ TESTS = torch.tensor([0.0, 1.0, 2.0, NAN])
     pytest.param(lambda x: torch.isin(x, TESTS.to(x.dtype)), id="plain-tests"),
     pytest.param(lambda x: torch.isin(x, TESTS.to(x.dtype), invert=True), id="invert"),
     pytest.param(lambda x: torch.isin(x, 2.0), id="number-test"),
+    pytest.param(lambda x: torch.isin(x, test_element=2.0), id="number-test-keyword"),
     pytest.param(lambda x: torch.isin(x, x[:, :, :1]), id="batch-tests"),
     pytest.param(lambda x: torch.isin(x, x * 2, assume_unique=False), id="batch-in-batch"),
     pytest.param(lambda x: torch.isin(x.flip(-1), x, invert=True), id="batch-invert"),

@@ -14,7 +14,7 @@ import torch
 
 from matchbox import _registry
 from matchbox.masked_batch import MaskedBatch
-from matchbox.ops.linalg import matmul_batches
+from matchbox.ops.linalg import _refuse_out_dtype, matmul_batches
 
 FAMILY = "linalg"
 
@@ -54,7 +54,8 @@ def _grown(result: Any, product: Any) -> bool:
 
 
 @_registry.implements(torch.addmm, torch.Tensor.addmm, family=FAMILY)
-def addmm(func, input, mat1, mat2, *, beta=1, alpha=1, out=None):
+def addmm(func, input, mat1, mat2, *, beta=1, alpha=1, out=None, out_dtype=None):
+    _refuse_out_dtype(func, out_dtype)
     return _add_product(func, input, mat1, mat2, (2, 2), ("mat1", "mat2"), beta, alpha, out)
 
 
@@ -64,6 +65,7 @@ def addmv(func, input, mat, vec, *, beta=1, alpha=1, out=None):
 
 
 @_registry.implements(torch.baddbmm, torch.Tensor.baddbmm, family=FAMILY)
-def baddbmm(func, input, batch1, batch2, *, beta=1, alpha=1, out=None):
+def baddbmm(func, input, batch1, batch2, *, beta=1, alpha=1, out=None, out_dtype=None):
+    _refuse_out_dtype(func, out_dtype)
     return _add_product(func, input, batch1, batch2, (3, 3), ("batch1", "batch2"), beta,
                         alpha, out)

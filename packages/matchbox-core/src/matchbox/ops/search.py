@@ -183,11 +183,15 @@ def bucketize(func, input, boundaries, *, out_int32=False, right=False, out=None
 
 
 @_registry.implements(torch.isin, family=FAMILY)
-def isin(func, elements, test_elements, *, assume_unique=False, invert=False, out=None):
+def isin(func, elements, test_elements=None, *, assume_unique=False, invert=False,
+          out=None, test_element=None):
     """Whether each element is among the test elements: plain ones (the same for every
     example) by torch's op on the data; a batch of them, each example's own real values,
-    compared as torch compares them (``==``: NaN is in nothing)."""
+    compared as torch compares them (``==``: NaN is in nothing).  ``test_element=`` is
+    torch's name for one number."""
     op = _registry.op_name(func)
+    if test_element is not None:
+        test_elements = test_element
     _registry.refuse_out(op, out)
     if not isinstance(test_elements, MaskedBatch):
         result = func(elements.data, test_elements, assume_unique=assume_unique,
