@@ -433,11 +433,11 @@ def setitem(func, input, index, value):
         )
     # Each example's own position (``ops/one_position_writes``): given per example, or
     # counted from each example's own end along a dynamic dimension.
-    items = (_expand_index("Tensor.__setitem__", index, input.dim())
+    items = (_expand_index("Tensor.__setitem__", index, input)
              if has_per_example_int(index) else None)
     if items is None and input.dims and any(type(i) is int and i < 0 for i in (
             index if isinstance(index, tuple) else (index,))):
-        items = from_each_end(input, _expand_index("Tensor.__setitem__", index, input.dim()))
+        items = from_each_end(input, _expand_index("Tensor.__setitem__", index, input))
     if items is not None:
         write_per_example(input, items, value, _format_index(index), getitem, copy_,
                           _without_leading_ones)

@@ -184,8 +184,9 @@ def writes_back(input: MaskedBatch, items: list[Any]) -> bool:
         if is_per_example_int(item) or (type(item) is int and item < 0):
             own += 1
         elif isinstance(item, slice) and any(
-                b is not None and b < 0 for b in (item.start, item.stop)):
-            return False
+                b is not None and (type(b) is not int or b < 0)
+                for b in (item.start, item.stop)):
+            return False  # counted from each end, or a size (each example's own bound)
         elif not (item is None or item is Ellipsis or isinstance(item, (int, slice))):
             return False
     return own == 1
