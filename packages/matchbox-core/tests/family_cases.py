@@ -24,6 +24,15 @@ LAYOUTS = {
 }
 
 
+# The same without empty examples (reductions whose empty cases have tests of their own).
+NONEMPTY_LAYOUTS = {
+    "dynamic-static": ((True, False), [(3, 4), (1, 4), (5, 4)]),
+    "static-dynamic": ((False, True), [(2, 3), (2, 1), (2, 5)]),
+    "two-dynamic": ((True, True), [(2, 3), (1, 1), (4, 2)]),
+    "all-static": ((False, False), [(3, 2), (3, 2)]),
+    "batch-of-one": ((True, False), [(3, 2)]),
+}
+
 def batch_of(shapes, dims, dtype=torch.float64, values=None):
     """Examples of the given shapes (without the leading 1) and their NaN-padded batch.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from family_cases import NAN, batch_of, check
+from family_cases import NAN, NONEMPTY_LAYOUTS, batch_of, check
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
@@ -18,13 +18,7 @@ from matchbox._masking import EXECUTION_MASK
 # The loop itself warns for var/std of one element (n - correction <= 0).
 pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0:UserWarning")
 
-LAYOUTS = {
-    "dynamic-static": ((True, False), [(3, 4), (1, 4), (5, 4)]),
-    "static-dynamic": ((False, True), [(2, 3), (2, 1), (2, 5)]),
-    "two-dynamic": ((True, True), [(2, 3), (1, 1), (4, 2)]),
-    "all-static": ((False, False), [(3, 2), (3, 2)]),
-    "batch-of-one": ((True, False), [(3, 2)]),
-}
+LAYOUTS = NONEMPTY_LAYOUTS
 
 SPREAD_MEANS = [
     pytest.param(lambda x: torch.var_mean(x), id="var_mean-all"),

@@ -11,7 +11,7 @@ import math
 
 import pytest
 import torch
-from family_cases import NAN, batch_of, check
+from family_cases import NAN, NONEMPTY_LAYOUTS, batch_of, check
 from hypothesis import given
 from hypothesis import strategies as st
 from strategies import example_lists
@@ -27,13 +27,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0:Use
 
 # Layouts: (dims, example shapes).  Every length is at least one here; empty
 # examples have their own tests below.
-LAYOUTS = {
-    "dynamic-static": ((True, False), [(3, 4), (1, 4), (5, 4)]),
-    "static-dynamic": ((False, True), [(2, 3), (2, 1), (2, 5)]),
-    "two-dynamic": ((True, True), [(2, 3), (1, 1), (4, 2)]),
-    "all-static": ((False, False), [(3, 2), (3, 2)]),
-    "batch-of-one": ((True, False), [(3, 2)]),
-}
+LAYOUTS = NONEMPTY_LAYOUTS
 
 # Per-example dim arguments: single static, single dynamic, negative, several, all.
 DIM_ARGS = [1, 2, -1, -2, (1, 2), (-1, 1), None]
