@@ -7,6 +7,8 @@ that decides from a size gets a graph per decision, never a graph for another si
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 import torch
 from test_compile import (
@@ -168,7 +170,10 @@ def test_dynamic_false_compiles_a_graph_per_batch_size():
     assert all(s.sizes is None for s in compiled.specializations)
 
 
-TRACED = []
+# A deque, not a list: a global list of plain values is part of a graph's key
+# (compiler/state.py, plain_value), and this one grows at every trace, so each call would
+# be keyed anew and never reuse the earlier call's finding.
+TRACED: collections.deque = collections.deque()
 
 
 def by_a_quotient_of_the_batch_size(x):
