@@ -85,12 +85,10 @@ class MaskedBatch(Batch):
     # (matchbox-control's gradient guard is a new batch): an in-place update of
     # the guard is written through to it, as Python would write into the object.
     _guards: MaskedBatch | None
-    # None, or True for the result of indexing a dynamic dimension at positions
-    # that differ between examples (``x[:, -1]``, ``x[:, :-1]``): in the loop a
-    # view of each example, here a copy (or a view reaching past the result), so
-    # an in-place op on it is refused rather than silently lost; or, for one position
-    # per example (``x[:, j]``), a tuple recording where such an op is written back
-    # (``ops/one_position_writes``: weak references to the batch read, so ``__weakref__``).
+    # None, or True for the result of indexing a dynamic dimension at positions that differ
+    # between examples (``x[:, :-1]``): a view in the loop, a copy here, so an in-place op on
+    # it is refused, not silently lost; for one position per example (``x[:, j]``) a tuple
+    # saying where such an op is written back (``ops/one_position_writes``; weak references).
     _not_a_view: bool
     # None, or matchbox-control's record that it equals a batch outside a region's mask.
     _kept_outside: tuple
