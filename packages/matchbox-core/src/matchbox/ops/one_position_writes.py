@@ -121,11 +121,7 @@ def _write_one(x: MaskedBatch, prefix: tuple[Any, ...], d: int, index: MaskedBat
         x.data = x._data.clone()
     base = getitem(torch.Tensor.__getitem__, x, prefix) if len(prefix) > 1 else x
     if base is not x and _copies.is_copy(base):
-        raise NotImplementedError(
-            f"{OP}: x[{text}] = value indexes, before the per-example int, positions that "
-            "differ between examples (counted from each example's end), which the batch "
-            "cannot write in place; index those from the start, or build the new batch "
-            "(torch.where with a condition on positions)")
+        raise _differing_positions(text, "before", "counted from each example's end")
     if new_row is None:
         row = select_per_example(base, d, index, OP)  # checks the positions, as x[:, j]
         size = base._data.size(d)
@@ -163,14 +159,21 @@ def _new_row(row: MaskedBatch, d: int, kept: bool, suffix: list[Any], value: Any
         at = d + 1 if kept else d
         target = getitem(torch.Tensor.__getitem__, target, (slice(None),) * at + tuple(suffix))
         if _copies.is_copy(target):
-            raise NotImplementedError(
-                f"{OP}: x[{text}] = value indexes, after the per-example int, positions "
-                "that differ between examples (counted from each example's end, or per "
-                "example), which the batch cannot write in place; index those from the "
-                "start, or build the new batch (torch.where with a condition on positions)")
+            raise _differing_positions(
+                text, "after", "counted from each example's end, or per example")
     copy_(torch.Tensor.copy_, target, without_leading_ones(value, target.dim()))
     return fresh._data
 
+
+
+def _differing_positions(text: str, where: str, how: str) -> NotImplementedError:
+    """The refusal of a subscript whose indices ``where`` ("before"/"after") the
+    per-example int select positions that differ between examples."""
+    return NotImplementedError(
+        f"{OP}: x[{text}] = value indexes, {where} the per-example int, positions that "
+        f"differ between examples ({how}), which the batch cannot write in place; index "
+        "those from the start, or build the new batch (torch.where with a condition on "
+        "positions)")
 
 def writes_back(input: MaskedBatch, items: list[Any]) -> bool:
     """Whether ``input[items]``, a copy standing for a view, can take an in-place op by
