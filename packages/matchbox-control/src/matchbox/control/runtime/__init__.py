@@ -75,7 +75,6 @@ from matchbox.control.runtime.masks import (
 from matchbox.control.runtime.scalars import item
 from matchbox.control.runtime.select import (
     Undefined,
-    merge,
     merge_written,
     only_active,
     select,
@@ -83,6 +82,7 @@ from matchbox.control.runtime.select import (
 )
 from matchbox.control.runtime.sequences import get_item, operand, truth, unpack
 from matchbox.control.runtime.star_args import spread, zip_rows
+from matchbox.control.runtime.state_merge import merge
 from matchbox.control.runtime.step_outputs import call_steps
 from matchbox.control.runtime.structured import (
     scan_capturing,

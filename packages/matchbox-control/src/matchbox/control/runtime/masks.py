@@ -35,7 +35,6 @@ from matchbox.extending import (
     apply_region_guard,
     capturing,
     defer_region_guard,
-    deferred_region_guard,
     mask_and,
     mask_view,  # noqa: F401 (the runtime's modules import it from here)
     mask_view_for,
@@ -210,7 +209,14 @@ def branch(outer: Mask, test: Any) -> tuple[Mask, Mask]:
     then = _and(outer, truth)
     # ``then`` lies within ``outer``: its complement there is one exclusive or.
     orelse = ~truth if outer is None else outer ^ then
-    return (False if nobody(then) else then), (False if nobody(orelse) else orelse)
+    none_then, none_else = nobody(then), nobody(orelse)
+    if none_then is not none_else and type(outer) is torch.Tensor:
+        # Every example running here takes one side (read on the host): that side's region
+        # is the enclosing one, as under a plain condition, and its guards, context and
+        # merges return at once (``mask is outer``); the enclosing region's merge selects.
+        # (A long tree's last steps, run by one example, take one side every step.)
+        return (False, outer) if none_then else (outer, False)
+    return (False if none_then else then), (False if none_else else orelse)
 
 
 def nobody(mask: torch.Tensor) -> bool:
@@ -324,10 +330,11 @@ def guard(mask: Mask, outer: Mask, value: Any) -> Any:
             # through a view's own ops)
             return type(value)(apply_region_guard(guard(mask, outer, value.batch)))
         return value
-    if deferred_region_guard(value) is mask:
+    deferred = value._deferred_guard  # (``deferred_region_guard``'s, from the slot)
+    if deferred is not None and deferred[0] is mask:
         return value  # guarded for this region already
     # Reading the data applies an enclosing region's guard, if deferred, first.
-    data = value.data
+    data = value._data if deferred is None else value.data
     if not data.requires_grad or (not torch.is_grad_enabled() and not grad_kept.wanted()):
         return value  # (under no_grad the region may turn gradients on again: guarded)
     # Deferred (core's _region_guard): the first op that needs the guard applies it, on
