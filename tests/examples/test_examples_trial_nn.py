@@ -475,3 +475,32 @@ def test_compiled_embedding_max_norm_runs_eagerly_saying_why():
                                          r"functional\.embedding with max_norm"):
         compiled(batch)
     torch.testing.assert_close(embedding.weight, loop_embedding.weight)
+
+
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "equal-lengths"])
+def test_embedding_bag_max_norm_under_a_condition_renormalises_the_running_examples_rows(
+        padded):
+    # Example 1 does not run the lookup: its rows (5, 6, 7) were renormalised in place.
+    torch.manual_seed(14)
+    bag = nn.EmbeddingBag(8, 3, max_norm=1.0, mode="sum").double()
+    with torch.no_grad():
+        bag.weight.mul_(5)
+    loop_bag = copy.deepcopy(bag)
+    tokens = [torch.tensor([[1, 2, 0]]), torch.tensor([[5, 6, 7]]), torch.tensor([[3, 3, 2]])]
+    if padded:
+        tokens[0], tokens[2] = tokens[0][:, :2], tokens[2][:, :1]
+    flags = [torch.tensor([1]), torch.tensor([0]), torch.tensor([1])]
+
+    @matchbox.batch
+    def pooled(tokens, flag, bag):
+        out = torch.zeros(1, 3, dtype=torch.float64)
+        if flag > 0:
+            out = bag(tokens)
+        return out
+
+    loop = [pooled(t, f, loop_bag) for t, f in zip(tokens, flags)]
+    out = pooled(MaskedBatch.fromlist(tokens, (True,), padding_value=4),
+                 MaskedBatch.fromlist(flags, ()), bag)
+    torch.testing.assert_close(bag.weight, loop_bag.weight)
+    for got, expected in zip(out.examples(), loop):
+        torch.testing.assert_close(got, expected)

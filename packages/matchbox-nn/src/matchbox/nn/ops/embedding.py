@@ -20,7 +20,8 @@ Semantics of ``embedding_bag``: one bag per example (ids ``(1, T)``), reduced
 over its real ids only: the real ids of the whole batch are flattened into one
 1-D call with per-example offsets (``per_sample_weights`` likewise).  A
 zero-length example is an empty bag (zeros, as PyTorch gives an empty bag
-through offsets; PyTorch's own 2-D path cannot take ``T == 0``).
+through offsets; PyTorch's own 2-D path cannot take ``T == 0``).  ``max_norm`` under
+``@batch`` renormalises the rows of the running examples' ids only.
 ``scale_grad_by_freq`` would count over the batch and is refused.
 
 Semantics of ``one_hot``: each class index becomes a row of the identity, as an
@@ -40,6 +41,7 @@ from matchbox.extending import (
     EXECUTION_MASK,
     Batch,
     MaskedBatch,
+    and_running,
     capturing,
     check_lengths_agree,
     fails,
@@ -87,8 +89,13 @@ def _renormalise(input: Batch, ids: torch.Tensor, weight: torch.Tensor, max_norm
     examples = input.row_examples(0)
     every = torch.ones(input.batch_size, dtype=torch.bool, device=examples.device)
     real = (examples >= 0) & running(every)[examples.clamp(min=0)]
-    with torch.no_grad():
-        torch.embedding_renorm_(weight, ids[real], max_norm, norm_type)
+    _renorm(weight, ids[real], max_norm, norm_type)
+
+
+def _renorm(weight: torch.Tensor, ids: torch.Tensor, max_norm: float, norm_type: float
+            ) -> None:
+    with torch.no_grad():  # what F.embedding does with max_norm
+        torch.embedding_renorm_(weight, ids, max_norm, norm_type)
 
 
 @implements(F.embedding, family="embedding", batch_type="Batch")
@@ -140,6 +147,12 @@ def embedding_bag(func, input, weight, offsets=None, max_norm=None, norm_type=2,
         if input.dims[0]:
             check_lengths_agree(op, [(input, 1), (per_sample_weights, 1)])
         weights = _real_ids(MaskedBatch._make(per_sample_weights.data, input._mask, input.dims))
+    if max_norm is not None and EXECUTION_MASK.get() is not None:
+        # Only the running examples' ids: the loop renormalises no row for the others.
+        running_mask = and_running(input._mask, input.data.size(0), input.data.dim())
+        _renorm(weight, _real_ids(MaskedBatch._make(input.data, running_mask, input.dims)),
+                max_norm, norm_type)
+        max_norm = None
     lengths = (input.mask.expand_as(input.data).sum(1) if input._mask is not None
                else torch.full((input.data.size(0),), input.data.size(1), device=ids.device))
     starts = torch.cumsum(lengths, 0) - lengths
