@@ -504,3 +504,16 @@ def test_embedding_bag_max_norm_under_a_condition_renormalises_the_running_examp
     torch.testing.assert_close(bag.weight, loop_bag.weight)
     for got, expected in zip(out.examples(), loop):
         torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.compiled_loops  # not run by tox's `oldest` (tox.ini)
+def test_compiled_batch_norm_without_running_statistics_in_eval_is_each_examples_own():
+    torch.manual_seed(15)
+    model = ConvClassifier(running=False).double().eval()
+    compiled = matchbox.compile(model, backend="aot_eager", fallback="raise")
+    (xs, xb), (ys, yb) = ids([3, 4, 2, 5], 12), labels(4, 3)
+
+    def run(tokens, label):
+        return compiled(tokens, label) if isinstance(tokens, MaskedBatch) else model(tokens, label)
+
+    mb_assert(run, [xs, ys], [xb, yb], 4, params=list(model.parameters()))
