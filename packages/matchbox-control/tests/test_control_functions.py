@@ -159,6 +159,29 @@ def test_nested_function_is_rewritten_too():
     assert_oracle(outer, [0.5, 3.0], [1.0, 2.0])
 
 
+@matchbox.batch
+def with_a_decorated_inner_function(x):
+    @matchbox.batch  # rewritten with the outer function already
+    def step(h, xt):
+        if xt.sum() > 0:
+            return h + xt
+        return h * 0.5
+
+    h = x.new_zeros(1, 3)
+    for xt in x.unbind(1):
+        h = step(h, xt)
+    return h, matchbox.batch(step)(h, h)  # decorating it again at run time is harmless
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("lengths", [(3, 0, 1, 5), (1,), (0,)])
+def test_a_nested_function_decorated_too_equals_the_loop(lengths, dtype):
+    # It raised "SyntaxError: duplicate argument 'mb__' in function definition" (a user
+    # trial): its source was rewritten a second time, around code that already closed
+    # over the runtime.
+    assert_batch_equals_loop(with_a_decorated_inner_function, sequences(lengths, dtype=dtype))
+
+
 def double_output(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):

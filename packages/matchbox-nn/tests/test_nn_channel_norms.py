@@ -281,3 +281,45 @@ def test_channel_norm_errors_name_the_op():
     with pytest.raises(NotImplementedError, match=r"^torch\.nn\.functional\.batch_norm: weight "
                                                   r"must be a plain tensor"):
         F.batch_norm(batch, None, None, batch, training=True)
+
+
+@pytest.mark.parametrize("module_type, layout", [
+    (nn.BatchNorm1d, "length-dynamic"), (nn.BatchNorm1d, "length-static"),
+    (nn.BatchNorm1d, "batch-of-one"), (nn.BatchNorm2d, "image-dynamic"),
+    (nn.BatchNorm3d, "cube"),
+])
+def test_batch_norm_without_running_statistics_evaluates_as_the_loop(module_type, layout,
+                                                                     dtype):
+    # track_running_stats=False: the module calls batch_norm with training=True in eval
+    # mode too (it has no running statistics).  In the loop each example is a batch of
+    # one, normalised with its own statistics; the batch gave every example the whole
+    # batch's (the training definition), silently (a user trial).
+    dims, shapes = LAYOUTS[layout]
+    examples, batch = batch_of(shapes, dims, dtype)
+    module = module_type(4, track_running_stats=False).to(dtype).eval()
+    with torch.no_grad():
+        module.weight.uniform_(0.5, 2)
+        module.bias.uniform_(-1, 1)
+    mb_assert(module, [examples], [batch], len(examples))
+
+
+def test_batch_norm_without_running_statistics_evaluates_an_empty_example_as_the_loop():
+    examples, batch = batch_of([(3,), (0,), (5,)], (True,))
+    mb_assert(nn.BatchNorm1d(4, track_running_stats=False).double().eval(), [examples],
+              [batch], 3)
+
+
+def test_batch_norm_without_running_statistics_in_eval_refuses_one_value_as_the_loop():
+    module = nn.BatchNorm1d(4, track_running_stats=False).eval()
+    with pytest.raises(ValueError, match=r"Expected more than 1 value per channel"):
+        module(torch.randn(1, 4))  # the loop, for one (1, C) example
+    vectors = MaskedBatch.fromlist([torch.randn(1, 4) for _ in range(3)], (False,))
+    with pytest.raises(ValueError, match=r"^torch\.nn\.functional\.batch_norm: expected more "
+                                         r"than 1 value per channel when training, but "
+                                         r"example 0 has 1 \(PyTorch raises for it alone\)"):
+        module(vectors)
+    _, batch = batch_of([(3,), (1,)], (True,))
+    with pytest.raises(ValueError, match=r"but example 1 has 1 \(PyTorch raises"):
+        module(batch)
+    module.train()  # training keeps the definition: the batch's statistics together
+    assert module(vectors).data.shape == (3, 4)

@@ -12,7 +12,7 @@ from typing import Any
 
 import gast
 
-from matchbox.control import loader, parsing
+from matchbox.control import loader, naming, parsing
 from matchbox.control.context import Context
 from matchbox.control.converters import convert_function
 
@@ -59,6 +59,12 @@ def batch(obj: Any) -> Any:
     if isinstance(obj, types.MethodType):
         return types.MethodType(batch(obj.__func__), obj.__self__)
     if getattr(obj, _MARK, False):
+        return obj
+    if isinstance(obj, types.FunctionType) and naming.RUNTIME in obj.__code__.co_freevars:
+        # A def nested in a decorated function (`@matchbox.batch def inner` in its body) was
+        # rewritten with it: its code closes over the runtime.  Rewriting its source again
+        # bound `mb__` twice (a SyntaxError about a name the user never wrote).
+        setattr(obj, _MARK, True)
         return obj
     if isinstance(obj, types.FunctionType) and not hasattr(obj, "__wrapped__"):
         return _convert(obj)

@@ -10,7 +10,9 @@ gradient to the weight.  ``padding_idx`` behaves as in the loop (its row gets no
 gradient).  ``max_norm`` renormalises, in place as PyTorch does, exactly the
 rows that real ids reference (the loop renormalises each example's rows before
 its lookup; a renormalised row is left alone by a later renormalisation, so
-doing all of them first gives the loop's rows).  ``scale_grad_by_freq`` divides
+doing all of them first gives the loop's rows); the ids of examples that do not run
+the code at hand (under ``@batch``) are not real there, and reference no row
+(``_renormalise``).  ``scale_grad_by_freq`` divides
 each row's gradient by the id's count *within its example* (``row_examples``),
 as the loop does (PyTorch alone would count over the whole batch).
 
@@ -18,7 +20,8 @@ Semantics of ``embedding_bag``: one bag per example (ids ``(1, T)``), reduced
 over its real ids only: the real ids of the whole batch are flattened into one
 1-D call with per-example offsets (``per_sample_weights`` likewise).  A
 zero-length example is an empty bag (zeros, as PyTorch gives an empty bag
-through offsets; PyTorch's own 2-D path cannot take ``T == 0``).
+through offsets; PyTorch's own 2-D path cannot take ``T == 0``).  ``max_norm`` under
+``@batch`` renormalises the rows of the running examples' ids only.
 ``scale_grad_by_freq`` would count over the batch and is refused.
 
 Semantics of ``one_hot``: each class index becomes a row of the identity, as an
@@ -35,8 +38,11 @@ import torch
 import torch.nn.functional as F
 
 from matchbox.extending import (
+    EXECUTION_MASK,
     Batch,
     MaskedBatch,
+    and_running,
+    capturing,
     check_lengths_agree,
     fails,
     implements,
@@ -44,6 +50,7 @@ from matchbox.extending import (
     only_input_batched,
     op_name,
     reduced_layout,
+    refuse,
     refuse_size_number,
     running,
 )
@@ -71,6 +78,26 @@ def _frequency_scale(ids: torch.Tensor, examples: torch.Tensor, rows: int,
     return torch.where(real, 1.0 / counts[inverse].to(dtype), 0.0)
 
 
+def _renormalise(input: Batch, ids: torch.Tensor, weight: torch.Tensor, max_norm: float,
+                 norm_type: float) -> None:
+    """``max_norm``'s renormalisation, in place, of the rows that the real ids of the running
+    examples reference, as the loop does.  ``rows(0)`` holds 0 for the rows of an example
+    that does not run the code at hand (and, while capturing, for padding): PyTorch's own
+    ``max_norm`` would renormalise row 0 for them, a row the loop leaves alone."""
+    refuse(f"{op_name(F.embedding)} with max_norm (the rows it renormalises depend on the "
+           "ids' values)")
+    examples = input.row_examples(0)
+    every = torch.ones(input.batch_size, dtype=torch.bool, device=examples.device)
+    real = (examples >= 0) & running(every)[examples.clamp(min=0)]
+    _renorm(weight, ids[real], max_norm, norm_type)
+
+
+def _renorm(weight: torch.Tensor, ids: torch.Tensor, max_norm: float, norm_type: float
+            ) -> None:
+    with torch.no_grad():  # what F.embedding does with max_norm
+        torch.embedding_renorm_(weight, ids, max_norm, norm_type)
+
+
 @implements(F.embedding, family="embedding", batch_type="Batch")
 def embedding(func, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
@@ -79,6 +106,9 @@ def embedding(func, input, weight, padding_idx=None, max_norm=None, norm_type=2.
                        norm_type=norm_type)
     _check_ids(op, input)
     ids = input.rows(0)  # the real ids only: max_norm renormalises the rows they reference
+    if max_norm is not None and (EXECUTION_MASK.get() is not None or capturing() is not None):
+        _renormalise(input, ids, weight, max_norm, norm_type)
+        max_norm = None
     out = func(ids, weight, padding_idx, max_norm, norm_type, False, sparse)
     if scale_grad_by_freq:
         scale = _frequency_scale(ids, input.row_examples(0), weight.size(0), out.dtype)
@@ -117,6 +147,12 @@ def embedding_bag(func, input, weight, offsets=None, max_norm=None, norm_type=2,
         if input.dims[0]:
             check_lengths_agree(op, [(input, 1), (per_sample_weights, 1)])
         weights = _real_ids(MaskedBatch._make(per_sample_weights.data, input._mask, input.dims))
+    if max_norm is not None and EXECUTION_MASK.get() is not None:
+        # Only the running examples' ids: the loop renormalises no row for the others.
+        running_mask = and_running(input._mask, input.data.size(0), input.data.dim())
+        _renorm(weight, _real_ids(MaskedBatch._make(input.data, running_mask, input.dims)),
+                max_norm, norm_type)
+        max_norm = None
     lengths = (input.mask.expand_as(input.data).sum(1) if input._mask is not None
                else torch.full((input.data.size(0),), input.data.size(1), device=ids.device))
     starts = torch.cumsum(lengths, 0) - lengths

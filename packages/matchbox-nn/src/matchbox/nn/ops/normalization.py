@@ -37,10 +37,15 @@ rows are packed, torch's own ``batch_norm`` runs on them (its values, gradients 
 running-statistics update, unbiased with the number of real positions) and the
 result is unpacked; padding is never read.  Under ``@batch`` only the running
 examples count.  Fewer than two real values per channel raise, as PyTorch does for one.
+A module built with ``track_running_stats=False`` has no running statistics, so in eval
+mode too it calls ``batch_norm`` with ``training=True``; there eval mode means what it
+means in the loop: each example normalised with its own statistics over its real
+positions (``_eval_without_running_statistics``), never its batch-mates'.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import torch
@@ -247,6 +252,8 @@ def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, t
     if not training:  # running statistics: each position on its own, the loop exactly
         return _per_position(func, input, {"weight": weight, "bias": bias}, running_mean,
                              running_var, weight, bias, False, momentum, eps)
+    if running_mean is None and running_var is None and _module_in_eval_mode():
+        return _each_example_alone(op, input, weight, bias, eps)
     # Training: torch's batch_norm over the real positions of every (running) example,
     # packed as the rows of a (1, channels, rows) batch (see the module docstring).
     batch, rank = input.data.size(0), input.data.dim()
@@ -264,3 +271,39 @@ def batch_norm(func, input, running_mean, running_var, weight=None, bias=None, t
                momentum, eps)
     out = unpack_rows(out.squeeze(0).t(), rows, rows_first.data.shape[:-1])
     return MaskedBatch._make(out.movedim(-1, 1), input._mask, input.dims)
+
+
+_BATCH_NORM_FORWARDS = (torch.nn.modules.batchnorm._BatchNorm.forward.__code__,
+                        torch.nn.SyncBatchNorm.forward.__code__)
+
+
+def _module_in_eval_mode() -> bool:
+    """Whether this ``batch_norm`` call comes from an ``nn.BatchNorm*d`` in eval mode.
+
+    Without running statistics (``track_running_stats=False``) the module passes
+    ``training=True`` in eval mode too, so the call alone cannot tell; the module's
+    ``forward`` is on the stack (our caller's caller's ...): its ``self.training`` is read
+    from there, nothing in torch is changed (as ``losses._recover_dropped_weight``)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code in _BATCH_NORM_FORWARDS:
+            module = frame.f_locals.get("self")
+            return isinstance(module, torch.nn.Module) and not module.training
+        frame = frame.f_back
+    return False
+
+
+def _each_example_alone(op: str, input: MaskedBatch, weight: Any, bias: Any, eps: float
+                        ) -> MaskedBatch:
+    """What the loop computes for ``nn.BatchNorm*d(track_running_stats=False)`` in eval
+    mode: each example, a batch of one, normalised with its own statistics per channel over
+    its real positions (instance norm's), then the module's affine parameters."""
+    _refuse_single_values(op, input, 1, "value per channel when training")
+    if _padded_spatially(input):
+        normalised, _, _ = _masked_group_moments(input, input.data.size(1), eps)
+    else:
+        normalised, _, _ = _plain_instance_moments(input, eps)
+    out = _affine(normalised, weight, bias)
+    if input._mask is not None:
+        out = guard_gradient(out, input._mask)
+    return MaskedBatch._make(out, input._mask, input.dims)
