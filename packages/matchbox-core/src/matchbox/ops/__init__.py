@@ -10,6 +10,8 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               |                 | columns are real                                       |
 |               | tensordot.py    | (tensordot: the einsum it is)                          |
 |               | linalg_adds.py  | (addmm/addmv/baddbmm: beta * input + alpha * product)  |
+|               | vector_products | (dot/vdot/outer/ger/mv: einsum; kron(batch, plain):    |
+|               | .py             | the mask repeated along dynamic dims)                  |
 | shape         | shape/          | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
@@ -64,4 +66,5 @@ from matchbox.ops import (  # noqa: F401
     selection,
     shape,
     tensordot,
+    vector_products,
 )
