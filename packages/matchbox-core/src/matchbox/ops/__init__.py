@@ -12,6 +12,7 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 |               | linalg_adds.py  | (addmm/addmv/baddbmm: beta * input + alpha * product)  |
 |               | vector_products | (dot/vdot/outer/ger/mv: einsum; kron(batch, plain):    |
 |               | .py             | the mask repeated along dynamic dims)                  |
+|               | vanders.py      | (vander/linalg.vander: the mask gains the powers' dim) |
 | shape         | shape/          | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
@@ -66,5 +67,6 @@ from matchbox.ops import (  # noqa: F401
     selection,
     shape,
     tensordot,
+    vanders,
     vector_products,
 )
