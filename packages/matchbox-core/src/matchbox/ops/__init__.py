@@ -6,6 +6,7 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 | pointwise     | pointwise.py    | broadcast like the examples; masks combined with and  |
 | reduction     | reductions/     | static dim: kept; dynamic dim: padding filled with the |
 |               |                 | op's identity first, the dimension leaves the mask     |
+|               | covariance.py   | (cov/corrcoef: each example one variable, one number)  |
 | linalg        | linalg.py       | padding zeroed; result real where both rows and        |
 |               |                 | columns are real                                       |
 |               | tensordot.py    | (tensordot: the einsum it is)                          |
@@ -51,6 +52,7 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 from matchbox.ops import (  # noqa: F401
     constructors,
     conversion,
+    covariance,
     distances,
     fft,
     gather,
