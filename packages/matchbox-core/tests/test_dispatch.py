@@ -186,3 +186,20 @@ def test_ops_with_a_count_per_example_in_dimension_0_are_refused_with_a_way_out(
                                                   r"dimension 0 .* torch\.where\(mask, x, "
                                                   r"fill\)"):
         f(x)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: torch.histc(x, 4),
+    lambda x: x.histc(bins=3, min=0, max=1),
+    lambda x: torch.histogram(x, 4),
+    lambda x: torch.bincount(x.sum(1).long().abs()),
+], ids=["histc", "Tensor.histc", "histogram", "bincount"])
+def test_histograms_are_refused_with_a_way_out(f):
+    # Each example's counts are (bins,): no batch holds them in dimension 0.
+    x = MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(1, 1)], (True,))
+    with pytest.raises(NotImplementedError, match=r"^(torch|Tensor)\.(histc|histogram|bincount) "
+                                                  r"is not implemented for MaskedBatch: each "
+                                                  r"example's result is 1-D, one count per bin "
+                                                  r"in dimension 0 .* \(1, bins\) in each "
+                                                  r"example$"):
+        f(x)

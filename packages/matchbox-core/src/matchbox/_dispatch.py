@@ -401,6 +401,8 @@ def unsupported(func: Any, batch_type: str = "MaskedBatch",
         hint = _ARANGE_HINT
     elif func in _COUNTED_RESULTS:
         hint = _COUNTED_HINT
+    elif func in _HISTOGRAMS:
+        hint = _HISTOGRAM_HINT
     return NotImplementedError(message + hint)
 
 
@@ -425,3 +427,12 @@ _COUNTED_HINT = (
     "loop's (k,) or (k, rank)), which no batch holds (every example keeps dimension 0 of "
     "size one); keep the layout with torch.where(mask, x, fill) or x.masked_fill(~mask, "
     "fill), or reduce with the mask ((x * mask).sum(1), and mask.sum(1) for the counts)")
+
+# Histograms: each example's counts are (bins,), whatever its shape, in dimension 0.
+_HISTOGRAMS = frozenset({torch.histc, torch.Tensor.histc, torch.histogram,
+                         torch.Tensor.histogram, torch.bincount, torch.Tensor.bincount})
+_HISTOGRAM_HINT = (
+    ": each example's result is 1-D, one count per bin in dimension 0 (the loop's (bins,)), "
+    "which no batch holds (every example keeps dimension 0 of size one); count each bin "
+    "over the positions instead, e.g. ((x.unsqueeze(-1) >= low) & (x.unsqueeze(-1) < high))"
+    ".sum(1), low and high the bins' edges: (1, bins) in each example")
