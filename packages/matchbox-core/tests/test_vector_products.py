@@ -135,3 +135,68 @@ def test_kron_of_a_batch_empty_in_one_of_two_dynamic_dims_is_refused():
     batch = MaskedBatch.fromlist([torch.randn(1, 2, 0), torch.randn(1, 1, 2)], (True, True))
     with pytest.raises(NotImplementedError, match=r"torch\.kron"):
         torch.kron(batch, torch.ones(2))
+
+
+# Examples with a static last dimension of size 3 (vectors in space), zero- and one-long
+VECTORS = {
+    "dynamic": ((True, False), [(3, 3), (0, 3), (1, 3), (4, 3)]),
+    "static": ((False, False), [(2, 3), (2, 3)]),
+    "batch-of-one": ((True, False), [(2, 3)]),
+}
+
+
+@pytest.mark.parametrize("layout", list(VECTORS))
+@pytest.mark.parametrize("case", [
+    pytest.param(lambda x, w: torch.linalg.cross(x, w), id="linalg.cross-plain"),
+    pytest.param(lambda x, w: torch.linalg.cross(w, x, dim=2), id="linalg.cross-plain-first"),
+    pytest.param(lambda x, w: torch.cross(x, x.exp(), dim=-1), id="cross-two-batches"),
+    pytest.param(lambda x, w: x.cross(w, 2), id="Tensor.cross"),
+    pytest.param(lambda x, w: torch.linalg.vecdot(x, w), id="vecdot"),
+    pytest.param(lambda x, w: torch.linalg.vecdot(x, x * 2, dim=1), id="vecdot-dynamic-dim"),
+    pytest.param(lambda x, w: torch.linalg.matmul(x, w[0].T), id="linalg.matmul"),
+])
+def test_cross_vecdot_and_linalg_matmul_match_loop(case, layout, dtype):
+    dims, shapes = VECTORS[layout]
+    examples, batch = batch_of(shapes, dims, dtype)
+    w = _weight(1, 1, 3, dtype=dtype)
+    check(lambda x: case(x, w), examples, batch, params=[w])
+
+
+@given(example_lists(dims=(True, False), min_length=0))
+def test_vecdot_of_hypothesis_shapes_matches_loop(case):
+    examples, batch = case
+    check(lambda x: torch.linalg.vecdot(x, x.sin(), dim=1), examples, batch)
+    check(lambda x: torch.linalg.vecdot(x, x.sin()), examples, batch)
+
+
+def test_cross_and_vecdot_refuse_what_the_loop_refuses_naming_the_op():
+    _, vectors = batch_of([(3, 3), (1, 3)], (True, False))
+    _, transposed = batch_of([(3, 3), (3, 1)], (False, True))
+    plain = torch.ones(1, 1, 3, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"^torch\.cross: pass dim: without it torch takes "
+                                         r"each example's first dimension of size 3"):
+        torch.cross(vectors, plain)
+    with pytest.raises(RuntimeError, match=r"^torch\.linalg\.cross: inputs must have the same "
+                                           r"number of dimensions, got 3 and 1"):
+        torch.linalg.cross(vectors, plain[0, 0])
+    with pytest.raises(ValueError, match=r"^torch\.linalg\.cross: dimension -1 of input must "
+                                         r"be static \(of size 3\)"):
+        torch.linalg.cross(transposed, plain)
+    with pytest.raises(ValueError, match=r"^Tensor\.cross: dimension 0 of input must be static"):
+        vectors.cross(plain, 0)
+    _, static = batch_of([(2, 3), (2, 3)], (False, False))
+    with pytest.raises(RuntimeError, match=r"^torch\.linalg\.cross: inputs dimension 1 must "
+                                           r"have length 3, got 2 in input"):
+        torch.linalg.cross(static, plain, dim=1)
+    with pytest.raises(ValueError, match=r"^torch\.linalg\.cross: dimension 1 of input must "
+                                         r"be static"):
+        torch.linalg.cross(vectors, plain, dim=1)
+    with pytest.raises(RuntimeError, match=r"^torch\.linalg\.cross: expected both inputs to "
+                                           r"have the same dtype"):
+        torch.linalg.cross(vectors, plain.float())
+    with pytest.raises(RuntimeError, match=r"^torch\.linalg\.vecdot: expected x and y to have "
+                                           r"the same dtype"):
+        torch.linalg.vecdot(vectors, plain.float())
+    with pytest.raises(NotImplementedError, match=r"^torch\.linalg\.vecdot: out= is not "
+                                                  r"supported"):
+        torch.linalg.vecdot(vectors, plain, out=torch.empty(0))

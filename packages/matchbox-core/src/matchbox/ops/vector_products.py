@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from matchbox import _masking, _registry
-from matchbox.masked_batch import MaskedBatch
+from matchbox.masked_batch import MaskedBatch, normalize_dim
 from matchbox.ops.linalg import einsum
 
 FAMILY = "linalg"
@@ -112,3 +112,48 @@ def kron(func, input, other, *, out=None):
             if dynamic and aligned.size(d) != 1:
                 mask = mask.repeat_interleave(aligned.size(d), d)
     return MaskedBatch._make(_masking.guard_gradient(result, mask), mask, input.dims)
+
+
+@_registry.implements(torch.linalg.vecdot, family=FAMILY)
+def vecdot(func, x, y, *, dim=-1, out=None):
+    """``sum(conj(x) * y)`` along ``dim``: the pointwise and sum rules of batches (each
+    example's own positions summed, padding left out)."""
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    if x.dtype != y.dtype:
+        raise RuntimeError(f"{op}: expected x and y to have the same dtype, but found "
+                           f"{x.dtype} and {y.dtype}")
+    if x.is_complex():
+        raise NotImplementedError(f"{op}: complex batches are not supported")
+    return (x * y).sum(dim)
+
+
+@_registry.implements(torch.cross, torch.Tensor.cross, torch.linalg.cross, family=FAMILY)
+def cross(func, input, other, dim=None, *, out=None):
+    """The cross product along ``dim``, a static dimension of size 3 of both (broadcast):
+    ``a[i+1] * b[i+2] - a[i+2] * b[i+1]`` (indices mod 3, torch's formula), by rolls."""
+    op = _registry.op_name(func)
+    _registry.refuse_out(op, out)
+    if dim is None:
+        if func is torch.linalg.cross:
+            dim = -1
+        else:
+            raise ValueError(f"{op}: pass dim: without it torch takes each example's first "
+                             "dimension of size 3, which may differ between examples (torch "
+                             "deprecates it; torch.linalg.cross takes the last)")
+    if input.dtype != other.dtype:
+        raise RuntimeError(f"{op}: expected both inputs to have the same dtype, but found "
+                           f"{input.dtype} and {other.dtype}")
+    if input.dim() != other.dim():
+        raise RuntimeError(f"{op}: inputs must have the same number of dimensions, got "
+                           f"{input.dim()} and {other.dim()}")
+    rank = input.dim()
+    d = normalize_dim(op, dim, rank)
+    for name, x in (("input", input), ("other", other)):
+        if isinstance(x, MaskedBatch) and (d == 0 or x.dims[d - 1]):
+            raise ValueError(f"{op}: dimension {dim} of {name} must be static (of size 3), "
+                             "the same in every example")
+        if x.shape[d] != 3:
+            raise RuntimeError(f"{op}: inputs dimension {dim} must have length 3, got "
+                               f"{x.shape[d]} in {name}")
+    return (input.roll(-1, d) * other.roll(-2, d)) - (input.roll(-2, d) * other.roll(-1, d))
