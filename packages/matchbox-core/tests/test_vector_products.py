@@ -18,7 +18,7 @@ SCALARS = [[()] * 4, [()]]
 
 
 def _weight(*shape, dtype):
-    return torch.randn(*shape, dtype=dtype, requires_grad=True)
+    return torch.randn(shape, dtype=dtype, requires_grad=True)
 
 
 @pytest.mark.parametrize("shapes", SCALARS, ids=["four", "batch-of-one"])
@@ -56,7 +56,7 @@ def test_mv_along_a_dynamic_dimension_matches_loop(dtype):
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("shape", [(2,), (1, 3), (2, 1), (1, 2, 2)], ids=str)
+@pytest.mark.parametrize("shape", [(), (2,), (1, 3), (2, 1), (1, 2, 2)], ids=str)
 def test_kron_of_a_batch_and_a_plain_tensor_matches_loop(layout, shape, dtype):
     # zero- and one-length examples, a batch of one; dynamic dims grow to n * q
     dims, shapes = LAYOUTS[layout]
@@ -64,6 +64,14 @@ def test_kron_of_a_batch_and_a_plain_tensor_matches_loop(layout, shape, dtype):
     w = _weight(*shape, dtype=dtype)
     check(lambda x: torch.kron(x, w), examples, batch, params=[w])
     check(lambda x: x.kron(w).sum(-1), examples, batch, params=[w])
+
+
+def test_kron_with_a_0d_tensor_of_another_dtype_promotes_as_the_loop_does():
+    # (torch.kron promotes the two dtypes, a 0-d tensor's too: float64 here)
+    examples, batch = batch_of([(3, 2), (0, 2)], (True, False), torch.float32)
+    w = torch.tensor(1.5, dtype=torch.float64)
+    check(lambda x: torch.kron(x, w), examples, batch)
+    assert torch.kron(batch, w).dtype == torch.float64
 
 
 @given(example_lists(dims=(True, False), min_length=0), st.integers(1, 3), st.integers(1, 3))
