@@ -164,3 +164,42 @@ def test_pad_sequence_of_batches_is_named_with_its_module():
     xb = MaskedBatch.fromlist([torch.randn(1, n, 2) for n in (3, 1)], (True, False))
     with pytest.raises(ValueError, match=r"^torch\.nn\.utils\.rnn\.pad_sequence: batch_first"):
         pad_sequence(list(xb.unbind(1)), batch_first=True)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: torch.masked_select(x, x > 0),
+    lambda x: x.masked_select(x > 0),
+    lambda x: torch.masked_select(torch.ones(1, 2, 3), x > 0),
+    lambda x: torch.nonzero(x),
+    lambda x: x.nonzero(as_tuple=True),
+    lambda x: torch.argwhere(x),
+    lambda x: x.argwhere(),
+], ids=["masked_select", "Tensor.masked_select", "a batch mask", "nonzero",
+        "Tensor.nonzero-as_tuple", "argwhere", "Tensor.argwhere"])
+def test_ops_with_a_count_per_example_in_dimension_0_are_refused_with_a_way_out(f):
+    # Each example's result is (k,) or (k, rank): no batch holds its own count in dim 0.
+    x = MaskedBatch.fromlist([torch.randn(1, 2, 3), torch.randn(1, 1, 3)], (True, False))
+    with pytest.raises(NotImplementedError, match=r"^(torch|Tensor)\.(masked_select|nonzero|"
+                                                  r"argwhere) is not implemented for "
+                                                  r"MaskedBatch: each example's result has its "
+                                                  r"own count of selected positions in "
+                                                  r"dimension 0 .* torch\.where\(mask, x, "
+                                                  r"fill\)"):
+        f(x)
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: torch.histc(x, 4),
+    lambda x: x.histc(bins=3, min=0, max=1),
+    lambda x: torch.histogram(x, 4),
+    lambda x: torch.bincount(x.sum(1).long().abs()),
+], ids=["histc", "Tensor.histc", "histogram", "bincount"])
+def test_histograms_are_refused_with_a_way_out(f):
+    # Each example's counts are (bins,): no batch holds them in dimension 0.
+    x = MaskedBatch.fromlist([torch.rand(1, 2), torch.rand(1, 1)], (True,))
+    with pytest.raises(NotImplementedError, match=r"^(torch|Tensor)\.(histc|histogram|bincount) "
+                                                  r"is not implemented for MaskedBatch: each "
+                                                  r"example's result is 1-D, one count per bin "
+                                                  r"in dimension 0 .* \(1, bins\) in each "
+                                                  r"example$"):
+        f(x)

@@ -116,7 +116,11 @@ CASES = {
                                {}),
 }
 # ops without a per-example index of the input's rank: their own tests below.
-OWN_TESTS = {"torch.index_select", "Tensor.index_select"}
+# (index_add/index_copy/index_fill and their in-place forms: test_index_writes.py)
+OWN_TESTS = {"torch.index_select", "Tensor.index_select",
+             *(f"{owner}.index_{op}" for owner in ("torch", "Tensor")
+               for op in ("add", "copy", "fill")),
+             *(f"Tensor.index_{op}_" for op in ("add", "copy", "fill"))}
 
 REGISTERED = registered("gather")
 

@@ -305,7 +305,10 @@ def test_weight_that_would_add_leading_dims_raises():
 def test_every_registered_linalg_op_is_covered_here():
     tested = {"matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "einsum",
               "tensordot",  # test_tensordot.py
-              "addmm", "addmv", "baddbmm"}  # test_linalg_adds.py
+              "addmm", "addmv", "baddbmm",  # test_linalg_adds.py
+              "dot", "vdot", "outer", "ger", "mv", "kron", "cross", "linalg_cross",
+              "linalg_vecdot", "linalg_matmul",  # test_vector_products.py
+              "vander", "linalg_vander"}  # test_vanders.py
     registered = {getattr(e.func, "__name__", e.name) for e in entries() if e.family == "linalg"}
     assert registered <= tested, sorted(registered - tested)
 

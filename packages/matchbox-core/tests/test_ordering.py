@@ -60,6 +60,8 @@ CASES = {
 
 # op name -> f(x): ops without a dimension argument (examples of rank 3).
 NO_DIM_CASES = {
+    "torch.msort": lambda x: torch.msort(x),  # (along each example's dimension 0: size one)
+    "Tensor.msort": lambda x: x.msort(),
     "torch.fliplr": lambda x: torch.fliplr(x),
     "Tensor.fliplr": lambda x: x.fliplr(),
     "torch.flipud": lambda x: torch.flipud(x),

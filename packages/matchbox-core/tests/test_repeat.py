@@ -159,3 +159,39 @@ def test_repeat_errors_name_the_op_and_the_reason():
     with pytest.raises(ValueError, match=r"^Tensor\.repeat_interleave: example 1 would be empty "
                                          r"in some but not all"):
         two.repeat_interleave(counts, 2)
+
+
+def test_repeat_interleave_with_the_right_output_size_matches_loop(dtype):
+    examples, batch = batch_of([(3, 2), (3, 2)], (True, False), dtype)
+    check(lambda x: x.repeat_interleave(2, 1, output_size=6), examples, batch)
+    check(lambda x: x.repeat_interleave(3, 2, output_size=6), examples, batch)
+    check(lambda x: x.repeat_interleave(torch.tensor([1, 2]), 2, output_size=3), examples,
+          batch)
+    counts = [torch.tensor(2), torch.tensor(2)]
+    cb = MaskedBatch.fromlist([c.view(1) for c in counts], ())
+    mb_assert(lambda x, r: x.repeat_interleave(r, 1, output_size=6), [examples, counts],
+              [batch, cb], 2)
+
+
+def test_repeat_interleave_refuses_a_wrong_output_size_as_torch_does():
+    # torch raises for an output_size other than the result's size; ignoring it would
+    # answer where the loop raises.
+    _, batch = batch_of([(3, 2), (1, 2)], (True, False))
+    with pytest.raises(RuntimeError, match=r"^Tensor\.repeat_interleave: invalid output_size, "
+                                           r"expected 4 but got 5"):
+        batch.repeat_interleave(2, 2, output_size=5)
+    with pytest.raises(RuntimeError, match=r"^Tensor\.repeat_interleave: invalid output_size, "
+                                           r"expected 1 but got 2"):
+        batch.repeat_interleave(1, 0, output_size=2)
+    with pytest.raises(RuntimeError, match=r"^Tensor\.repeat_interleave: invalid output_size: "
+                                           r"example 1's result has size 2 along dimension 1, "
+                                           r"not 6"):
+        batch.repeat_interleave(2, 1, output_size=6)
+    with pytest.raises(RuntimeError, match=r"^torch\.repeat_interleave: invalid output_size: "
+                                           r"the repeats sum to 3, not 4"):
+        torch.repeat_interleave(batch, torch.tensor([1, 2]), 2, output_size=4)
+    counts = MaskedBatch(torch.tensor([1, 2]), None, ())
+    with pytest.raises(RuntimeError, match=r"^Tensor\.repeat_interleave: invalid output_size: "
+                                           r"example 0's result has size 3 along dimension 1, "
+                                           r"not 2"):
+        batch.repeat_interleave(counts, 1, output_size=2)

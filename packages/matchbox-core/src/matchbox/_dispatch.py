@@ -399,6 +399,10 @@ def unsupported(func: Any, batch_type: str = "MaskedBatch",
     hint = getattr(kind.cls, "_unsupported_hint", "") if kind is not None else ""
     if func is torch.arange:
         hint = _ARANGE_HINT
+    elif func in _COUNTED_RESULTS:
+        hint = _COUNTED_HINT
+    elif func in _HISTOGRAMS:
+        hint = _HISTOGRAM_HINT
     return NotImplementedError(message + hint)
 
 
@@ -410,3 +414,25 @@ _ARANGE_HINT = (
     "dimension 0 of size one); for positions 0..n-1 of each example as (1, n), write "
     "x.new_ones(1, n, dtype=torch.long).cumsum(1) - 1, which equals "
     "torch.arange(n).unsqueeze(0) in the loop")
+
+
+# Ops whose per-example result has one row per selected (nonzero) value: (k,) or (k, rank),
+# k each example's own count, in dimension 0, where every example of a batch keeps its
+# own size-one batch dimension.
+_COUNTED_RESULTS = frozenset({
+    torch.masked_select, torch.Tensor.masked_select, torch.nonzero, torch.Tensor.nonzero,
+    torch.argwhere, torch.Tensor.argwhere, torch.nonzero_static, torch.Tensor.nonzero_static})
+_COUNTED_HINT = (
+    ": each example's result has its own count of selected positions in dimension 0 (the "
+    "loop's (k,) or (k, rank)), which no batch holds (every example keeps dimension 0 of "
+    "size one); keep the layout with torch.where(mask, x, fill) or x.masked_fill(~mask, "
+    "fill), or reduce with the mask ((x * mask).sum(1), and mask.sum(1) for the counts)")
+
+# Histograms: each example's counts are (bins,), whatever its shape, in dimension 0.
+_HISTOGRAMS = frozenset({torch.histc, torch.Tensor.histc, torch.histogram,
+                         torch.Tensor.histogram, torch.bincount, torch.Tensor.bincount})
+_HISTOGRAM_HINT = (
+    ": each example's result is 1-D, one count per bin in dimension 0 (the loop's (bins,)), "
+    "which no batch holds (every example keeps dimension 0 of size one); count each bin "
+    "over the positions instead, e.g. ((x.unsqueeze(-1) >= low) & (x.unsqueeze(-1) < high))"
+    ".sum(1), low and high the bins' edges: (1, bins) in each example")

@@ -6,10 +6,14 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 | pointwise     | pointwise.py    | broadcast like the examples; masks combined with and  |
 | reduction     | reductions/     | static dim: kept; dynamic dim: padding filled with the |
 |               |                 | op's identity first, the dimension leaves the mask     |
+|               | covariance.py   | (cov/corrcoef: each example one variable, one number)  |
 | linalg        | linalg.py       | padding zeroed; result real where both rows and        |
 |               |                 | columns are real                                       |
 |               | tensordot.py    | (tensordot: the einsum it is)                          |
 |               | linalg_adds.py  | (addmm/addmv/baddbmm: beta * input + alpha * product)  |
+|               | vector_products | (dot/vdot/outer/ger/mv: einsum; kron(batch, plain):    |
+|               | .py             | the mask repeated along dynamic dims)                  |
+|               | vanders.py      | (vander/linalg.vander: the mask gains the powers' dim) |
 | shape         | shape/          | the same view/permutation applied to data and mask    |
 | indexing      | indexing.py     | the same index applied to data and mask; negative     |
 |               |                 | indices along dynamic dims count from each example's end |
@@ -48,6 +52,7 @@ concern: ``shape/``, ``reductions/``, ``gather/``); importing them fills the reg
 from matchbox.ops import (  # noqa: F401
     constructors,
     conversion,
+    covariance,
     distances,
     fft,
     gather,
@@ -64,4 +69,6 @@ from matchbox.ops import (  # noqa: F401
     selection,
     shape,
     tensordot,
+    vanders,
+    vector_products,
 )

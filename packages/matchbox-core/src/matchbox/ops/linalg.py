@@ -305,8 +305,8 @@ def _matmul_fast(func: Any) -> Any:
 
 
 # Registered here, with its fast path: a fast path given after registering is never used.
-_registry.register((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__), matmul,
-                   family="linalg", fast_path=_matmul_fast)
+_registry.register((torch.matmul, torch.linalg.matmul, torch.Tensor.matmul,
+                    torch.Tensor.__matmul__), matmul, family="linalg", fast_path=_matmul_fast)
 
 
 @_lengths.aware

@@ -302,6 +302,14 @@ def fliplr_flipud(func, input):
     return _flip(op, input, [1 if lr else 0])
 
 
+@_lengths.aware  # (sort's rule, which keeps the lengths)
+@_registry.implements(torch.msort, torch.Tensor.msort, family=FAMILY)
+def msort(func, input, *, out=None):
+    """``sort(input, dim=0).values``: along each example's dimension 0 (of size one)."""
+    _registry.refuse_out(_registry.op_name(func), out)
+    return torch.sort(input, dim=0).values
+
+
 # ------------------------------------------------------------------ differences
 
 

@@ -33,6 +33,7 @@ from matchbox._layout import zero_padding_mask
 from matchbox._sizes import BATCH_SIZES, refuse_batch_size_number  # x.size(0): refused
 from matchbox.masked_batch import MaskedBatch, mark_zero_padding
 from matchbox.ops.integer_division import DIVIDING, read_zeros_as_ones
+from matchbox.ops.pointwise_aliases import POINTWISE_ALIASES
 from matchbox.ops.pointwise_counters import with_counter as _with_counter
 from matchbox.ops.scalar_arguments import per_example_fill, refuse_number_batches
 
@@ -132,6 +133,7 @@ def _is_pointwise(name: str) -> bool:
     aten = _aten_name(name)
     if aten is None or aten in NOT_POINTWISE:
         return False
+    aten = POINTWISE_ALIASES.get(aten, aten)
     if name in ELEMENTWISE_UNTAGGED or aten in ELEMENTWISE_UNTAGGED:
         return True
     packet = getattr(torch.ops.aten, aten, None)
@@ -153,7 +155,8 @@ def pointwise_ops() -> list[Any]:
             if name.startswith("_") and not (methods and name.startswith("__")):
                 continue
             func = getattr(namespace, name, None)
-            if callable(func) and not isinstance(func, type) and _is_pointwise(name):
+            if callable(func) and not isinstance(func, type) and (_is_pointwise(name) or (
+                    namespace is torch.special and _is_pointwise(func.__name__))):
                 found.append(func)
     return found
 

@@ -184,7 +184,7 @@ def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
     d = normalize_dim(op, dim, input.dim())
     _registry.refuse_size_number(op, "output_size", output_size)
     if isinstance(repeats, MaskedBatch):
-        return _interleave_per_example(op, input, d, repeats)
+        return _interleave_per_example(op, input, d, repeats, output_size)
     _registry.refuse_size_number(op, "repeats", repeats)
     if isinstance(repeats, torch.Tensor) and repeats.numel() == 1:
         repeats = int(repeats)
@@ -195,7 +195,10 @@ def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
             if repeats != 1:
                 raise ValueError(f"{op}: repeating dimension 0, each example's batch dimension "
                                  f"(size one), {repeats} times would change its size")
+            _check_output_size(op, output_size, 1, d)
             return input
+        _check_output_size(op, output_size, repeats * (
+            _masking.sizes_along(input, d) if input.dims[d - 1] else input.data.size(d)), d)
         if repeats == 0 and input.dims[d - 1] and sum(input.dims) > 1:
             refuse_partly_empty(op, [0 * _masking.sizes_along(input, j) if j == d else
                                      _masking.sizes_along(input, j)
@@ -206,6 +209,22 @@ def repeat_interleave(func, input, repeats=None, dim=None, *, output_size=None):
             mask = mask.repeat_interleave(repeats, d)
         return MaskedBatch._make(data, mask, input.dims)
     return _interleave_tensor(op, input, d, repeats, output_size)
+
+
+def _check_output_size(op: str, output_size: Any, length: Any, d: int) -> None:
+    """``output_size``, where given, must be the result's size along ``d`` (``length``: an
+    int, or one per example), as the loop's torch requires of each example."""
+    if output_size is None:
+        return
+    if not isinstance(length, torch.Tensor):
+        if length != output_size:
+            raise RuntimeError(f"{op}: invalid output_size, expected {length} but got "
+                               f"{output_size}")
+        return
+    bad = _masking.running(length != output_size)
+    _capture.check(bad, lambda: RuntimeError(
+        f"{op}: invalid output_size: example {int(bad.nonzero()[0])}'s result has size "
+        f"{int(length[bad][0])} along dimension {d}, not {output_size}"))
 
 
 def _interleave_tensor(op: str, x: MaskedBatch, d: int, repeats: torch.Tensor,
@@ -225,6 +244,10 @@ def _interleave_tensor(op: str, x: MaskedBatch, d: int, repeats: torch.Tensor,
         _masking.check_static_extents(op, [(x, d)], [(repeats.view(count), 0)], exact=True,
                                       label=f"dimension {d} (the number of repeats)")
         data = data.narrow(d, 0, min(count, data.size(d)))
+    if output_size is not None:
+        total = repeats.sum().view(1)
+        _capture.check(total != output_size, lambda: RuntimeError(
+            f"{op}: invalid output_size: the repeats sum to {int(total)}, not {output_size}"))
     out = torch.repeat_interleave(data, repeats.to(data.device), d, output_size=output_size)
     dims = x.dims[:d - 1] + (False,) + x.dims[d:]
     mask = x._mask
@@ -233,8 +256,8 @@ def _interleave_tensor(op: str, x: MaskedBatch, d: int, repeats: torch.Tensor,
     return MaskedBatch._make(out, _masking.fit_mask(mask, out, dims), dims)
 
 
-def _interleave_per_example(op: str, x: MaskedBatch, d: int, repeats: MaskedBatch
-                            ) -> MaskedBatch:
+def _interleave_per_example(op: str, x: MaskedBatch, d: int, repeats: MaskedBatch,
+                            output_size: Any) -> MaskedBatch:
     """One count per example: example e's values along ``d`` each repeated ``r_e`` times."""
     if repeats.dims != () or repeats.dtype.is_floating_point or repeats.dtype == torch.bool:
         raise ValueError(f"{op}: a batch of repeats must hold one int per example (dims ()), "
@@ -252,6 +275,7 @@ def _interleave_per_example(op: str, x: MaskedBatch, d: int, repeats: MaskedBatc
     r = torch.where(real, r.clamp(min=0), 0)
     n = _masking.sizes_along(x, d)
     length = r * n
+    _check_output_size(op, output_size, torch.where(real, length, output_size or 0), d)
     size = int(length.max()) if length.numel() else 0
     rank = x.data.dim()
     per_example = [-1] + [1] * (rank - 1)

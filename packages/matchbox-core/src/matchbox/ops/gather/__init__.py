@@ -18,6 +18,11 @@ example, indexed per example).  What happens to padding and mask:
 | scatter, scatter_add,       | the input's                  | a padding index position writes into a    |
 | scatter_reduce (and _)      |                              | slot past the data, dropped afterwards;   |
 |                             |                              | real ones must be inside the example      |
+| index_add, index_copy (and  | the input's                  | the scatter they are, by a plain 1-D      |
+| _), index_fill (and _)      |                              | index expanded to the source's layout;    |
+|                             |                              | index_fill: where each example's          |
+|                             |                              | positions are selected (negative: from    |
+|                             |                              | its end)                                  |
 
 Checks are the loop's: in every dimension but ``dim`` the index may not be larger
 than the input (nor, for scatter, than ``src`` in any dimension), counted per example;
@@ -30,12 +35,12 @@ size-one batch dimension) the only position is 0.  ``out=`` is refused.
 
 One family (``gather``), a module per concern: ``_indices`` (the index as a batch, its
 checks, its positions), ``gathering`` (``gather``, ``take_along_dim``, ``index_select``),
-``scattering`` (the ``scatter`` ops) and ``tensor_indices`` (``x[:, idx]``, and a plain
+``scattering`` (the ``scatter`` ops), ``index_writes`` (``index_add``/``_copy``/``_fill``) and ``tensor_indices`` (``x[:, idx]``, and a plain
 tensor indexed by a batch, ``W[idx]``).
 """
 
 # Importing the modules registers their ops.
-from matchbox.ops.gather import gathering, scattering  # noqa: I001
+from matchbox.ops.gather import gathering, index_writes, scattering  # noqa: I001
 from matchbox.ops.gather._indices import (
     as_batch,
     check_not_larger,
