@@ -108,6 +108,14 @@ def test_a_fast_method_inside_an_autograd_function_refuses():
         Product.apply(torch.zeros(1, requires_grad=True))
 
 
+class _Receiver:
+    """A stand-in for the batch a method is called on.  It has no deferred guard, as a
+    batch outside a region: once any guard was deferred in the process (an earlier test's
+    region), the method reads the receiver's ``_deferred_guard``."""
+
+    _deferred_guard = None
+
+
 class _Calls:
     def __init__(self):
         self.fast, self.dispatched = [], []
@@ -130,13 +138,13 @@ def test_the_guard_hands_every_call_the_dispatch_must_see_to_it():
     # A fast path that checks nothing itself: the registry's guard is all there is.
     calls = _Calls()
     method = guarded(_Kind(calls, {list}), torch.Tensor.mul, calls.fast_path)
-    assert method(object(), 2) == "fast"
-    assert method(object(), 2, out=None) == "dispatched"  # keywords are bound by it
-    assert method(object(), [2]) == "dispatched"  # a class the dispatch converts
+    assert method(_Receiver(), 2) == "fast"
+    assert method(_Receiver(), 2, out=None) == "dispatched"  # keywords are bound by it
+    assert method(_Receiver(), [2]) == "dispatched"  # a class the dispatch converts
     with torch.no_grad():  # how an autograd.Function's forward runs
-        assert method(object(), 2) == "dispatched"
+        assert method(_Receiver(), 2) == "dispatched"
     with profile(activities=[ProfilerActivity.CPU]):
-        assert method(object(), 2) == "dispatched"
+        assert method(_Receiver(), 2) == "dispatched"
     assert calls.fast == [(2,)]
     assert len(calls.dispatched) == 4
 
@@ -144,7 +152,7 @@ def test_the_guard_hands_every_call_the_dispatch_must_see_to_it():
 def test_a_call_the_fast_path_declines_goes_to_the_dispatch():
     calls = _Calls()
     method = guarded(_Kind(calls, set()), torch.Tensor.mul, lambda func, this, args: None)
-    assert method(object(), 2) == "dispatched"
+    assert method(_Receiver(), 2) == "dispatched"
     assert calls.dispatched == [((2,), {})]
 
 
