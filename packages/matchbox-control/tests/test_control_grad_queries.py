@@ -82,3 +82,24 @@ def test_what_code_does_on_requires_grad_is_refused_for_a_batch(how, op):
     with pytest.raises(NotImplementedError, match=rf"Tensor\.{op} is not implemented for "
                                                   r"MaskedBatch"):
         hooked(xb, w, how)
+
+
+@matchbox.batch
+def parameter_chosen_in_inference_mode(x, w):
+    with torch.inference_mode():
+        if x[:, 0, 0] > 0:
+            v = w
+        else:
+            v = w * 2
+        out = x.sum(1) * v
+    return out
+
+
+def test_a_parameter_chosen_in_inference_mode_equals_the_loop():
+    """A leaf (a parameter chosen per example in evaluation code) is not refused: the
+    values are the loop's (a leaf has no history to keep but itself)."""
+    w = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
+    xs, xb = sequences([3, 2, 4, 1])
+    out = parameter_chosen_in_inference_mode(xb, w)
+    for got, x in zip(out.examples(), xs):
+        assert torch.equal(got, parameter_chosen_in_inference_mode(x, w))

@@ -58,13 +58,14 @@ def run(merge: Callable[..., Any], *args: Any) -> Any:
 
 
 def _has_history(value: Any) -> bool:
-    """Whether ``value`` (a batch, a tensor, a tuple/list/dict of them) requires grad; by
-    its type only (an unassigned variable's marker answers no other question)."""
+    """Whether ``value`` (a batch, a tensor, a tuple/list/dict of them) was computed with
+    gradients (has a ``grad_fn``: a parameter itself, chosen in evaluation code, is not
+    refused); by its type only (an unassigned variable's marker answers nothing else)."""
     kind = type(value)
     if kind is MaskedBatch:
-        return value._data.requires_grad
+        return value._data.grad_fn is not None
     if issubclass(kind, torch.Tensor):
-        return value.requires_grad
+        return value.grad_fn is not None
     if kind is tuple or kind is list:
         return any(_has_history(v) for v in value)
     if kind is dict:
