@@ -10,7 +10,8 @@ each example what it has (possibly nothing; with several dynamic dimensions, the
 result's mask then carries the example's other sizes, see ``matchbox._lengths``).
 A batch of per-example ints (``dims == ()``, an integer dtype: a counter that
 examples advance at their own pace in a ``@batch`` loop) is each example's own
-int index.  A tensor index (a plain tensor or list of positions, the same for every
+int index, and as a slice's start or stop along a dynamic dimension each example's own
+bound (``x[:, start:end + 1]``, ``ops/index_size_bounds.py``).  A tensor index (a plain tensor or list of positions, the same for every
 example, or a batch of per-example index tensors; ``ops/gather/tensor_indices.py``)
 replaces the dimension it indexes by the index's shape, each example reading its own
 positions; one tensor index per subscript, bool (mask) indices are refused.
