@@ -294,23 +294,6 @@ def test_malformed_indices_are_refused_with_the_op_name():
         xb[:, "a"]
 
 
-@pytest.mark.parametrize("index", [
-    (slice(None), slice(None, "n")), (slice(None), slice("n", None)),
-    (slice(None), slice(0, "n")), (slice(None), slice(None), slice(None, "n")),
-    (slice(None), slice(None, None, "n")),
-])
-def test_a_per_example_slice_bound_is_refused_with_the_op_name(index):
-    _, xb = batch_of(3, 1, 2)
-    n = MaskedBatch.fromlist([torch.tensor([2]), torch.tensor([1]), torch.tensor([1])], ())
-    index = tuple(slice(*[n if b == "n" else b for b in (i.start, i.stop, i.step)])
-                  for i in index)
-    with pytest.raises(NotImplementedError, match=r"Tensor\.__getitem__: a slice bound that is "
-                                                  r"a batch \(one value per example.*per-example "
-                                                  r"slice bounds are not implemented.*x\[:, n\], "
-                                                  r"which is supported"):
-        xb[index]
-
-
 ASSIGNMENTS = {
     "x[:, 0] = x[:, 0] * 3": lambda x: x.__setitem__((slice(None), 0), x[:, 0] * 3),
     "x[:, 1:3] = 0.5": lambda x: x.__setitem__((slice(None), slice(1, 3)), 0.5),

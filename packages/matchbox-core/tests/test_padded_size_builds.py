@@ -263,3 +263,38 @@ def test_a_kept_padded_size_does_not_keep_its_batch_alive():
     # In the loop each example's size there is its own (h's examples are xb's).
     check(lambda x: x + x.new_zeros(x.size(0), size, 4) if isinstance(x, MaskedBatch) else
           x + x.new_zeros(1, x.size(1), 4), examples, xb)
+
+
+# ------------------------------------------- x.new_zeros(x.maxsize()): every padded size
+
+
+PADDED_SHAPE = (r"Tensor\.{op}: sizes \(3, 3, 2\) are the batch's padded sizes "
+                r"\(x\.maxsize\(\)\), but dimensions \[1\] are dynamic: in the loop over "
+                r"examples x\.maxsize\(\) is each example's own shape.*x\.new_zeros\(x\.shape\)")
+
+
+@pytest.mark.parametrize("build", [
+    ("new_zeros", lambda x: x.new_zeros(x.maxsize())),
+    ("new_ones", lambda x: x.new_ones(*x.maxsize())),
+    ("new_empty", lambda x: x.new_empty(tuple(x.maxsize()))),
+    ("new_full", lambda x: x.new_full(x.maxsize(), 2.0)),
+], ids=lambda b: b[0])
+def test_every_padded_size_of_a_dynamic_batch_is_refused(build):
+    """``x.maxsize()`` holds plain ints: each example would be built at the longest's,
+    where the loop's ``x.maxsize()`` is each example's own shape (it was silent)."""
+    _, xb = batch_of([(3, 2), (1, 2), (0, 2)], (True, False))
+    with pytest.raises(ValueError, match=PADDED_SHAPE.format(op=build[0])):
+        build[1](xb)
+
+
+@pytest.mark.parametrize("shapes", [[(3, 2), (1, 2), (0, 2)], [(2, 2)]],
+                         ids=["mixed", "batch-of-one"])
+def test_each_examples_own_shape_equals_the_loop(shapes, dtype):
+    """What the message says to write, ``x.new_zeros(x.shape)``, and a batch of one (or
+    of static examples), whose padded sizes are each example's own, equal the loop."""
+    examples, xb = batch_of(shapes, (True, False), dtype)
+    check(lambda x: x + x.new_ones(x.shape), examples, xb)
+    check(lambda x: x + x.new_ones(x.maxsize()), examples[:1], MaskedBatch.fromlist(
+        examples[:1], (True, False)))
+    static, sb = batch_of([(2, 2), (2, 2)], (False, False), dtype)
+    check(lambda x: x + x.new_ones(x.maxsize()), static, sb)

@@ -97,6 +97,12 @@ SIZE_USES = {
     "view(B, T, 2, 2)": lambda x: x.view(x.size(0), x.maxsize(1), 2, 2).sum(3),
     "reshape(B, T, 4, 1)": lambda x: x.reshape(x.size(0), x.maxsize(1), 4, 1) + 1,
     "ones(1, T, 1)": lambda x: x + torch.ones(1, x.maxsize(1), 1, dtype=x.dtype).cumsum(1),
+    # A plain tensor built at T (each example of the loop builds its own) meeting the batch.
+    "zeros(T) + x[:, :, 0]": lambda x: torch.zeros(x.maxsize(1), dtype=x.dtype) + x[:, :, 0],
+    "arange(T) * x[:, :, 0]": lambda x: torch.arange(x.maxsize(1)) * x[:, :, 0],
+    "zeros([T, 4]) + x": lambda x: torch.zeros([x.maxsize(1), 4], dtype=x.dtype) + x,
+    "full((T,), 2) * x[:, :, 1]": lambda x: torch.full((x.maxsize(1),), 2.0,
+                                                        dtype=x.dtype) * x[:, :, 1],
 }
 
 

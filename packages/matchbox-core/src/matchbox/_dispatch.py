@@ -171,6 +171,7 @@ def _write_running(kind: Kind, handler: Handler, func: Any, args: tuple[Any, ...
             "condition is not supported (it would change the examples that do not run "
             "the code too); write it out of place (y = op(x)), which @batch merges per "
             "example")
+    _region_guard.refuse_a_view_of_a_guard(op_name(func), target)
     copy = in_place_copy(target)
     if args:
         args = (copy, *args[1:])

@@ -26,10 +26,12 @@ discards.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import torch
 
+from matchbox._copies import is_copy
 from matchbox._copies import remember as remember_copy
 from matchbox._execution import mask_view
 from matchbox._layout import mark_zero_padding
@@ -110,7 +112,35 @@ def resolve(batch: Any) -> Any:
         batch._zero_padding = None
     if batch._not_a_view:  # a copy standing for a view (``matchbox._copies``): so is the
         remember_copy(batch._data)  # guarded one, and its views are refused in-place ops
+    if getattr(batch, "_guards", None) is not None:  # (a region's guard of a variable)
+        key = id(batch._data)
+        _GUARD_DATA[key] = weakref.ref(batch._data, lambda _: _GUARD_DATA.pop(key, None))
     return batch
+
+
+#: The data of the region guards applied (:func:`resolve`) of batches that stand for a
+#: variable's batch (``_guards``), by ``id``: an in-place op on a *view* of such data
+#: would miss the variable's batch (:func:`refuse_a_view_of_a_guard`).
+_GUARD_DATA: dict[int, Any] = {}
+
+
+def refuse_a_view_of_a_guard(op: str, target: Any) -> None:
+    """Refuse an in-place op under a per-example condition on ``target``, a batch whose data
+    is a view of a region guard's data (``x[:, 0].mul_(s)``, ``x.view(...).add_(v)`` with
+    ``x`` requiring grad): the guard is a new tensor standing for ``x`` in the region, so
+    the write would reach it and not ``x``, where the loop's view writes into ``x``."""
+    base = target._data._base
+    if base is None or not _GUARD_DATA or is_copy(target):
+        return  # (a copy standing for a view: refused, or written back, as one)
+    ref = _GUARD_DATA.get(id(base))
+    if ref is not None and ref() is base:
+        raise NotImplementedError(
+            f"{op}: an in-place op on a view of a batch (x[:, 0].mul_(v), x.view(...).add_(v)) "
+            "under a per-example condition, where the batch requires grad, is not supported: "
+            "in the region the batch is read through its gradient guard, a new tensor, so the "
+            "write would not reach it (the loop's view writes into x); write the update as an "
+            "assignment to the batch's items, x[:, 0] *= v (or x[:, 0] = new_value), which "
+            "reaches it")
 
 
 _SEQUENCES = frozenset({list, tuple})

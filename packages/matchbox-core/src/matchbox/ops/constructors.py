@@ -52,6 +52,7 @@ def new_batch(
             f"{op}: the first size is each example's batch dimension and must be 1 "
             f"(or the batch size {batch}); got {sizes[:1]}"
         )
+    _refuse_padded_shape(op, x, sizes)
     source = _same_layout(sizes, batch)
     if source is not None:  # x.new_zeros(x.size(0), T, H): x's own layout, its mask
         return MaskedBatch._make(make([batch] + [plain_size(s) for s in sizes[1:]]),
@@ -89,6 +90,25 @@ def new_batch(
     else:
         mask = None  # no padding: every position is real
     return MaskedBatch._make(data, mask, tuple(dims))
+
+
+def _refuse_padded_shape(op: str, x: MaskedBatch, sizes: list[Any]) -> None:
+    """``x.new_zeros(x.maxsize())`` (or ``*x.maxsize()``): plain ints that are exactly the
+    padded sizes of ``x``, whose examples are shorter in a dynamic dimension, are refused:
+    in the loop ``x.maxsize()`` is each example's own shape, and the batch would build every
+    example at the longest's (silently, unless it then met ``x``)."""
+    batch = x.data.size(0)
+    if (batch < 2 or not any(x.dims) or x._mask is None or len(sizes) != x.dim()
+            or any(type(s) is not int for s in sizes) or list(sizes) != list(x.data.shape)):
+        return
+    shown = ", ".join(map(str, sizes))
+    raise ValueError(
+        f"{op}: sizes ({shown}) are the batch's padded sizes (x.maxsize()), but dimensions "
+        f"{[i for i, d in enumerate(x.dims, 1) if d]} are dynamic: in the loop over examples "
+        "x.maxsize() is each example's own shape, while these plain ints would build every "
+        "example at the longest example's; write x.new_zeros(x.shape) for each example's own "
+        "shape, or give the sizes one by one (x.size(0), x.maxsize(1), H), int(x.maxsize(1)) "
+        "for the padded size itself")
 
 
 def _same_layout(sizes: list[Any], batch: int) -> MaskedBatch | None:

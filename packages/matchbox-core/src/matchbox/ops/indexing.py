@@ -10,7 +10,8 @@ each example what it has (possibly nothing; with several dynamic dimensions, the
 result's mask then carries the example's other sizes, see ``matchbox._lengths``).
 A batch of per-example ints (``dims == ()``, an integer dtype: a counter that
 examples advance at their own pace in a ``@batch`` loop) is each example's own
-int index.  A tensor index (a plain tensor or list of positions, the same for every
+int index, and as a slice's start or stop along a dynamic dimension each example's own
+bound (``x[:, start:end + 1]``, ``ops/index_size_bounds.py``).  A tensor index (a plain tensor or list of positions, the same for every
 example, or a batch of per-example index tensors; ``ops/gather/tensor_indices.py``)
 replaces the dimension it indexes by the index's shape, each example reading its own
 positions; one tensor index per subscript, bool (mask) indices are refused.
@@ -74,16 +75,6 @@ def _expand_index(op: str, index: Any, x: MaskedBatch) -> list[Any]:
             continue
         if is_tensor_index(item):
             tensor_indices += 1
-        if isinstance(item, slice) and any(
-                isinstance(b, MaskedBatch) for b in (item.start, item.stop, item.step)):
-            raise NotImplementedError(
-                f"{op}: a slice bound that is a batch (one value per example, e.g. from "
-                "size_as_tensor or a @batch counter) is not supported: per-example slice "
-                "bounds are not implemented; keep the positions and mask them instead "
-                "(torch.where on a comparison of positions with the bound), or take one "
-                "element per example with a per-example int index, x[:, n], which is "
-                "supported"
-            )
         if isinstance(item, bool):
             raise NotImplementedError(
                 f"{op}: bool indices are not supported for batches; use ints, slices, "
@@ -120,9 +111,9 @@ def _expand_index(op: str, index: Any, x: MaskedBatch) -> list[Any]:
     if consuming > rank:
         raise IndexError(f"{op}: too many indices for examples of rank {rank}")
     first = items[0] if items else slice(None)
-    if first == slice(None):
+    if _whole(first):
         pass
-    elif isinstance(first, slice) and not any(isinstance(b, torch.Tensor) for b in (
+    elif isinstance(first, slice) and not any(isinstance(b, (torch.Tensor, MaskedBatch)) for b in (
             first.start, first.stop, first.step)) and range(1)[first] == range(1):
         items[0] = slice(None)  # x[0:1], x[-1:]: each example's dimension 0, whole
     else:
@@ -132,6 +123,12 @@ def _expand_index(op: str, index: Any, x: MaskedBatch) -> list[Any]:
         )
     items = _size_bounds(op, items, x)
     return items
+
+
+def _whole(item: Any) -> bool:
+    """Whether ``item`` is ``:`` (compared by identity: a bound may be a batch)."""
+    return isinstance(item, slice) and item.start is None and item.stop is None \
+        and item.step is None
 
 
 def _first_index_hint(first: Any, items: list[Any]) -> str:
@@ -270,9 +267,9 @@ def getitem(func, input, index):
                                   x.dims[: d - 1] + (False,) + x.dims[d - 1:])
             d += 1
         elif isinstance(item, slice):
-            if x.dims[d - 1] and item != slice(None):
-                item = slice(_padded_bound(op, x, item.start), _padded_bound(op, x, item.stop),
-                             item.step)
+            if x.dims[d - 1] and not _whole(item):
+                item = slice(_padded_bound(op, x, item.start, d),
+                             _padded_bound(op, x, item.stop, d), item.step)
                 x = _slice_dynamic(op, x, d, item)
                 # (A bound per example, or from each example's end: other positions in
                 # each example, which in-place ops on the result do not reach alike.)

@@ -132,8 +132,11 @@ _INTEGER_DTYPES = frozenset({torch.int64, torch.int32, torch.int16, torch.int8, 
 
 
 def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch,
-                       op: str = "Tensor.__getitem__") -> MaskedBatch:
-    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints.
+                       op: str = "Tensor.__getitem__", positions: list[Any] | None = None
+                       ) -> MaskedBatch:
+    """``x[..., i]`` along dim ``d`` with ``i`` a batch of per-example ints; ``positions``
+    (a list) takes each example's position read (a ``(batch,)`` tensor, negative ones
+    counted from the padded end, as advanced indexing reads them), for a write there.
 
     Each example's element is read with one advanced index (``data[rows, ..., i]``),
     not a ``gather`` of an index expanded over the other dimensions and squeezed.
@@ -172,6 +175,8 @@ def select_per_example(x: MaskedBatch, d: int, index: MaskedBatch,
         if index._mask is not None:  # an index that is padding is not in range
             present = present & index._mask
         refuse_absent(present, i, n, f"dimension {d}", op)
+    if positions is not None:
+        positions.append(at)
     if size == 0:  # every example misses (a deferred check's, or one not running)
         return nowhere(x, d, present, dims)
     rows = _example_rows(at)

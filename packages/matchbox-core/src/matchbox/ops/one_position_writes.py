@@ -38,7 +38,6 @@ from matchbox._masked_writes import WRITE_WATCH, _writable, write_running
 from matchbox._op_table import op_name
 from matchbox.masked_batch import MaskedBatch
 from matchbox.ops.one_position import (
-    _bounds_along,
     _example_rows,
     is_per_example_int,
     remember_source,
@@ -123,16 +122,11 @@ def _write_one(x: MaskedBatch, prefix: tuple[Any, ...], d: int, index: MaskedBat
     if base is not x and _copies.is_copy(base):
         raise _differing_positions(text, "before", "counted from each example's end")
     if new_row is None:
-        row = select_per_example(base, d, index, OP)  # checks the positions, as x[:, j]
-        size = base._data.size(d)
-        if size == 0:  # no example has a position: nothing to write (or a deferred error)
-            return None
-        i = index._data.long()
-        if base.dims[d - 1] and base._mask is not None:
-            at = i.remainder(_bounds_along(base, d)[2])  # (select_per_example's, kept)
-        else:
-            at = i.remainder(size)
-        new_row = (at, _new_row(row, d, kept, suffix, value, text, getitem, copy_,
+        positions: list[torch.Tensor] = []  # (each example's, as the read found them)
+        row = select_per_example(base, d, index, OP, positions)  # checks them, as x[:, j]
+        if base._data.size(d) == 0:  # no example has a position: nothing to write (or a
+            return None              # deferred error)
+        new_row = (positions[0], _new_row(row, d, kept, suffix, value, text, getitem, copy_,
                                 without_leading_ones))
     at, new = new_row
     rows = _example_rows(at)

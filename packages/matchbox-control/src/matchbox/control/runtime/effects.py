@@ -191,7 +191,11 @@ def aug_assign(mask: Any, op: str, target: Any, value: Any, name: str) -> Any:
     if mask is None:
         return inplace(target, value)
     if type(target) is MaskedBatch:
-        _update_running(mask, target, out_of_place(target, value), name)
+        # The out-of-place op may save ``target`` for its derivative (``x[:, 0] *= s``:
+        # ``s``'s gradient reads the old ``x[:, 0]``), which the write below changes in
+        # place: it reads a copy, as the loop's in-place op keeps the original.
+        source = target.clone() if _records_grad(target, value) else target
+        _update_running(mask, target, out_of_place(source, value), name)
         return target
     if isinstance(target, torch.Tensor):
         return select(mask, out_of_place(target, value), target, name)
@@ -330,3 +334,9 @@ def _write_back(target: MaskedBatch, result: MaskedBatch, name: str) -> None:
                          f"from {target.dims} to {result.dims}")
     target.data = result.data
     target._mask = result._mask
+
+
+def _records_grad(target: MaskedBatch, value: Any) -> bool:
+    """Whether ``target op value`` records a gradient (so may save ``target``)."""
+    return torch.is_grad_enabled() and (target.requires_grad or (
+        isinstance(value, (torch.Tensor, MaskedBatch)) and value.requires_grad))

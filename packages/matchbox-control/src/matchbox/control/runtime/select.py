@@ -66,7 +66,7 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     under its enclosing mask, a plain condition's, needs none: plain Python's)."""
     if mask is outer or new is old:
         return new
-    if not torch.is_grad_enabled() and grad_kept.wanted():  # the user's no_grad
+    if not torch.is_grad_enabled() and grad_kept.wanted(new, old, name):  # the user's no_grad
         return grad_kept.run(merge, mask, outer, new, old, name)
     if type(new) is MaskedBatch and type(old) is MaskedBatch:
         if new._data.dtype is not old._data.dtype:  # (first: a value kept is merged as is)
@@ -206,7 +206,7 @@ def merge_written(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
 
 def select(mask: torch.Tensor, new: Any, old: Any, name: str) -> Any:
     """``new`` for the examples in ``mask``, ``old`` for the others."""
-    if not torch.is_grad_enabled() and grad_kept.wanted():  # the user's no_grad
+    if not torch.is_grad_enabled() and grad_kept.wanted(new, old, name):  # the user's no_grad
         return grad_kept.run(select, mask, new, old, name)
     return number_merges.merged(mask, new, old, _select(mask, new, old, name), name)
 

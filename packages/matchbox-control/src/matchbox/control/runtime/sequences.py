@@ -58,6 +58,7 @@ from matchbox.control.runtime.copies import stored
 from matchbox.control.runtime.dict_keys import refuse_partial_keys
 from matchbox.control.runtime.masks import _MASK
 from matchbox.control.runtime.select import only_active, select, user_line
+from matchbox.control.runtime.slice_bounds import own_ints, per_example_bound
 from matchbox.extending import BATCH_VIEWS, capturing, combine_masks, fails, refuse
 from matchbox.extending import EXAMPLE_SCALAR as SCALAR
 from matchbox.extending import mark_example_scalar as mark
@@ -244,6 +245,9 @@ def get_item(obj: Any, index: Any) -> Any:
     if type(index) is not int and type(index) is not slice:
         return obj[index]
     present = per_example_presence(obj)
+    per_bound = per_example_bound(index) if type(index) is slice else None
+    if present is None and per_bound is not None:
+        present = _every(obj, per_bound)  # items[:n] of a per-example n: each its own
     if present is None:
         return obj[index]
     if type(index) is slice:
@@ -436,9 +440,11 @@ def _empty_read(present: torch.Tensor, index: Any) -> None:
 
 
 def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
-    """Each example's own ``items[a:b:c]``, as a list of items recorded again."""
+    """Each example's own ``items[a:b:c]``, as a list of items recorded again; a start
+    or stop may be one int per example (``items[:n]``)."""
     for part, name in ((index.start, "start"), (index.stop, "stop"), (index.step, "step")):
-        if part is not None and type(part) is not int:
+        if part is not None and type(part) is not int and not (
+                type(part) is MaskedBatch and name != "step"):
             raise TypeError(f"@batch: a slice of a list whose items only some examples have "
                             f"needs an int {name} (or None), got {type(part).__name__}")
     step = 1 if index.step is None else index.step
@@ -447,10 +453,11 @@ def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
     counts = present.sum(0)
     rank = present.long().cumsum(0) - 1
 
-    def bound(value: int | None, default: torch.Tensor, low: int, high: torch.Tensor):
+    def bound(value: Any, default: torch.Tensor, low: int, high: torch.Tensor):
         if value is None:
             return default
-        b = torch.full_like(counts, value)
+        b = own_ints(value, counts) if type(value) is MaskedBatch else torch.full_like(
+            counts, value)
         b = torch.where(b < 0, b + counts, b)
         return torch.minimum(torch.clamp(b, min=low), high)
 
@@ -473,3 +480,4 @@ def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
         taken = chosen.any(1).tolist()
         order = [k for k in order if taken[k]]
     return type(obj)(per_example_item(chosen[k], obj[k], "a list item") for k in order)
+
