@@ -48,13 +48,13 @@ from matchbox.compiler import reuse as reuse_module
 from matchbox.compiler import scan_settings, symbolic
 from matchbox.compiler.graph import CaptureError, Specialization
 from matchbox.compiler.state import (
-    autocast_key,
     before_run,
     copied_and_changed,
     globals_key,
     module_functions,
     module_key,
     restore,
+    torch_state_key,
 )
 from matchbox.compiler.structure import (
     Unsupported,
@@ -198,7 +198,7 @@ class _Specializations:
         except Unsupported as error:
             return self._run_uncaptured(str(error), params, args, kwargs)
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
-               autocast_key(), key_extra, aliases(params + tensors))
+               torch_state_key(), key_extra, aliases(params + tensors))
         call = _Call(params, args, kwargs, structure, tensors, key)
         spec = self.graphs.get(key) or self.by_guards.find(key, call.inputs)
         if spec is None and self.reuse is not None:

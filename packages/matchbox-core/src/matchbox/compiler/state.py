@@ -20,6 +20,8 @@ capture instead (the call then runs eagerly) and puts the attributes back.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import functools
 import inspect
 import types
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
     from matchbox.compiler.graph import Specialization
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+# Functions keyed by identity (a module's ``self.activation = F.relu``, a global
+# ``ACT = torch.tanh``): the graph holds the ops of the one it was captured with.
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+              functools.partial)
 _MISSING = object()
 # Containers of plain values keyed by their items (a module's ``self.scales = (1.0, 2.0)``,
 # a global list of flags), up to this many items in all: a larger one (a vocabulary) is not.
@@ -43,14 +49,26 @@ _MOST_ITEMS = 64
 
 
 def plain_value(value: Any) -> Any:
-    """``value`` as a key if it is plain (a number, string, flag, ...) or a tuple, list or
-    dict of such (by their items, as they are now: a list changed in place is another
-    key), else ``_MISSING``."""
+    """``value`` as a key if it is plain (a number, string, flag, an enum member, a
+    function, by identity) or a tuple, list, dict or dataclass instance of such (by their
+    items or fields, as they are now: a list changed in place, a config's field set, is
+    another key), else ``_MISSING``."""
     budget = [_MOST_ITEMS]
 
     def frozen(v: Any) -> Any:
-        if type(v) in _PLAIN:
+        if type(v) in _PLAIN or isinstance(v, enum.Enum):
             return v
+        if isinstance(v, _FUNCTIONS):
+            return ("function", _Identity(v))
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            fields = [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
+            budget[0] -= len(fields)
+            if budget[0] < 0:
+                return _MISSING
+            parts = tuple((name, frozen(item)) for name, item in fields)
+            if any(part is _MISSING for _, part in parts):
+                return _MISSING
+            return (type(v), parts)
         if type(v) not in (tuple, list, dict):
             return _MISSING
         budget[0] -= len(v)
@@ -66,6 +84,29 @@ def plain_value(value: Any) -> Any:
         return (type(v).__name__, tuple(parts))
 
     return frozen(value)
+
+
+class _Identity:
+    """A key equal to another only for the same object (a ``functools.partial`` or a bound
+    method compares by value, or not at all)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and (
+            other.value is self.value or (isinstance(self.value, types.MethodType)
+                                          and other.value == self.value))
+
+    def __hash__(self) -> int:
+        if isinstance(self.value, types.MethodType):
+            return hash((id(self.value.__self__), id(self.value.__func__)))
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return getattr(self.value, "__qualname__", repr(self.value))
 
 
 def module_key(module: nn.Module) -> tuple[Any, ...]:
@@ -99,10 +140,10 @@ def globals_key(functions: list[Any]) -> tuple[Any, ...]:
             continue
         seen.add(code)
         for name, value in _reads(fn, code):
+            if _is_users_function(value):
+                todo.append(value)  # what it reads, and which function it is
             if (key := plain_value(value)) is not _MISSING:
                 parts.append((name, key))
-            elif _is_users_function(value):
-                todo.append(value)
     return tuple(parts)
 
 
@@ -213,15 +254,20 @@ def _refuse_hooks(module: nn.Module) -> None:
                                 "hooks (they would run once, while it is captured)")
 
 
-def autocast_key() -> tuple[Any, ...]:
-    """Whether autocast is on, per device, and its dtypes: a graph captured under autocast
-    holds its casts."""
+def torch_state_key() -> tuple[Any, ...]:
+    """PyTorch's global settings a graph freezes: whether autocast is on, per device, and
+    its dtypes (a graph captured under autocast holds its casts); the default dtype (a
+    ``torch.tensor([1.0])`` made in the call is a constant of the graph); deterministic
+    algorithms and float32 matmul precision (code may read them, and inductor does)."""
+    settings = (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled(),
+                torch.get_float32_matmul_precision())
     try:
-        return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
-                     for d in ("cpu", "cuda"))
+        return settings + tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                                for d in ("cpu", "cuda"))
     except TypeError:  # torch 2.3: the per-device functions of the time
-        return (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
-                torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
+        return settings + (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
+                           torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
 
 
 # ---------------------------------------------------------------------- in-place updates
