@@ -51,6 +51,7 @@ from matchbox.compiler.graph import CaptureError, Specialization
 from matchbox.compiler.recompiles import RECOMPILE_LIMIT, RecompileLimit, check_limit
 from matchbox.compiler.state import (
     before_run,
+    call_refusing_rebinds,
     copied_and_changed,
     globals_key,
     module_functions,
@@ -423,7 +424,7 @@ class CompiledModule(nn.Module):
         def run(params: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if _same_tensors(params, module):
                 return module(*args, **kwargs)
-            return torch.func.functional_call(module, dict(zip(names, params)), args, kwargs)
+            return call_refusing_rebinds(module, names, params, args, kwargs)
 
         self._names = names  # the current call's parameter and buffer names, in order
         self._graphs = _Specializations(run, type(module).__name__, module=module, **settings)

@@ -197,6 +197,40 @@ def module_functions(module: nn.Module) -> list[Any]:
     return functions
 
 
+def call_refusing_rebinds(module: nn.Module, names: list[str], params: list[torch.Tensor],
+                          args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``module(*args, **kwargs)`` with ``params`` for its parameters and buffers (named
+    ``names``), as ``torch.func.functional_call`` does, refusing a call that assigns one
+    of them a new tensor (``self.steps = self.steps + 1``): ``functional_call`` puts the
+    module's own back after the call, and a graph replays the read of the new tensor but
+    not the assignment, so every later call started from the old buffer again (a silent
+    wrong answer; an update in place, ``self.steps += 1``, is an input the graph changes)."""
+    return torch.func.functional_call(_Rebinds(module), {
+        f"inner.{n}": p for n, p in zip(names, params)}, (dict(zip(names, params)), args, kwargs))
+
+
+class _Rebinds(nn.Module):
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.inner = module
+
+    def forward(self, passed: dict[str, torch.Tensor], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+        result = self.inner(*args, **kwargs)
+        now = dict(self.inner.named_parameters())
+        now.update(self.inner.named_buffers())
+        for name, tensor in passed.items():
+            if now.get(name) is not tensor:
+                what = "buffer" if name in dict(self.inner.named_buffers()) else "parameter"
+                where = name if "." in name else f"self.{name}"
+                raise NotCapturable(
+                    f"the call assigns the {what} {where} a new tensor ({where} = ...): a "
+                    "graph replays the call's tensor ops, not the assignment, so every call "
+                    f"would start from the old {what} again; update it in place "
+                    f"({where} += ..., {where}.copy_(...))")
+        return result
+
+
 @contextlib.contextmanager
 def watch_effects(module: nn.Module | None) -> Iterator[None]:
     """Refuse a capture that changes a module's attributes or runs a hook."""
