@@ -52,7 +52,7 @@ from matchbox.compiler.recompiles import RECOMPILE_LIMIT, RecompileLimit, check_
 from matchbox.compiler.state import (
     before_run,
     call_refusing_rebinds,
-    copied_and_changed,
+    copied_because,
     globals_key,
     module_functions,
     module_key,
@@ -235,9 +235,11 @@ class _Specializations:
         else by the graph."""
         if spec.eager_reason is not None:
             return self._run_eagerly(spec, call)
-        if spec.mutated and copied_and_changed(spec, len(call.params), call.tensors,
-                                                (call.args, call.kwargs)):
-            return self._run_eagerly_for_the_copy(spec, call)
+        if spec.mutated or spec.aliased:
+            because = copied_because(spec, len(call.params), call.tensors,
+                                     (call.args, call.kwargs))
+            if because is not None:
+                return self._run_eagerly_for_the_copy(spec, call, because)
         return self._run_graph(spec, call)
 
     def _run_eagerly(self, spec: Specialization, call: _Call) -> Any:
@@ -245,12 +247,11 @@ class _Specializations:
         spec.calls += 1
         return self.run(call.params, call.args, call.kwargs)
 
-    def _run_eagerly_for_the_copy(self, spec: Specialization, call: _Call) -> Any:
-        """This call's batch was padded into a copy, which the graph would change."""
-        _warn_once(spec, f"matchbox.compile({self.name}): runs a call eagerly: it changes a "
-                         "batch argument in place, and the graph would get it padded to the "
-                         "bucket (a copy the change would not leave); compile with "
-                         "bucket=None, or make the change out of place")
+    def _run_eagerly_for_the_copy(self, spec: Specialization, call: _Call, because: str
+                                  ) -> Any:
+        """This call's batch was padded into a copy, which the graph would change or return
+        (``because``: which)."""
+        _warn_once(spec, f"matchbox.compile({self.name}): runs a call eagerly: {because}")
         return self.run(call.params, call.args, call.kwargs)
 
     def _run_graph(self, spec: Specialization, call: _Call) -> Any:

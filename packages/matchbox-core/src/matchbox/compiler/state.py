@@ -306,12 +306,27 @@ def torch_state_key() -> tuple[Any, ...]:
 
 # ---------------------------------------------------------------------- in-place updates
 
-def copied_and_changed(spec: Specialization, n_params: int, tensors: list[torch.Tensor],
-                       arguments: Any) -> bool:
-    """Whether the call changes in place a tensor that the graph gets as a copy (a batch
-    padded to the bucket)."""
+def copied_because(spec: Specialization, n_params: int, tensors: list[torch.Tensor],
+                   arguments: Any) -> str | None:
+    """Why the call cannot run on the graph, which gets a batch argument as a copy (padded
+    to the bucket): the call changes it in place, or its result is the argument or a view
+    of one (eagerly the result shares the argument's data: a write into one is seen in the
+    other; the graph's result would be a view of the copy).  ``None``: it can."""
     own = own_tensors(arguments)
-    return any(i >= n_params and id(tensors[i - n_params]) not in own for i in spec.mutated)
+
+    def copied(positions: tuple[int, ...]) -> bool:
+        return any(i >= n_params and id(tensors[i - n_params]) not in own for i in positions)
+
+    if copied(spec.mutated):
+        return ("it changes a batch argument in place, and the graph would get it padded to "
+                "the bucket (a copy the change would not leave); compile with bucket=None, or "
+                "make the change out of place")
+    if copied(spec.aliased):
+        return ("its result is a batch argument or a view of one (return x, x[:, :2]), and "
+                "the graph would get the argument padded to the bucket (a copy: the result "
+                "would not share the argument's data, as it does eagerly); compile with "
+                "bucket=None, or return a copy (x.clone())")
+    return None
 
 
 def before_run(spec: Specialization, inputs: list[torch.Tensor]
