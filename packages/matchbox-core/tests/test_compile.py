@@ -424,16 +424,6 @@ def test_autocast_is_part_of_a_graphs_key():
     assert len(compiled.specializations) == 2
 
 
-def test_many_graphs_are_warned_about():
-    compiled = matchbox.compile(lambda x, t: x.sum(1) * t, backend="fx")
-    _, xb = batch_of([3, 2], requires_grad=False)
-    for t in range(matchbox.compiler.MANY_GRAPHS):
-        compiled(xb, float(t))
-    with pytest.warns(UserWarning, match="8 graphs so far; an argument that changes from call "
-                                         "to call .a float"):
-        compiled(xb, 99.0)
-
-
 # Per-example checks of ops become graph outputs (they broke capture with a data-dependent
 # guard, issue 24 §3): the call is captured, and a failing check reruns it eagerly to
 # raise its own error.

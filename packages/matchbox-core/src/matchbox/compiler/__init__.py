@@ -46,15 +46,18 @@ from matchbox._async_checks import set_async_checks
 from matchbox.compiler import graph as _graph
 from matchbox.compiler import reuse as reuse_module
 from matchbox.compiler import scan_settings, symbolic
+from matchbox.compiler.dynamo_skip import hide_from_torch_compile
 from matchbox.compiler.graph import CaptureError, Specialization
+from matchbox.compiler.recompiles import RECOMPILE_LIMIT, RecompileLimit, check_limit
 from matchbox.compiler.state import (
-    autocast_key,
     before_run,
-    copied_and_changed,
+    call_refusing_rebinds,
+    copied_because,
     globals_key,
     module_functions,
     module_key,
     restore,
+    torch_state_key,
 )
 from matchbox.compiler.structure import (
     Unsupported,
@@ -73,15 +76,13 @@ log = logging.getLogger("matchbox.compile")
 
 #: The smallest step bound of a captured ``while`` when ``max_steps`` is not given.
 MIN_STEPS = 16
-#: How many graphs one compiled model compiles before a warning says why it might.
-MANY_GRAPHS = 8
 
 
 def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: int | None = None,
             backend: Any = "inductor", mode: str | None = None,
             options: dict[str, Any] | None = None, fallback: str = "warn",
             reuse: float | None = 2.0, warmup: float | str | None = None,
-            dynamic: bool = True) -> Any:
+            dynamic: bool = True, recompile_limit: int | None = RECOMPILE_LIMIT) -> Any:
     """Compile ``model`` (an ``nn.Module`` or a function) for batches.
 
     Returns a :class:`CompiledModule` (an ``nn.Module`` sharing ``model``'s
@@ -104,17 +105,20 @@ def compile(model: Any = None, /, *, bucket: int | str | None = 8, max_steps: in
     - ``dynamic``: capture the batch size and padded sizes as symbols, so that one graph
       serves every size its code does not fix (``compiler/symbolic.py``); ``False``: a
       graph per size.
+    - ``recompile_limit``: how many graphs to capture; a call that needs one more runs
+      eagerly, with a warning naming what changed (``compiler/recompiles.py``).
     """
     check_bucket(bucket)
     reuse_module.check_reuse(reuse)
     reuse_module.check_warmup(warmup)
+    check_limit(recompile_limit)
     if max_steps is not None and (not isinstance(max_steps, int) or max_steps < 1):
         raise ValueError(f"matchbox.compile: max_steps must be a positive int, got {max_steps!r}")
     if fallback not in ("warn", "raise"):
         raise ValueError(f"matchbox.compile: fallback must be 'warn' or 'raise', got {fallback!r}")
     settings = dict(bucket=bucket, max_steps=max_steps, backend=backend, mode=mode,
                     options=options, fallback=fallback, reuse=reuse, warmup=warmup,
-                    dynamic=dynamic)
+                    dynamic=dynamic, recompile_limit=recompile_limit)
     if model is None:
         return functools.partial(compile, **settings)
     if isinstance(model, type):
@@ -164,13 +168,14 @@ class _Specializations:
 
     ``graphs`` holds every specialisation, keyed by what it is specialised on (one
     that runs eagerly has its ``eager_reason``); ``uncaptured`` holds, by reason, the
-    calls whose arguments could not be taken apart: they have no key and no graph.
+    calls whose arguments could not be taken apart, and (``"recompile_limit"``) those past
+    the recompile limit (``compiler/recompiles.py``): they have no key and no graph.
     """
 
     def __init__(self, run: Callable[..., Any], name: str, *, bucket: Any, max_steps: int | None,
                  backend: Any, mode: str | None, options: dict[str, Any] | None, fallback: str,
                  reuse: float | None, warmup: float | str | None, dynamic: bool,
-                 module: nn.Module | None = None):
+                 recompile_limit: int | None, module: nn.Module | None = None):
         self.run = run  # run(params, args, kwargs): the eager call
         self.name = name
         self.module = module
@@ -183,6 +188,7 @@ class _Specializations:
         self.reuse = reuse
         self.warmup = reuse_module.Warmup(warmup)
         self.by_guards = symbolic.ByGuards(dynamic and symbolic.available())
+        self.limit = RecompileLimit(recompile_limit, name, fallback, module is not None)
         self.graphs: dict[tuple[Any, ...], Specialization] = {}
         self.uncaptured: dict[str, Specialization] = {}
 
@@ -198,7 +204,7 @@ class _Specializations:
         except Unsupported as error:
             return self._run_uncaptured(str(error), params, args, kwargs)
         key = (structure, tensor_key(params), tensor_key(tensors), torch.is_grad_enabled(),
-               autocast_key(), key_extra, aliases(params + tensors))
+               torch_state_key(), key_extra, aliases(params + tensors))
         call = _Call(params, args, kwargs, structure, tensors, key)
         spec = self.graphs.get(key) or self.by_guards.find(key, call.inputs)
         if spec is None and self.reuse is not None:
@@ -209,6 +215,9 @@ class _Specializations:
             warmup_key = self.by_guards.warmup_key(key)
             if self.warmup.runs_eagerly(warmup_key, self.graphs.values()):
                 return self.warmup.run(warmup_key, lambda: self.run(params, args, kwargs))
+            if self.limit.reached(self.graphs):  # listed last, with the uncaptured calls
+                spec = self.uncaptured.setdefault("recompile_limit", self.limit.refuse(key))
+                return self._run_eagerly(spec, call)
             bound = self.max_steps or max(MIN_STEPS, largest_dynamic_size(structure, tensors))
             spec = self._specialize(call, bound)
             spec.warmup_calls = self.warmup.calls.pop(warmup_key, 0)
@@ -226,9 +235,11 @@ class _Specializations:
         else by the graph."""
         if spec.eager_reason is not None:
             return self._run_eagerly(spec, call)
-        if spec.mutated and copied_and_changed(spec, len(call.params), call.tensors,
-                                                (call.args, call.kwargs)):
-            return self._run_eagerly_for_the_copy(spec, call)
+        if spec.mutated or spec.aliased:
+            because = copied_because(spec, len(call.params), call.tensors,
+                                     (call.args, call.kwargs))
+            if because is not None:
+                return self._run_eagerly_for_the_copy(spec, call, because)
         return self._run_graph(spec, call)
 
     def _run_eagerly(self, spec: Specialization, call: _Call) -> Any:
@@ -236,12 +247,11 @@ class _Specializations:
         spec.calls += 1
         return self.run(call.params, call.args, call.kwargs)
 
-    def _run_eagerly_for_the_copy(self, spec: Specialization, call: _Call) -> Any:
-        """This call's batch was padded into a copy, which the graph would change."""
-        _warn_once(spec, f"matchbox.compile({self.name}): runs a call eagerly: it changes a "
-                         "batch argument in place, and the graph would get it padded to the "
-                         "bucket (a copy the change would not leave); compile with "
-                         "bucket=None, or make the change out of place")
+    def _run_eagerly_for_the_copy(self, spec: Specialization, call: _Call, because: str
+                                  ) -> Any:
+        """This call's batch was padded into a copy, which the graph would change or return
+        (``because``: which)."""
+        _warn_once(spec, f"matchbox.compile({self.name}): runs a call eagerly: {because}")
         return self.run(call.params, call.args, call.kwargs)
 
     def _run_graph(self, spec: Specialization, call: _Call) -> Any:
@@ -309,11 +319,6 @@ class _Specializations:
                               unrolled_because=unrolled_because)
         if unrolled_because is not None:
             spec.unrolled.append(f"every loop, as a graph with scans failed: {unrolled_because}")
-        if len(self.graphs) + len(self.uncaptured) == MANY_GRAPHS:
-            _warn(f"matchbox.compile({self.name}): {MANY_GRAPHS} graphs so far; an argument "
-                  "that changes from call to call (a float, a padded size that bucket= does "
-                  "not round, a batch size) compiles a graph each time: pass it as a tensor, "
-                  "or use a coarser bucket")
         start = time.perf_counter()
         fakes = None if static_because else self.by_guards.fakes(call.key, len(params), call.inputs)
         try:
@@ -342,6 +347,7 @@ class _Specializations:
             log.info("%s: captured %s as a graph of %d nodes (loop bound %d)", self.name,
                      spec.summary, spec.nodes, bound)
         self.graphs[call.key] = spec
+        self.limit.captured(call.key)
         self.by_guards.drop(replaces)
         if spec.sizes is not None and spec.sizes.free:
             self.by_guards.add(call.key, spec)
@@ -419,7 +425,7 @@ class CompiledModule(nn.Module):
         def run(params: list[torch.Tensor], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             if _same_tensors(params, module):
                 return module(*args, **kwargs)
-            return torch.func.functional_call(module, dict(zip(names, params)), args, kwargs)
+            return call_refusing_rebinds(module, names, params, args, kwargs)
 
         self._names = names  # the current call's parameter and buffer names, in order
         self._graphs = _Specializations(run, type(module).__name__, module=module, **settings)
@@ -480,21 +486,3 @@ def _same_tensors(params: list[torch.Tensor], module: nn.Module) -> bool:
     """Whether ``params`` are the module's own (an eager call needs no functional_call)."""
     own = [p for _, p in module.named_parameters()] + [b for _, b in module.named_buffers()]
     return len(own) == len(params) and all(a is b for a, b in zip(own, params))
-
-
-def hide_from_torch_compile(*package_names: str) -> None:
-    """Make ``torch.compile`` run Matchbox's code eagerly (a graph break at every batch op).
-
-    TorchDynamo traces Python, and Matchbox's dispatch is Python: traced, it gave
-    wrong results (generated methods differ only in the op they close over, and
-    a compiled frame of one was reused for another).  Matchbox's own files are
-    therefore added to Dynamo's skip list, so ``torch.compile`` of a model that
-    uses batches gives the eager result; :func:`compile` is the way to compile them.
-    """
-    try:
-        from torch._dynamo import trace_rules as rules
-    except ImportError:  # torch 2.3's name for it
-        from torch._dynamo import skipfiles as rules  # type: ignore[no-redef]
-    for name in package_names:
-        rules.add(name)
-

@@ -28,7 +28,7 @@ import torch
 from matchbox import _capture, _masking
 from matchbox.compiler import grad_mode, precompiled, slice_copies, split_views
 from matchbox.compiler.state import watch_effects
-from matchbox.compiler.structure import Structure, flatten, unflatten
+from matchbox.compiler.structure import Structure, flatten, roles, unflatten
 
 
 class CaptureError(RuntimeError):
@@ -59,6 +59,9 @@ class Specialization:
     #: Positions, among the graph's inputs, of the tensors the call changes in place
     #: (a buffer's running statistics, an argument).
     mutated: tuple[int, ...] = ()
+    #: Positions, among the graph's inputs, of the batch data and plain tensors that a
+    #: result is, or is a view of (``return x``, ``x[:, :2]``).
+    aliased: tuple[int, ...] = ()
     warned: bool = False
     #: How many loops the graph holds as one ``scan`` node each (``matchbox.compiler.loops``),
     #: and why the loops unrolled instead were (a loop that may not be a scan says nothing).
@@ -132,6 +135,7 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
                              if t._version != v)
         outputs: list[torch.Tensor] = []
         spec.out_structure = flatten(result, outputs, what="result")
+        spec.aliased = _aliased(tensors, outputs, n_params, structure)
         flags = state.flags()
         spec.has_flags = flags is not None
         return tuple(outputs) + ((flags,) if flags is not None else ())
@@ -150,6 +154,19 @@ def capture(call: Callable[..., Any], n_params: int, structure: Structure,
         graph.recompile()
         split_views.splits_as_slices(graph)
     return graph
+
+
+def _aliased(inputs: tuple[torch.Tensor, ...], outputs: list[torch.Tensor], n_params: int,
+             structure: Structure) -> tuple[int, ...]:
+    """The positions of the inputs, batch data or plain tensors (not masks, which a graph
+    makes for a batch without one), whose storage a result shares."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    kinds = [("param", ())] * n_params + roles(structure)
+    storages = {StorageWeakRef(t.untyped_storage()): i for i, t in enumerate(inputs)
+                if kinds[i][0] in ("data", "plain")}
+    found = {storages.get(StorageWeakRef(t.untyped_storage())) for t in outputs}
+    return tuple(sorted(i for i in found if i is not None))
 
 
 def _batches_in(value: Any) -> list[Any]:

@@ -101,7 +101,7 @@ def larger_graph(graphs: dict[tuple[Any, ...], Any], key: tuple[Any, ...], reuse
     own = work(kinds, tensors)
     best = None
     for other, spec in graphs.items():
-        if (spec.eager_reason is not None or spec.compiled is None or spec.mutated
+        if (spec.eager_reason is not None or spec.compiled is None or spec.mutated or spec.aliased
                 or other[0] != structure or other[1] != params or list(other[3:]) != rest):
             continue
         if not _holds(kinds, tensors, other[2]):

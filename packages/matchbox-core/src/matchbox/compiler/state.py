@@ -20,6 +20,8 @@ capture instead (the call then runs eagerly) and puts the attributes back.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import enum
 import functools
 import inspect
 import types
@@ -36,6 +38,10 @@ if TYPE_CHECKING:
     from matchbox.compiler.graph import Specialization
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None), torch.dtype, torch.device)
+# Functions keyed by identity (a module's ``self.activation = F.relu``, a global
+# ``ACT = torch.tanh``): the graph holds the ops of the one it was captured with.
+_FUNCTIONS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+              functools.partial)
 _MISSING = object()
 # Containers of plain values keyed by their items (a module's ``self.scales = (1.0, 2.0)``,
 # a global list of flags), up to this many items in all: a larger one (a vocabulary) is not.
@@ -43,14 +49,26 @@ _MOST_ITEMS = 64
 
 
 def plain_value(value: Any) -> Any:
-    """``value`` as a key if it is plain (a number, string, flag, ...) or a tuple, list or
-    dict of such (by their items, as they are now: a list changed in place is another
-    key), else ``_MISSING``."""
+    """``value`` as a key if it is plain (a number, string, flag, an enum member, a
+    function, by identity) or a tuple, list, dict or dataclass instance of such (by their
+    items or fields, as they are now: a list changed in place, a config's field set, is
+    another key), else ``_MISSING``."""
     budget = [_MOST_ITEMS]
 
     def frozen(v: Any) -> Any:
-        if type(v) in _PLAIN:
+        if type(v) in _PLAIN or isinstance(v, enum.Enum):
             return v
+        if isinstance(v, _FUNCTIONS):
+            return ("function", _Identity(v))
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            fields = [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
+            budget[0] -= len(fields)
+            if budget[0] < 0:
+                return _MISSING
+            parts = tuple((name, frozen(item)) for name, item in fields)
+            if any(part is _MISSING for _, part in parts):
+                return _MISSING
+            return (type(v), parts)
         if type(v) not in (tuple, list, dict):
             return _MISSING
         budget[0] -= len(v)
@@ -66,6 +84,29 @@ def plain_value(value: Any) -> Any:
         return (type(v).__name__, tuple(parts))
 
     return frozen(value)
+
+
+class _Identity:
+    """A key equal to another only for the same object (a ``functools.partial`` or a bound
+    method compares by value, or not at all)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and (
+            other.value is self.value or (isinstance(self.value, types.MethodType)
+                                          and other.value == self.value))
+
+    def __hash__(self) -> int:
+        if isinstance(self.value, types.MethodType):
+            return hash((id(self.value.__self__), id(self.value.__func__)))
+        return id(self.value)
+
+    def __repr__(self) -> str:
+        return getattr(self.value, "__qualname__", repr(self.value))
 
 
 def module_key(module: nn.Module) -> tuple[Any, ...]:
@@ -99,10 +140,10 @@ def globals_key(functions: list[Any]) -> tuple[Any, ...]:
             continue
         seen.add(code)
         for name, value in _reads(fn, code):
+            if _is_users_function(value):
+                todo.append(value)  # what it reads, and which function it is
             if (key := plain_value(value)) is not _MISSING:
                 parts.append((name, key))
-            elif _is_users_function(value):
-                todo.append(value)
     return tuple(parts)
 
 
@@ -154,6 +195,40 @@ def module_functions(module: nn.Module) -> list[Any]:
             seen.add(kind)
             functions += [v for v in vars(kind).values() if isinstance(v, types.FunctionType)]
     return functions
+
+
+def call_refusing_rebinds(module: nn.Module, names: list[str], params: list[torch.Tensor],
+                          args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``module(*args, **kwargs)`` with ``params`` for its parameters and buffers (named
+    ``names``), as ``torch.func.functional_call`` does, refusing a call that assigns one
+    of them a new tensor (``self.steps = self.steps + 1``): ``functional_call`` puts the
+    module's own back after the call, and a graph replays the read of the new tensor but
+    not the assignment, so every later call started from the old buffer again (a silent
+    wrong answer; an update in place, ``self.steps += 1``, is an input the graph changes)."""
+    return torch.func.functional_call(_Rebinds(module), {
+        f"inner.{n}": p for n, p in zip(names, params)}, (dict(zip(names, params)), args, kwargs))
+
+
+class _Rebinds(nn.Module):
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.inner = module
+
+    def forward(self, passed: dict[str, torch.Tensor], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+        result = self.inner(*args, **kwargs)
+        now = dict(self.inner.named_parameters())
+        now.update(self.inner.named_buffers())
+        for name, tensor in passed.items():
+            if now.get(name) is not tensor:
+                what = "buffer" if name in dict(self.inner.named_buffers()) else "parameter"
+                where = name if "." in name else f"self.{name}"
+                raise NotCapturable(
+                    f"the call assigns the {what} {where} a new tensor ({where} = ...): a "
+                    "graph replays the call's tensor ops, not the assignment, so every call "
+                    f"would start from the old {what} again; update it in place "
+                    f"({where} += ..., {where}.copy_(...))")
+        return result
 
 
 @contextlib.contextmanager
@@ -213,25 +288,45 @@ def _refuse_hooks(module: nn.Module) -> None:
                                 "hooks (they would run once, while it is captured)")
 
 
-def autocast_key() -> tuple[Any, ...]:
-    """Whether autocast is on, per device, and its dtypes: a graph captured under autocast
-    holds its casts."""
+def torch_state_key() -> tuple[Any, ...]:
+    """PyTorch's global settings a graph freezes: whether autocast is on, per device, and
+    its dtypes (a graph captured under autocast holds its casts); the default dtype (a
+    ``torch.tensor([1.0])`` made in the call is a constant of the graph); deterministic
+    algorithms and float32 matmul precision (code may read them, and inductor does)."""
+    settings = (torch.get_default_dtype(), torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled(),
+                torch.get_float32_matmul_precision())
     try:
-        return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
-                     for d in ("cpu", "cuda"))
+        return settings + tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d))
+                                for d in ("cpu", "cuda"))
     except TypeError:  # torch 2.3: the per-device functions of the time
-        return (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
-                torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
+        return settings + (torch.is_autocast_enabled(), torch.is_autocast_cpu_enabled(),
+                           torch.get_autocast_gpu_dtype(), torch.get_autocast_cpu_dtype())
 
 
 # ---------------------------------------------------------------------- in-place updates
 
-def copied_and_changed(spec: Specialization, n_params: int, tensors: list[torch.Tensor],
-                       arguments: Any) -> bool:
-    """Whether the call changes in place a tensor that the graph gets as a copy (a batch
-    padded to the bucket)."""
+def copied_because(spec: Specialization, n_params: int, tensors: list[torch.Tensor],
+                   arguments: Any) -> str | None:
+    """Why the call cannot run on the graph, which gets a batch argument as a copy (padded
+    to the bucket): the call changes it in place, or its result is the argument or a view
+    of one (eagerly the result shares the argument's data: a write into one is seen in the
+    other; the graph's result would be a view of the copy).  ``None``: it can."""
     own = own_tensors(arguments)
-    return any(i >= n_params and id(tensors[i - n_params]) not in own for i in spec.mutated)
+
+    def copied(positions: tuple[int, ...]) -> bool:
+        return any(i >= n_params and id(tensors[i - n_params]) not in own for i in positions)
+
+    if copied(spec.mutated):
+        return ("it changes a batch argument in place, and the graph would get it padded to "
+                "the bucket (a copy the change would not leave); compile with bucket=None, or "
+                "make the change out of place")
+    if copied(spec.aliased):
+        return ("its result is a batch argument or a view of one (return x, x[:, :2]), and "
+                "the graph would get the argument padded to the bucket (a copy: the result "
+                "would not share the argument's data, as it does eagerly); compile with "
+                "bucket=None, or return a copy (x.clone())")
+    return None
 
 
 def before_run(spec: Specialization, inputs: list[torch.Tensor]
