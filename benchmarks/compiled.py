@@ -20,7 +20,10 @@ forward + backward (the sum of the outputs), the batched variants in
 alternating rounds after a warm-up that compiles.  ``compile s`` is the
 wall time of the first training step of a compiled variant (capture, compile
 and one run), i.e. what a training run pays once per graph; a second process
-finds inductor's caches warm (``--cold`` empties them first).
+finds inductor's caches warm (``--cold`` empties them first).  Inductor's first
+compile in a process (a one-op function, :func:`first_use`: its probes of the CPU's
+instruction sets on a fresh cache) runs before them, reported apart: it is paid
+once, not per graph, and was counted in whichever variant compiled first.
 
     python -m benchmarks.compiled [--batches 8 64] [--models ...] [--repeats 5] [--device cuda]
         [--mode reduce-overhead] [--fixed-sizes] [--python-wrapper]
@@ -204,6 +207,17 @@ def compile_in_process() -> None:
     torch._inductor.config.compile_threads = 1
 
 
+def first_use(device: str) -> float:
+    """Seconds of inductor's first compile in this process and cache, of a one-op function:
+    what the first graph of any variant would otherwise pay (on the CPU, compiling small
+    test programs that probe the instruction sets, 6-7 of them, about 8 s of CPU time
+    on a fresh cache), not a model's own compile time.  Paid here, before any variant is
+    timed, and reported apart."""
+    start = time.perf_counter()
+    torch.compile(lambda x: (x * 2).sum())(torch.randn(8, device=device))
+    return time.perf_counter() - start
+
+
 def compile_seconds(fns: dict) -> dict[str, float]:
     """The first training step of each compiled variant (what compiling costs, once)."""
     seconds = {}
@@ -269,6 +283,8 @@ def main(argv: list[str] | None = None) -> str:
         import tempfile
 
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cold-")
+    first = first_use(args.device)
+    print(f"inductor's first use: {first:.1f} s", flush=True)
     rows = []
     for name in args.models:
         for size in args.sizes or MODELS[name][1]:
@@ -281,7 +297,8 @@ def main(argv: list[str] | None = None) -> str:
         f"{'fixed' if args.fixed_sizes else 'symbolic'} sizes, training step unless noted; "
         f"{machine()}.",
         "`× limit`: ÷ hand-padded eager; `× compiled limit`: forward+backward ÷ hand-padded "
-        "under torch.compile; `compile s`: the first training step of a compiled variant.",
+        "under torch.compile; `compile s`: the first training step of a compiled variant, "
+        f"after inductor's first use in the process (a one-op function: {first:.1f} s).",
         "",
         table(["model", "hidden", "batch", "variant", "fwd ms", "× limit", "fwd+bwd ms",
                "× limit", "× compiled limit", "compile s"], rows),

@@ -505,7 +505,7 @@ def test_graphs_over_a_sequence_of_lengths(scan_loops):
 
 
 def test_inductor_compiles_one_graph_for_every_padded_length():
-    # The scan's length is a symbol (T - 2 after two peeled steps).  Inductor's lowering of
+    # The scan's length is a symbol (T - 1 after the peeled step).  Inductor's lowering of
     # a scan rebuilds its per-step outputs' shapes from the symbols among its inputs, and
     # failed on T (compiler/loop_steps.py, length_inputs): each length then fell back to a
     # graph of its own fixed sizes.  Lengths 5 to 19, no bucket: one graph, one compile.

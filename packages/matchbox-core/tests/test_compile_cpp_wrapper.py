@@ -41,6 +41,23 @@ def test_a_cpu_graph_compiles_with_the_cpp_wrapper_and_restores_the_setting():
     assert inductor_config.cpp_wrapper == before
 
 
+@pytest.mark.skipif(not hasattr(inductor_config, "cpp_wrapper_build_separate"),
+                    reason="this torch builds the wrapper and its kernels as one file")
+def test_the_cpp_wrapper_is_built_apart_from_its_kernels():
+    # The wrapper at -O1, the kernels at -O3: the TreeLSTM's wrappers built in 9.0 s of
+    # CPU time, not 17.4 s (one file at -O3).
+    before = inductor_config.cpp_wrapper_build_separate
+    seen = []
+
+    def compiled(*inputs):
+        seen.append((inductor_config.cpp_wrapper, inductor_config.cpp_wrapper_build_separate))
+        return len(inputs)
+
+    assert scan_graph_settings(compiled, "inductor", [torch.zeros(2)])(torch.zeros(2)) == 1
+    assert seen == [(True, True)]
+    assert inductor_config.cpp_wrapper_build_separate == before
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "eager"])
 def test_other_backends_keep_their_wrapper(backend):
     compiled, seen = recording()

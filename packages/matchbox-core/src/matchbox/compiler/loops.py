@@ -12,7 +12,8 @@ How a step becomes a body:
 - the first steps run unrolled (*peeled*) until the loop's state keeps its
   structure from one step to the next (which state is a batch, which has a mask,
   shapes, dtypes, ``requires_grad``): the state of a fresh ``h = zeros(...)`` gains
-  a mask and a gradient in its first step;
+  a mask and a gradient in its first step, and the scan is tried right after it
+  (:func:`_settled_after_one`), before a second step is peeled;
 - the tensors the last peeled step read that it did not make (parameters, values
   computed before the loop) become the scan's extra inputs: a dispatch mode hands the
   body the scan's own inputs in their place, and refuses a tensor from outside the loop
@@ -237,6 +238,9 @@ def scan_emits(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
     emitted: list[tuple[Any, ...]] = []
     done = 0
     settled = False
+    # A loop inside the step of another (a recurrent module in a scanned for) unrolls
+    # into that step: scan has no rule for the step's recording mode.
+    may_scan = capture is not None and capture.scan_loops is True and not capture.in_loop_step
     while done < MAX_PEELED and done < steps.length:
         before = _structure_of(state)
         with _Record() as record, _inside_a_step(capture):
@@ -247,12 +251,13 @@ def scan_emits(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
         if before is not None and _structure_of(state) == before:
             settled = True
             break
+        if done == 1 and may_scan and done < steps.length:
+            scanned = _settled_after_one(step, state, steps, constants, record, capture)
+            if scanned is not None:
+                return scanned[0], emitted, scanned[1]
     if steps.length <= done:
         return state, emitted, None
-    # A loop inside the step of another (a recurrent module in a scanned for) unrolls
-    # into that step: scan has no rule for the step's recording mode.
-    if settled and capture is not None and capture.scan_loops is True \
-            and not capture.in_loop_step:
+    if settled and may_scan:
         try:
             with scan_attempt.undone_on_failure(capture):
                 final, scanned = _scan(step, state, steps, done, constants, record, capture)
@@ -266,6 +271,24 @@ def scan_emits(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
         state = new[:n_state]
         emitted.append(new[n_state:])
     return state, emitted, None
+
+
+def _settled_after_one(step: Callable[..., Any], state: tuple[Any, ...], steps: Any,
+                       constants: tuple[Any, ...], record: _Record, capture: Any) -> Any:
+    """The loop's other steps as one scan right after its first step, whose state changed
+    structure (a fresh ``h = zeros(...)`` gains a mask and a gradient), or ``None``.
+
+    Most states settle in that one step, and a second peeled step would be one more copy of
+    the step in the graph (its forward and its backward), compiled for nothing.  The
+    body's trace checks what the peeled step showed: that the state keeps its structure,
+    and that the step reads no tensor from outside the loop that the first step did not
+    (which were all made before the loop).  If not, the attempt is undone and says nothing:
+    the loop peels another step, as before."""
+    try:
+        with scan_attempt.undone_on_failure(capture):
+            return _scan(step, state, steps, 1, constants, record, capture)
+    except Exception:  # noqa: BLE001 -- not settled, or refused: peeled further, tried again
+        return None
 
 
 @contextlib.contextmanager
