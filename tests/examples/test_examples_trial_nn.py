@@ -24,37 +24,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from user_batches import floats, ids, labels, lengths_params
 
 import matchbox
 from matchbox import MaskedBatch
 from matchbox.nn import run_encoder
 from matchbox.testing import mb_assert
 
-NAN = float("nan")
-PAD_ID = 10**6  # never a real id: the padding of an id batch must never be looked up
 DTYPES = [torch.float32, torch.float64]
 WITH_EMPTY = {"ragged": [3, 0, 1, 5], "one-example": [4], "empty-example": [0],
               "length-one": [1, 1]}
 NON_EMPTY = {"ragged": [3, 2, 1, 5], "one-example": [4], "length-one": [1, 1]}
-
-
-def lengths_params(table):
-    return pytest.mark.parametrize("lengths", list(table.values()), ids=list(table))
-
-
-def floats(lengths, size, dtype):
-    xs = [torch.randn(1, n, size, dtype=dtype) for n in lengths]
-    return xs, MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
-
-
-def ids(lengths, vocab, low=0):
-    xs = [torch.randint(low, vocab, (1, n)) for n in lengths]
-    return xs, MaskedBatch.fromlist(xs, (True,), padding_value=PAD_ID)
-
-
-def labels(count, classes):
-    ys = [torch.randint(0, classes, (1,)) for _ in range(count)]
-    return ys, MaskedBatch.fromlist(ys, ())
 
 
 def check(model, dtype, *pairs):

@@ -22,12 +22,10 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
+from user_batches import NAN, PAD_ID, floats, ids, labels, lengths_params
 
 from matchbox import MaskedBatch
 from matchbox.testing import mb_assert
-
-NAN = float("nan")
-PAD_ID = 10**6  # never a real id: the padding of an id batch must never be looked up
 
 # Per-example lengths: ragged, equal (no padding at all), batch size one, all length one.
 LENGTHS = {
@@ -37,28 +35,6 @@ LENGTHS = {
     "length-one": [1, 1],
 }
 WITH_EMPTY = {**LENGTHS, "with-empty": [0, 3, 1]}
-
-
-def lengths_params(table):
-    return pytest.mark.parametrize("lengths", list(table.values()), ids=list(table))
-
-
-def floats(lengths, size, dtype):
-    """``(1, n, size)`` examples and their batch (positions dynamic)."""
-    xs = [torch.randn(1, n, size, dtype=dtype) for n in lengths]
-    return xs, MaskedBatch.fromlist(xs, (True, False), padding_value=NAN)
-
-
-def ids(lengths, vocab, low=0):
-    """``(1, n)`` id examples and their batch."""
-    xs = [torch.randint(low, vocab, (1, n)) for n in lengths]
-    return xs, MaskedBatch.fromlist(xs, (True,), padding_value=PAD_ID)
-
-
-def labels(count, classes):
-    """One class label ``(1,)`` per example and their batch (a per-example scalar)."""
-    ys = [torch.randint(0, classes, (1,)) for _ in range(count)]
-    return ys, MaskedBatch.fromlist(ys, ())
 
 
 def check(model, *pairs):
