@@ -74,7 +74,10 @@ def run_one(args: argparse.Namespace, dynamic: bool) -> None:
     torch.manual_seed(0)
     torch.set_num_threads(args.threads)
     model = model_of(args.model, args.size)
-    compiled = matchbox.compile(model, dynamic=dynamic)
+    # A graph per size is what the fixed-size variant measures: with recompile_limit's
+    # default (8) its later sizes would run eagerly and the counts would stop there.
+    compiled = matchbox.compile(model, dynamic=dynamic,
+                                recompile_limit=8 if dynamic else None)
     start = time.perf_counter()
     for xb in batches(args):
         out = compiled(xb)
