@@ -159,7 +159,6 @@ def _new_row(row: MaskedBatch, d: int, kept: bool, suffix: list[Any], value: Any
     return fresh._data
 
 
-
 def _differing_positions(text: str, where: str, how: str) -> NotImplementedError:
     """The refusal of a subscript whose indices ``where`` ("before"/"after") the
     per-example int select positions that differ between examples."""
@@ -168,6 +167,7 @@ def _differing_positions(text: str, where: str, how: str) -> NotImplementedError
         f"differ between examples ({how}), which the batch cannot write in place; index "
         "those from the start, or build the new batch (torch.where with a condition on "
         "positions)")
+
 
 def writes_back(input: MaskedBatch, items: list[Any]) -> bool:
     """Whether ``input[items]``, a copy standing for a view, can take an in-place op by

@@ -480,4 +480,3 @@ def _own_slice(obj: Any, present: torch.Tensor, index: slice) -> list[Any]:
         taken = chosen.any(1).tolist()
         order = [k for k in order if taken[k]]
     return type(obj)(per_example_item(chosen[k], obj[k], "a list item") for k in order)
-

@@ -19,9 +19,9 @@ import torch
 from torch.autograd import profiler as autograd_profiler
 
 from matchbox.control.runtime import number_merges
-from matchbox.control.runtime.select import _keep, _still, _without_guard
+from matchbox.control.runtime.select import _keep, _without_guard
 from matchbox.control.runtime.select import merge as _general
-from matchbox.extending import mask_and, mask_view, record_equal_outside, same_mask
+from matchbox.extending import mask_and, mask_view, same_mask
 from matchbox.masked_batch import MaskedBatch
 
 _Tensor = torch.Tensor
@@ -76,10 +76,5 @@ def merge(mask: Any, outer: Any, new: Any, old: Any, name: str) -> Any:
     # (Not for inference tensors: they have no version counter to tell a write.)
     if (isinstance(outer, _Tensor) and not merged._data.is_inference()
             and not data_old.is_inference()):
-        # ``select._keep``: equal to ``old`` outside ``outer``, or to what old equals there.
-        kept = old._kept_outside
-        if kept is not None and kept[0] is outer and _still(kept, old):
-            record_equal_outside(merged, outer, kept[1](), kept[2], kept[3])
-        else:
-            record_equal_outside(merged, outer, data_old, data_old._version, old._mask)
+        _keep(merged, old, outer)  # equal to ``old`` outside ``outer``, or to what old equals
     return merged
