@@ -5,8 +5,10 @@ PyTorch code.
 The model is the README's (``h = self.cell(xt, h)`` over ``x.unbind(1)``, with
 ``nn.RNNCell``), written once for one example.  Variants, timed in one process:
 
-- per-example loop: the decorated model called on each example alone (plain
-  tensors, batch size one: what one runs without batching);
+- per-example loop: the model's own ``forward``, undecorated (``__wrapped__``),
+  called on each example alone (plain tensors, batch size one: what one runs
+  without Matchbox; the decorated method on a plain tensor runs the rewritten
+  code, several times the Python);
 - ``@batch``: the same model on a ``MaskedBatch``;
 - by hand (Matchbox): the same loop written without the decorator, keeping
   finished examples' state with ``F.update`` (what ``@batch`` generates the
@@ -36,6 +38,7 @@ from benchmarks._harness import (
     median_seconds,
     ratio_cells,
     table,
+    undecorated,
     write,
 )
 from examples.readme_rnn import RNN  # the README's model, as the example trains it
@@ -61,9 +64,10 @@ def hand_padded(model: RNN, data: torch.Tensor, lengths: torch.Tensor):
 
 def variants(model: RNN, examples: list[torch.Tensor]) -> dict:
     xb = MaskedBatch.fromlist(examples, (True, False))
+    one = undecorated(model.forward)
     lengths = torch.tensor([x.size(1) for x in examples], device=xb.device)
     return {
-        "per-example loop": lambda: torch.cat([model(x) for x in examples]),
+        "per-example loop": lambda: torch.cat([one(x) for x in examples]),
         "@batch": lambda: model(xb).data,
         "by hand (Matchbox F.update)": lambda: by_hand(model, xb).data,
         "hand-padded": lambda: hand_padded(model, xb.data, lengths),

@@ -4,7 +4,8 @@ halting score passes a threshold (at most 20 steps).
 The model is written once, for one example (``Halting.forward``); examples
 halt after different numbers of steps.  Variants, timed in one process:
 
-- per-example loop: the decorated model on each example alone (plain tensors);
+- per-example loop: the model's own ``forward``, undecorated (``__wrapped__``),
+  on each example alone (plain tensors);
 - ``@batch``: the same model on a ``MaskedBatch`` (the loop runs while some
   example is still iterating, finished examples keep their state);
 - hand-written masked: plain PyTorch on the whole batch, an ``active`` mask
@@ -22,7 +23,7 @@ import torch
 from torch import nn
 
 import matchbox
-from benchmarks._harness import machine, table, write
+from benchmarks._harness import machine, table, undecorated, write
 from benchmarks.control_rnn import TIME_COLUMNS, check, timed_rows
 from matchbox import MaskedBatch
 
@@ -78,8 +79,9 @@ def step_counts(model: Halting, h: torch.Tensor) -> torch.Tensor:
 
 def variants(model: Halting, examples: list[torch.Tensor]) -> dict:
     xb = MaskedBatch.fromlist(examples, (False,))
+    one = undecorated(model.forward)
     return {
-        "per-example loop": lambda: torch.cat([model(x) for x in examples]),
+        "per-example loop": lambda: torch.cat([one(x) for x in examples]),
         "@batch": lambda: model(xb).data,
         "hand-padded": lambda: hand_written(model, xb.data),
     }

@@ -4,7 +4,8 @@ The model's ``parse`` is written for ONE binary tree (its leaves and its
 shift/reduce transitions, an ``if`` on each transition, a stack tensor with a
 stack pointer).  Three variants, timed in one process on random binary trees:
 
-- per-example loop: ``parse`` on each tree alone (plain tensors);
+- per-example loop: ``parse`` as written, undecorated (``__wrapped__``), on each
+  tree alone (plain tensors);
 - Matchbox: the same ``parse`` (``@matchbox.batch``) on a batch of trees;
 - hand-padded: the same algorithm written by hand for a padded batch (every
   step computes SHIFT and REDUCE for every tree and selects per tree with
@@ -27,6 +28,7 @@ from benchmarks._harness import (
     machine,
     ratio_cells,
     table,
+    undecorated,
     write,
 )
 from examples.treelstm import REDUCE, SHIFT, TreeLSTM, leaves_and_transitions, stack_depth
@@ -84,10 +86,11 @@ def variants(model: TreeLSTM, trees: list[tuple[torch.Tensor, torch.Tensor]]) ->
     leaves = MaskedBatch.fromlist([leaf for leaf, _ in trees], (True, False))
     transitions = MaskedBatch.fromlist([t for _, t in trees], (True,))
     steps = torch.tensor([t.size(1) for _, t in trees], device=leaves.device)
+    parse_one = undecorated(model.parse)
     padded_transitions = torch.where(transitions.mask, transitions.data, SHIFT)
     padded_leaves = torch.where(leaves.mask, leaves.data, 0.0)
     return {
-        LOOP: lambda: torch.cat([model.parse(leaf, t) for leaf, t in trees]),
+        LOOP: lambda: torch.cat([parse_one(leaf, t) for leaf, t in trees]),
         "Matchbox": lambda: model.parse(leaves, transitions).data,
         LIMIT: lambda: hand_padded_parse(model, padded_leaves, padded_transitions, steps),
     }
